@@ -1,0 +1,230 @@
+"""Conventions: gains, rank discounts, tie and empty-query policies, and named presets.
+
+Every ranking metric in this library is one kernel parameterised by these choices. They are plain
+data (no tensors), so a metric can be configured once and its tables built on any device.
+
+A *preset* reproduces a peer library exactly (see the conventions table in the README)::
+
+    >>> from torch_rankeval.conventions import PRESETS, resolve_convention
+    >>> sorted(PRESETS)
+    ['lightgbm', 'sklearn', 'torchmetrics', 'trec_eval']
+    >>> resolve_convention("trec_eval").gain
+    'linear'
+    >>> resolve_convention("trec_eval", gain="exp2").gain   # explicit arguments win over the preset
+    'exp2'
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from typing import Callable, Mapping, Union
+
+import torch
+from torch import Tensor
+
+__all__ = [
+    "Convention",
+    "DEFAULT",
+    "PRESETS",
+    "presets",
+    "resolve_convention",
+    "gain_fn",
+    "discount_table",
+    "TIES",
+    "EMPTY_TARGET_ACTIONS",
+    "AP_DENOMINATORS",
+    "REDUCTIONS",
+]
+
+GainSpec = Union[str, Mapping[float, float], Callable[[Tensor], Tensor]]
+DiscountSpec = Union[Callable[[Tensor], Tensor], None]
+
+TIES = ("average", "first", "pessimistic", "optimistic")
+EMPTY_TARGET_ACTIONS = ("neg", "pos", "skip", "error")
+AP_DENOMINATORS = ("all_relevant", "retrieved_relevant", "min_k_relevant")
+REDUCTIONS = ("mean", "sum", "none")
+GAINS = ("exp2", "linear")
+
+
+@dataclass(frozen=True)
+class Convention:
+    """One complete set of metric conventions.
+
+    Attributes:
+        gain: ``"exp2"`` (``2**rel - 1``), ``"linear"`` (``rel``), a mapping ``{grade: gain}`` (grades
+            not in the mapping keep their own value as gain, as in trec_eval), or a callable applied
+            elementwise to the float grades.
+        log_base: base ``b`` of the rank discount ``1 / log_b(rank + 1)``.
+        discount: a callable of the float 1-based rank tensor that replaces the log discount.
+        ties: ``"average"`` (expected value over all orders of tied scores), ``"first"`` (input
+            order), ``"pessimistic"`` (tied documents in increasing grade), ``"optimistic"``.
+        relevance_threshold: binary metrics count a document as relevant when ``target >=
+            threshold``; ``None`` means ``>= 1`` for integer grades and ``> 0`` for float/bool.
+        empty_target_action: what a query without relevant documents scores: ``"neg"`` 0,
+            ``"pos"`` 1, ``"skip"`` left out of the mean, ``"error"`` raises.
+        denominator: average precision's denominator (``"all_relevant"``: trec_eval,
+            ``"retrieved_relevant"``: torchmetrics, ``"min_k_relevant"``: ``min(k, R)``).
+        adaptive_k: precision@k divides by ``min(k, list length)`` instead of ``k``.
+
+    Example:
+        >>> Convention().gain, Convention().ties
+        ('exp2', 'average')
+    """
+
+    gain: GainSpec = "exp2"
+    log_base: float = 2.0
+    discount: DiscountSpec = None
+    ties: str = "average"
+    relevance_threshold: float | None = None
+    empty_target_action: str = "neg"
+    denominator: str = "all_relevant"
+    adaptive_k: bool = False
+
+    def __post_init__(self) -> None:
+        if isinstance(self.gain, str) and self.gain not in GAINS:
+            raise ValueError(f"gain={self.gain!r} is not known: use one of {GAINS}, a mapping or a callable")
+        if not isinstance(self.gain, (str, Mapping)) and not callable(self.gain):
+            raise TypeError(f"gain must be a name, a mapping {{grade: gain}} or a callable, got {type(self.gain).__name__}")
+        if isinstance(self.gain, Mapping) and not self.gain:
+            raise ValueError("gain mapping is empty: give at least one {grade: gain} pair")
+        if isinstance(self.log_base, bool) or not isinstance(self.log_base, (int, float)) or not (
+            math.isfinite(self.log_base) and self.log_base > 1
+        ):
+            raise ValueError(f"log_base must be a finite number > 1, got {self.log_base!r}")
+        if self.discount is not None and not callable(self.discount):
+            raise TypeError("discount must be a callable of the 1-based rank tensor, or None")
+        _check_choice("ties", self.ties, TIES)
+        _check_choice("empty_target_action", self.empty_target_action, EMPTY_TARGET_ACTIONS)
+        _check_choice("denominator", self.denominator, AP_DENOMINATORS)
+        if self.relevance_threshold is not None:
+            t = self.relevance_threshold
+            if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t <= 0:
+                raise ValueError(
+                    f"relevance_threshold must be a finite number > 0 (a document is relevant when "
+                    f"target >= threshold), got {t!r}"
+                )
+        if not isinstance(self.adaptive_k, bool):
+            raise TypeError(f"adaptive_k must be a bool, got {type(self.adaptive_k).__name__}")
+
+
+def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ValueError(f"{name}={value!r} is not valid: use one of {', '.join(map(repr, choices))}")
+
+
+DEFAULT = Convention()
+_FIELDS = tuple(f.name for f in fields(Convention))
+
+PRESETS: dict[str, Convention] = {
+    # trec_eval: linear gain, IDCG and AP denominators from all judged documents (pass
+    # ideal_target / n_relevant), ties by score then docno descending (order tied documents by
+    # docno first, then ties="first"), P@k divides by k, rel >= 1 is relevant.
+    "trec_eval": Convention(gain="linear", ties="first", denominator="all_relevant", empty_target_action="neg"),
+    # torchmetrics.retrieval: linear gain, nDCG averages ties, AP divides by the relevant
+    # documents found in the top k, P@k divides by k unless adaptive_k.
+    "torchmetrics": Convention(gain="linear", ties="average", denominator="retrieved_relevant", empty_target_action="neg"),
+    # sklearn.metrics.ndcg_score: linear gain, ties averaged.
+    "sklearn": Convention(gain="linear", ties="average", empty_target_action="neg"),
+    # LightGBM / TF-Ranking: 2^rel - 1 gain, stable sort, P@k divides by min(k, n).
+    "lightgbm": Convention(gain="exp2", ties="first", denominator="all_relevant", adaptive_k=True),
+}
+
+
+class _Presets:
+    """Attribute access to :data:`PRESETS`: ``presets.trec_eval`` is a :class:`Convention`.
+
+    Example:
+        >>> presets.sklearn.ties
+        'average'
+    """
+
+    def __getattr__(self, name: str) -> Convention:
+        try:
+            return PRESETS[name]
+        except KeyError:
+            raise AttributeError(f"no preset {name!r}; known presets: {sorted(PRESETS)}") from None
+
+    def __dir__(self) -> list[str]:
+        return sorted(PRESETS)
+
+
+presets = _Presets()
+
+
+def resolve_convention(convention: str | Convention | None = None, **overrides: object) -> Convention:
+    """Build the :class:`Convention` a call uses: a preset (or the defaults) with explicit overrides.
+
+    Arguments whose value is ``None`` are left to the preset, so functions can default every
+    convention argument to ``None``.
+
+    Example:
+        >>> resolve_convention(None, ties="first").ties
+        'first'
+        >>> resolve_convention("sklearn").gain
+        'linear'
+    """
+    if convention is None:
+        base = DEFAULT
+    elif isinstance(convention, Convention):
+        base = convention
+    elif isinstance(convention, str):
+        if convention not in PRESETS:
+            raise ValueError(f"convention={convention!r} is not a known preset: use one of {sorted(PRESETS)}")
+        base = PRESETS[convention]
+    else:
+        raise TypeError(f"convention must be a preset name or a Convention, got {type(convention).__name__}")
+    unknown = [name for name in overrides if name not in _FIELDS]
+    if unknown:
+        raise TypeError(f"unknown convention argument(s): {sorted(unknown)}")
+    given = {k: v for k, v in overrides.items() if v is not None}
+    if not given:
+        return base
+    values = {name: given.get(name, getattr(base, name)) for name in _FIELDS}
+    return Convention(**values)
+
+
+def gain_fn(gain: GainSpec) -> Callable[[Tensor], Tensor]:
+    """The elementwise gain function of a gain spec, applied to float grades.
+
+    Example:
+        >>> gain_fn("exp2")(torch.tensor([0.0, 1.0, 3.0]))
+        tensor([0., 1., 7.])
+        >>> gain_fn({1: 1.0, 2: 3.0})(torch.tensor([0.0, 1.0, 2.0, 4.0]))   # 0 and 4 are not mapped
+        tensor([0., 1., 3., 4.])
+    """
+    if gain == "exp2":
+        return lambda t: torch.exp2(t) - 1
+    if gain == "linear":
+        return lambda t: t
+    if isinstance(gain, Mapping):
+        items = sorted((float(k), float(v)) for k, v in gain.items())
+        keys_list = [k for k, _ in items]
+        vals_list = [v for _, v in items]
+
+        def mapped(t: Tensor) -> Tensor:
+            keys = torch.tensor(keys_list, dtype=t.dtype, device=t.device)
+            vals = torch.tensor(vals_list, dtype=t.dtype, device=t.device)
+            idx = torch.searchsorted(keys, t.contiguous()).clamp(max=len(keys_list) - 1)
+            return torch.where(keys[idx] == t, vals[idx], t)
+
+        return mapped
+    if callable(gain):
+        return gain
+    raise TypeError(f"gain must be 'exp2', 'linear', a mapping or a callable, got {gain!r}")
+
+
+def discount_table(length: int, convention: Convention, *, dtype: torch.dtype, device: torch.device | str) -> Tensor:
+    """Discounts of ranks ``1..length``: ``1 / log_b(rank + 1)`` or the convention's callable.
+
+    Example:
+        >>> discount_table(3, DEFAULT, dtype=torch.float64, device="cpu")
+        tensor([1.0000, 0.6309, 0.5000], dtype=torch.float64)
+    """
+    ranks = torch.arange(1, length + 1, dtype=dtype, device=device)
+    if convention.discount is not None:
+        table = convention.discount(ranks)
+        if not isinstance(table, Tensor) or table.shape != ranks.shape:
+            raise ValueError("discount callable must return a tensor of the same shape as its rank argument")
+        return table.to(dtype)
+    return math.log(convention.log_base) / torch.log1p(ranks)

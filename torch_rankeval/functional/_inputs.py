@@ -1,0 +1,253 @@
+"""Input checking, normalisation to a padded batch, and the final empty-query / reduction step.
+
+Shape, dtype and argument checks cost nothing and always run. Checks that must read tensor values
+(NaN scores, negative grades, inconsistent ``n_relevant``) need a host sync and run only with
+``validate_args=True``; with ``validate_args=False`` the kernels are free of syncs and of
+data-dependent shapes, so they compile with ``torch.compile(fullgraph=True)``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from torch_rankeval.conventions import REDUCTIONS, Convention
+from torch_rankeval.functional._ranking import RankedBatch
+
+__all__ = ["Cutoffs", "parse_k", "prepare", "finalize", "check_reduction"]
+
+Cutoffs = tuple  # tuple[int | None, ...]
+
+
+def parse_k(k: Any, *, name: str = "k") -> tuple[tuple[int | None, ...], bool]:
+    """Normalise ``k`` to a tuple of cutoffs; the flag says whether a sequence was given.
+
+    Example:
+        >>> parse_k(10), parse_k([5, 10]), parse_k(None)
+        (((10,), False), ((5, 10), True), ((None,), False))
+    """
+    if k is None:
+        return (None,), False
+    if isinstance(k, (int, torch.SymInt)) and not isinstance(k, bool):
+        _check_positive_int(k, name)
+        return (int(k),), False
+    if isinstance(k, Sequence) and not isinstance(k, (str, bytes)):
+        if len(k) == 0:
+            raise ValueError(f"{name} is an empty sequence: give at least one cutoff, or None for the whole list")
+        for v in k:
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise TypeError(f"{name} must hold positive ints, got {v!r} ({type(v).__name__})")
+            _check_positive_int(v, name)
+        return tuple(int(v) for v in k), True
+    raise TypeError(f"{name} must be None, a positive int or a sequence of positive ints, got {type(k).__name__}")
+
+
+def _check_positive_int(v: int, name: str) -> None:
+    if v <= 0:
+        raise ValueError(f"{name} must be a positive int (a cutoff of 1 or more documents), got {v}")
+
+
+def check_reduction(reduction: str) -> None:
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"reduction={reduction!r} is not valid: use one of {', '.join(map(repr, REDUCTIONS))}")
+
+
+def _check_tensor(x: Any, name: str) -> None:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+
+
+def work_dtype(*tensors: Tensor | None) -> torch.dtype:
+    """float64 when any input is float64, else float32."""
+    return torch.float64 if any(t is not None and t.dtype == torch.float64 for t in tensors) else torch.float32
+
+
+def check_preds_target(preds: Any, target: Any, mask: Any = None, *, target_name: str = "target") -> None:
+    """Type, shape and device checks shared by every entry point (no host sync)."""
+    _check_tensor(preds, "preds")
+    _check_tensor(target, target_name)
+    if not preds.is_floating_point():
+        raise TypeError(f"preds must be a floating tensor (float16/bfloat16/float32/float64), got {preds.dtype}; call preds.float()")
+    if target.is_complex() or not (target.is_floating_point() or target.dtype == torch.bool or _is_int(target)):
+        raise TypeError(f"{target_name} must hold bool, integer or float grades, got {target.dtype}")
+    if preds.shape != target.shape:
+        raise ValueError(f"preds and {target_name} must have the same shape, got {tuple(preds.shape)} and {tuple(target.shape)}")
+    if preds.ndim not in (1, 2):
+        raise ValueError(f"preds must be (L,) for one list or (N, L) for a batch of lists, got {preds.ndim} dimensions")
+    if preds.shape[-1] == 0:
+        raise ValueError("preds has an empty list dimension: each list needs at least one (possibly padded) position")
+    _same_device(preds, target, target_name)
+    if mask is not None:
+        _check_tensor(mask, "mask")
+        if mask.dtype != torch.bool:
+            raise TypeError(f"mask must be a bool tensor (True = real document, False = padding), got {mask.dtype}")
+        if mask.shape != preds.shape:
+            raise ValueError(f"mask must have the shape of preds {tuple(preds.shape)}, got {tuple(mask.shape)}")
+        _same_device(preds, mask, "mask")
+
+
+def _is_int(t: Tensor) -> bool:
+    return t.dtype in (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
+
+
+def _same_device(preds: Tensor, other: Tensor, name: str) -> None:
+    if other.device != preds.device:
+        raise ValueError(f"{name} is on {other.device} but preds is on {preds.device}: move all inputs to one device")
+
+
+def valid_mask(target: Tensor, mask: Tensor | None, ignore_index: int | float | None) -> Tensor:
+    """True for real documents: inside ``mask`` and not equal to ``ignore_index``."""
+    valid = torch.ones_like(target, dtype=torch.bool) if mask is None else mask
+    if ignore_index is not None:
+        valid = valid & (target != ignore_index)
+    return valid
+
+
+def prepare(
+    preds: Tensor,
+    target: Tensor,
+    *,
+    convention: Convention,
+    mask: Tensor | None = None,
+    ignore_index: int | float | None = None,
+    ideal_target: Tensor | None = None,
+    n_relevant: Tensor | None = None,
+    validate_args: bool = True,
+    uses_gain: bool = False,
+    discounts: Tensor | None = None,
+) -> tuple[RankedBatch, bool]:
+    """Check the inputs and rank them; returns the ranked batch and whether the input was 1-D."""
+    check_preds_target(preds, target, mask)
+    if ignore_index is not None and (isinstance(ignore_index, bool) or not isinstance(ignore_index, (int, float))):
+        raise TypeError(f"ignore_index must be an int (or float) grade value marking padding, got {ignore_index!r}")
+    single = preds.ndim == 1
+    if single:
+        preds, target = preds.unsqueeze(0), target.unsqueeze(0)
+        mask = None if mask is None else mask.unsqueeze(0)
+    n = preds.shape[0]
+    ideal_valid = None
+    if ideal_target is not None:
+        _check_tensor(ideal_target, "ideal_target")
+        if ideal_target.is_complex() or not (ideal_target.is_floating_point() or ideal_target.dtype == torch.bool or _is_int(ideal_target)):
+            raise TypeError(f"ideal_target must hold bool, integer or float grades, got {ideal_target.dtype}")
+        if ideal_target.ndim != (1 if single else 2) or (not single and ideal_target.shape[0] != n) or ideal_target.shape[-1] == 0:
+            want = "(M,) for a single list" if single else f"({n}, M), one row of judged grades per list"
+            raise ValueError(f"ideal_target must have shape {want}, got {tuple(ideal_target.shape)}")
+        _same_device(preds, ideal_target, "ideal_target")
+        if single:
+            ideal_target = ideal_target.unsqueeze(0)
+        ideal_valid = valid_mask(ideal_target, None, ignore_index) if ignore_index is not None else None
+    if n_relevant is not None:
+        _check_tensor(n_relevant, "n_relevant")
+        if n_relevant.is_floating_point() or n_relevant.is_complex() or n_relevant.dtype == torch.bool:
+            raise TypeError(f"n_relevant must be an integer tensor (number of relevant documents per query), got {n_relevant.dtype}")
+        want_shape = () if single else (n,)
+        if tuple(n_relevant.shape) != want_shape:
+            raise ValueError(f"n_relevant must have shape {want_shape}, one count per list, got {tuple(n_relevant.shape)}")
+        _same_device(preds, n_relevant, "n_relevant")
+        n_relevant = n_relevant.reshape(n)
+
+    valid = valid_mask(target, mask, ignore_index)
+    if validate_args:
+        _validate_values(preds, target, valid, convention, ideal_target, ideal_valid, uses_gain)
+    dtype = work_dtype(preds, target, ideal_target)
+    ranked = RankedBatch(
+        preds,
+        target,
+        valid,
+        convention,
+        ideal_target=ideal_target,
+        ideal_valid=ideal_valid,
+        n_relevant=n_relevant,
+        discounts=discounts,
+        dtype=dtype,
+    )
+    if validate_args and n_relevant is not None:
+        found = (ranked.rel.sum(-1) > ranked.n_relevant).any()
+        if bool(found) or bool((n_relevant < 0).any()):
+            raise ValueError(
+                "n_relevant is smaller than the number of relevant documents found in the list (or negative): "
+                "it must count all relevant documents of each query, retrieved or not"
+            )
+    return ranked, single
+
+
+def _validate_values(
+    preds: Tensor,
+    target: Tensor,
+    valid: Tensor,
+    convention: Convention,
+    ideal_target: Tensor | None,
+    ideal_valid: Tensor | None,
+    uses_gain: bool,
+) -> None:
+    """Checks that read tensor values (one host sync)."""
+    bad_preds = ~torch.isfinite(preds) & valid
+    problems = [bad_preds.any()]
+    grade_tensors = [(target, valid, "target")]
+    if ideal_target is not None:
+        grade_tensors.append((ideal_target, torch.ones_like(ideal_target, dtype=torch.bool) if ideal_valid is None else ideal_valid, "ideal_target"))
+    for t, v, _ in grade_tensors:
+        problems.append((~torch.isfinite(t.float()) & v).any() if t.is_floating_point() else torch.zeros((), dtype=torch.bool, device=t.device))
+        negative = (t < 0) & v if t.dtype != torch.bool else torch.zeros((), dtype=torch.bool, device=t.device)
+        problems.append(negative.any() if (uses_gain and convention.gain == "exp2") else torch.zeros((), dtype=torch.bool, device=t.device))
+    flags = torch.stack([p.to(preds.device) for p in problems]).tolist()
+    if flags[0]:
+        raise ValueError(
+            "preds contains NaN or infinite scores at unmasked positions; fix the model output, or mark those "
+            "documents as padding with mask=False"
+        )
+    for i, (_, _, name) in enumerate(grade_tensors):
+        if flags[1 + 2 * i]:
+            raise ValueError(f"{name} contains NaN or infinite grades at unmasked positions; mask them or use ignore_index")
+        if flags[2 + 2 * i]:
+            raise ValueError(
+                f"{name} has negative grades, which gain='exp2' (2**rel - 1) turns into negative gains; use "
+                "gain='linear', mark unjudged documents with ignore_index / mask, or clamp the grades at 0"
+            )
+
+
+def finalize(
+    values: Tensor,
+    empty: Tensor,
+    *,
+    action: str,
+    reduction: str,
+    validate_args: bool,
+    single: bool,
+    keep_k: bool,
+    name: str,
+) -> Tensor:
+    """Apply the empty-query policy and the reduction to per-query values ``(N, K)``."""
+    out_dtype = values.dtype
+    if action == "error":
+        if bool(empty.any()):
+            raise ValueError(
+                f"{name}: {int(empty.any(-1).sum())} list(s) have no relevant document and "
+                "empty_target_action='error'; use 'neg', 'pos' or 'skip' to score them"
+            )
+    elif action == "neg":
+        values = torch.where(empty, torch.zeros_like(values), values)
+    elif action == "pos":
+        values = torch.where(empty, torch.ones_like(values), values)
+    else:  # skip
+        values = torch.where(empty, torch.full_like(values, float("nan")), values)
+
+    if reduction == "none":
+        out = values[0] if single else values
+        return out if keep_k else out.squeeze(-1)
+    kept = ~empty if action == "skip" else torch.ones_like(empty)
+    total = torch.where(kept, values, torch.zeros_like(values)).sum(0, dtype=torch.float64)
+    if reduction == "sum":
+        out = total
+    else:
+        count = kept.sum(0)
+        out = total / count
+        if validate_args and action == "skip" and bool((count == 0).any()):
+            warnings.warn(f"{name}: every list was skipped (no relevant documents); the mean is NaN", UserWarning, stacklevel=3)
+    out = out.to(out_dtype)
+    return out if keep_k else out.squeeze(-1)

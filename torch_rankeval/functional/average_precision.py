@@ -1,0 +1,173 @@
+"""Average precision (binary and graded), exact under averaged ties."""
+
+from __future__ import annotations
+
+from typing import Callable, Mapping, Sequence
+
+import torch
+from torch import Tensor
+
+from torch_rankeval.conventions import Convention, resolve_convention
+from torch_rankeval.functional._api import evaluate
+from torch_rankeval.functional._ranking import RankedBatch, log_comb
+
+__all__ = ["average_precision", "average_precision_values"]
+
+
+def _numerator_terms(rb: RankedBatch, w: Tensor) -> Tensor:
+    """Expected ``w_p * (sum_{q <= p} w_q) / p`` at each ranked position ``p``.
+
+    For a position ``p`` that is the ``j``-th slot of a tie group of size ``n`` whose weights sum to
+    ``S1`` (squares: ``S2``) after ``C`` weight ranked above the group, a uniformly random order of
+    the group gives ``E[w_p^2] = S2/n`` and ``E[w_p w_q] = (S1^2 - S2) / (n (n-1))`` for each of the
+    ``j - 1`` group members before it. With binary weights this is the classic tie-aware AP term.
+    """
+    if not rb.averaged:
+        return w * w.cumsum(-1) / rb.positions
+    s1, s2 = rb.group_sum(w), rb.group_sum(w * w)
+    n = rb.group_size
+    c = rb.before_group(w)
+    j = rb.positions - rb.group_start.to(rb.dtype)  # 1-based slot inside the group
+    pairs = (j - 1) * (s1 * s1 - s2) / (n - 1).clamp(min=1)
+    return (s1 * c + s2 + pairs) / (n * rb.positions)
+
+
+def _retrieved_denominator_expectation(rb: RankedBatch, terms: Tensor, ks: tuple) -> Tensor:
+    """Exact ``E[numerator / relevant retrieved]`` for binary AP when a tie group straddles a cutoff.
+
+    Groups entirely above the cutoff contribute a numerator ``A`` independent of the straddling
+    group. Of that group's ``n`` documents (``r`` relevant) ``m`` fall inside the cutoff, so the
+    number ``X`` of relevant ones inside is hypergeometric; given ``X = x`` the ``x`` relevant
+    documents sit uniformly in the ``m`` slots, which gives ``E[B | x]`` in closed form with
+    harmonic sums. The result is ``sum_x P(X = x) (A + E[B | x]) / (c + x)``.
+    """
+    b = rb.boundary(ks)
+    s, n, r, c, m = b["s"], b["n"], b["r"], b["c"], b["m"]
+    idx = rb.cutoff_index(ks)
+    a = rb.before_group(terms)[:, idx]
+    harmonic = torch.cat([torch.zeros(1, dtype=rb.dtype, device=terms.device), (1.0 / rb.positions).cumsum(0)])
+    h1 = harmonic[(s + m).long()] - harmonic[s.long()]
+    h2 = m - (s + 1) * h1
+    x = torch.arange(rb.length + 1, dtype=rb.dtype, device=terms.device)
+    s, n, r, c, m, a, h1, h2 = (t.unsqueeze(-1) for t in (s, n, r, c, m, a, h1, h2))
+    feasible = (x <= r) & (x <= m) & (m - x <= n - r)
+    zero = torch.zeros((), dtype=rb.dtype, device=terms.device)
+    xs, ms = torch.where(feasible, x, zero), torch.where(feasible, m - x, zero)
+    log_pmf = log_comb(r, xs) + log_comb(n - r, ms) - log_comb(n, m)
+    pmf = torch.where(feasible, torch.exp(log_pmf), zero)
+    expected_b = x / m * ((c + 1) * h1 + (x - 1) / (m - 1).clamp(min=1) * h2)
+    found = c + x
+    ratio = torch.where(found > 0, (a + expected_b) / found.clamp(min=1), zero)
+    return (pmf * ratio).sum(-1)
+
+
+def average_precision_values(rb: RankedBatch, ks: tuple, *, denominator: str, graded: bool) -> tuple[Tensor, Tensor]:
+    """Per-query AP at each cutoff and the "no relevant document" flag, ``(N, K)`` / ``(N, 1)``."""
+    w = rb.gains if graded else rb.rel
+    terms = _numerator_terms(rb, w)
+    numerator = rb.at_cutoffs(terms.cumsum(-1), ks)
+    if graded:
+        ideal = rb.ideal_sorted_gains
+        top = ideal[:, :1]  # the largest judged gain normalises weights to [0, 1]
+        empty = top <= 0
+        if denominator == "all_relevant":
+            den = ideal.clamp(min=0).sum(-1, keepdim=True)
+        elif denominator == "min_k_relevant":
+            m = ideal.shape[-1]
+            den = ideal.clamp(min=0).cumsum(-1)[:, [m - 1 if k is None else min(k, m) - 1 for k in ks]]
+        else:
+            den = rb.at_cutoffs(rb.expected(w).cumsum(-1), ks)
+        den = den * top
+    else:
+        r_total = rb.n_relevant.unsqueeze(-1)
+        empty = r_total <= 0
+        if denominator == "all_relevant":
+            den = r_total
+        elif denominator == "min_k_relevant":
+            cut = torch.tensor([float("inf") if k is None else float(k) for k in ks], dtype=rb.dtype, device=w.device)
+            den = torch.minimum(r_total, cut)
+        elif rb.averaged:
+            return _retrieved_denominator_expectation(rb, terms, ks), empty
+        else:
+            den = rb.at_cutoffs(rb.rel.cumsum(-1), ks)
+    positive = den > 0
+    return torch.where(positive, numerator / torch.where(positive, den, torch.ones_like(den)), torch.zeros_like(numerator)), empty
+
+
+def average_precision(
+    preds: Tensor,
+    target: Tensor,
+    k: int | Sequence[int] | None = None,
+    *,
+    mask: Tensor | None = None,
+    ignore_index: int | None = None,
+    ideal_target: Tensor | None = None,
+    n_relevant: Tensor | None = None,
+    denominator: str | None = None,
+    graded: bool = False,
+    gain: str | Mapping | Callable | None = None,
+    relevance_threshold: float | None = None,
+    ties: str | None = None,
+    empty_target_action: str | None = None,
+    convention: str | Convention | None = None,
+    reduction: str = "mean",
+    validate_args: bool = True,
+) -> Tensor:
+    """Average precision (AP@k; its mean over lists is MAP).
+
+    Binary AP is ``sum over relevant ranks p <= k of precision@p``, divided by ``denominator``:
+
+    - ``"all_relevant"`` (default, trec_eval): all relevant documents of the query (``n_relevant``,
+      else counted in ``ideal_target``, else in the list); unretrieved ones count as misses.
+    - ``"retrieved_relevant"`` (torchmetrics): relevant documents found in the top ``k``.
+    - ``"min_k_relevant"``: ``min(k, R)``, so a perfect top-k scores 1.
+
+    A document is relevant when ``target >= relevance_threshold`` (default: ``>= 1`` for integer
+    grades, ``> 0`` for float or bool).
+
+    ``graded=True`` gives the gain-weighted AP: at each rank ``p`` the weight ``w_p = gain_p / G``
+    (``G`` the largest judged gain of the query, so ``w`` is in ``[0, 1]``) multiplies the
+    cumulative relevance-weighted precision ``sum_{q <= p} w_q / p``; the sum is divided by the
+    total relevance (``sum w`` over the judged documents, over the top ``min(k, R)`` ideal ones,
+    or over the retrieved top ``k``, per ``denominator``). With binary grades it equals binary AP.
+
+    ``ties="average"`` (default) gives the exact expected AP over all orders of tied scores,
+    including a tie that straddles ``k`` (hypergeometric expectation). The one combination without
+    a closed form, ``graded=True`` with ``"retrieved_relevant"`` and a finite ``k`` inside the list
+    under averaged ties, raises ``ValueError``.
+
+    Edge cases: a list with no relevant document is scored by ``empty_target_action`` (default
+    ``"neg"``: 0, counted); relevant documents outside the top ``k`` or outside the list add
+    nothing to the numerator; padding is never ranked.
+
+    Example:
+        >>> import torch
+        >>> from torch_rankeval.functional import average_precision
+        >>> preds = torch.tensor([0.9, 0.8, 0.7, 0.6])
+        >>> target = torch.tensor([1, 0, 1, 0])
+        >>> round(average_precision(preds, target).item(), 4)            # (1/1 + 2/3) / 2
+        0.8333
+        >>> round(average_precision(preds, target, n_relevant=torch.tensor(3)).item(), 4)   # one relevant doc never retrieved
+        0.5556
+        >>> average_precision(preds, target, k=[1, 2], denominator="retrieved_relevant")
+        tensor([1., 1.])
+    """
+    conv = resolve_convention(
+        convention, denominator=denominator, gain=gain, relevance_threshold=relevance_threshold, ties=ties,
+        empty_target_action=empty_target_action,
+    )
+    if not isinstance(graded, bool):
+        raise TypeError(f"graded must be a bool, got {type(graded).__name__}")
+    if graded and conv.denominator == "retrieved_relevant" and conv.ties == "average" and k is not None:
+        ks = k if isinstance(k, Sequence) else [k]
+        if isinstance(ks, Sequence) and any(isinstance(v, int) and v < preds.shape[-1] for v in ks):
+            raise ValueError(
+                "average_precision(graded=True, denominator='retrieved_relevant') has no exact tie-averaged value "
+                "at a cutoff inside the list; use ties='first'/'pessimistic'/'optimistic' or another denominator"
+            )
+    return evaluate(
+        "average_precision",
+        lambda rb, ks: average_precision_values(rb, ks, denominator=conv.denominator, graded=graded),
+        preds, target, k, convention=conv, mask=mask, ignore_index=ignore_index, ideal_target=ideal_target,
+        n_relevant=n_relevant, reduction=reduction, validate_args=validate_args, uses_gain=graded,
+    )
