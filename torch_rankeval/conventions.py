@@ -65,6 +65,7 @@ class Convention:
             ``"pos"`` 1, ``"skip"`` left out of the mean, ``"error"`` raises.
         denominator: average precision's denominator (``"all_relevant"``: trec_eval,
             ``"retrieved_relevant"``: torchmetrics, ``"min_k_relevant"``: ``min(k, R)``).
+        graded: average precision weights each rank by its gain (graded AP) instead of 0/1.
         adaptive_k: precision@k divides by ``min(k, list length)`` instead of ``k``.
 
     Example:
@@ -79,6 +80,7 @@ class Convention:
     relevance_threshold: float | None = None
     empty_target_action: str = "neg"
     denominator: str = "all_relevant"
+    graded: bool = False
     adaptive_k: bool = False
 
     def __post_init__(self) -> None:
@@ -104,8 +106,9 @@ class Convention:
                     f"relevance_threshold must be a finite number > 0 (a document is relevant when "
                     f"target >= threshold), got {t!r}"
                 )
-        if not isinstance(self.adaptive_k, bool):
-            raise TypeError(f"adaptive_k must be a bool, got {type(self.adaptive_k).__name__}")
+        for flag in ("graded", "adaptive_k"):
+            if not isinstance(getattr(self, flag), bool):
+                raise TypeError(f"{flag} must be a bool, got {type(getattr(self, flag)).__name__}")
 
 
 def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:

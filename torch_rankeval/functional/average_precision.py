@@ -61,8 +61,9 @@ def _retrieved_denominator_expectation(rb: RankedBatch, terms: Tensor, ks: tuple
     return (pmf * ratio).sum(-1)
 
 
-def average_precision_values(rb: RankedBatch, ks: tuple, *, denominator: str, graded: bool) -> tuple[Tensor, Tensor]:
+def average_precision_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
     """Per-query AP at each cutoff and the "no relevant document" flag, ``(N, K)`` / ``(N, 1)``."""
+    denominator, graded = conv.denominator, conv.graded
     w = rb.gains if graded else rb.rel
     terms = _numerator_terms(rb, w)
     numerator = rb.at_cutoffs(terms.cumsum(-1), ks)
@@ -104,7 +105,7 @@ def average_precision(
     ideal_target: Tensor | None = None,
     n_relevant: Tensor | None = None,
     denominator: str | None = None,
-    graded: bool = False,
+    graded: bool | None = None,
     gain: str | Mapping | Callable | None = None,
     relevance_threshold: float | None = None,
     ties: str | None = None,
@@ -153,21 +154,24 @@ def average_precision(
         tensor([1., 1.])
     """
     conv = resolve_convention(
-        convention, denominator=denominator, gain=gain, relevance_threshold=relevance_threshold, ties=ties,
-        empty_target_action=empty_target_action,
+        convention, denominator=denominator, graded=graded, gain=gain, relevance_threshold=relevance_threshold,
+        ties=ties, empty_target_action=empty_target_action,
     )
-    if not isinstance(graded, bool):
-        raise TypeError(f"graded must be a bool, got {type(graded).__name__}")
-    if graded and conv.denominator == "retrieved_relevant" and conv.ties == "average" and k is not None:
+    check_graded_cutoffs(conv, k, preds.shape[-1] if isinstance(preds, Tensor) else 0)
+    return evaluate(
+        "average_precision",
+        lambda rb, ks: average_precision_values(rb, ks, conv),
+        preds, target, k, convention=conv, mask=mask, ignore_index=ignore_index, ideal_target=ideal_target,
+        n_relevant=n_relevant, reduction=reduction, validate_args=validate_args, uses_gain=conv.graded,
+    )
+
+
+def check_graded_cutoffs(conv: Convention, k: object, length: int) -> None:
+    """Reject the one AP variant without an exact tie-averaged value (a static check, no sync)."""
+    if conv.graded and conv.denominator == "retrieved_relevant" and conv.ties == "average" and k is not None:
         ks = k if isinstance(k, Sequence) else [k]
-        if isinstance(ks, Sequence) and any(isinstance(v, int) and v < preds.shape[-1] for v in ks):
+        if any(isinstance(v, int) and v < length for v in ks):
             raise ValueError(
                 "average_precision(graded=True, denominator='retrieved_relevant') has no exact tie-averaged value "
                 "at a cutoff inside the list; use ties='first'/'pessimistic'/'optimistic' or another denominator"
             )
-    return evaluate(
-        "average_precision",
-        lambda rb, ks: average_precision_values(rb, ks, denominator=conv.denominator, graded=graded),
-        preds, target, k, convention=conv, mask=mask, ignore_index=ignore_index, ideal_target=ideal_target,
-        n_relevant=n_relevant, reduction=reduction, validate_args=validate_args, uses_gain=graded,
-    )
