@@ -30,6 +30,8 @@ __all__ = [
     "presets",
     "resolve_convention",
     "gain_fn",
+    "gain_table",
+    "mapped_gain",
     "discount_table",
     "TIES",
     "EMPTY_TARGET_ACTIONS",
@@ -201,20 +203,36 @@ def gain_fn(gain: GainSpec) -> Callable[[Tensor], Tensor]:
     if gain == "linear":
         return lambda t: t
     if isinstance(gain, Mapping):
-        items = sorted((float(k), float(v)) for k, v in gain.items())
-        keys_list = [k for k, _ in items]
-        vals_list = [v for _, v in items]
-
-        def mapped(t: Tensor) -> Tensor:
-            keys = torch.tensor(keys_list, dtype=t.dtype, device=t.device)
-            vals = torch.tensor(vals_list, dtype=t.dtype, device=t.device)
-            idx = torch.searchsorted(keys, t.contiguous()).clamp(max=len(keys_list) - 1)
-            return torch.where(keys[idx] == t, vals[idx], t)
-
-        return mapped
+        keys_list, vals_list = gain_table(gain)
+        return lambda t: mapped_gain(
+            t, torch.tensor(keys_list, dtype=t.dtype, device=t.device), torch.tensor(vals_list, dtype=t.dtype, device=t.device)
+        )
     if callable(gain):
         return gain
     raise TypeError(f"gain must be 'exp2', 'linear', a mapping or a callable, got {gain!r}")
+
+
+def gain_table(gain: Mapping[float, float]) -> tuple[list[float], list[float]]:
+    """The sorted grades and gains of a ``{grade: gain}`` mapping.
+
+    Example:
+        >>> gain_table({2: 3.0, 1: 1.0})
+        ([1.0, 2.0], [1.0, 3.0])
+    """
+    items = sorted((float(k), float(v)) for k, v in gain.items())
+    return [k for k, _ in items], [v for _, v in items]
+
+
+def mapped_gain(t: Tensor, keys: Tensor, values: Tensor) -> Tensor:
+    """Look grades up in a sorted ``keys -> values`` table; grades not in it keep their own value.
+
+    Example:
+        >>> mapped_gain(torch.tensor([0.0, 2.0, 5.0]), torch.tensor([0.0, 2.0]), torch.tensor([0.5, 9.0]))
+        tensor([0.5000, 9.0000, 5.0000])
+    """
+    keys, values = keys.to(t.dtype), values.to(t.dtype)
+    idx = torch.searchsorted(keys, t.contiguous()).clamp(max=keys.shape[0] - 1)
+    return torch.where(keys[idx] == t, values[idx], t)
 
 
 def discount_table(length: int, convention: Convention, *, dtype: torch.dtype, device: torch.device | str) -> Tensor:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from torch import Tensor
@@ -119,6 +119,7 @@ def prepare(
     validate_args: bool = True,
     uses_gain: bool = False,
     discounts: Tensor | None = None,
+    gain: Callable[[Tensor], Tensor] | None = None,
 ) -> tuple[RankedBatch, bool]:
     """Check the inputs and rank them; returns the ranked batch and whether the input was 1-D."""
     check_preds_target(preds, target, mask)
@@ -164,6 +165,7 @@ def prepare(
         ideal_valid=ideal_valid,
         n_relevant=n_relevant,
         discounts=discounts,
+        gain=gain,
         dtype=dtype,
     )
     if validate_args and n_relevant is not None:

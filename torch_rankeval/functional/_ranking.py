@@ -13,6 +13,8 @@ Nothing here loops over queries, moves data to the host or creates data-dependen
 
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 from torch import Tensor
 
@@ -39,6 +41,8 @@ class RankedBatch:
         ideal_valid: optional ``(N, M)`` bool for ``ideal_target``.
         n_relevant: optional ``(N,)`` number of relevant documents of each query.
         discounts: optional precomputed discount table of length ``>= max(L, M)``.
+        gain: optional gain function that replaces ``gain_fn(convention.gain)`` (e.g. one that
+            reads a device-resident table).
         dtype: float dtype of the computation.
     """
 
@@ -53,13 +57,14 @@ class RankedBatch:
         ideal_valid: Tensor | None = None,
         n_relevant: Tensor | None = None,
         discounts: Tensor | None = None,
+        gain: Callable[[Tensor], Tensor] | None = None,
         dtype: torch.dtype = torch.float32,
     ) -> None:
         self.convention = convention
         self.dtype = dtype
         self.n_lists, self.length = preds.shape
         device = preds.device
-        self._gain = gain_fn(convention.gain)
+        self._gain = gain_fn(convention.gain) if gain is None else gain
         self._threshold_int = not target.is_floating_point() and target.dtype != torch.bool
         target_f = target.to(dtype)
 
