@@ -8,7 +8,24 @@ Example:
 
 from torch_rankeval import functional
 from torch_rankeval.conventions import PRESETS, Convention, presets
+from torch_rankeval.metrics import DCG, IDCG, MAP, MRR, NDCG, HitRate, Precision, RankingMetrics, Recall, RPrecision
 
 __version__ = "0.1.0"
 
-__all__ = ["functional", "Convention", "PRESETS", "presets", "__version__"]
+__all__ = [
+    "functional",
+    "Convention",
+    "PRESETS",
+    "presets",
+    "RankingMetrics",
+    "DCG",
+    "IDCG",
+    "NDCG",
+    "MAP",
+    "MRR",
+    "Precision",
+    "Recall",
+    "HitRate",
+    "RPrecision",
+    "__version__",
+]

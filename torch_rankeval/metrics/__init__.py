@@ -1,0 +1,12 @@
+"""Streaming torchmetrics classes: running sums, one ranking per update, one all-reduce per sync.
+
+Example:
+    >>> from torch_rankeval.metrics import RankingMetrics, NDCG
+    >>> NDCG(k=10).keys, RankingMetrics(("ndcg@5", "map")).keys
+    (['ndcg@10'], ['ndcg@5', 'map'])
+"""
+
+from torch_rankeval.metrics.base import RankingMetrics
+from torch_rankeval.metrics.single import DCG, IDCG, MAP, MRR, NDCG, HitRate, Precision, Recall, RPrecision
+
+__all__ = ["RankingMetrics", "DCG", "IDCG", "NDCG", "MAP", "MRR", "Precision", "Recall", "HitRate", "RPrecision"]

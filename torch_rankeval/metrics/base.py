@@ -1,0 +1,472 @@
+"""The streaming ranking metric: rank each batch once, keep running sums, sync with one all-reduce.
+
+:class:`RankingMetrics` computes any number of metrics and cutoffs from one ranking per update; the
+single-metric classes (:class:`~torch_rankeval.NDCG`, :class:`~torch_rankeval.MAP`, ...) are thin
+specialisations of it.
+
+States. Padded input is reduced at once into two small states, ``sums`` (float64) and ``counts``
+(int64), one entry per reported value, both with ``dist_reduce_fx="sum"``: memory does not grow with
+the number of queries and a distributed sync is a single all-reduce of ``2 x values`` numbers. Flat
+(torchmetrics-style) input whose queries may be split across updates is kept as flat tensors and
+grouped at ``compute``. ``keep_per_query=True`` also keeps one row of values per query.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any, Callable
+
+import torch
+import torch.distributed as dist
+from torch import Tensor
+from torchmetrics import Metric
+from torchmetrics.utilities.data import dim_zero_cat
+from torchmetrics.utilities.distributed import gather_all_tensors
+
+from torch_rankeval.conventions import Convention, discount_table, gain_table, mapped_gain, resolve_convention
+from torch_rankeval.functional._inputs import check_preds_target, parse_k, prepare
+from torch_rankeval.functional._ranking import RankedBatch
+from torch_rankeval.functional.average_precision import check_graded_cutoffs
+from torch_rankeval.functional.flat import group_by_query
+from torch_rankeval.functional.table import MetricKernel, kernel
+
+__all__ = ["RankingMetrics"]
+
+INPUT_FORMATS = ("auto", "padded", "flat")
+_SUM_STATES = ("sums", "counts")
+_LIST_STATES = {  # name -> dtype, fixed so that every rank gathers the same dtype
+    "flat_preds": torch.float64,
+    "flat_target": torch.float32,
+    "flat_indexes": torch.int64,
+    "query_values": torch.float64,
+    "query_ids": torch.int64,
+}
+
+
+def _parse_metrics(metrics: str | Sequence[str], k: Any) -> list[tuple[MetricKernel, tuple, list[str]]]:
+    """``("ndcg", "map@10")`` with default cutoffs ``k`` -> [(kernel, cutoffs, result keys)], one
+    entry per kernel so that all its cutoffs come from one call."""
+    if isinstance(metrics, str):
+        metrics = (metrics,)
+    if not isinstance(metrics, Sequence) or len(metrics) == 0:
+        raise ValueError("metrics must be a non-empty sequence of metric names such as ('ndcg', 'map@10')")
+    default_ks, _ = parse_k(k)
+    grouped: dict[str, tuple[MetricKernel, list]] = {}
+    for entry in metrics:
+        if not isinstance(entry, str):
+            raise TypeError(f"metrics entries must be strings such as 'ndcg' or 'ndcg@10', got {entry!r}")
+        name, _, cut = entry.partition("@")
+        spec = kernel(name.strip())
+        if cut:
+            if not spec.has_cutoff:
+                raise ValueError(f"metric {entry!r}: {spec.name} takes no cutoff")
+            try:
+                ks = (int(cut),)
+            except ValueError:
+                raise ValueError(f"metric {entry!r}: the cutoff after '@' must be a positive int") from None
+            parse_k(ks[0], name=f"cutoff of {entry!r}")
+        else:
+            ks = default_ks if spec.has_cutoff else (None,)
+        _, seen = grouped.setdefault(spec.name, (spec, []))
+        seen.extend(c for c in ks if c not in seen)
+    return [
+        (spec, tuple(ks), [spec.name if c is None else f"{spec.name}@{c}" for c in ks]) for spec, ks in grouped.values()
+    ]
+
+
+class RankingMetrics(Metric):
+    """Many ranking metrics at many cutoffs from one ranking per update, as a streaming torchmetrics Metric.
+
+    Args:
+        metrics: metric names, each optionally with its own cutoff: ``"ndcg"``, ``"dcg"``, ``"idcg"``,
+            ``"map"`` (average precision), ``"mrr"``, ``"precision"``, ``"recall"``, ``"hit_rate"``,
+            ``"r_precision"`` (aliases: ``"ap"``, ``"rr"``, ``"p"``, ``"r"``, ``"success"``, ...);
+            ``"ndcg@10"`` fixes the cutoff of that entry.
+        k: cutoffs for entries without ``@``: None (whole list), an int or a sequence of ints.
+        gain, log_base, discount, ties, relevance_threshold, empty_target_action, denominator, graded,
+            adaptive_k, convention: the conventions of :mod:`torch_rankeval.conventions` (a preset
+            name such as ``"trec_eval"`` plus overrides), shared by all metrics.
+        ignore_index: a grade value in ``target`` that marks padding.
+        input_format: ``"auto"`` (2-D input is padded; 1-D input with ``indexes`` is flat; 1-D input
+            without is one list), ``"padded"`` or ``"flat"`` (then ``indexes`` is required).
+        whole_queries: flat input only: every update holds all documents of its queries, so each
+            update is grouped and reduced at once and only sums are kept. Default False
+            (torchmetrics' semantics: documents of one query may arrive in several updates).
+        keep_per_query: also keep each query's values and id for :meth:`compute_per_query`.
+        validate_args: run the checks that read values (NaN/inf scores, ...). With False, ``update``
+            on padded input has no host sync and compiles with ``torch.compile(fullgraph=True)``.
+        kwargs: passed to :class:`torchmetrics.Metric` (``process_group``, ``sync_on_compute``, ...).
+
+    Query ids must be global. Flat input groups documents by ``indexes`` over all updates and, under
+    ``torch.distributed``, over all processes: the same id on two ranks is ONE query (its documents
+    may be split across ranks); two different queries that reuse an id are silently merged, as in
+    torchmetrics. Give each query a globally unique id (e.g. ``rank + world_size * local_id``). Ids
+    this class generates for padded input are global in that way.
+
+    ``compute`` returns a flat dict ``{"ndcg@5": ..., "map@10": ..., "mrr": ...}`` (float32 by default)
+    that ``LightningModule.log_dict`` takes as is: the mean over queries under
+    ``empty_target_action``. With no query counted (nothing updated, or every query skipped) a value
+    is NaN and a ``UserWarning`` says why: a mean over nothing is undefined, and 0 would read as a
+    real score.
+
+    Example:
+        >>> import torch
+        >>> from torch_rankeval import RankingMetrics
+        >>> metric = RankingMetrics(metrics=("ndcg", "map", "mrr"), k=(1, 3))
+        >>> metric.update(torch.tensor([[0.9, 0.5, 0.1]]), torch.tensor([[0, 2, 1]]))
+        >>> metric.update(torch.tensor([[0.2, 0.8, 0.4]]), torch.tensor([[1, 0, 0]]))
+        >>> {name: round(v.item(), 4) for name, v in metric.compute().items()}
+        {'ndcg@1': 0.0, 'ndcg@3': 0.5795, 'map@1': 0.0, 'map@3': 0.4583, 'mrr@1': 0.0, 'mrr@3': 0.4167}
+    """
+
+    is_differentiable = False
+    higher_is_better = True
+    full_state_update = False
+
+    def __init__(
+        self,
+        metrics: str | Sequence[str] = ("ndcg", "map", "mrr"),
+        k: int | Sequence[int] | None = None,
+        *,
+        gain: Any = None,
+        log_base: float | None = None,
+        discount: Callable[[Tensor], Tensor] | None = None,
+        ties: str | None = None,
+        relevance_threshold: float | None = None,
+        empty_target_action: str | None = None,
+        denominator: str | None = None,
+        graded: bool | None = None,
+        adaptive_k: bool | None = None,
+        convention: str | Convention | None = None,
+        ignore_index: int | None = None,
+        input_format: str = "auto",
+        whole_queries: bool = False,
+        keep_per_query: bool = False,
+        validate_args: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.convention = resolve_convention(
+            convention, gain=gain, log_base=log_base, discount=discount, ties=ties,
+            relevance_threshold=relevance_threshold, empty_target_action=empty_target_action,
+            denominator=denominator, graded=graded, adaptive_k=adaptive_k,
+        )
+        if input_format not in INPUT_FORMATS:
+            raise ValueError(f"input_format={input_format!r} is not valid: use one of {INPUT_FORMATS}")
+        for flag, value in (("whole_queries", whole_queries), ("keep_per_query", keep_per_query), ("validate_args", validate_args)):
+            if not isinstance(value, bool):
+                raise TypeError(f"{flag} must be a bool, got {type(value).__name__}")
+        if ignore_index is not None and (isinstance(ignore_index, bool) or not isinstance(ignore_index, (int, float))):
+            raise TypeError(f"ignore_index must be an int grade value marking padding, got {ignore_index!r}")
+        self.specs = _parse_metrics(metrics, k)
+        self.keys = [key for _, _, keys in self.specs for key in keys]
+        self.ignore_index = ignore_index
+        self.input_format = input_format
+        self.whole_queries = whole_queries
+        self.keep_per_query = keep_per_query
+        self.validate_args = validate_args
+        self._uses_gain = any(spec.uses_gain(self.convention) for spec, _, _ in self.specs)
+        self._local_lists = 0  # lists this process has seen: source of generated global query ids
+
+        n_values = len(self.keys)
+        self.add_state("sums", torch.zeros(n_values, dtype=torch.float64), dist_reduce_fx="sum")
+        self.add_state("counts", torch.zeros(n_values, dtype=torch.int64), dist_reduce_fx="sum")
+        for name in _LIST_STATES:
+            self.add_state(name, [], dist_reduce_fx="cat")
+
+        # Device-resident tables: non-persistent buffers that follow .to(device).
+        self.register_buffer("_discounts", discount_table(64, self.convention, dtype=torch.float64, device="cpu"), persistent=False)
+        if isinstance(self.convention.gain, Mapping):
+            keys, values = gain_table(self.convention.gain)
+            self.register_buffer("_gain_keys", torch.tensor(keys, dtype=torch.float64), persistent=False)
+            self.register_buffer("_gain_values", torch.tensor(values, dtype=torch.float64), persistent=False)
+        else:
+            self._gain_keys = self._gain_values = None
+
+    # ------------------------------------------------------------------ tables
+    def _discount_table(self, length: int) -> Tensor:
+        """The discount table, grown (doubling) when a longer list arrives."""
+        if length > self._discounts.shape[0]:
+            size = 1 << (length - 1).bit_length()
+            self._discounts = discount_table(size, self.convention, dtype=torch.float64, device=self._discounts.device)
+        return self._discounts
+
+    def _gain(self) -> Callable[[Tensor], Tensor] | None:
+        if self._gain_keys is None:
+            return None
+        keys, values = self._gain_keys, self._gain_values
+        return lambda t: mapped_gain(t, keys, values)
+
+    def _apply(self, fn: Callable, *args: Any, **kwargs: Any) -> Metric:
+        """Follow device moves, but keep the sums in float64, counts in int64 and tables in float64
+        whatever ``.half()`` / ``set_dtype`` do to floating states."""
+        saved = {name: getattr(self, name) for name in _SUM_STATES}
+        this = super()._apply(fn, *args, **kwargs)
+        for name, old in saved.items():
+            device = getattr(this, name).device
+            setattr(this, name, old.to(device))
+            this._defaults[name] = this._defaults[name].to(device=device, dtype=old.dtype)
+        for name in ("_discounts", "_gain_keys", "_gain_values"):
+            table = getattr(this, name)
+            if table is not None and table.dtype != torch.float64:
+                if name == "_discounts":
+                    setattr(this, name, discount_table(table.shape[0], this.convention, dtype=torch.float64, device=table.device))
+                else:
+                    keys, values = gain_table(this.convention.gain)
+                    src = keys if name == "_gain_keys" else values
+                    setattr(this, name, torch.tensor(src, dtype=torch.float64, device=table.device))
+        return this
+
+    # ------------------------------------------------------------------ update
+    def update(
+        self,
+        preds: Tensor,
+        target: Tensor,
+        indexes: Tensor | None = None,
+        *,
+        mask: Tensor | None = None,
+        ideal_target: Tensor | None = None,
+        n_relevant: Tensor | None = None,
+    ) -> None:
+        """Add a batch.
+
+        Args:
+            preds: ``(N, L)`` padded lists (or ``(L,)``: one list), or ``(D,)`` flat documents.
+            target: grades, same shape as ``preds``.
+            indexes: flat input: ``(D,)`` integer query id of each document (required). Padded
+                input: optional ``(N,)`` global query ids, used by ``keep_per_query``.
+            mask: padded input: bool, False marks padding.
+            ideal_target: padded input: ``(N, M)`` grades of all judged documents of each query.
+            n_relevant: padded input: ``(N,)`` number of relevant documents of each query.
+        """
+        check_preds_target(preds, target, mask)
+        self._check_device(preds)
+        flat = self._is_flat(preds, indexes)
+        if flat:
+            if mask is not None or ideal_target is not None or n_relevant is not None:
+                raise ValueError(
+                    "mask, ideal_target and n_relevant apply to padded (N, L) input; flat input takes preds, target "
+                    "and indexes (use ignore_index to drop documents)"
+                )
+            self._update_flat(preds, target, indexes)
+        else:
+            self._update_padded(preds, target, mask, ideal_target, n_relevant, indexes)
+
+    def _check_device(self, preds: Tensor) -> None:
+        if preds.device != self.sums.device:
+            raise ValueError(
+                f"preds is on {preds.device} but the metric is on {self.sums.device}: move the metric with "
+                f"metric.to({str(preds.device)!r}) or the inputs to the metric's device"
+            )
+
+    def _is_flat(self, preds: Tensor, indexes: Tensor | None) -> bool:
+        if indexes is not None:
+            if not isinstance(indexes, Tensor):
+                raise TypeError(f"indexes must be a torch.Tensor of integer query ids, got {type(indexes).__name__}")
+            if indexes.is_floating_point() or indexes.is_complex() or indexes.dtype == torch.bool:
+                raise TypeError(f"indexes must be an integer tensor of query ids, got {indexes.dtype}; use .long()")
+            if indexes.device != preds.device:
+                raise ValueError(f"indexes is on {indexes.device} but preds is on {preds.device}: move all inputs to one device")
+        if self.input_format == "flat" or (self.input_format == "auto" and preds.ndim == 1 and indexes is not None):
+            if preds.ndim != 1:
+                raise ValueError(f"flat input must be 1-D (one entry per document), got preds of shape {tuple(preds.shape)}")
+            if indexes is None:
+                raise ValueError(
+                    "indexes is required for flat input: pass the integer query id of every document, "
+                    "update(preds, target, indexes=query_ids)"
+                )
+            if indexes.shape != preds.shape:
+                raise ValueError(f"indexes must have the shape of preds {tuple(preds.shape)} for flat input, got {tuple(indexes.shape)}")
+            return True
+        if indexes is not None:
+            n = 1 if preds.ndim == 1 else preds.shape[0]
+            if indexes.shape not in ((n,), () if preds.ndim == 1 else (n,)):
+                raise ValueError(
+                    f"for padded input indexes holds one query id per list: shape ({n},), got {tuple(indexes.shape)}"
+                )
+        return False
+
+    def _update_padded(self, preds, target, mask, ideal_target, n_relevant, ids) -> None:  # noqa: ANN001
+        length = preds.shape[-1] if ideal_target is None else max(preds.shape[-1], ideal_target.shape[-1])
+        check_graded_cutoffs(self.convention, [k for _, ks, _ in self.specs for k in ks if k is not None], preds.shape[-1])
+        rb, _ = prepare(
+            preds, target, convention=self.convention, mask=mask, ignore_index=self.ignore_index,
+            ideal_target=ideal_target, n_relevant=n_relevant, validate_args=self.validate_args,
+            uses_gain=self._uses_gain, discounts=self._discount_table(length), gain=self._gain(),
+        )
+        values, empty = self._values(rb)
+        if self.keep_per_query:
+            ids = self._generate_ids(rb.n_lists, values.device) if ids is None else ids.reshape(-1).long()
+        self._accumulate(values, empty, ids)
+
+    def _update_flat(self, preds: Tensor, target: Tensor, indexes: Tensor) -> None:
+        if self.ignore_index is not None:
+            keep = target != self.ignore_index
+            preds, target, indexes = preds[keep], target[keep], indexes[keep]
+        if self.validate_args and preds.numel() and not bool(torch.isfinite(preds).all()):
+            raise ValueError("preds contains NaN or infinite scores; fix the model output or drop those documents")
+        if self.whole_queries:
+            if preds.numel():
+                self._add_flat_batch(preds, target, indexes, accumulate=True)
+            return
+        self.flat_preds.append(preds.to(torch.float64))
+        self.flat_target.append(target.to(torch.float32))
+        self.flat_indexes.append(indexes.to(torch.int64))
+
+    def _add_flat_batch(self, preds: Tensor, target: Tensor, indexes: Tensor, *, accumulate: bool):
+        ids, mask, (p, t) = group_by_query(indexes, preds, target)
+        length = p.shape[-1]
+        check_graded_cutoffs(self.convention, [k for _, ks, _ in self.specs for k in ks if k is not None], length)
+        rb, _ = prepare(
+            p, t, convention=self.convention, mask=mask, validate_args=self.validate_args, uses_gain=self._uses_gain,
+            discounts=self._discount_table(length), gain=self._gain(),
+        )
+        values, empty = self._values(rb)
+        if accumulate:
+            self._accumulate(values, empty, ids)
+            return None
+        return values, empty, ids
+
+    def _generate_ids(self, n: int, device: torch.device) -> Tensor:
+        """Global ids for lists without one: ``rank + world_size * local_position``."""
+        rank, world = (dist.get_rank(), dist.get_world_size()) if dist.is_available() and dist.is_initialized() else (0, 1)
+        local = torch.arange(self._local_lists, self._local_lists + n, device=device, dtype=torch.int64)
+        self._local_lists += n
+        return rank + world * local
+
+    # ------------------------------------------------------------------ reduction
+    def _values(self, rb: RankedBatch) -> tuple[Tensor, Tensor]:
+        """Per-query values ``(N, V)`` of every reported key, and their empty flags."""
+        values, empties = [], []
+        for spec, ks, _ in self.specs:
+            v, e = spec.values(rb, ks, self.convention)
+            values.append(v)
+            empties.append(torch.zeros_like(v, dtype=torch.bool) if e is None else e.expand_as(v))
+        return torch.cat(values, dim=1), torch.cat(empties, dim=1)
+
+    def _policy(self, values: Tensor, empty: Tensor) -> tuple[Tensor, Tensor]:
+        """Apply the empty-query policy: (values with NaN where skipped, counted mask)."""
+        action = self.convention.empty_target_action
+        values = values.to(torch.float64)
+        if action == "error" and bool(empty.any()):
+            raise ValueError(
+                f"{int(empty.any(-1).sum())} list(s) have no relevant document and empty_target_action='error'; "
+                "use 'neg', 'pos' or 'skip' to score them"
+            )
+        if action == "pos":
+            values = torch.where(empty, torch.ones_like(values), values)
+        elif action == "skip":
+            return torch.where(empty, torch.full_like(values, float("nan")), values), ~empty
+        else:
+            values = torch.where(empty, torch.zeros_like(values), values)
+        return values, torch.ones_like(empty)
+
+    def _accumulate(self, values: Tensor, empty: Tensor, ids: Tensor | None) -> None:
+        values, counted = self._policy(values, empty)
+        self.sums += torch.where(counted, values, torch.zeros_like(values)).sum(0)
+        self.counts += counted.sum(0)
+        if self.keep_per_query:
+            self.query_values.append(values)
+            self.query_ids.append(ids.to(torch.int64))
+
+    # ------------------------------------------------------------------ results
+    def _flat_pending(self) -> tuple[Tensor, Tensor, Tensor] | None:
+        """Values of the flat documents kept for ``compute`` (grouped now, over all updates/ranks)."""
+        preds = self.flat_preds
+        if isinstance(preds, list):
+            if not preds:
+                return None
+            preds, target, indexes = dim_zero_cat(preds), dim_zero_cat(self.flat_target), dim_zero_cat(self.flat_indexes)
+        else:
+            target, indexes = self.flat_target, self.flat_indexes
+        if preds.numel() == 0:
+            return None
+        return self._add_flat_batch(preds, target, indexes.long(), accumulate=False)
+
+    def _means(self) -> Tensor:
+        sums, counts = self.sums.clone(), self.counts.clone()
+        pending = self._flat_pending()
+        if pending is not None:
+            values, counted = self._policy(pending[0], pending[1])
+            sums += torch.where(counted, values, torch.zeros_like(values)).sum(0)
+            counts += counted.sum(0)
+        if bool((counts == 0).any()):
+            missing = [key for key, c in zip(self.keys, counts.tolist()) if c == 0]
+            warnings.warn(
+                f"{type(self).__name__}: no query was counted for {missing} (no update, or every query skipped "
+                "by empty_target_action='skip'); returning NaN",
+                UserWarning,
+                stacklevel=3,
+            )
+        return (sums / counts).to(self.dtype)
+
+    def compute(self) -> dict[str, Tensor]:
+        """Mean of each metric over all queries (all processes, after sync), as ``{key: scalar}``."""
+        means = self._means()
+        return {key: means[i] for i, key in enumerate(self.keys)}
+
+    def compute_per_query(self) -> dict[str, Tensor]:
+        """Per-query values (requires ``keep_per_query=True``), synced across processes.
+
+        Returns ``{"query_id": (Q,), key: (Q,) ...}`` sorted by query id; skipped queries hold NaN.
+        Flat input pending grouping is included.
+
+        Example:
+            >>> import torch
+            >>> from torch_rankeval import RankingMetrics
+            >>> m = RankingMetrics(("mrr",), keep_per_query=True)
+            >>> m.update(torch.tensor([0.9, 0.1, 0.5]), torch.tensor([0, 1, 1]), indexes=torch.tensor([4, 4, 2]))
+            >>> m.compute_per_query()
+            {'query_id': tensor([2, 4]), 'mrr': tensor([1.0000, 0.5000])}
+        """
+        if not self.keep_per_query:
+            raise ValueError("compute_per_query needs keep_per_query=True when the metric is created")
+        with self.sync_context(should_sync=self._to_sync, should_unsync=self._should_unsync):
+            values = [dim_zero_cat(self.query_values)] if _non_empty(self.query_values) else []
+            ids = [dim_zero_cat(self.query_ids)] if _non_empty(self.query_ids) else []
+            pending = self._flat_pending()
+            if pending is not None:
+                values.append(self._policy(pending[0], pending[1])[0])
+                ids.append(pending[2])
+        if not values:
+            empty = torch.zeros(0, device=self.sums.device)
+            return {"query_id": empty.long(), **{key: empty.to(self.dtype) for key in self.keys}}
+        values_t, ids_t = torch.cat(values), torch.cat(ids)
+        order = torch.argsort(ids_t, stable=True)
+        values_t, ids_t = values_t[order].to(self.dtype), ids_t[order]
+        return {"query_id": ids_t, **{key: values_t[:, i] for i, key in enumerate(self.keys)}}
+
+    # ------------------------------------------------------------------ distributed
+    def _sync_dist(self, dist_sync_fn: Callable = gather_all_tensors, process_group: Any | None = None) -> None:
+        """One all-reduce for all running sums; lists (flat / per-query) are gathered with fixed dtypes."""
+        if dist_sync_fn is not gather_all_tensors:  # a custom gather (e.g. XLA): torchmetrics' generic path
+            return super()._sync_dist(dist_sync_fn, process_group)
+        group = process_group or self.process_group
+        # The local sizes of the list states ride along, so every rank learns whether any rank holds
+        # flat documents or per-query rows, and a padded-only metric needs exactly one collective.
+        sizes = [float(_size(getattr(self, name))) for name in _LIST_STATES]
+        packed = torch.cat([self.sums, self.counts.to(torch.float64), torch.tensor(sizes, dtype=torch.float64, device=self.sums.device)])
+        dist.all_reduce(packed, op=dist.ReduceOp.SUM, group=group)
+        n = self.sums.shape[0]
+        self.sums, self.counts = packed[:n], packed[n : 2 * n].round().to(torch.int64)
+        for (name, dtype), total in zip(_LIST_STATES.items(), packed[2 * n :].tolist()):
+            if total == 0:
+                continue
+            state = getattr(self, name)
+            if _size(state) == 0:
+                width = (len(self.keys),) if name == "query_values" else ()
+                local = torch.zeros((0, *width), dtype=dtype, device=self.sums.device)
+            else:
+                local = dim_zero_cat(state) if isinstance(state, list) else state
+            setattr(self, name, torch.cat(dist_sync_fn(local.to(dtype), group=group)))
+
+
+def _size(state: list | Tensor) -> int:
+    if isinstance(state, list):
+        return sum(t.shape[0] for t in state)
+    return state.shape[0]
+
+
+def _non_empty(state: list | Tensor) -> bool:
+    return _size(state) > 0
