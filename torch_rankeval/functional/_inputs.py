@@ -99,12 +99,12 @@ def _same_device(preds: Tensor, other: Tensor, name: str) -> None:
         raise ValueError(f"{name} is on {other.device} but preds is on {preds.device}: move all inputs to one device")
 
 
-def valid_mask(target: Tensor, mask: Tensor | None, ignore_index: int | float | None) -> Tensor:
-    """True for real documents: inside ``mask`` and not equal to ``ignore_index``."""
-    valid = torch.ones_like(target, dtype=torch.bool) if mask is None else mask
-    if ignore_index is not None:
-        valid = valid & (target != ignore_index)
-    return valid
+def valid_mask(target: Tensor, mask: Tensor | None, ignore_index: int | float | None) -> Tensor | None:
+    """True for real documents: inside ``mask`` and not equal to ``ignore_index``; None if no padding."""
+    if ignore_index is None:
+        return mask
+    valid = target != ignore_index
+    return valid if mask is None else valid & mask
 
 
 def prepare(
@@ -181,22 +181,25 @@ def prepare(
 def _validate_values(
     preds: Tensor,
     target: Tensor,
-    valid: Tensor,
+    valid: Tensor | None,
     convention: Convention,
     ideal_target: Tensor | None,
     ideal_valid: Tensor | None,
     uses_gain: bool,
 ) -> None:
     """Checks that read tensor values (one host sync)."""
-    bad_preds = ~torch.isfinite(preds) & valid
-    problems = [bad_preds.any()]
+    def masked(bad: Tensor, v: Tensor | None) -> Tensor:
+        return (bad if v is None else bad & v).any()
+
+    no = torch.zeros((), dtype=torch.bool, device=preds.device)
+    problems = [masked(~torch.isfinite(preds), valid)]
     grade_tensors = [(target, valid, "target")]
     if ideal_target is not None:
-        grade_tensors.append((ideal_target, torch.ones_like(ideal_target, dtype=torch.bool) if ideal_valid is None else ideal_valid, "ideal_target"))
+        grade_tensors.append((ideal_target, ideal_valid, "ideal_target"))
     for t, v, _ in grade_tensors:
-        problems.append((~torch.isfinite(t.float()) & v).any() if t.is_floating_point() else torch.zeros((), dtype=torch.bool, device=t.device))
-        negative = (t < 0) & v if t.dtype != torch.bool else torch.zeros((), dtype=torch.bool, device=t.device)
-        problems.append(negative.any() if (uses_gain and convention.gain == "exp2") else torch.zeros((), dtype=torch.bool, device=t.device))
+        problems.append(masked(~torch.isfinite(t), v) if t.is_floating_point() else no)
+        check_negative = uses_gain and convention.gain == "exp2" and t.dtype != torch.bool
+        problems.append(masked(t < 0, v) if check_negative else no)
     flags = torch.stack([p.to(preds.device) for p in problems]).tolist()
     if flags[0]:
         raise ValueError(

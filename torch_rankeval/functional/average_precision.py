@@ -14,7 +14,7 @@ from torch_rankeval.functional._ranking import RankedBatch, log_comb
 __all__ = ["average_precision", "average_precision_values"]
 
 
-def _numerator_terms(rb: RankedBatch, w: Tensor) -> Tensor:
+def _numerator_terms(rb: RankedBatch, w: Tensor, *, binary: bool) -> Tensor:
     """Expected ``w_p * (sum_{q <= p} w_q) / p`` at each ranked position ``p``.
 
     For a position ``p`` that is the ``j``-th slot of a tie group of size ``n`` whose weights sum to
@@ -24,7 +24,8 @@ def _numerator_terms(rb: RankedBatch, w: Tensor) -> Tensor:
     """
     if not rb.averaged:
         return w * w.cumsum(-1) / rb.positions
-    s1, s2 = rb.group_sum(w), rb.group_sum(w * w)
+    s1 = rb.group_sum(w)
+    s2 = s1 if binary else rb.group_sum(w * w)  # w*w == w for 0/1 weights
     n = rb.group_size
     c = rb.before_group(w)
     j = rb.positions - rb.group_start.to(rb.dtype)  # 1-based slot inside the group
@@ -65,19 +66,20 @@ def average_precision_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tu
     """Per-query AP at each cutoff and the "no relevant document" flag, ``(N, K)`` / ``(N, 1)``."""
     denominator, graded = conv.denominator, conv.graded
     w = rb.gains if graded else rb.rel
-    terms = _numerator_terms(rb, w)
-    numerator = rb.at_cutoffs(terms.cumsum(-1), ks)
+    terms = _numerator_terms(rb, w, binary=not graded)
+    numerator = rb.cumulative(terms, ks)
     if graded:
-        ideal = rb.ideal_sorted_gains
-        top = ideal[:, :1]  # the largest judged gain normalises weights to [0, 1]
+        ideal = rb.ideal_gains
+        top = ideal.amax(-1, keepdim=True)  # the largest judged gain normalises weights to [0, 1]
         empty = top <= 0
         if denominator == "all_relevant":
             den = ideal.clamp(min=0).sum(-1, keepdim=True)
         elif denominator == "min_k_relevant":
-            m = ideal.shape[-1]
-            den = ideal.clamp(min=0).cumsum(-1)[:, [m - 1 if k is None else min(k, m) - 1 for k in ks]]
+            best = rb.ideal_top(ks).clamp(min=0)
+            m = best.shape[-1]
+            den = best.cumsum(-1)[:, [m - 1 if k is None else min(k, m) - 1 for k in ks]]
         else:
-            den = rb.at_cutoffs(rb.expected(w).cumsum(-1), ks)
+            den = rb.cumulative(rb.expected(w, rb.span(ks)), ks)
         den = den * top
     else:
         r_total = rb.n_relevant.unsqueeze(-1)
@@ -90,7 +92,7 @@ def average_precision_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tu
         elif rb.averaged:
             return _retrieved_denominator_expectation(rb, terms, ks), empty
         else:
-            den = rb.at_cutoffs(rb.rel.cumsum(-1), ks)
+            den = rb.cumulative(rb.rel, ks)
     positive = den > 0
     return torch.where(positive, numerator / torch.where(positive, den, torch.ones_like(den)), torch.zeros_like(numerator)), empty
 

@@ -18,13 +18,13 @@ K = int | Sequence[int] | None
 
 def dcg_values(rb: RankedBatch, ks: tuple) -> Tensor:
     """Per-query (expected, under averaged ties) DCG at each cutoff, ``(N, K)``."""
-    contrib = rb.expected(rb.gains) * rb.discounts[: rb.length]
-    return rb.at_cutoffs(contrib.cumsum(-1), ks)
+    span = rb.span(ks)
+    return rb.cumulative(rb.expected(rb.gains, span) * rb.discounts[:span], ks)
 
 
 def idcg_values(rb: RankedBatch, ks: tuple) -> Tensor:
     """Per-query ideal DCG (gains of the judged set in decreasing order), ``(N, K)``."""
-    ideal = rb.ideal_sorted_gains
+    ideal = rb.ideal_top(ks)
     m = ideal.shape[-1]
     cumulative = (ideal * rb.discounts[:m]).cumsum(-1)
     idx = [m - 1 if k is None else min(k, m) - 1 for k in ks]

@@ -28,7 +28,7 @@ def _safe_div(num: Tensor, den: Tensor) -> Tensor:
 
 def precision_values(rb: RankedBatch, ks: tuple, *, adaptive_k: bool) -> tuple[Tensor, Tensor]:
     """Expected relevant documents in the top k divided by k (or by ``min(k, list length)``)."""
-    found = rb.at_cutoffs(rb.expected_rel_cumsum, ks)
+    found = rb.expected_relevant(ks)
     n_valid = rb.n_valid.unsqueeze(-1)
     cut = torch.tensor([float("inf") if k is None else float(k) for k in ks], dtype=rb.dtype, device=found.device)
     den = torch.minimum(cut, n_valid) if adaptive_k else torch.where(torch.isinf(cut), n_valid, cut)
@@ -37,7 +37,7 @@ def precision_values(rb: RankedBatch, ks: tuple, *, adaptive_k: bool) -> tuple[T
 
 def recall_values(rb: RankedBatch, ks: tuple) -> tuple[Tensor, Tensor]:
     """Expected relevant documents in the top k divided by all relevant documents of the query."""
-    return _safe_div(rb.at_cutoffs(rb.expected_rel_cumsum, ks), rb.n_relevant.unsqueeze(-1)), _empty(rb)
+    return _safe_div(rb.expected_relevant(ks), rb.n_relevant.unsqueeze(-1)), _empty(rb)
 
 
 def hit_rate_values(rb: RankedBatch, ks: tuple) -> tuple[Tensor, Tensor]:
@@ -58,7 +58,7 @@ def r_precision_values(rb: RankedBatch, ks: tuple) -> tuple[Tensor, Tensor]:
     """Precision at rank R, the number of relevant documents of the query (cutoffs are ignored)."""
     r_total = rb.n_relevant
     idx = (r_total.clamp(min=1, max=rb.length) - 1).long().unsqueeze(-1)
-    found = rb.expected_rel_cumsum.gather(-1, idx)
+    found = rb.expected(rb.rel).cumsum(-1).gather(-1, idx)
     return _safe_div(found, r_total.unsqueeze(-1)).expand(-1, len(ks)), _empty(rb)
 
 

@@ -33,7 +33,7 @@ def reciprocal_rank_values(rb: RankedBatch, ks: tuple) -> tuple[Tensor, Tensor]:
         prob = torch.where(ok, torch.exp(log_comb(a, b) - log_comb(n, torch.where(ok, r, zero))), zero)
     else:
         prob = rel * ((rel.cumsum(-1) - rel) == 0)
-    values = rb.at_cutoffs((prob / rb.positions).cumsum(-1), ks)
+    values = rb.cumulative(prob / rb.positions, ks)
     return values, (rb.n_relevant <= 0).unsqueeze(-1)
 
 

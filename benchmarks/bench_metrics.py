@@ -1,0 +1,321 @@
+"""Benchmark: nDCG@10 + MAP through RankingMetrics against torchmetrics, ranx, pytrec_eval, sklearn.
+
+Every case runs in its own subprocess on identical seeded data (graded 0-4, continuous scores), so
+peak memory is that case's alone. Times are medians over repeats; ratios are taken within the run.
+
+    python benchmarks/bench_metrics.py                   # all workloads, CPU
+    python benchmarks/bench_metrics.py --device cuda     # our metric on the GPU (peers stay on CPU)
+    python benchmarks/bench_metrics.py --quick           # small sizes, to check the script works
+
+Workloads: ``10k`` (10,000 queries x 100 docs), ``100k`` (100,000 x 100), ``loop`` (a validation loop:
+200 batches of 256 x 64, updated per batch, computed at the end), ``stream`` (padded streaming
+memory at 10k, 100k and 1M queries). Results are printed as a table and written as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+METRICS = ("ndcg@10", "map")
+
+
+# ---------------------------------------------------------------------------------------- data
+def make_batches(n_queries: int, length: int, batch: int, seed: int = 0):
+    """Seeded padded batches ``(preds float32, target int64)``; graded 0-4, continuous scores."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for start in range(0, n_queries, batch):
+        n = min(batch, n_queries - start)
+        out.append((torch.rand(n, length, generator=g), torch.randint(0, 5, (n, length), generator=g)))
+    return out
+
+
+def workload(name: str, quick: bool) -> dict:
+    scale = 10 if quick else 1
+    return {
+        "10k": {"queries": 10_000 // scale, "length": 100, "batch": 10_000 // scale},
+        "100k": {"queries": 100_000 // scale, "length": 100, "batch": 10_000 // scale},
+        "loop": {"queries": 200 * 256 // scale, "length": 64, "batch": 256},
+    }[name]
+
+
+# ---------------------------------------------------------------------------------------- cases
+def case_ours(batches, device: str, flat: bool = False):
+    import torch
+
+    from torch_rankeval import RankingMetrics
+
+    metric = RankingMetrics(METRICS, gain="linear").to(device)
+    offset = 0
+
+    def run():
+        nonlocal offset
+        metric.reset()
+        offset = 0
+        for preds, target in batches:
+            if flat:
+                n, length = preds.shape
+                ids = (torch.arange(n, device=device) + offset).repeat_interleave(length)
+                metric.update(preds.reshape(-1), target.reshape(-1), indexes=ids)
+                offset += n
+            else:
+                metric.update(preds, target)
+        out = metric.compute()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        return {k: float(v) for k, v in out.items()}
+
+    batches = [(p.to(device), t.to(device)) for p, t in batches]
+    return run
+
+
+def case_torchmetrics(batches):
+    import torch
+    from torchmetrics.retrieval import RetrievalMAP, RetrievalNormalizedDCG
+
+    ndcg, ap = RetrievalNormalizedDCG(top_k=10), RetrievalMAP()
+
+    def run():
+        ndcg.reset()
+        ap.reset()
+        offset = 0
+        for preds, target in batches:
+            n, length = preds.shape
+            ids = (torch.arange(n) + offset).repeat_interleave(length)
+            offset += n
+            ndcg.update(preds.reshape(-1), target.reshape(-1), indexes=ids)
+            ap.update(preds.reshape(-1), target.reshape(-1) > 0, indexes=ids)
+        return {"ndcg@10": float(ndcg.compute()), "map": float(ap.compute())}
+
+    return run
+
+
+def _ranx_arrays(batches):
+    """ranx's numpy entry point: qrels (Q, L, 2) [doc, grade] by grade desc, run (Q, L, 2) [doc, score] by score desc."""
+    import numpy as np
+
+    preds = np.concatenate([p.numpy() for p, _ in batches]).astype(np.float64)
+    target = np.concatenate([t.numpy() for _, t in batches]).astype(np.float64)
+    ids = np.broadcast_to(np.arange(preds.shape[1], dtype=np.float64), preds.shape)
+    o = np.argsort(-preds, axis=1, kind="stable")
+    run = np.stack([np.take_along_axis(ids, o, 1), np.take_along_axis(preds, o, 1)], -1)
+    oq = np.argsort(-target, axis=1, kind="stable")
+    qrels = np.stack([np.take_along_axis(ids, oq, 1), np.take_along_axis(target, oq, 1)], -1)
+    return np.ascontiguousarray(qrels), np.ascontiguousarray(run)
+
+
+def case_ranx(batches, end_to_end: bool):
+    from ranx.metrics import average_precision, ndcg
+
+    t0 = time.perf_counter()
+    warm_q, warm_r = _ranx_arrays([(p[:8], t[:8]) for p, t in batches[:1]])
+    ndcg(warm_q, warm_r, k=10)
+    average_precision(warm_q, warm_r)
+    jit_s = time.perf_counter() - t0
+    prepared = None if end_to_end else _ranx_arrays(batches)
+
+    def run():
+        qrels, run_ = _ranx_arrays(batches) if end_to_end else prepared
+        # ranx.metrics.ndcg is the Jarvelin (linear gain) formulation, like trec_eval and our gain="linear"
+        return {"ndcg@10": float(ndcg(qrels, run_, k=10).mean()), "map": float(average_precision(qrels, run_).mean())}
+
+    return run, jit_s
+
+
+def case_pytrec(batches):
+    import pytrec_eval
+
+    def run():
+        qrels, runs = {}, {}
+        q = 0
+        for preds, target in batches:
+            for p_row, t_row in zip(preds.tolist(), target.tolist()):
+                qid = str(q)
+                q += 1
+                runs[qid] = {str(j): s for j, s in enumerate(p_row)}
+                qrels[qid] = {str(j): g for j, g in enumerate(t_row)}
+        res = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10", "map"}).evaluate(runs)
+        n = len(qrels)  # queries without relevant documents score 0, as ours
+        return {"ndcg@10": sum(v["ndcg_cut_10"] for v in res.values()) / n, "map": sum(v["map"] for v in res.values()) / n}
+
+    return run
+
+
+def case_sklearn(batches):
+    import numpy as np
+    from sklearn.metrics import ndcg_score
+
+    def run():
+        preds = np.concatenate([p.numpy() for p, _ in batches])
+        target = np.concatenate([t.numpy() for _, t in batches])
+        return {"ndcg@10": float(ndcg_score(target, preds, k=10))}
+
+    return run
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def run_case(args) -> dict:
+    """Child process: build data, measure one case, print JSON."""
+    import torch
+
+    torch.manual_seed(0)
+    w = workload(args.workload, args.quick)
+    batches = make_batches(w["queries"], w["length"], w["batch"])
+    base_rss = peak_rss_mb()
+    extra = {}
+    if args.case == "ours":
+        fn = case_ours(batches, args.device)
+    elif args.case == "ours_flat":
+        fn = case_ours(batches, args.device, flat=True)
+    elif args.case == "torchmetrics":
+        fn = case_torchmetrics(batches)
+    elif args.case in ("ranx_kernel", "ranx_e2e"):
+        fn, extra["jit_s"] = case_ranx(batches, end_to_end=args.case == "ranx_e2e")
+    elif args.case == "pytrec_eval":
+        fn = case_pytrec(batches)
+    elif args.case == "sklearn":
+        fn = case_sklearn(batches)
+    else:
+        raise SystemExit(f"unknown case {args.case}")
+    if args.device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    times, values = [], None
+    for _ in range(args.repeats):
+        t0 = time.perf_counter()
+        values = fn()
+        times.append(time.perf_counter() - t0)
+    out = {"median_s": statistics.median(times), "times": times, "values": values, "peak_rss_delta_mb": peak_rss_mb() - base_rss, **extra}
+    if args.device == "cuda" and args.case.startswith("ours"):
+        out["cuda_peak_mb"] = torch.cuda.max_memory_allocated() / 2**20
+    return out
+
+
+def stream_memory(args) -> dict:
+    """Child process: peak RSS of the padded streaming path over n_queries generated batch by batch."""
+    import torch
+
+    from torch_rankeval import RankingMetrics
+
+    metric = RankingMetrics(METRICS, gain="linear").to(args.device)
+    g = torch.Generator().manual_seed(0)
+    batch = 10_000
+    preds = torch.rand(batch, 100, generator=g)
+    target = torch.randint(0, 5, (batch, 100), generator=g)
+    metric.update(preds.to(args.device), target.to(args.device))  # warm the allocator before the baseline
+    metric.reset()
+    base = peak_rss_mb()
+    t0 = time.perf_counter()
+    for _ in range(args.stream_queries // batch):
+        preds = torch.rand(batch, 100, generator=g)
+        target = torch.randint(0, 5, (batch, 100), generator=g)
+        metric.update(preds.to(args.device), target.to(args.device))
+    metric.compute()
+    state_bytes = sum(t.numel() * t.element_size() for t in (metric.sums, metric.counts))
+    return {"queries": args.stream_queries, "seconds": time.perf_counter() - t0, "peak_rss_delta_mb": peak_rss_mb() - base, "state_bytes": state_bytes}
+
+
+# ---------------------------------------------------------------------------------------- parent
+def child(*extra: str) -> dict:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, __file__, *extra], capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        return {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def sync_bytes(n_docs: int) -> dict:
+    """Bytes each process contributes to one distributed sync of nDCG@10 + MAP."""
+    ours = 8 * (2 * len(METRICS) + 5)  # one all-reduce: float64 sums, counts, 5 list sizes
+    # torchmetrics: each Retrieval metric all-gathers preds (float32), target (int64) and indexes (int64)
+    theirs = 2 * n_docs * (4 + 8 + 8)
+    return {"ours": ours, "torchmetrics": theirs}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--workloads", default="10k,100k,loop")
+    parser.add_argument("--cases", default="ours,ours_flat,torchmetrics,ranx_kernel,ranx_e2e,pytrec_eval,sklearn")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--slow-repeats", type=int, default=1, help="repeats for torchmetrics and pytrec_eval")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--stream", default="10000,100000,1000000", help="query counts for the streaming memory check ('' to skip)")
+    parser.add_argument("--json", default=str(REPO / "benchmarks" / "results" / "bench_metrics.json"))
+    # child mode
+    parser.add_argument("--case", help=argparse.SUPPRESS)
+    parser.add_argument("--workload", help=argparse.SUPPRESS)
+    parser.add_argument("--stream-queries", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+
+    if args.case:
+        print(json.dumps(run_case(args)))
+        return
+    if args.stream_queries:
+        print(json.dumps(stream_memory(args)))
+        return
+
+    import torch
+
+    report = {
+        "machine": {"platform": platform.platform(), "processor": platform.processor(), "cpus": os.cpu_count(),
+                    "torch": torch.__version__, "threads": torch.get_num_threads(), "device": args.device},
+        "workloads": {},
+    }
+    slow = {"torchmetrics", "pytrec_eval"}
+    for wname in args.workloads.split(","):
+        w = workload(wname, args.quick)
+        results = {}
+        for case in args.cases.split(","):
+            repeats = args.slow_repeats if case in slow else args.repeats
+            extra = ["--device", args.device] if case.startswith("ours") else []
+            results[case] = child("--case", case, "--workload", wname, "--repeats", str(repeats), *extra, *(["--quick"] if args.quick else []))
+            print(f"[{wname}] {case}: {results[case]}", file=sys.stderr)
+        report["workloads"][wname] = {"size": w, "results": results, "sync_bytes": sync_bytes(w["queries"] * w["length"])}
+    if args.stream:
+        report["stream"] = [child("--stream-queries", n, "--device", args.device) for n in args.stream.split(",")]
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.json).write_text(json.dumps(report, indent=2))
+    print_report(report)
+
+
+def print_report(report: dict) -> None:
+    print(f"machine: {report['machine']}")
+    for wname, w in report["workloads"].items():
+        res = w["results"]
+        ours = res.get("ours", {}).get("median_s")
+        reference = res.get("pytrec_eval", {}).get("values") or {}
+        print(f"\n## {wname}: {w['size']['queries']} queries x {w['size']['length']} docs (batches of {w['size']['batch']})")
+        print(f"{'case':<14}{'median s':>10}{'ours faster by':>16}{'peak MB':>10}   values (pytrec_eval diff)")
+        for case, r in res.items():
+            if "error" in r:
+                print(f"{case:<14}  error: {r['error']}")
+                continue
+            ratio = r["median_s"] / ours if ours else float("nan")
+            diffs = ", ".join(
+                f"{k}={v:.6f}" + (f" ({v - reference[k]:+.1e})" if k in reference else "") for k, v in r["values"].items()
+            )
+            jit = f"  [JIT warm-up {r['jit_s']:.1f}s excluded]" if "jit_s" in r else ""
+            print(f"{case:<14}{r['median_s']:>10.4f}{ratio:>15.1f}x{r['peak_rss_delta_mb']:>10.0f}   {diffs}{jit}")
+        sb = w["sync_bytes"]
+        print(f"bytes per process per sync: ours {sb['ours']} B, torchmetrics {sb['torchmetrics'] / 2**20:.1f} MiB")
+    for s in report.get("stream", []):
+        print(f"streaming {s.get('queries')} queries: peak RSS +{s.get('peak_rss_delta_mb', float('nan')):.0f} MB, state {s.get('state_bytes')} B, {s.get('seconds', float('nan')):.1f}s")
+
+
+if __name__ == "__main__":
+    main()
