@@ -99,6 +99,7 @@ class RankedBatch:
             ideal_v = torch.ones_like(ideal_t, dtype=torch.bool) if ideal_valid is None else ideal_valid
             ideal_t = torch.where(ideal_v, ideal_t, torch.zeros((), dtype=dtype, device=device))
         self.ideal_gains = torch.where(ideal_v, self._gain(ideal_t), torch.zeros((), dtype=dtype, device=device))
+        self.ideal_valid = ideal_v
         if n_relevant is None:
             self.n_relevant = (self._is_relevant(ideal_t) & ideal_v).to(dtype).sum(-1)
         else:
@@ -152,7 +153,18 @@ class RankedBatch:
 
     @property
     def ideal_sorted_gains(self) -> Tensor:
-        return self.cached("ideal_sorted", lambda: self.ideal_gains.sort(-1, descending=True).values)
+        """Judged gains in decreasing order, padding (gain 0) after every real document.
+
+        Padding must not outrank a real document with a negative gain (linear gain on negative
+        grades, debiased gains), or the ideal ranking would push that document down."""
+        return self.cached("ideal_sorted", self._ideal_sorted)
+
+    def _ideal_sorted(self) -> Tensor:
+        lowest = torch.full((), float("-inf"), dtype=self.dtype, device=self.ideal_gains.device)
+        ordered = torch.where(self.ideal_valid, self.ideal_gains, lowest).sort(-1, descending=True).values
+        n_judged = self.ideal_valid.sum(-1, keepdim=True)
+        slots = torch.arange(ordered.shape[-1], device=ordered.device)
+        return torch.where(slots < n_judged, ordered, torch.zeros((), dtype=self.dtype, device=ordered.device))
 
     def boundary(self, ks: tuple[int | None, ...]) -> dict[str, Tensor]:
         """The tie group that each cutoff ends in: start ``s``, size ``n``, relevant ``r``,
