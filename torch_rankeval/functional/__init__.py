@@ -14,6 +14,7 @@ Example:
 
 from torch_rankeval.functional.average_precision import average_precision
 from torch_rankeval.functional.dcg import dcg, idcg, ndcg
+from torch_rankeval.functional.debiased import aggregate_ips_gains, ips_gains, position_debiased_dcg, position_debiased_ndcg
 from torch_rankeval.functional.precision_recall import hit_rate, precision, r_precision, recall
 from torch_rankeval.functional.reciprocal_rank import reciprocal_rank
 
@@ -27,4 +28,8 @@ __all__ = [
     "recall",
     "hit_rate",
     "r_precision",
+    "ips_gains",
+    "position_debiased_dcg",
+    "position_debiased_ndcg",
+    "aggregate_ips_gains",
 ]
