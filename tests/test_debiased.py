@@ -294,6 +294,7 @@ P1, C1, POS1 = t(PREDS), t(CLICKS), t(POS)
         (lambda: F.position_debiased_ndcg(P1, C1, [3, -1], logged_positions=POS1, eta=1.0), "k must be a positive int"),
         (lambda: F.position_debiased_ndcg(P1, C1, logged_positions=POS1, eta=1.0, normalize="max"), "normalize='max' is not valid"),
         (lambda: F.position_debiased_ndcg(P1, C1, logged_positions=POS1, eta=1.0, empty_target_action="zero"), "empty_target_action='zero'"),
+        (lambda: F.position_debiased_ndcg(P1, C1, logged_positions=POS1, eta=1.0, empty_target_action=None), "empty_target_action=None"),
         (lambda: F.position_debiased_ndcg(P1, C1, logged_positions=POS1, eta=1.0, reduction="avg"), "reduction='avg'"),
         (lambda: F.position_debiased_ndcg(P1, C1, logged_positions=POS1, eta=1.0, ties="random"), "ties='random'"),
         # shapes
@@ -383,16 +384,15 @@ def test_validate_args_false_skips_the_value_checks():
 
 
 @pytest.mark.parametrize(
-    "source",
+    "source,normalize",
     [
-        lambda pos: dict(logged_positions=pos, eta=1.0, clip=0.25),
-        lambda pos: dict(logged_positions=pos, propensity_table=1 / torch.arange(1.0, 17)),
-        lambda pos: dict(propensities=1 / pos.float()),
-        lambda pos: dict(logged_positions=pos, affine=(torch.full((16,), 0.6), torch.full((16,), 0.05))),
+        (lambda pos: dict(logged_positions=pos, eta=1.0, clip=0.25), "ideal"),
+        (lambda pos: dict(logged_positions=pos, propensity_table=1 / torch.arange(1.0, 17)), "ideal"),
+        (lambda pos: dict(propensities=1 / pos.float()), "none"),
+        (lambda pos: dict(logged_positions=pos, affine=(torch.full((16,), 0.6), torch.full((16,), 0.05))), "ideal"),
     ],
-    ids=["eta", "table", "propensities", "affine"],
+    ids=["eta-ndcg", "table-ndcg", "propensities-dcg", "affine-ndcg"],
 )
-@pytest.mark.parametrize("normalize", ["ideal", "none"])
 def test_fullgraph_compile_matches_eager(source, normalize):
     torch._dynamo.reset()
     g = torch.Generator().manual_seed(0)

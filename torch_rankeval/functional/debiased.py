@@ -40,7 +40,7 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
-from torch_rankeval.conventions import resolve_convention
+from torch_rankeval.conventions import EMPTY_TARGET_ACTIONS, resolve_convention
 from torch_rankeval.functional._debiased_gains import (
     as_batch,
     check_clicks,
@@ -305,7 +305,11 @@ def position_debiased_ndcg(
     """
     ks, keep_k = parse_k(k)
     check_reduction(reduction)
-    resolve_convention(None, empty_target_action=empty_target_action)  # validates the name
+    if empty_target_action not in EMPTY_TARGET_ACTIONS:
+        raise ValueError(
+            f"empty_target_action={empty_target_action!r} is not valid: use one of {', '.join(map(repr, EMPTY_TARGET_ACTIONS))} "
+            "(what a list without clicks scores)"
+        )
     values, empty = position_debiased_values(
         preds, clicks, ks, propensities=propensities, logged_positions=logged_positions, eta=eta,
         propensity_table=propensity_table, affine=affine, clip=clip, mask=mask, normalize=normalize, ties=ties,
@@ -425,6 +429,8 @@ def aggregate_ips_gains(
             raise TypeError(f"{name} must be an integer tensor, got {getattr(t, 'dtype', type(t).__name__)}")
         if isinstance(clicks, Tensor) and t.shape != clicks.shape:
             raise ValueError(f"{name} must have the shape of clicks {tuple(clicks.shape)}, got {tuple(t.shape)}")
+        if isinstance(clicks, Tensor) and t.device != clicks.device:
+            raise ValueError(f"{name} is on {t.device} but clicks is on {clicks.device}: move all inputs to one device")
     gains = ips_gains(
         clicks, propensities, logged_positions=logged_positions, eta=eta, propensity_table=propensity_table, clip=clip,
         mask=mask, validate_args=validate_args,
