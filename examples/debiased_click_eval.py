@@ -42,7 +42,9 @@ DEFAULTS = {
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--queries", type=int, default=DEFAULTS["queries"], help="queries before dropping those without a relevant document")
+    parser.add_argument(
+        "--queries", type=int, default=DEFAULTS["queries"], help="queries before dropping those without a relevant document"
+    )
     parser.add_argument("--sessions", type=int, nargs="+", default=DEFAULTS["sessions"], help="sessions per query to evaluate at")
     parser.add_argument("--eta", type=float, default=DEFAULTS["eta"], help="true position-bias exponent of the simulated users")
     parser.add_argument("--k", type=int, default=DEFAULTS["k"], help="nDCG cutoff")

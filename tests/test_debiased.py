@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 import warnings
 
-import numpy as np
 import pytest
 import torch
 from sklearn.metrics import dcg_score, ndcg_score

@@ -159,8 +159,9 @@ def relative_propensity_from_randomized(
     if validate_args and bool((keep & ~(torch.isfinite(c) & (c >= 0))).any()):
         raise ValueError("clicks must be finite and >= 0")
     idx = _position_index(torch.where(keep, positions, torch.ones_like(positions)), num_positions, "positions", validate_args)
-    shown = torch.zeros(num_positions, dtype=torch.float64, device=c.device).index_add_(0, idx.reshape(-1), keep.reshape(-1).to(torch.float64))
-    clicked = torch.zeros(num_positions, dtype=torch.float64, device=c.device).index_add_(0, idx.reshape(-1), c.reshape(-1))
+    zeros = torch.zeros(num_positions, dtype=torch.float64, device=c.device)
+    shown = zeros.clone().index_add_(0, idx.reshape(-1), keep.reshape(-1).to(torch.float64))
+    clicked = zeros.clone().index_add_(0, idx.reshape(-1), c.reshape(-1))
     if validate_args:
         if bool((shown == 0).any()):
             missing = (torch.nonzero(shown == 0).reshape(-1) + 1).tolist()

@@ -180,7 +180,9 @@ def position_debiased_values(
         propensity_table=propensity_table, affine=affine, clip=clip,
     )
     if normalize not in NORMALIZE:
-        raise ValueError(f"normalize={normalize!r} is not valid: use 'ideal' (nDCG, the ideal from the same debiased gains) or 'none' (DCG)")
+        raise ValueError(
+            f"normalize={normalize!r} is not valid: use 'ideal' (nDCG, the ideal from the same debiased gains) or 'none' (DCG)"
+        )
     conv = resolve_convention(None, gain="linear", ties=ties)
     sources = dict(propensities=propensities, logged_positions=logged_positions, propensity_table=propensity_table, affine=affine)
     if preds.ndim == 1:
@@ -202,7 +204,10 @@ def position_debiased_values(
     return values, empty.expand_as(values)
 
 
-def _reduce(values: Tensor, empty: Tensor, *, action: str, reduction: str, validate_args: bool, single: bool, keep_k: bool, name: str) -> Tensor:
+def _reduce(
+    values: Tensor, empty: Tensor, *, action: str, reduction: str, validate_args: bool, single: bool, keep_k: bool, name: str
+) -> Tensor:
+    """The empty-list policy (click-specific messages) and the reduction of the library's ``finalize``."""
     if action == "error" and bool(empty.any()):
         raise ValueError(
             f"{name}: {int(empty.any(-1).sum())} list(s) have no click (ideal DCG <= 0) and "
