@@ -157,3 +157,16 @@ def test_score_dtypes(dtype):
 @pytest.mark.parametrize("target", [torch.tensor([0, 1, 1]), torch.tensor([0.0, 1.0, 1.0]), torch.tensor([False, True, True])])
 def test_target_dtypes(target):
     assert F.average_precision(torch.tensor([0.9, 0.5, 0.1]), target).item() == pytest.approx((1 / 2 + 2 / 3) / 2)
+
+
+def test_padding_does_not_outrank_a_negative_gain_in_the_ideal():
+    # Linear gain on grades 1, -1 (one padded slot). The ranking is the ideal one, so nDCG = 1;
+    # before the fix the padded slot (gain 0) sorted above the -1 in the ideal ranking, which
+    # pushed the -1 to rank 3 and inflated IDCG to 1 - 0.5 instead of 1 - L2.
+    preds = torch.tensor([0.9, 0.8, 0.1])
+    target = torch.tensor([1.0, -1.0, 5.0])
+    mask = torch.tensor([True, True, False])
+    assert F.idcg(preds, target, mask=mask, gain="linear").item() == pytest.approx(1 - L2, rel=1e-6)
+    assert F.ndcg(preds, target, mask=mask, gain="linear").item() == pytest.approx(1.0, rel=1e-6)
+    # Same result as the unpadded list.
+    assert F.ndcg(preds, target, mask=mask, gain="linear").item() == pytest.approx(F.ndcg(preds[:2], target[:2], gain="linear").item())

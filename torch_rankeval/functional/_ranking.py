@@ -195,14 +195,31 @@ class RankedBatch:
         exclusive = x.cumsum(-1) - x
         return exclusive.gather(-1, self.group_start) if self.averaged else exclusive
 
+    @property
+    def _ideal_valid_mask(self) -> Tensor | None:
+        if self._ideal_target is None:
+            return self.valid if self._has_padding else None
+        return self._ideal_valid
+
     def ideal_top(self, ks: tuple[int | None, ...]) -> Tensor:
-        """Ideal gains in decreasing order, truncated to the largest finite cutoff when possible."""
+        """Judged gains in decreasing order, truncated to the largest finite cutoff when possible.
+
+        Padding comes after every real document: it must not outrank a real document with a
+        negative gain (linear gain on negative grades, debiased gains); its slots hold 0."""
         m = self.ideal_gains.shape[-1]
         top = m if None in ks else min(max(ks), m)
-        key = f"ideal_top{top}"
-        if top == m:
-            return self.cached(key, lambda: self.ideal_gains.sort(-1, descending=True).values)
-        return self.cached(key, lambda: self.ideal_gains.topk(top, dim=-1).values)
+
+        def make() -> Tensor:
+            gains, valid = self.ideal_gains, self._ideal_valid_mask
+            if valid is not None:
+                gains = torch.where(valid, gains, torch.full((), float("-inf"), dtype=self.dtype, device=self.device))
+            best = gains.sort(-1, descending=True).values if top == m else gains.topk(top, dim=-1).values
+            if valid is None:
+                return best
+            slots = torch.arange(top, device=self.device)
+            return torch.where(slots < valid.sum(-1, keepdim=True), best, self._zero)
+
+        return self.cached(f"ideal_top{top}", make)
 
     def cutoff_index(self, ks: tuple[int | None, ...]) -> list[int]:
         """0-based last position inside each cutoff (``None`` = whole list; k beyond L = L)."""
