@@ -9,7 +9,7 @@ from torch import Tensor
 
 from torch_rankeval.conventions import Convention
 from torch_rankeval.functional._inputs import check_reduction, finalize, parse_k, prepare
-from torch_rankeval.functional._ranking import RankedBatch
+from torch_rankeval.functional._ranking import RankedBatch, tie_split_values
 
 __all__ = ["evaluate"]
 
@@ -43,7 +43,7 @@ def evaluate(
         preds, target, convention=convention, mask=mask, ignore_index=ignore_index, ideal_target=ideal_target,
         n_relevant=n_relevant, validate_args=validate_args, uses_gain=uses_gain,
     )
-    values, empty = values_fn(rb, ks)
+    values, empty = tie_split_values(rb, lambda batch: values_fn(batch, ks))
     if empty is None:
         empty, action = torch.zeros_like(values, dtype=torch.bool), "neg"
     else:

@@ -153,8 +153,6 @@ def prepare(
         n_relevant = n_relevant.reshape(n)
 
     valid = valid_mask(target, mask, ignore_index)
-    if validate_args:
-        _validate_values(preds, target, valid, convention, ideal_target, ideal_valid, uses_gain)
     dtype = work_dtype(preds, target, ideal_target)
     ranked = RankedBatch(
         preds,
@@ -168,17 +166,29 @@ def prepare(
         gain=gain,
         dtype=dtype,
     )
-    if validate_args and n_relevant is not None:
-        found = (ranked.rel.sum(-1) > ranked.n_relevant).any()
-        if bool(found) or bool((n_relevant < 0).any()):
-            raise ValueError(
+    if validate_args:
+        checks = _value_checks(preds, target, valid, convention, ideal_target, ideal_valid, uses_gain)
+        if n_relevant is not None:
+            checks.append((
+                (ranked.rel.sum(-1) > ranked.n_relevant).any() | (n_relevant < 0).any(),
                 "n_relevant is smaller than the number of relevant documents found in the list (or negative): "
-                "it must count all relevant documents of each query, retrieved or not"
-            )
+                "it must count all relevant documents of each query, retrieved or not",
+            ))
+        # The checks need one host sync anyway; the same sync tells whether any score is tied. Lists
+        # without ties then take the cheaper deterministic path (identical values) and only the
+        # lists with ties are averaged (see tie_split_values).
+        tied = ranked.tied() if ranked.averaged else None
+        no = torch.zeros((), dtype=torch.bool, device=preds.device)
+        flags = torch.stack([flag.to(preds.device) for flag, _ in checks] + [no if tied is None else tied.any()]).tolist()
+        for flag, (_, message) in zip(flags, checks):
+            if flag:
+                raise ValueError(message)
+        if tied is not None:
+            ranked.split_ties(tied)
     return ranked, single
 
 
-def _validate_values(
+def _value_checks(
     preds: Tensor,
     target: Tensor,
     valid: Tensor | None,
@@ -186,34 +196,30 @@ def _validate_values(
     ideal_target: Tensor | None,
     ideal_valid: Tensor | None,
     uses_gain: bool,
-) -> None:
-    """Checks that read tensor values (one host sync)."""
+) -> list[tuple[Tensor, str]]:
+    """Checks that read tensor values, as (flag tensor, message) pairs resolved in one host sync."""
+
     def masked(bad: Tensor, v: Tensor | None) -> Tensor:
         return (bad if v is None else bad & v).any()
 
-    no = torch.zeros((), dtype=torch.bool, device=preds.device)
-    problems = [masked(~torch.isfinite(preds), valid)]
+    checks = [(
+        masked(~torch.isfinite(preds), valid),
+        "preds contains NaN or infinite scores at unmasked positions; fix the model output, or mark those "
+        "documents as padding with mask=False",
+    )]
     grade_tensors = [(target, valid, "target")]
     if ideal_target is not None:
         grade_tensors.append((ideal_target, ideal_valid, "ideal_target"))
-    for t, v, _ in grade_tensors:
-        problems.append(masked(~torch.isfinite(t), v) if t.is_floating_point() else no)
-        check_negative = uses_gain and convention.gain == "exp2" and t.dtype != torch.bool
-        problems.append(masked(t < 0, v) if check_negative else no)
-    flags = torch.stack([p.to(preds.device) for p in problems]).tolist()
-    if flags[0]:
-        raise ValueError(
-            "preds contains NaN or infinite scores at unmasked positions; fix the model output, or mark those "
-            "documents as padding with mask=False"
-        )
-    for i, (_, _, name) in enumerate(grade_tensors):
-        if flags[1 + 2 * i]:
-            raise ValueError(f"{name} contains NaN or infinite grades at unmasked positions; mask them or use ignore_index")
-        if flags[2 + 2 * i]:
-            raise ValueError(
+    for t, v, name in grade_tensors:
+        if t.is_floating_point():
+            checks.append((masked(~torch.isfinite(t), v), f"{name} contains NaN or infinite grades at unmasked positions; mask them or use ignore_index"))
+        if uses_gain and convention.gain == "exp2" and t.dtype != torch.bool:
+            checks.append((
+                masked(t < 0, v),
                 f"{name} has negative grades, which gain='exp2' (2**rel - 1) turns into negative gains; use "
-                "gain='linear', mark unjudged documents with ignore_index / mask, or clamp the grades at 0"
-            )
+                "gain='linear', mark unjudged documents with ignore_index / mask, or clamp the grades at 0",
+            ))
+    return checks
 
 
 def finalize(

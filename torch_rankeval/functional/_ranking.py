@@ -20,7 +20,7 @@ from torch import Tensor
 
 from torch_rankeval.conventions import Convention, discount_table, gain_fn
 
-__all__ = ["RankedBatch", "log_comb"]
+__all__ = ["RankedBatch", "log_comb", "tie_split_values"]
 
 
 def log_comb(a: Tensor, b: Tensor) -> Tensor:
@@ -69,6 +69,11 @@ class RankedBatch:
         self._threshold_int = not target.is_floating_point() and target.dtype != torch.bool
         self._has_padding = valid is not None
         self.averaged = convention.ties == "average"
+        self._inputs = dict(
+            preds=preds, target=target, valid=valid, ideal_target=ideal_target, ideal_valid=ideal_valid,
+            n_relevant=n_relevant, discounts=discounts, gain=gain, dtype=dtype,
+        )
+        self.tied_rows: Tensor | None = None  # set by split_ties(): rows to redo with tie averaging
         self.order, self._sorted_key = _rank(preds, target, valid, convention.ties)
         target = target.gather(-1, self.order).to(dtype)
         self.target = torch.where(self.valid, target, self._zero) if self._has_padding else target
@@ -79,6 +84,31 @@ class RankedBatch:
             discounts = discount_table(max_len, convention, dtype=dtype, device=self.device)
         self.discounts = discounts.to(dtype)
         self._ideal_target, self._ideal_valid, self._n_relevant = ideal_target, ideal_valid, n_relevant
+
+    def tied(self) -> Tensor:
+        """Per list: whether two real documents share a score, ``(N,)`` bool (no host sync)."""
+        key = self._sorted_key
+        return (key[:, 1:] == key[:, :-1]).any(-1)
+
+    def split_ties(self, tied: Tensor) -> None:
+        """Switch to the deterministic path, remembering the lists that hold ties (``tied``: ``(N,)``
+        bool); :func:`tie_split_values` recomputes those with tie averaging. Exact: in a list without
+        ties every tie group is one document, and averaging over tie orders changes nothing. Reads
+        the tied row indices from the device (a host sync), so only validated calls use it."""
+        self.averaged = False
+        self._cache.clear()
+        rows = tied.nonzero().squeeze(-1)
+        self.tied_rows = rows if rows.numel() else None
+
+    def subset(self, rows: Tensor) -> "RankedBatch":
+        """The same batch restricted to ``rows`` (ranked again, with the convention's tie policy)."""
+        i = self._inputs
+        pick = lambda t: None if t is None else t[rows]  # noqa: E731
+        return RankedBatch(
+            i["preds"][rows], i["target"][rows], pick(i["valid"]), self.convention, ideal_target=pick(i["ideal_target"]),
+            ideal_valid=pick(i["ideal_valid"]), n_relevant=pick(i["n_relevant"]), discounts=i["discounts"],
+            gain=i["gain"], dtype=i["dtype"],
+        )
 
     # ------------------------------------------------------------------ lazily derived views
     @property
@@ -246,21 +276,126 @@ class RankedBatch:
     def n_valid(self) -> Tensor:
         return self.cached("n_valid", lambda: self.valid.to(self.dtype).sum(-1))
 
+    # ------------------------------------------------------------------ group-level view
+    # Every cumulative metric is a sum over whole tie groups above the cutoff plus a share of the
+    # group the cutoff ends in. Working on per-group tables (one scatter per quantity) avoids
+    # broadcasting group statistics back to every position.
+    def group_table(self, x: Tensor, width: int) -> Tensor:
+        """Per-group sums of ``x`` for the first ``width`` tie groups, ``(N, width)``."""
+        if not self.averaged:
+            return x[:, :width]
+        if width >= self.length:
+            return torch.zeros_like(x).scatter_add_(-1, self._group_id, x)
+        inside, index = self._clamped_group_id(width)
+        src = torch.where(inside, x, torch.zeros((), dtype=x.dtype, device=x.device))
+        return torch.zeros(self.n_lists, width, dtype=x.dtype, device=x.device).scatter_add_(-1, index, src)
+
+    def _clamped_group_id(self, width: int) -> tuple[Tensor, Tensor]:
+        def make() -> tuple[Tensor, Tensor]:
+            gid = self._group_id
+            return gid < width, gid.clamp(max=width - 1)
+
+        return self.cached(f"clamped_gid{width}", make)
+
+    def group_sizes(self, width: int) -> Tensor:
+        """Sizes ``n`` of the first ``width`` tie groups (0 for unused slots), ``(N, width)``."""
+        if not self.averaged:
+            return self.cached(f"sizes{width}", lambda: torch.ones(self.n_lists, width, dtype=self.dtype, device=self.device))
+        return self.cached(f"sizes{width}", lambda: self.group_table(torch.ones_like(self.target), width))
+
+    def group_starts(self, width: int) -> Tensor:
+        """0-based start position ``s`` of each of the first ``width`` tie groups (float), ``(N, width)``."""
+
+        def make() -> Tensor:
+            if not self.averaged:
+                return torch.arange(width, dtype=self.dtype, device=self.device).expand(self.n_lists, -1)
+            n = self.group_sizes(width)
+            return n.cumsum(-1) - n
+
+        return self.cached(f"starts{width}", make)
+
+    def cutoff_groups(self, ks: tuple[int | None, ...]) -> tuple[Tensor, Tensor]:
+        """The tie group each cutoff ends in (``(N, K)`` int64 ids) and the cutoff positions ``(K,)``
+        as 1-based counts ``idx + 1``."""
+        idx = self.cutoff_index(ks)
+        ends = torch.tensor([i + 1 for i in idx], dtype=self.dtype, device=self.device)
+        if not self.averaged:
+            return torch.tensor(idx, device=self.device).expand(self.n_lists, -1), ends
+        return self._group_id[:, idx], ends
+
+    def table_lookup(self, table: Tensor, index: Tensor) -> Tensor:
+        """``table[index]`` for a 1-D table (``index_select`` is much faster than advanced indexing on CPU)."""
+        return table.index_select(0, index.reshape(-1).long()).reshape(index.shape)
+
+    def positional_table(self, name: str, width: int) -> Tensor:
+        """Per-group sums of a per-position quantity (``"reciprocal"``: ``1/p``; ``"discount"``),
+        ``(N, width)``. Summed term by term, so no precision is lost to differences of prefix sums."""
+        values = 1.0 / self.positions if name == "reciprocal" else self.discounts[: self.length]
+        if not self.averaged:
+            return values[:width].expand(self.n_lists, -1)
+        return self.cached(f"{name}{width}", lambda: self.group_table(values.expand(self.n_lists, -1), width))
+
+    def prefix_difference(self, name: str, hi: Tensor, lo: Tensor) -> Tensor:
+        """``sum_{lo < p <= hi}`` of ``1/p`` (``"reciprocal"``) or of the discount, computed from a
+        float64 prefix table (small index tensors only)."""
+        def make() -> Tensor:
+            values = 1.0 / self.positions.double() if name == "reciprocal" else self.discounts[: self.length].double()
+            return torch.cat([torch.zeros(1, dtype=torch.float64, device=self.device), values.cumsum(0)])
+
+        table = self.cached(f"prefix_{name}", make)
+        return (self.table_lookup(table, hi) - self.table_lookup(table, lo)).to(self.dtype)
+
+    def expected_sum(self, x: Tensor, ks: tuple[int | None, ...], *, discounted: bool = False) -> Tensor:
+        """``E[sum_{p <= k} x_p (* discount(p))]`` over the orders of tied documents, ``(N, K)``."""
+        idx = self.cutoff_index(ks)
+        if not discounted and all(i == self.length - 1 for i in idx):
+            return x.sum(-1, keepdim=True).expand(-1, len(idx))
+        width = max(idx) + 1
+        if not self.averaged:
+            part = x[:, :width] * self.discounts[:width] if discounted else x[:, :width]
+            return part.cumsum(-1)[:, idx]
+        total, n, s = self.group_table(x, width), self.group_sizes(width), self.group_starts(width)
+        mean = total / n.clamp(min=1)
+        full = mean * self.positional_table("discount", width) if discounted else total
+        before = full.cumsum(-1) - full
+        b, ends = self.cutoff_groups(ks)
+        sb = s.gather(-1, b)
+        share = self.prefix_difference("discount", ends.expand_as(sb), sb) if discounted else ends - sb
+        return before.gather(-1, b) + mean.gather(-1, b) * share
+
     def expected_relevant(self, ks: tuple[int | None, ...]) -> Tensor:
         """Expected number of relevant documents in the top ``k``, ``(N, K)``."""
-        return self.cumulative(self.expected(self.rel, self.span(ks)), ks)
-
+        return self.expected_sum(self.rel, ks)
 
     def boundary(self, ks: tuple[int | None, ...]) -> dict[str, Tensor]:
         """The tie group that each cutoff ends in: start ``s``, size ``n``, relevant ``r``,
-        relevant before it ``c`` and the number ``m`` of its slots inside the cutoff, ``(N, K)``."""
-        idx = self.cutoff_index(ks)
-        s = self.group_start[:, idx].to(self.dtype)
-        n = self.group_size[:, idx]
-        r = self.group_sum(self.rel)[:, idx]
-        c = self.before_group(self.rel)[:, idx]
-        m = torch.tensor(idx, dtype=self.dtype, device=s.device) + 1 - s
-        return {"s": s, "n": n, "r": r, "c": c, "m": m}
+        relevant before it ``c``, the number ``m`` of its slots inside the cutoff, and its id ``b``,
+        ``(N, K)``."""
+        width = self.span(ks)
+        b, ends = self.cutoff_groups(ks)
+        r_table = self.group_table(self.rel, width)
+        s = self.group_starts(width).gather(-1, b)
+        return {
+            "s": s,
+            "n": self.group_sizes(width).gather(-1, b),
+            "r": r_table.gather(-1, b),
+            "c": (r_table.cumsum(-1) - r_table).gather(-1, b),
+            "m": ends - s,
+            "b": b,
+        }
+
+
+def tie_split_values(rb: RankedBatch, fn: Callable[[RankedBatch], tuple[Tensor, Tensor | None]]) -> tuple[Tensor, Tensor | None]:
+    """``fn(rb)`` -> (values, empty flags); lists marked by :meth:`RankedBatch.split_ties` are
+    recomputed with tie averaging on a sub-batch and written back."""
+    values, empty = fn(rb)
+    if rb.tied_rows is None:
+        return values, empty
+    sub_values, sub_empty = fn(rb.subset(rb.tied_rows))
+    values = values.index_put((rb.tied_rows,), sub_values)
+    if empty is not None:
+        empty = empty.expand_as(values).index_put((rb.tied_rows,), sub_empty.expand_as(sub_values))
+    return values, empty
 
 
 def _rank(preds: Tensor, target: Tensor, valid: Tensor | None, ties: str) -> tuple[Tensor, Tensor]:

@@ -14,26 +14,46 @@ from torch_rankeval.functional._ranking import RankedBatch, log_comb
 __all__ = ["average_precision", "average_precision_values"]
 
 
-def _numerator_terms(rb: RankedBatch, w: Tensor, *, binary: bool) -> Tensor:
-    """Expected ``w_p * (sum_{q <= p} w_q) / p`` at each ranked position ``p``.
+def _group_terms(rb: RankedBatch, w: Tensor, width: int, *, binary: bool) -> dict[str, Tensor]:
+    """Per tie group (first ``width`` groups): the expected sum of ``w_p * (sum_{q <= p} w_q) / p`` over
+    the group's positions, and what is needed for a partial group at a cutoff.
 
-    For a position ``p`` that is the ``j``-th slot of a tie group of size ``n`` whose weights sum to
-    ``S1`` (squares: ``S2``) after ``C`` weight ranked above the group, a uniformly random order of
-    the group gives ``E[w_p^2] = S2/n`` and ``E[w_p w_q] = (S1^2 - S2) / (n (n-1))`` for each of the
-    ``j - 1`` group members before it. With binary weights this is the classic tie-aware AP term.
+    For the ``j``-th slot ``p = s + j`` of a group of size ``n`` whose weights sum to ``S1`` (squares
+    ``S2``) after ``C`` weight ranked above it, a uniformly random order gives
+    ``E[term_p] = (A + B (j - 1)) / p`` with ``A = (S1 C + S2) / n`` and
+    ``B = (S1^2 - S2) / (n (n - 1))``. Summed over slots ``1..m`` this is
+    ``A h + B (m - (s + 1) h)`` with ``h = sum_{j <= m} 1/(s + j)``. With binary
+    weights and no ties it is the classic ``rel_p * (relevant up to p) / p``.
     """
-    if not rb.averaged:
-        return w * w.cumsum(-1) / rb.positions
-    s1 = rb.group_sum(w)
-    s2 = s1 if binary else rb.group_sum(w * w)  # w*w == w for 0/1 weights
-    n = rb.group_size
-    c = rb.before_group(w)
-    j = rb.positions - rb.group_start.to(rb.dtype)  # 1-based slot inside the group
-    pairs = (j - 1) * (s1 * s1 - s2) / (n - 1).clamp(min=1)
-    return (s1 * c + s2 + pairs) / (n * rb.positions)
+    s1 = rb.group_table(w, width)
+    s2 = s1 if binary else rb.group_table(w * w, width)  # w*w == w for 0/1 weights
+    n, s = rb.group_sizes(width), rb.group_starts(width)
+    c = s1.cumsum(-1) - s1
+    a = (s1 * c + s2) / n.clamp(min=1)
+    b = (s1 * s1 - s2) / (n * (n - 1)).clamp(min=1)
+    h = rb.positional_table("reciprocal", width)  # sum of 1/p over the group's positions
+    total = a * h + b * (n - (s + 1) * h)
+    return {"a": a, "b": b, "s": s, "total": total, "before": total.cumsum(-1) - total}
 
 
-def _retrieved_denominator_expectation(rb: RankedBatch, terms: Tensor, ks: tuple) -> Tensor:
+def _numerator(rb: RankedBatch, w: Tensor, ks: tuple, *, binary: bool) -> tuple[Tensor, dict[str, Tensor] | None]:
+    """Expected AP numerator at each cutoff, ``(N, K)``, and the group terms (None on the fast path)."""
+    idx = rb.cutoff_index(ks)
+    if not rb.averaged and all(i == rb.length - 1 for i in idx):
+        return (w * w.cumsum(-1) / rb.positions).sum(-1, keepdim=True).expand(-1, len(ks)), None
+    width = max(idx) + 1
+    g = _group_terms(rb, w, width, binary=binary)
+    if all(i == rb.length - 1 for i in idx):
+        return g["total"].sum(-1, keepdim=True).expand(-1, len(ks)), g
+    grp, ends = rb.cutoff_groups(ks)
+    sb = g["s"].gather(-1, grp)
+    h = rb.prefix_difference("reciprocal", ends.expand_as(sb), sb)
+    m = ends - sb
+    partial = g["a"].gather(-1, grp) * h + g["b"].gather(-1, grp) * (m - (sb + 1) * h)
+    return g["before"].gather(-1, grp) + partial, g
+
+
+def _retrieved_denominator_expectation(rb: RankedBatch, w: Tensor, ks: tuple) -> Tensor:
     """Exact ``E[numerator / relevant retrieved]`` for binary AP when a tie group straddles a cutoff.
 
     Groups entirely above the cutoff contribute a numerator ``A`` independent of the straddling
@@ -44,15 +64,14 @@ def _retrieved_denominator_expectation(rb: RankedBatch, terms: Tensor, ks: tuple
     """
     b = rb.boundary(ks)
     s, n, r, c, m = b["s"], b["n"], b["r"], b["c"], b["m"]
-    idx = rb.cutoff_index(ks)
-    a = rb.before_group(terms)[:, idx]
-    harmonic = torch.cat([torch.zeros(1, dtype=rb.dtype, device=terms.device), (1.0 / rb.positions).cumsum(0)])
-    h1 = harmonic[(s + m).long()] - harmonic[s.long()]
+    g = _group_terms(rb, w, rb.span(ks), binary=True)
+    a = g["before"].gather(-1, b["b"])
+    h1 = rb.prefix_difference("reciprocal", s + m, s)
     h2 = m - (s + 1) * h1
-    x = torch.arange(rb.length + 1, dtype=rb.dtype, device=terms.device)
+    x = torch.arange(rb.length + 1, dtype=rb.dtype, device=w.device)
     s, n, r, c, m, a, h1, h2 = (t.unsqueeze(-1) for t in (s, n, r, c, m, a, h1, h2))
     feasible = (x <= r) & (x <= m) & (m - x <= n - r)
-    zero = torch.zeros((), dtype=rb.dtype, device=terms.device)
+    zero = torch.zeros((), dtype=rb.dtype, device=w.device)
     xs, ms = torch.where(feasible, x, zero), torch.where(feasible, m - x, zero)
     log_pmf = log_comb(r, xs) + log_comb(n - r, ms) - log_comb(n, m)
     pmf = torch.where(feasible, torch.exp(log_pmf), zero)
@@ -66,8 +85,9 @@ def average_precision_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tu
     """Per-query AP at each cutoff and the "no relevant document" flag, ``(N, K)`` / ``(N, 1)``."""
     denominator, graded = conv.denominator, conv.graded
     w = rb.gains if graded else rb.rel
-    terms = _numerator_terms(rb, w, binary=not graded)
-    numerator = rb.cumulative(terms, ks)
+    if not graded and denominator == "retrieved_relevant" and rb.averaged:
+        return _retrieved_denominator_expectation(rb, w, ks), (rb.n_relevant <= 0).unsqueeze(-1)
+    numerator, _ = _numerator(rb, w, ks, binary=not graded)
     if graded:
         ideal = rb.ideal_gains
         top = ideal.amax(-1, keepdim=True)  # the largest judged gain normalises weights to [0, 1]
@@ -79,7 +99,7 @@ def average_precision_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tu
             m = best.shape[-1]
             den = best.cumsum(-1)[:, [m - 1 if k is None else min(k, m) - 1 for k in ks]]
         else:
-            den = rb.cumulative(rb.expected(w, rb.span(ks)), ks)
+            den = rb.expected_sum(w, ks)
         den = den * top
     else:
         r_total = rb.n_relevant.unsqueeze(-1)
@@ -89,10 +109,8 @@ def average_precision_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tu
         elif denominator == "min_k_relevant":
             cut = torch.tensor([float("inf") if k is None else float(k) for k in ks], dtype=rb.dtype, device=w.device)
             den = torch.minimum(r_total, cut)
-        elif rb.averaged:
-            return _retrieved_denominator_expectation(rb, terms, ks), empty
         else:
-            den = rb.cumulative(rb.rel, ks)
+            den = rb.expected_sum(rb.rel, ks)
     positive = den > 0
     return torch.where(positive, numerator / torch.where(positive, den, torch.ones_like(den)), torch.zeros_like(numerator)), empty
 

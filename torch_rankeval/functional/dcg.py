@@ -18,8 +18,7 @@ K = int | Sequence[int] | None
 
 def dcg_values(rb: RankedBatch, ks: tuple) -> Tensor:
     """Per-query (expected, under averaged ties) DCG at each cutoff, ``(N, K)``."""
-    span = rb.span(ks)
-    return rb.cumulative(rb.expected(rb.gains, span) * rb.discounts[:span], ks)
+    return rb.expected_sum(rb.gains, ks, discounted=True)
 
 
 def idcg_values(rb: RankedBatch, ks: tuple) -> Tensor:

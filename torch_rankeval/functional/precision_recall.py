@@ -57,8 +57,12 @@ def hit_rate_values(rb: RankedBatch, ks: tuple) -> tuple[Tensor, Tensor]:
 def r_precision_values(rb: RankedBatch, ks: tuple) -> tuple[Tensor, Tensor]:
     """Precision at rank R, the number of relevant documents of the query (cutoffs are ignored)."""
     r_total = rb.n_relevant
-    idx = (r_total.clamp(min=1, max=rb.length) - 1).long().unsqueeze(-1)
-    found = rb.expected(rb.rel).cumsum(-1).gather(-1, idx)
+    idx = (r_total.clamp(min=1, max=rb.length) - 1).long().unsqueeze(-1)  # a cutoff per list
+    width = rb.length
+    r_table, n, s = rb.group_table(rb.rel, width), rb.group_sizes(width), rb.group_starts(width)
+    b = rb._group_id.gather(-1, idx) if rb.averaged else idx
+    before = (r_table.cumsum(-1) - r_table).gather(-1, b)
+    found = before + (idx + 1 - s.gather(-1, b)) * r_table.gather(-1, b) / n.gather(-1, b)
     return _safe_div(found, r_total.unsqueeze(-1)).expand(-1, len(ks)), _empty(rb)
 
 

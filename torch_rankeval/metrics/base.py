@@ -26,7 +26,7 @@ from torchmetrics.utilities.distributed import gather_all_tensors
 
 from torch_rankeval.conventions import Convention, discount_table, gain_table, mapped_gain, resolve_convention
 from torch_rankeval.functional._inputs import check_preds_target, parse_k, prepare
-from torch_rankeval.functional._ranking import RankedBatch
+from torch_rankeval.functional._ranking import RankedBatch, tie_split_values
 from torch_rankeval.functional.average_precision import check_graded_cutoffs
 from torch_rankeval.functional.flat import group_by_query
 from torch_rankeval.functional.table import MetricKernel, kernel
@@ -338,6 +338,9 @@ class RankingMetrics(Metric):
     # ------------------------------------------------------------------ reduction
     def _values(self, rb: RankedBatch) -> tuple[Tensor, Tensor]:
         """Per-query values ``(N, V)`` of every reported key, and their empty flags."""
+        return tie_split_values(rb, self._batch_values)
+
+    def _batch_values(self, rb: RankedBatch) -> tuple[Tensor, Tensor]:
         values, empties = [], []
         for spec, ks, _ in self.specs:
             v, e = spec.values(rb, ks, self.convention)
