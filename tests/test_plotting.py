@@ -117,3 +117,13 @@ def test_missing_matplotlib_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)  # import fails as if not installed
     with pytest.raises(ImportError, match=r"torch-rankeval\[plot\]"):
         plot_position_profile(_profile(GOOD))
+
+
+def test_figure_renders_to_an_image_array_as_tensorboard_add_figure_does():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fig = plot_position_profile(_profile(INVERTED))
+    canvas = FigureCanvasAgg(fig)  # what torch.utils.tensorboard's figure_to_image does
+    canvas.draw()
+    image = np.asarray(canvas.buffer_rgba())
+    assert image.shape == (400, 640, 4) and image[..., :3].std() > 0
