@@ -8,7 +8,19 @@ Example:
 
 from torch_rankeval import functional
 from torch_rankeval.conventions import PRESETS, Convention, presets
-from torch_rankeval.metrics import DCG, IDCG, MAP, MRR, NDCG, HitRate, Precision, RankingMetrics, Recall, RPrecision
+from torch_rankeval.metrics import (
+    DCG,
+    IDCG,
+    MAP,
+    MRR,
+    NDCG,
+    HitRate,
+    PositionProfile,
+    Precision,
+    RankingMetrics,
+    Recall,
+    RPrecision,
+)
 
 __version__ = "0.1.0"
 
@@ -27,5 +39,6 @@ __all__ = [
     "Recall",
     "HitRate",
     "RPrecision",
+    "PositionProfile",
     "__version__",
 ]

@@ -120,8 +120,13 @@ def prepare(
     uses_gain: bool = False,
     discounts: Tensor | None = None,
     gain: Callable[[Tensor], Tensor] | None = None,
+    split_ties: bool = True,
 ) -> tuple[RankedBatch, bool]:
-    """Check the inputs and rank them; returns the ranked batch and whether the input was 1-D."""
+    """Check the inputs and rank them; returns the ranked batch and whether the input was 1-D.
+
+    With ``validate_args`` and ``split_ties``, lists without tied scores are switched to the
+    deterministic path (see :meth:`RankedBatch.split_ties`); the caller must then compute values
+    through :func:`tie_split_values`."""
     check_preds_target(preds, target, mask)
     if ignore_index is not None and (isinstance(ignore_index, bool) or not isinstance(ignore_index, (int, float))):
         raise TypeError(f"ignore_index must be an int (or float) grade value marking padding, got {ignore_index!r}")
@@ -177,7 +182,7 @@ def prepare(
         # The checks need one host sync anyway; the same sync tells whether any score is tied. Lists
         # without ties then take the cheaper deterministic path (identical values) and only the
         # lists with ties are averaged (see tie_split_values).
-        tied = ranked.tied() if ranked.averaged else None
+        tied = ranked.tied() if ranked.averaged and split_ties else None
         no = torch.zeros((), dtype=torch.bool, device=preds.device)
         flags = torch.stack([flag.to(preds.device) for flag, _ in checks] + [no if tied is None else tied.any()]).tolist()
         for flag, (_, message) in zip(flags, checks):

@@ -123,6 +123,7 @@ class RankingMetrics(Metric):
     is_differentiable = False
     higher_is_better = True
     full_state_update = False
+    _split_ties = True  # values go through tie_split_values (subclasses with their own _values: False)
 
     def __init__(
         self,
@@ -294,6 +295,7 @@ class RankingMetrics(Metric):
             preds, target, convention=self.convention, mask=mask, ignore_index=self.ignore_index,
             ideal_target=ideal_target, n_relevant=n_relevant, validate_args=self.validate_args,
             uses_gain=self._uses_gain, discounts=self._discount_table(length), gain=self._gain(),
+            split_ties=self._split_ties,
         )
         values, empty = self._values(rb)
         if self.keep_per_query:
@@ -320,7 +322,7 @@ class RankingMetrics(Metric):
         check_graded_cutoffs(self.convention, [k for _, ks, _ in self.specs for k in ks if k is not None], length)
         rb, _ = prepare(
             p, t, convention=self.convention, mask=mask, validate_args=self.validate_args, uses_gain=self._uses_gain,
-            discounts=self._discount_table(length), gain=self._gain(),
+            discounts=self._discount_table(length), gain=self._gain(), split_ties=self._split_ties,
         )
         values, empty = self._values(rb)
         if accumulate:

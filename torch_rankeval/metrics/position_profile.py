@@ -1,0 +1,289 @@
+"""Quality by rank position: the mean relevance, gain, relevant share and DCG contribution at ranks 1..P.
+
+:class:`PositionProfile` is the ranking "CT scan": instead of one number per query it reports what
+the model places at each rank, next to what the ideal ranking would place there, so the positions
+where the ranking goes wrong are visible (see :mod:`torch_rankeval.diagnostics` for the inversion
+report and :mod:`torch_rankeval.plotting` for the figures).
+
+It is a :class:`~torch_rankeval.RankingMetrics` whose per-query "values" are per-position statistics,
+so it shares the ranking core (one sort per update), the input formats, the running float64 sums with
+one all-reduce per sync, ``keep_per_query`` and the device-resident tables.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from torch_rankeval.conventions import Convention
+from torch_rankeval.functional._inputs import prepare, valid_mask
+from torch_rankeval.functional._ranking import RankedBatch
+from torch_rankeval.metrics.base import RankingMetrics
+
+__all__ = ["PositionProfile", "PROFILE_STATS"]
+
+#: The per-position statistics, in the order of the states.
+PROFILE_STATS = ("relevance", "gain", "relevant_share", "dcg_contribution")
+_PRESENT = "present"  # internal: 1 where a query has a document at the position (never "empty")
+
+
+class PositionProfile(RankingMetrics):
+    """Mean relevance, gain, relevant share and DCG contribution at each rank position ``1..P``.
+
+    For every rank position ``p`` in ``1..positions`` the metric reports, over all queries seen (all
+    updates, all processes):
+
+    - ``relevance``: the mean grade of the document ranked at ``p``;
+    - ``gain``: its mean gain (the convention's ``gain``, default ``2**rel - 1``);
+    - ``relevant_share``: the share of queries whose document at ``p`` is relevant (binary relevance
+      under ``relevance_threshold``);
+    - ``dcg_contribution``: the mean of ``gain * discount(p)``, the position's share of DCG;
+    - ``count``: the number of queries that have a document at ``p``;
+
+    and, with ``ideal=True``, the same statistics for the ideal ranking (``ideal_relevance``, ...,
+    ``ideal_count``: the judged documents sorted by decreasing gain, as in IDCG), so the gap per
+    position is visible. ``n_queries`` is the number of queries (lists) seen.
+
+    **Padding and short lists.** Each mean at position ``p`` is taken over the queries that have a
+    document at ``p`` (``count[p]`` of them); a shorter list does not pull deeper positions towards 0.
+    Positions that no query reaches (``positions`` beyond every list) have ``count`` 0 and NaN means
+    (a mean over nothing; no warning). The profile is therefore "what a user sees at slot p", and
+    ``(dcg_contribution * count).nansum() / n_queries`` is the mean DCG@P over all queries. The ideal
+    ranking is present at ``p`` when the query has at least ``p`` judged documents: the list itself,
+    or ``ideal_target`` entries that are not ``ignore_index`` (pad ``ideal_target`` with
+    ``ignore_index`` to keep padding out of ``ideal_count``; padding with 0 counts as judged
+    non-relevant documents, which leaves IDCG unchanged but lowers the ideal means).
+
+    **Ties.** Under ``ties="average"`` (default) each statistic is its expected value over all orders
+    of tied documents (a tie group spreads its mean over its positions); other policies rank
+    deterministically.
+
+    Args:
+        positions: ``P``, the number of rank positions profiled (positive int, default 10).
+        ideal: also profile the ideal ranking (default True).
+        gain, log_base, discount, ties, relevance_threshold, convention: the conventions of
+            :mod:`torch_rankeval.conventions` (a preset name plus overrides).
+        ignore_index: a grade value in ``target`` (and ``ideal_target``) that marks padding.
+        input_format: ``"auto"``, ``"padded"`` or ``"flat"``, as in :class:`~torch_rankeval.RankingMetrics`.
+        whole_queries: flat input only: each update holds all documents of its queries.
+        keep_per_query: keep each query's per-position values for :meth:`compute_per_query` (used
+            by :func:`~torch_rankeval.diagnostics.inversion_report` for a paired significance test).
+        validate_args: run the checks that read values; with False, ``update`` on padded input has
+            no host sync and compiles with ``torch.compile(fullgraph=True)``.
+        kwargs: passed to :class:`torchmetrics.Metric`.
+
+    ``compute()`` returns ``{"relevance": (P,), "gain": (P,), "relevant_share": (P,),
+    "dcg_contribution": (P,), "count": (P,) int64, "ideal_relevance": (P,), ..., "ideal_count": (P,),
+    "n_queries": () int64}`` (float32 means unless an input is float64). States are two fixed-size
+    running sums (float64 sums and int64 counts, ``dist_reduce_fx="sum"``): a distributed sync is a
+    single all-reduce of ``2 * 5 * P * (2 if ideal else 1) + 5`` numbers, whatever the data size.
+
+    Example:
+        >>> import torch
+        >>> from torch_rankeval import PositionProfile
+        >>> profile = PositionProfile(positions=4, gain="linear")
+        >>> profile.update(torch.tensor([[0.9, 0.8, 0.7], [0.9, 0.8, 0.0]]),   # 2nd list: 2 documents
+        ...                torch.tensor([[0, 2, 1], [1, 2, 0]]),
+        ...                mask=torch.tensor([[True, True, True], [True, True, False]]))
+        >>> out = profile.compute()
+        >>> out["relevance"], out["count"]          # position 4: no query reaches it
+        (tensor([0.5000, 2.0000, 1.0000,    nan]), tensor([2, 2, 1, 0]))
+        >>> out["ideal_relevance"]                  # grades sorted: [2, 1, 0] and [2, 1]
+        tensor([2., 1., 0., nan])
+        >>> [round(v, 4) for v in out["dcg_contribution"][:3].tolist()]   # gain / log2(p + 1)
+        [0.5, 1.2619, 0.5]
+    """
+
+    higher_is_better = None
+    _split_ties = False  # _values below ranks with the tie policy directly
+    plot_lower_bound = None
+    plot_upper_bound = None
+
+    def __init__(
+        self,
+        positions: int = 10,
+        *,
+        ideal: bool = True,
+        gain: Any = None,
+        log_base: float | None = None,
+        discount: Callable[[Tensor], Tensor] | None = None,
+        ties: str | None = None,
+        relevance_threshold: float | None = None,
+        convention: str | Convention | None = None,
+        ignore_index: int | None = None,
+        input_format: str = "auto",
+        whole_queries: bool = False,
+        keep_per_query: bool = False,
+        validate_args: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        if isinstance(positions, bool) or not isinstance(positions, int) or positions <= 0:
+            raise ValueError(f"positions must be a positive int (the number of rank positions to profile), got {positions!r}")
+        if not isinstance(ideal, bool):
+            raise TypeError(f"ideal must be a bool, got {type(ideal).__name__}")
+        super().__init__(
+            metrics=("dcg",), k=None, gain=gain, log_base=log_base, discount=discount, ties=ties,
+            relevance_threshold=relevance_threshold, convention=convention, ignore_index=ignore_index,
+            input_format=input_format, whole_queries=whole_queries, keep_per_query=keep_per_query,
+            validate_args=validate_args, **kwargs,
+        )
+        self.positions = positions
+        self.ideal = ideal
+        self.stats = PROFILE_STATS + (_PRESENT,)
+        self.blocks = list(self.stats) + ([f"ideal_{s}" for s in self.stats] if ideal else [])
+        self.specs = []  # no kernel of the table: the values are per-position statistics
+        self.keys = [f"{block}@{p}" for block in self.blocks for p in range(1, positions + 1)]
+        self._uses_gain = True  # negative grades under exp2 are rejected (validate_args)
+        n_values = len(self.keys)
+        self.add_state("sums", torch.zeros(n_values, dtype=torch.float64), dist_reduce_fx="sum")
+        self.add_state("counts", torch.zeros(n_values, dtype=torch.int64), dist_reduce_fx="sum")
+
+    # ------------------------------------------------------------------ update
+    def update(  # type: ignore[override]
+        self,
+        preds: Tensor,
+        target: Tensor,
+        indexes: Tensor | None = None,
+        *,
+        mask: Tensor | None = None,
+        ideal_target: Tensor | None = None,
+    ) -> None:
+        """Add a batch.
+
+        Args:
+            preds: ``(N, L)`` padded lists (or ``(L,)``: one list), or ``(D,)`` flat documents.
+            target: grades, same shape as ``preds``.
+            indexes: flat input: ``(D,)`` integer query id of each document (required). Padded
+                input: optional ``(N,)`` global query ids, used by ``keep_per_query``.
+            mask: padded input: bool, False marks padding.
+            ideal_target: padded input: ``(N, M)`` grades of all judged documents of each query, for
+                the ideal profile (default: the list's own grades).
+        """
+        super().update(preds, target, indexes, mask=mask, ideal_target=ideal_target)
+
+    def _update_padded(self, preds, target, mask, ideal_target, n_relevant, ids) -> None:
+        length = preds.shape[-1] if ideal_target is None else max(preds.shape[-1], ideal_target.shape[-1])
+        rb, single = prepare(
+            preds, target, convention=self.convention, mask=mask, ignore_index=self.ignore_index,
+            ideal_target=ideal_target, validate_args=self.validate_args, uses_gain=True,
+            discounts=self._discount_table(length), gain=self._gain(), split_ties=False,
+        )
+        ideal = None
+        if ideal_target is not None:
+            grades = ideal_target.unsqueeze(0) if single else ideal_target
+            judged = valid_mask(grades, None, self.ignore_index)
+            judged = torch.ones_like(grades, dtype=torch.bool) if judged is None else judged
+            ideal = (torch.where(judged, grades.to(rb.dtype), torch.zeros((), dtype=rb.dtype, device=grades.device)), judged)
+        values, empty = self._values(rb, ideal)
+        if self.keep_per_query:
+            ids = self._generate_ids(rb.n_lists, values.device) if ids is None else ids.reshape(-1).long()
+        self._accumulate(values, empty, ids)
+
+    def _values(self, rb: RankedBatch, ideal: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor]:  # type: ignore[override]
+        """Per-query values ``(N, blocks * P)`` and "absent" flags (True: no document at the position)."""
+        expected_gains = rb.expected(rb.gains)
+        model = [
+            rb.expected(rb.target),
+            expected_gains,
+            rb.expected(rb.rel),
+            expected_gains * rb.discounts[: rb.length],
+        ]
+        values, empty = self._blocks(model, rb.valid)
+        if not self.ideal:
+            return values, empty
+        # The ideal ranking: the judged documents in decreasing gain (IDCG's order), padding last.
+        grades, judged = (rb.target, rb.valid) if ideal is None else ideal
+        gains = rb.ideal_gains
+        key = torch.where(judged, gains, torch.full((), float("-inf"), dtype=gains.dtype, device=gains.device))
+        order = torch.sort(key, dim=-1, descending=True, stable=True).indices
+        grades, judged, gains = grades.gather(-1, order), judged.gather(-1, order), gains.gather(-1, order)
+        rel = (rb._is_relevant(grades) & judged).to(rb.dtype)
+        ideal_values, ideal_empty = self._blocks([grades, gains, rel, gains * rb.discounts[: gains.shape[-1]]], judged)
+        return torch.cat([values, ideal_values], dim=1), torch.cat([empty, ideal_empty], dim=1)
+
+    def _blocks(self, stats: list[Tensor], present: Tensor) -> tuple[Tensor, Tensor]:
+        """Fit each ``(N, L)`` statistic to ``(N, P)`` and append the presence indicator."""
+        present = _fit(present, self.positions)
+        values = [_fit(s, self.positions) for s in stats] + [present.to(stats[0].dtype)]
+        absent = ~present
+        empty = [absent] * len(stats) + [torch.zeros_like(absent)]
+        return torch.cat(values, dim=1), torch.cat(empty, dim=1)
+
+    def _policy(self, values: Tensor, empty: Tensor) -> tuple[Tensor, Tensor]:
+        """A position without a document is left out of that position's mean (NaN per query)."""
+        values = values.to(torch.float64)
+        return torch.where(empty, torch.full_like(values, float("nan")), values), ~empty
+
+    # ------------------------------------------------------------------ results
+    def _totals(self) -> tuple[Tensor, Tensor]:
+        sums, counts = self.sums.clone(), self.counts.clone()
+        pending = self._flat_pending()
+        if pending is not None:
+            values, counted = self._policy(pending[0], pending[1])
+            sums += torch.where(counted, values, torch.zeros_like(values)).sum(0)
+            counts += counted.sum(0)
+        return sums, counts
+
+    def compute(self) -> dict[str, Tensor]:  # type: ignore[override]
+        """The profile over all queries (all processes, after sync); see the class docstring."""
+        sums, counts = self._totals()
+        p = self.positions
+        sums, counts = sums.view(len(self.blocks), p), counts.view(len(self.blocks), p)
+        n_queries = counts[self.stats.index(_PRESENT)][0]
+        if int(n_queries) == 0:
+            warnings.warn("PositionProfile: no query was seen (no update); every value is NaN", UserWarning, stacklevel=2)
+        means = (sums / counts).to(self.dtype)
+        out: dict[str, Tensor] = {}
+        for prefix, offset in (("", 0), ("ideal_", len(self.stats))):
+            if prefix and not self.ideal:
+                break
+            for i, stat in enumerate(PROFILE_STATS):
+                out[prefix + stat] = means[offset + i]
+            out[prefix + "count"] = sums[offset + self.stats.index(_PRESENT)].round().to(torch.int64)
+        out["n_queries"] = n_queries
+        return out
+
+    def compute_per_query(self) -> dict[str, Tensor]:
+        """Each query's per-position values (requires ``keep_per_query=True``), synced across processes.
+
+        Returns ``{"query_id": (Q,), "relevance": (Q, P), ..., "ideal_dcg_contribution": (Q, P)}``
+        sorted by query id; NaN where a query has no document at a position.
+
+        Example:
+            >>> import torch
+            >>> from torch_rankeval import PositionProfile
+            >>> m = PositionProfile(positions=3, ideal=False, keep_per_query=True)
+            >>> m.update(torch.tensor([[0.2, 0.9]]), torch.tensor([[1, 0]]), indexes=torch.tensor([7]))
+            >>> m.compute_per_query()["relevance"]
+            tensor([[0., 1., nan]])
+        """
+        flat = super().compute_per_query()
+        p = self.positions
+        out = {"query_id": flat["query_id"]}
+        for block in self.blocks:
+            if block.endswith(_PRESENT):
+                continue
+            out[block] = torch.stack([flat[f"{block}@{i}"] for i in range(1, p + 1)], dim=-1) if flat["query_id"].numel() else (
+                torch.zeros(0, p, dtype=self.dtype, device=flat["query_id"].device)
+            )
+        return out
+
+    def plot(self, val: dict[str, Tensor] | None = None, ax: Any = None, **kwargs: Any) -> tuple[Any, Any]:
+        """Draw the profile (model vs ideal) with :func:`torch_rankeval.plotting.plot_position_profile`;
+        returns ``(figure, axes)`` as torchmetrics' ``plot`` does. ``val`` defaults to :meth:`compute`."""
+        from torch_rankeval.plotting import plot_position_profile
+
+        fig = plot_position_profile(self.compute() if val is None else val, ax=ax, **kwargs)
+        return fig, (fig.axes[0] if ax is None else ax)
+
+
+def _fit(x: Tensor, positions: int) -> Tensor:
+    """``(N, L)`` -> ``(N, positions)``: cut, or pad with zeros (False) beyond the list."""
+    length = x.shape[-1]
+    if length >= positions:
+        return x[:, :positions]
+    return torch.cat([x, x.new_zeros(x.shape[0], positions - length)], dim=-1)
