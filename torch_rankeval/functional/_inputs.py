@@ -185,8 +185,8 @@ def prepare(
         tied = ranked.tied() if ranked.averaged and split_ties else None
         no = torch.zeros((), dtype=torch.bool, device=preds.device)
         flags = torch.stack([flag.to(preds.device) for flag, _ in checks] + [no if tied is None else tied.any()]).tolist()
-        for flag, (_, message) in zip(flags, checks):
-            if flag:
+        for i, (flag, (_, message)) in enumerate(zip(flags, checks)):
+            if flag and not (i == 0 and valid is None and bool(torch.isfinite(preds).all())):
                 raise ValueError(message)
         if tied is not None:
             ranked.split_ties(tied)
@@ -207,8 +207,11 @@ def _value_checks(
     def masked(bad: Tensor, v: Tensor | None) -> Tensor:
         return (bad if v is None else bad & v).any()
 
+    # Without padding, one reduction screens the scores: the sum is finite unless a score is NaN or
+    # infinite (or the sum overflows, which the exact re-check in prepare() rules out).
+    screen = ~torch.isfinite(preds.sum(dtype=torch.float64)) if valid is None else masked(~torch.isfinite(preds), valid)
     checks = [(
-        masked(~torch.isfinite(preds), valid),
+        screen,
         "preds contains NaN or infinite scores at unmasked positions; fix the model output, or mark those "
         "documents as padding with mask=False",
     )]

@@ -399,18 +399,22 @@ def tie_split_values(rb: RankedBatch, fn: Callable[[RankedBatch], tuple[Tensor, 
 
 
 def _rank(preds: Tensor, target: Tensor, valid: Tensor | None, ties: str) -> tuple[Tensor, Tensor]:
-    """Order each list by descending score, padding last, ties per the policy.
+    """Order each list by descending score, padding last, ties per the policy (stable sorts: among
+    equal keys the earlier input comes first).
 
-    Returns the permutation and the sort key in ranked order (``-score``; NaN for padding).
+    Returns the permutation and the sort key in ranked order: equal keys mean tied scores, NaN
+    marks padding. Without padding the key is the score itself, sorted descending; with padding it
+    is ``-score`` with NaN at the padding, sorted ascending (NaN sorts last).
     """
-    key = -preds
-    if valid is not None:
-        key = torch.where(valid, key, torch.full((), float("nan"), dtype=preds.dtype, device=preds.device))
+    if valid is None:
+        key, descending = preds, True
+    else:
+        key, descending = torch.where(valid, -preds, torch.full((), float("nan"), dtype=preds.dtype, device=preds.device)), False
     if ties in ("average", "first"):
-        sorted_key, order = torch.sort(key, dim=-1, stable=True)  # ascending: NaN (padding) last
+        sorted_key, order = torch.sort(key, dim=-1, descending=descending, stable=True)
         return order, sorted_key
     # Pessimistic: tied documents in increasing grade; optimistic: decreasing.
     grades = target.to(torch.float32) if target.dtype == torch.bool else target
     pre = torch.sort(grades, dim=-1, descending=ties == "optimistic", stable=True).indices
-    sorted_key, inner = torch.sort(key.gather(-1, pre), dim=-1, stable=True)
+    sorted_key, inner = torch.sort(key.gather(-1, pre), dim=-1, descending=descending, stable=True)
     return pre.gather(-1, inner), sorted_key
