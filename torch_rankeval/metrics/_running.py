@@ -10,12 +10,22 @@ States. ``sums`` (float64) and ``counts`` (int64), one entry per reported value,
 all-reduce of ``2 x values`` numbers (plus the local sizes of the list states, so that every rank
 learns whether any rank holds rows to gather). ``keep_per_query=True`` also keeps one row of
 values and a global id per list (list states, gathered at sync).
+
+Compute groups. :class:`torchmetrics.MetricCollection` merges metrics whose states are equal after
+the first update into one "compute group" that shares the states from then on. That is right for
+torchmetrics' sufficient statistics but wrong for running means of *different* metrics (``ndcg``
+and ``map`` both hold ``sums=[0], counts=[N]`` after a batch without relevant documents). Every
+metric therefore carries an empty state whose name is a fingerprint of what it accumulates
+(``_config_<hash>``): metrics with different configurations never share states, identical ones
+still may.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Callable, ClassVar
 
 import torch
@@ -75,8 +85,12 @@ class RunningMeanMetric(Metric):
     _empty_reason: ClassVar[str] = "have no relevant document"
     _nothing_counted_hint: ClassVar[str] = ""
 
-    def _add_running_states(self, keys: Sequence[str], *, empty_target_action: str, keep_per_query: bool = False) -> None:
-        """Register ``sums`` / ``counts`` for the values ``keys`` and the list states."""
+    def _add_running_states(
+        self, keys: Sequence[str], *, empty_target_action: str, keep_per_query: bool = False, config: Any = ()
+    ) -> None:
+        """Register ``sums`` / ``counts`` for the values ``keys``, the list states, and the empty
+        fingerprint state of the class, ``keys``, the options and ``config`` (everything else that
+        changes the accumulated values: conventions, tables, input handling)."""
         if empty_target_action not in EMPTY_TARGET_ACTIONS:
             raise ValueError(
                 f"empty_target_action={empty_target_action!r} is not valid: use one of "
@@ -93,6 +107,9 @@ class RunningMeanMetric(Metric):
         self.add_state("counts", torch.zeros(n_values, dtype=torch.int64), dist_reduce_fx="sum")
         for name in self._list_states:
             self.add_state(name, [], dist_reduce_fx="cat")
+        fingerprint = _describe((type(self).__qualname__, self.keys, empty_target_action, keep_per_query, config))
+        digest = hashlib.sha1(fingerprint.encode()).hexdigest()[:16]
+        self.add_state(f"_config_{digest}", torch.zeros(0), dist_reduce_fx="sum")
 
     def _apply(self, fn: Callable, *args: Any, **kwargs: Any) -> Metric:
         """Follow device moves, but keep the sums in float64, counts in int64 and the tables named in
@@ -234,6 +251,22 @@ class RunningMeanMetric(Metric):
                 local = dim_zero_cat(state) if isinstance(state, list) else state
             setattr(self, name, torch.cat(dist_sync_fn(local.to(dtype), group=group)))
         return None
+
+
+def _describe(x: Any) -> str:
+    """A deterministic description of a configuration (the same in every process and session):
+    callables by qualified name, mappings sorted, tensors by value."""
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return f"{type(x).__name__}({','.join(f'{f.name}={_describe(getattr(x, f.name))}' for f in dataclasses.fields(x))})"
+    if isinstance(x, Mapping):
+        return "{" + ",".join(sorted(f"{_describe(k)}:{_describe(v)}" for k, v in x.items())) + "}"
+    if isinstance(x, (list, tuple)):
+        return "[" + ",".join(_describe(v) for v in x) + "]"
+    if isinstance(x, Tensor):
+        return f"tensor({x.dtype},{tuple(x.shape)},{x.detach().cpu().double().reshape(-1).tolist()})"
+    if callable(x) and not isinstance(x, type):
+        return f"{getattr(x, '__module__', '')}.{getattr(x, '__qualname__', type(x).__qualname__)}"
+    return repr(x)
 
 
 def _size(state: list | Tensor) -> int:

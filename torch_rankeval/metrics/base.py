@@ -163,6 +163,7 @@ class RankingMetrics(RunningMeanMetric):
             [key for _, _, keys in self.specs for key in keys],
             empty_target_action=self.convention.empty_target_action,
             keep_per_query=keep_per_query,
+            config=(self.convention, ignore_index, input_format, whole_queries),
         )
 
         # Device-resident tables: non-persistent buffers that follow .to(device).
