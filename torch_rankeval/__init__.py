@@ -8,7 +8,20 @@ Example:
 
 from torch_rankeval import functional
 from torch_rankeval.conventions import PRESETS, Convention, presets
-from torch_rankeval.metrics import DCG, IDCG, MAP, MRR, NDCG, HitRate, Precision, RankingMetrics, Recall, RPrecision
+from torch_rankeval.metrics import (
+    DCG,
+    IDCG,
+    MAP,
+    MRR,
+    NDCG,
+    HitRate,
+    PositionDebiasedDCG,
+    PositionDebiasedNDCG,
+    Precision,
+    RankingMetrics,
+    Recall,
+    RPrecision,
+)
 
 __version__ = "0.1.0"
 
@@ -27,5 +40,7 @@ __all__ = [
     "Recall",
     "HitRate",
     "RPrecision",
+    "PositionDebiasedNDCG",
+    "PositionDebiasedDCG",
     "__version__",
 ]

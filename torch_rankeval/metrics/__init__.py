@@ -7,6 +7,8 @@ Example:
 """
 
 from torch_rankeval.metrics.base import RankingMetrics
+from torch_rankeval.metrics.debiased import PositionDebiasedDCG, PositionDebiasedNDCG
 from torch_rankeval.metrics.single import DCG, IDCG, MAP, MRR, NDCG, HitRate, Precision, Recall, RPrecision
 
-__all__ = ["RankingMetrics", "DCG", "IDCG", "NDCG", "MAP", "MRR", "Precision", "Recall", "HitRate", "RPrecision"]
+__all__ = ["RankingMetrics", "DCG", "IDCG", "NDCG", "MAP", "MRR", "Precision", "Recall", "HitRate", "RPrecision",
+           "PositionDebiasedNDCG", "PositionDebiasedDCG"]
