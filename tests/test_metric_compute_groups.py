@@ -36,15 +36,30 @@ def test_identical_metrics_may_share_a_compute_group():
     assert coll["c"].compute_per_query()["query_id"].tolist() == [0, 1]
 
 
-def test_the_fingerprint_state_is_empty_and_stable_across_instances():
-    def config_keys(metric):
-        metric.persistent(True)
-        return [k for k in metric.state_dict() if k.startswith("_config_")]
+def test_the_fingerprint_state_is_empty_stable_across_instances_and_not_persisted():
+    def config_states(metric):
+        return [k for k in metric._defaults if k.startswith("_config_")]
 
     a = RankingMetrics(("ndcg@5", "map"), gain={0: 0.0, 1: 1.0})
-    config_a = config_keys(a)
-    assert len(config_a) == 1 and a.state_dict()[config_a[0]].numel() == 0
-    # the same configuration (mapping order does not matter) gives the same name: state_dicts load
-    assert config_a == config_keys(RankingMetrics(("ndcg@5", "map"), gain={1: 1.0, 0: 0.0}))
-    other = config_keys(RankingMetrics(("ndcg@5", "map")))
+    config_a = config_states(a)
+    assert len(config_a) == 1 and getattr(a, config_a[0]).numel() == 0
+    # the same configuration (mapping order does not matter) gives the same name
+    assert config_a == config_states(RankingMetrics(("ndcg@5", "map"), gain={1: 1.0, 0: 0.0}))
+    other = config_states(RankingMetrics(("ndcg@5", "map")))
     assert len(other) == 1 and other != config_a
+    # state_dicts keep their keys: the fingerprint is never persisted
+    a.persistent(True)
+    assert set(a.state_dict()) == {"sums", "counts", "flat_preds", "flat_target", "flat_indexes", "query_values", "query_ids"}
+
+
+def test_merge_state_takes_state_dicts_and_refuses_other_configurations():
+    preds, target = torch.tensor([[0.9, 0.1, 0.5], [0.2, 0.3, 0.4]]), torch.tensor([[0, 1, 0], [1, 0, 0]])
+    a, b, whole = NDCG(k=2), NDCG(k=2), NDCG(k=2)
+    a.update(preds[:1], target[:1])
+    b.update(preds[1:], target[1:])
+    whole.update(preds, target)
+    b.persistent(True)
+    a.merge_state(dict(b.state_dict()))  # a plain state dict, without the fingerprint
+    assert a.compute().item() == pytest.approx(whole.compute().item(), abs=1e-7)
+    with pytest.raises(ValueError, match="different configuration"):
+        NDCG(k=3).merge_state(b)

@@ -15,9 +15,9 @@ Compute groups. :class:`torchmetrics.MetricCollection` merges metrics whose stat
 the first update into one "compute group" that shares the states from then on. That is right for
 torchmetrics' sufficient statistics but wrong for running means of *different* metrics (``ndcg``
 and ``map`` both hold ``sums=[0], counts=[N]`` after a batch without relevant documents). Every
-metric therefore carries an empty state whose name is a fingerprint of what it accumulates
-(``_config_<hash>``): metrics with different configurations never share states, identical ones
-still may.
+metric therefore carries an empty, never persisted state whose name is a fingerprint of what it
+accumulates (``_config_<hash>``): metrics with different configurations never share states,
+identical ones still may.
 """
 
 from __future__ import annotations
@@ -109,7 +109,25 @@ class RunningMeanMetric(Metric):
             self.add_state(name, [], dist_reduce_fx="cat")
         fingerprint = _describe((type(self).__qualname__, self.keys, empty_target_action, keep_per_query, config))
         digest = hashlib.sha1(fingerprint.encode()).hexdigest()[:16]
-        self.add_state(f"_config_{digest}", torch.zeros(0), dist_reduce_fx="sum")
+        self._config_state = f"_config_{digest}"
+        self.add_state(self._config_state, torch.zeros(0), dist_reduce_fx="sum", persistent=False)
+
+    def persistent(self, mode: bool = False) -> None:
+        """As torchmetrics' ``persistent``; the empty fingerprint state never enters the state_dict,
+        so state_dicts keep their keys and load across library versions."""
+        super().persistent(mode)
+        self._persistent[self._config_state] = False
+
+    def _reduce_states(self, incoming_state: dict[str, Any]) -> None:
+        """``merge_state`` / ``forward``: an incoming state without the fingerprint (e.g. a
+        state_dict) is taken as is; one from a differently configured metric is refused."""
+        foreign = [key for key in incoming_state if key.startswith("_config_") and key != self._config_state]
+        if foreign:
+            raise ValueError(
+                f"{type(self).__name__}.merge_state: the incoming state comes from a metric with a different "
+                "configuration (metrics, cutoffs or conventions); merge only states of identically configured metrics"
+            )
+        super()._reduce_states({self._config_state: getattr(self, self._config_state), **incoming_state})
 
     def _apply(self, fn: Callable, *args: Any, **kwargs: Any) -> Metric:
         """Follow device moves, but keep the sums in float64, counts in int64 and the tables named in
