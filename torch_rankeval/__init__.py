@@ -15,6 +15,8 @@ from torch_rankeval.metrics import (
     MRR,
     NDCG,
     HitRate,
+    PositionDebiasedDCG,
+    PositionDebiasedNDCG,
     PositionProfile,
     Precision,
     RankingMetrics,
@@ -39,6 +41,8 @@ __all__ = [
     "Recall",
     "HitRate",
     "RPrecision",
+    "PositionDebiasedNDCG",
+    "PositionDebiasedDCG",
     "PositionProfile",
     "__version__",
 ]

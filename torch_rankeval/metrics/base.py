@@ -6,23 +6,20 @@ specialisations of it.
 
 States. Padded input is reduced at once into two small states, ``sums`` (float64) and ``counts``
 (int64), one entry per reported value, both with ``dist_reduce_fx="sum"``: memory does not grow with
-the number of queries and a distributed sync is a single all-reduce of ``2 x values`` numbers. Flat
+the number of queries and a distributed sync is a single all-reduce of ``2 x values`` numbers (the
+running-mean machinery of :class:`~torch_rankeval.metrics._running.RunningMeanMetric`). Flat
 (torchmetrics-style) input whose queries may be split across updates is kept as flat tensors and
 grouped at ``compute``. ``keep_per_query=True`` also keeps one row of values per query.
 """
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping, Sequence
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 import torch
-import torch.distributed as dist
 from torch import Tensor
-from torchmetrics import Metric
 from torchmetrics.utilities.data import dim_zero_cat
-from torchmetrics.utilities.distributed import gather_all_tensors
 
 from torch_rankeval.conventions import Convention, discount_table, gain_table, mapped_gain, resolve_convention
 from torch_rankeval.functional._inputs import check_preds_target, parse_k, prepare
@@ -30,17 +27,15 @@ from torch_rankeval.functional._ranking import RankedBatch, tie_split_values
 from torch_rankeval.functional.average_precision import check_graded_cutoffs
 from torch_rankeval.functional.flat import group_by_query
 from torch_rankeval.functional.table import MetricKernel, kernel
+from torch_rankeval.metrics._running import RunningMeanMetric
 
 __all__ = ["RankingMetrics"]
 
 INPUT_FORMATS = ("auto", "padded", "flat")
-_SUM_STATES = ("sums", "counts")
-_LIST_STATES = {  # name -> dtype, fixed so that every rank gathers the same dtype
+_FLAT_STATES = {  # name -> dtype, fixed so that every rank gathers the same dtype
     "flat_preds": torch.float64,
     "flat_target": torch.float32,
     "flat_indexes": torch.int64,
-    "query_values": torch.float64,
-    "query_ids": torch.int64,
 }
 
 
@@ -75,7 +70,7 @@ def _parse_metrics(metrics: str | Sequence[str], k: Any) -> list[tuple[MetricKer
     ]
 
 
-class RankingMetrics(Metric):
+class RankingMetrics(RunningMeanMetric):
     """Many ranking metrics at many cutoffs from one ranking per update, as a streaming torchmetrics Metric.
 
     Args:
@@ -120,9 +115,8 @@ class RankingMetrics(Metric):
         {'ndcg@1': 0.0, 'ndcg@3': 0.5795, 'map@1': 0.0, 'map@3': 0.4583, 'mrr@1': 0.0, 'mrr@3': 0.4167}
     """
 
-    is_differentiable = False
-    higher_is_better = True
-    full_state_update = False
+    _list_states: ClassVar[dict[str, torch.dtype]] = {**_FLAT_STATES, **RunningMeanMetric._list_states}
+    _fixed_dtype_tensors: ClassVar[tuple[str, ...]] = ("_discounts", "_gain_keys", "_gain_values")
     _split_ties = True  # values go through tie_split_values (subclasses with their own _values: False)
 
     def __init__(
@@ -161,20 +155,17 @@ class RankingMetrics(Metric):
         if ignore_index is not None and (isinstance(ignore_index, bool) or not isinstance(ignore_index, (int, float))):
             raise TypeError(f"ignore_index must be an int grade value marking padding, got {ignore_index!r}")
         self.specs = _parse_metrics(metrics, k)
-        self.keys = [key for _, _, keys in self.specs for key in keys]
         self.ignore_index = ignore_index
         self.input_format = input_format
         self.whole_queries = whole_queries
-        self.keep_per_query = keep_per_query
         self.validate_args = validate_args
         self._uses_gain = any(spec.uses_gain(self.convention) for spec, _, _ in self.specs)
-        self._local_lists = 0  # lists this process has seen: source of generated global query ids
-
-        n_values = len(self.keys)
-        self.add_state("sums", torch.zeros(n_values, dtype=torch.float64), dist_reduce_fx="sum")
-        self.add_state("counts", torch.zeros(n_values, dtype=torch.int64), dist_reduce_fx="sum")
-        for name in _LIST_STATES:
-            self.add_state(name, [], dist_reduce_fx="cat")
+        self._add_running_states(
+            [key for _, _, keys in self.specs for key in keys],
+            empty_target_action=self.convention.empty_target_action,
+            keep_per_query=keep_per_query,
+            config=(self.convention, ignore_index, input_format, whole_queries),
+        )
 
         # Device-resident tables: non-persistent buffers that follow .to(device).
         self.register_buffer("_discounts", discount_table(64, self.convention, dtype=torch.float64, device="cpu"), persistent=False)
@@ -198,26 +189,6 @@ class RankingMetrics(Metric):
             return None
         keys, values = self._gain_keys, self._gain_values
         return lambda t: mapped_gain(t, keys, values)
-
-    def _apply(self, fn: Callable, *args: Any, **kwargs: Any) -> Metric:
-        """Follow device moves, but keep the sums in float64, counts in int64 and tables in float64
-        whatever ``.half()`` / ``set_dtype`` do to floating states."""
-        saved = {name: getattr(self, name) for name in _SUM_STATES}
-        this = super()._apply(fn, *args, **kwargs)
-        for name, old in saved.items():
-            device = getattr(this, name).device
-            setattr(this, name, old.to(device))
-            this._defaults[name] = this._defaults[name].to(device=device, dtype=old.dtype)
-        for name in ("_discounts", "_gain_keys", "_gain_values"):
-            table = getattr(this, name)
-            if table is not None and table.dtype != torch.float64:
-                if name == "_discounts":
-                    setattr(this, name, discount_table(table.shape[0], this.convention, dtype=torch.float64, device=table.device))
-                else:
-                    keys, values = gain_table(this.convention.gain)
-                    src = keys if name == "_gain_keys" else values
-                    setattr(this, name, torch.tensor(src, dtype=torch.float64, device=table.device))
-        return this
 
     # ------------------------------------------------------------------ update
     def update(
@@ -253,13 +224,6 @@ class RankingMetrics(Metric):
             self._update_flat(preds, target, indexes)
         else:
             self._update_padded(preds, target, mask, ideal_target, n_relevant, indexes)
-
-    def _check_device(self, preds: Tensor) -> None:
-        if preds.device != self.sums.device:
-            raise ValueError(
-                f"preds is on {preds.device} but the metric is on {self.sums.device}: move the metric with "
-                f"metric.to({str(preds.device)!r}) or the inputs to the metric's device"
-            )
 
     def _is_flat(self, preds: Tensor, indexes: Tensor | None) -> bool:
         if indexes is not None:
@@ -330,13 +294,6 @@ class RankingMetrics(Metric):
             return None
         return values, empty, ids
 
-    def _generate_ids(self, n: int, device: torch.device) -> Tensor:
-        """Global ids for lists without one: ``rank + world_size * local_position``."""
-        rank, world = (dist.get_rank(), dist.get_world_size()) if dist.is_available() and dist.is_initialized() else (0, 1)
-        local = torch.arange(self._local_lists, self._local_lists + n, device=device, dtype=torch.int64)
-        self._local_lists += n
-        return rank + world * local
-
     # ------------------------------------------------------------------ reduction
     def _values(self, rb: RankedBatch) -> tuple[Tensor, Tensor]:
         """Per-query values ``(N, V)`` of every reported key, and their empty flags."""
@@ -350,33 +307,8 @@ class RankingMetrics(Metric):
             empties.append(torch.zeros_like(v, dtype=torch.bool) if e is None else e.expand_as(v))
         return torch.cat(values, dim=1), torch.cat(empties, dim=1)
 
-    def _policy(self, values: Tensor, empty: Tensor) -> tuple[Tensor, Tensor]:
-        """Apply the empty-query policy: (values with NaN where skipped, counted mask)."""
-        action = self.convention.empty_target_action
-        values = values.to(torch.float64)
-        if action == "error" and bool(empty.any()):
-            raise ValueError(
-                f"{int(empty.any(-1).sum())} list(s) have no relevant document and empty_target_action='error'; "
-                "use 'neg', 'pos' or 'skip' to score them"
-            )
-        if action == "pos":
-            values = torch.where(empty, torch.ones_like(values), values)
-        elif action == "skip":
-            return torch.where(empty, torch.full_like(values, float("nan")), values), ~empty
-        else:
-            values = torch.where(empty, torch.zeros_like(values), values)
-        return values, torch.ones_like(empty)
-
-    def _accumulate(self, values: Tensor, empty: Tensor, ids: Tensor | None) -> None:
-        values, counted = self._policy(values, empty)
-        self.sums += torch.where(counted, values, torch.zeros_like(values)).sum(0)
-        self.counts += counted.sum(0)
-        if self.keep_per_query:
-            self.query_values.append(values)
-            self.query_ids.append(ids.to(torch.int64))
-
     # ------------------------------------------------------------------ results
-    def _flat_pending(self) -> tuple[Tensor, Tensor, Tensor] | None:
+    def _pending(self) -> tuple[Tensor, Tensor, Tensor] | None:
         """Values of the flat documents kept for ``compute`` (grouped now, over all updates/ranks)."""
         preds = self.flat_preds
         if isinstance(preds, list):
@@ -389,89 +321,7 @@ class RankingMetrics(Metric):
             return None
         return self._add_flat_batch(preds, target, indexes.long(), accumulate=False)
 
-    def _means(self) -> Tensor:
-        sums, counts = self.sums.clone(), self.counts.clone()
-        pending = self._flat_pending()
-        if pending is not None:
-            values, counted = self._policy(pending[0], pending[1])
-            sums += torch.where(counted, values, torch.zeros_like(values)).sum(0)
-            counts += counted.sum(0)
-        if bool((counts == 0).any()):
-            missing = [key for key, c in zip(self.keys, counts.tolist()) if c == 0]
-            warnings.warn(
-                f"{type(self).__name__}: no query was counted for {missing} (no update, or every query skipped "
-                "by empty_target_action='skip'); returning NaN",
-                UserWarning,
-                stacklevel=3,
-            )
-        return (sums / counts).to(self.dtype)
-
     def compute(self) -> dict[str, Tensor]:
         """Mean of each metric over all queries (all processes, after sync), as ``{key: scalar}``."""
         means = self._means()
         return {key: means[i] for i, key in enumerate(self.keys)}
-
-    def compute_per_query(self) -> dict[str, Tensor]:
-        """Per-query values (requires ``keep_per_query=True``), synced across processes.
-
-        Returns ``{"query_id": (Q,), key: (Q,) ...}`` sorted by query id; skipped queries hold NaN.
-        Flat input pending grouping is included.
-
-        Example:
-            >>> import torch
-            >>> from torch_rankeval import RankingMetrics
-            >>> m = RankingMetrics(("mrr",), keep_per_query=True)
-            >>> m.update(torch.tensor([0.9, 0.1, 0.5]), torch.tensor([0, 1, 1]), indexes=torch.tensor([4, 4, 2]))
-            >>> m.compute_per_query()
-            {'query_id': tensor([2, 4]), 'mrr': tensor([1.0000, 0.5000])}
-        """
-        if not self.keep_per_query:
-            raise ValueError("compute_per_query needs keep_per_query=True when the metric is created")
-        with self.sync_context(should_sync=self._to_sync, should_unsync=self._should_unsync):
-            values = [dim_zero_cat(self.query_values)] if _non_empty(self.query_values) else []
-            ids = [dim_zero_cat(self.query_ids)] if _non_empty(self.query_ids) else []
-            pending = self._flat_pending()
-            if pending is not None:
-                values.append(self._policy(pending[0], pending[1])[0])
-                ids.append(pending[2])
-        if not values:
-            empty = torch.zeros(0, device=self.sums.device)
-            return {"query_id": empty.long(), **{key: empty.to(self.dtype) for key in self.keys}}
-        values_t, ids_t = torch.cat(values), torch.cat(ids)
-        order = torch.argsort(ids_t, stable=True)
-        values_t, ids_t = values_t[order].to(self.dtype), ids_t[order]
-        return {"query_id": ids_t, **{key: values_t[:, i] for i, key in enumerate(self.keys)}}
-
-    # ------------------------------------------------------------------ distributed
-    def _sync_dist(self, dist_sync_fn: Callable = gather_all_tensors, process_group: Any | None = None) -> None:
-        """One all-reduce for all running sums; lists (flat / per-query) are gathered with fixed dtypes."""
-        if dist_sync_fn is not gather_all_tensors:  # a custom gather (e.g. XLA): torchmetrics' generic path
-            return super()._sync_dist(dist_sync_fn, process_group)
-        group = process_group or self.process_group
-        # The local sizes of the list states ride along, so every rank learns whether any rank holds
-        # flat documents or per-query rows, and a padded-only metric needs exactly one collective.
-        sizes = [float(_size(getattr(self, name))) for name in _LIST_STATES]
-        packed = torch.cat([self.sums, self.counts.to(torch.float64), torch.tensor(sizes, dtype=torch.float64, device=self.sums.device)])
-        dist.all_reduce(packed, op=dist.ReduceOp.SUM, group=group)
-        n = self.sums.shape[0]
-        self.sums, self.counts = packed[:n], packed[n : 2 * n].round().to(torch.int64)
-        for (name, dtype), total in zip(_LIST_STATES.items(), packed[2 * n :].tolist()):
-            if total == 0:
-                continue
-            state = getattr(self, name)
-            if _size(state) == 0:
-                width = (len(self.keys),) if name == "query_values" else ()
-                local = torch.zeros((0, *width), dtype=dtype, device=self.sums.device)
-            else:
-                local = dim_zero_cat(state) if isinstance(state, list) else state
-            setattr(self, name, torch.cat(dist_sync_fn(local.to(dtype), group=group)))
-
-
-def _size(state: list | Tensor) -> int:
-    if isinstance(state, list):
-        return sum(t.shape[0] for t in state)
-    return state.shape[0]
-
-
-def _non_empty(state: list | Tensor) -> bool:
-    return _size(state) > 0

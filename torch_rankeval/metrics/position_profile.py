@@ -138,9 +138,11 @@ class PositionProfile(RankingMetrics):
         self.specs = []  # no kernel of the table: the values are per-position statistics
         self.keys = [f"{block}@{p}" for block in self.blocks for p in range(1, positions + 1)]
         self._uses_gain = True  # negative grades under exp2 are rejected (validate_args)
-        n_values = len(self.keys)
-        self.add_state("sums", torch.zeros(n_values, dtype=torch.float64), dist_reduce_fx="sum")
-        self.add_state("counts", torch.zeros(n_values, dtype=torch.int64), dist_reduce_fx="sum")
+        # Re-register the running states for the per-position values (replacing the "dcg" ones).
+        self._add_running_states(
+            self.keys, empty_target_action=self.convention.empty_target_action, keep_per_query=keep_per_query,
+            config=(self.convention, positions, ideal, input_format, whole_queries, ignore_index),
+        )
 
     # ------------------------------------------------------------------ update
     def update(  # type: ignore[override]
@@ -221,7 +223,7 @@ class PositionProfile(RankingMetrics):
     # ------------------------------------------------------------------ results
     def _totals(self) -> tuple[Tensor, Tensor]:
         sums, counts = self.sums.clone(), self.counts.clone()
-        pending = self._flat_pending()
+        pending = self._pending()
         if pending is not None:
             values, counted = self._policy(pending[0], pending[1])
             sums += torch.where(counted, values, torch.zeros_like(values)).sum(0)
