@@ -209,7 +209,7 @@ def _value_checks(
 
     # Without padding, one reduction screens the scores: the sum is finite unless a score is NaN or
     # infinite (or the sum overflows, which the exact re-check in prepare() rules out).
-    screen = ~torch.isfinite(preds.sum(dtype=torch.float64)) if valid is None else masked(~torch.isfinite(preds), valid)
+    screen = ~torch.isfinite(preds.sum()) if valid is None else masked(~torch.isfinite(preds), valid)
     checks = [(
         screen,
         "preds contains NaN or infinite scores at unmasked positions; fix the model output, or mark those "

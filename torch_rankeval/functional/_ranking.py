@@ -86,7 +86,8 @@ class RankedBatch:
         self._ideal_target, self._ideal_valid, self._n_relevant = ideal_target, ideal_valid, n_relevant
 
     def tied(self) -> Tensor:
-        """Per list: whether two real documents share a score, ``(N,)`` bool (no host sync)."""
+        """Per list: whether two real documents share a score, ``(N,)`` bool (no host sync; NaN
+        padding never equals anything)."""
         key = self._sorted_key
         return (key[:, 1:] == key[:, :-1]).any(-1)
 

@@ -40,7 +40,7 @@ def _numerator(rb: RankedBatch, w: Tensor, ks: tuple, *, binary: bool) -> tuple[
     """Expected AP numerator at each cutoff, ``(N, K)``, and the group terms (None on the fast path)."""
     idx = rb.cutoff_index(ks)
     if not rb.averaged and all(i == rb.length - 1 for i in idx):
-        return (w * w.cumsum(-1) / rb.positions).sum(-1, keepdim=True).expand(-1, len(ks)), None
+        return ((w * w.cumsum(-1)) @ (1.0 / rb.positions)).unsqueeze(-1).expand(-1, len(ks)), None
     width = max(idx) + 1
     g = _group_terms(rb, w, width, binary=binary)
     if all(i == rb.length - 1 for i in idx):
