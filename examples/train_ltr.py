@@ -8,6 +8,7 @@ Run (from the repository root)::
     python examples/train_ltr.py fit --config configs/train_ltr.yaml \\
         --data.train_path MSLR-WEB10K/Fold1/train.txt --data.val_path MSLR-WEB10K/Fold1/vali.txt \\
         --data.test_path MSLR-WEB10K/Fold1/test.txt --data.log_features true
+    python examples/train_ltr.py test --config configs/train_ltr.yaml --ckpt_path <a checkpoint>   # test/ndcg@10 ...
 
 The default data is the embedded synthetic LTR set (:func:`torch_rankeval.data.synthetic_ltr`, a
 documented generative model, nothing to download); ``--data.train_path`` & co. read LETOR/SVMlight

@@ -50,7 +50,7 @@ def test_agrees_with_scikit_learns_svmlight_reader(tmp_path):
     sklearn_datasets = pytest.importorskip("sklearn.datasets")
     g = np.random.default_rng(0)
     lines, qid = [], 0
-    for d in range(400):
+    for _ in range(400):
         qid += int(g.random() < 0.1)
         cols = np.sort(g.choice(np.arange(1, 31), size=int(g.integers(0, 12)), replace=False))
         feats = " ".join(f"{c}:{g.normal():.6g}" for c in cols)

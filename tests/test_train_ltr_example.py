@@ -4,7 +4,6 @@ metric keys, on the synthetic default and on LETOR files; its two configs stay i
 from __future__ import annotations
 
 import csv
-import gzip
 import importlib.util
 import sys
 
@@ -23,8 +22,11 @@ KEYS = ["val/ndcg@5", "val/ndcg@10", "val/map@5", "val/map@10"]
 CONFIG = str(REPO / "configs" / "train_ltr.yaml")
 
 
+pytestmark = pytest.mark.usefixtures("single_thread")  # one thread, as the script itself uses
+
+
 @pytest.fixture(autouse=True)
-def _argv(monkeypatch, single_thread):  # noqa: ANN001 - one thread, as the script itself uses
+def _argv(monkeypatch):  # noqa: ANN001
     monkeypatch.setattr(sys, "argv", ["train_ltr.py"])  # LightningCLI takes args=..., not pytest's argv
 
 
@@ -118,13 +120,9 @@ def test_the_two_configs_differ_only_in_where_they_run(example):
     assert cli.trainer.num_devices == 2 and type(cli.trainer.strategy).__name__ == "DDPStrategy"
 
 
-def test_losses_prefer_the_right_order():
+def test_losses_prefer_the_right_order(example):
     """Both losses are lower for the ideal ranking than for its reverse, and ignore padding."""
-    from importlib import import_module  # noqa: F401 - the fixture is module-scoped; load directly
-
-    spec = importlib.util.spec_from_file_location("train_ltr_losses", REPO / "examples" / "train_ltr.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = example
     target = torch.tensor([[3.0, 2.0, 0.0, 1.0, 0.0]])
     mask = torch.tensor([[True, True, True, True, False]])
     good = torch.tensor([[4.0, 3.0, 1.0, 2.0, 9.0]])  # the padded slot's score must not matter

@@ -84,6 +84,8 @@ class RankingMetricsCallback(Callback):
         on_inexact_sharding: ``"warn"`` (default), ``"error"`` or ``"ignore"`` when, with several
             processes, an evaluation dataloader would score some samples twice, drop some, or let
             every process evaluate everything (see :func:`torch_rankeval.sampler.sharding_problem`).
+            A setup that would hang (a process without any sample) raises a ``ValueError`` whatever
+            this says.
         gain, log_base, discount, ties, relevance_threshold, empty_target_action, denominator, graded,
             adaptive_k, convention, ignore_index, input_format, keep_per_query, validate_args: passed
             to :class:`~torch_rankeval.RankingMetrics` (the conventions of
@@ -115,7 +117,8 @@ class RankingMetricsCallback(Callback):
         ...         return {"preds": torch.zeros_like(batch["target"])}   # target and mask: from the batch
         >>> loader = DataLoader(synthetic_ltr(20, seed=3), batch_size=8, collate_fn=collate_queries)
         >>> callback = RankingMetricsCallback(metrics=("ndcg", "mrr"), k=10)
-        >>> trainer = pl.Trainer(callbacks=[callback], logger=False, enable_progress_bar=False, enable_model_summary=False)
+        >>> trainer = pl.Trainer(accelerator="cpu", callbacks=[callback], logger=False, enable_progress_bar=False,
+        ...                      enable_model_summary=False)
         >>> _ = trainer.validate(Constant(), loader, verbose=False)
         >>> {key: round(value.item(), 4) for key, value in trainer.callback_metrics.items()}
         {'val/ndcg@10': 0.3815, 'val/mrr@10': 0.6727}
@@ -234,9 +237,10 @@ class RankingMetricsCallback(Callback):
         # Lightning suggests sync_dist=True for every tensor logged at epoch level under DDP. Our
         # values are already synced (and identical on every process): silence that hint for our
         # keys only, in this process (setup runs in every DDP worker).
-        names = [re.escape(p) for s, p in self.prefix.items() if s in self.stages]
-        pattern = r"It is recommended to use `self\.log\('(?:" + "|".join(names) + r")[^']*', \.\.\., sync_dist=True\)`"
-        warnings.filterwarnings("ignore", message=pattern)
+        prefixes = "|".join(re.escape(p) for s, p in self.prefix.items() if s in self.stages)
+        names = [re.escape(k) for k in self.metric_keys] + [re.escape(n) + r"(?:/[^']*)?" for n in self.extra_metrics]
+        key = rf"(?:{prefixes})(?:{'|'.join(names)})(?:/dataloader_idx_\d+)?"
+        warnings.filterwarnings("ignore", message=rf"It is recommended to use `self\.log\('{key}', \.\.\., sync_dist=True\)`")
 
     def on_validation_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._epoch_start("validate", trainer, pl_module)
@@ -298,7 +302,7 @@ class RankingMetricsCallback(Callback):
         self._check_sharding(stage, trainer)
 
     def _check_sharding(self, stage: str, trainer: pl.Trainer) -> None:
-        if trainer.world_size <= 1 or self.on_inexact_sharding == "ignore":
+        if trainer.world_size <= 1:
             return
         loaders = trainer.val_dataloaders if stage == "validate" else trainer.test_dataloaders
         if isinstance(loaders, DataLoader) or loaders is None:
@@ -310,7 +314,7 @@ class RankingMetricsCallback(Callback):
                 continue
             self._checked.add((stage, id(loader)))
             problem = sharding_problem(loader, trainer.world_size)
-            if problem is None:
+            if problem is None or (self.on_inexact_sharding == "ignore" and not problem.fatal):
                 continue
             which = f"{_HOOK_STAGE[stage]} dataloader {i}" if len(loaders) > 1 else f"the {_HOOK_STAGE[stage]} dataloader"
             message = (
