@@ -1,0 +1,428 @@
+"""Lightning integration: a callback that logs ranking metrics each evaluation epoch, exact under DDP.
+
+This is the only module of the package that imports Lightning (``pip install "torch-rankeval[lightning]"``).
+
+:class:`RankingMetricsCallback` reads what ``validation_step`` / ``test_step`` return, feeds one
+:class:`~torch_rankeval.RankingMetrics` per stage (and per evaluation dataloader) kept on the
+module's device, and at the end of each epoch logs ``val/ndcg@10``, ``val/map@10``, ... through
+``pl_module.log_dict``: every Lightning logger, the progress bar, ``ModelCheckpoint(monitor=...)``
+and ``EarlyStopping`` see them. The values are synced by the metric (one all-reduce of sums), so they
+are identical on every process and exact when each query is evaluated by exactly one process — use
+:class:`~torch_rankeval.sampler.UnpaddedDistributedSampler` in the evaluation dataloaders; the
+callback warns when Lightning's default padding sampler would count queries twice.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import re
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Optional, Union
+
+from torch import Tensor
+from torch.utils.data import DataLoader
+from torchmetrics import Metric
+
+try:
+    import lightning.pytorch as pl
+    from lightning.pytorch.callbacks import Callback
+    from lightning.pytorch.utilities import rank_zero_warn
+except ImportError:  # pragma: no cover - the standalone package
+    try:
+        import pytorch_lightning as pl  # type: ignore[no-redef]
+        from pytorch_lightning.callbacks import Callback  # type: ignore[no-redef]
+        from pytorch_lightning.utilities import rank_zero_warn  # type: ignore[no-redef]
+    except ImportError as err:
+        raise ModuleNotFoundError(
+            "torch_rankeval.lightning needs Lightning: pip install 'torch-rankeval[lightning]'"
+        ) from err
+
+from torch_rankeval.conventions import Convention
+from torch_rankeval.metrics import RankingMetrics
+from torch_rankeval.sampler import sharding_problem
+
+__all__ = ["RankingMetricsCallback"]
+
+STAGES = ("validate", "test")
+_HOOK_STAGE = {"validate": "validation", "test": "test"}
+_DEFAULT_PREFIX = {"validate": "val/", "test": "test/"}
+_SHARDING_ACTIONS = ("warn", "error", "ignore")
+_INPUTS = ("preds", "target", "mask", "indexes", "ideal_target", "n_relevant")
+_NO_UPDATE_WARNING = r"The ``compute`` method of metric .* was called before the ``update`` method"
+MetricFactory = Callable[[], Metric]
+
+
+class RankingMetricsCallback(Callback):
+    """Log ranking metrics (nDCG@k, MAP@k, MRR, ...) at the end of every validation and test epoch.
+
+    Args:
+        metrics: metric names as in :class:`~torch_rankeval.RankingMetrics` (``"ndcg"``, ``"map"``,
+            ``"mrr"``, ``"precision"``, ``"recall"``, ``"hit_rate"``, ``"r_precision"``, ...; ``"ndcg@3"``
+            fixes the cutoff of one entry).
+        k: cutoffs of the entries without ``@``: None (whole list), an int or a sequence of ints.
+        stages: which evaluation loops to measure: ``"validate"`` (validation inside ``fit`` and
+            ``trainer.validate``) and/or ``"test"`` (``trainer.test``).
+        prefix: name prefix per stage, default ``{"validate": "val/", "test": "test/"}``: keys are
+            ``prefix + metric`` (``"val/ndcg@10"``), plus ``"/dataloader_idx_<i>"`` when a stage
+            has several dataloaders (as Lightning names them).
+        preds_key, target_key, mask_key, indexes_key, ideal_target_key, n_relevant_key: where the
+            inputs of :meth:`RankingMetrics.update` are found. Each is looked up in what the step
+            returned (a dict), then in the batch (if it is a dict), so a step may return only the
+            scores: ``{"preds": scores}``, or the scores tensor itself. ``preds`` and ``target`` are
+            required; the others are optional (None: never read). Defaults: ``"preds"``,
+            ``"target"``, ``"mask"``, ``"indexes"``, ``"ideal_target"``, ``"n_relevant"`` — the
+            batch keys of :func:`torch_rankeval.data.collate_queries`.
+        extra_metrics: more metrics to feed the same inputs each epoch, ``{name: factory}`` where
+            ``factory()`` returns a torchmetrics ``Metric`` (e.g. ``lambda: NDCG(k=10,
+            convention="trec_eval")``). Its ``update`` gets the inputs its signature accepts; its
+            ``compute()`` result is logged as ``prefix + name`` (a scalar) or ``prefix + name + "/" +
+            key`` (a dict of scalars); non-scalar results land in :attr:`results` and
+            :meth:`log_results`, which a subclass can override (to draw a figure, say).
+        prog_bar: show the values in the progress bar (default True).
+        on_inexact_sharding: ``"warn"`` (default), ``"error"`` or ``"ignore"`` when, with several
+            processes, an evaluation dataloader would score some samples twice, drop some, or let
+            every process evaluate everything (see :func:`torch_rankeval.sampler.sharding_problem`).
+            A setup that would hang (a process without any sample) raises a ``ValueError`` whatever
+            this says.
+        gain, log_base, discount, ties, relevance_threshold, empty_target_action, denominator, graded,
+            adaptive_k, convention, ignore_index, input_format, keep_per_query, validate_args: passed
+            to :class:`~torch_rankeval.RankingMetrics` (the conventions of
+            :mod:`torch_rankeval.conventions`).
+        metric_kwargs: any other keyword arguments of :class:`~torch_rankeval.RankingMetrics`
+            (``whole_queries``, ``process_group``, ...).
+
+    Each epoch starts from empty metrics (reset at the start and after the end of every epoch).
+    During the sanity check of ``fit`` the metrics are updated and computed, so that a wrong step
+    output or a sync problem fails before training starts, but nothing is logged: Lightning
+    discards what is logged during the sanity check. The metrics live on the callback, not on the
+    LightningModule, so the module's ``state_dict`` is unchanged; the callback's own checkpoint state
+    is its configuration (checked on resume) and the last results.
+
+    Under DDP each process updates the metrics with its own batches and ``compute`` adds the
+    processes' sums with one all-reduce, so the logged values are identical on every process and
+    are logged with ``sync_dist=False`` (Lightning's hint to set ``sync_dist=True`` is silenced for
+    these keys: a second, averaging sync would only add rounding). They are exact when every query
+    is evaluated by exactly one process: give the evaluation dataloaders an
+    :class:`~torch_rankeval.sampler.UnpaddedDistributedSampler`.
+
+    Example:
+        >>> import lightning.pytorch as pl, torch
+        >>> from torch.utils.data import DataLoader
+        >>> from torch_rankeval.data import collate_queries, synthetic_ltr
+        >>> from torch_rankeval.lightning import RankingMetricsCallback
+        >>> class Constant(pl.LightningModule):      # scores every document 0: a random ranker
+        ...     def validation_step(self, batch, batch_idx):
+        ...         return {"preds": torch.zeros_like(batch["target"])}   # target and mask: from the batch
+        >>> loader = DataLoader(synthetic_ltr(20, seed=3), batch_size=8, collate_fn=collate_queries)
+        >>> callback = RankingMetricsCallback(metrics=("ndcg", "mrr"), k=10)
+        >>> trainer = pl.Trainer(accelerator="cpu", callbacks=[callback], logger=False, enable_progress_bar=False,
+        ...                      enable_model_summary=False)
+        >>> _ = trainer.validate(Constant(), loader, verbose=False)
+        >>> {key: round(value.item(), 4) for key, value in trainer.callback_metrics.items()}
+        {'val/ndcg@10': 0.3815, 'val/mrr@10': 0.6727}
+    """
+
+    def __init__(
+        self,
+        metrics: Union[str, Sequence[str]] = ("ndcg", "map"),
+        k: Union[int, Sequence[int], None] = (5, 10),
+        stages: Union[str, Sequence[str]] = STAGES,
+        *,
+        prefix: Optional[Mapping[str, str]] = None,
+        preds_key: str = "preds",
+        target_key: str = "target",
+        mask_key: Optional[str] = "mask",
+        indexes_key: Optional[str] = "indexes",
+        ideal_target_key: Optional[str] = "ideal_target",
+        n_relevant_key: Optional[str] = "n_relevant",
+        extra_metrics: Optional[Mapping[str, MetricFactory]] = None,
+        prog_bar: bool = True,
+        on_inexact_sharding: str = "warn",
+        gain: Union[str, Mapping[float, float], Callable, None] = None,
+        log_base: Optional[float] = None,
+        discount: Optional[Callable] = None,
+        ties: Optional[str] = None,
+        relevance_threshold: Optional[float] = None,
+        empty_target_action: Optional[str] = None,
+        denominator: Optional[str] = None,
+        graded: Optional[bool] = None,
+        adaptive_k: Optional[bool] = None,
+        convention: Union[str, Convention, None] = None,
+        ignore_index: Optional[int] = None,
+        input_format: str = "auto",
+        keep_per_query: bool = False,
+        validate_args: bool = True,
+        metric_kwargs: Optional[Mapping[str, Any]] = None,
+    ) -> None:
+        super().__init__()
+        stages = (stages,) if isinstance(stages, str) else tuple(stages)
+        bad = [s for s in stages if s not in STAGES]
+        if bad or not stages:
+            raise ValueError(f"stages must be a non-empty subset of {STAGES}, got {stages!r}")
+        self.stages = stages
+        self.prefix = {**_DEFAULT_PREFIX, **dict(prefix or {})}
+        for stage, p in self.prefix.items():
+            if stage not in STAGES or not isinstance(p, str):
+                raise ValueError(f"prefix must map stages {STAGES} to strings, got {dict(prefix or {})!r}")
+        keys = {
+            "preds": preds_key, "target": target_key, "mask": mask_key, "indexes": indexes_key,
+            "ideal_target": ideal_target_key, "n_relevant": n_relevant_key,
+        }
+        for name, key in keys.items():
+            required = name in ("preds", "target")
+            if not (isinstance(key, str) and key) and not (key is None and not required):
+                raise ValueError(f"{name}_key must be a non-empty string{'' if required else ' or None'}, got {key!r}")
+        self.input_keys = keys
+        if on_inexact_sharding not in _SHARDING_ACTIONS:
+            raise ValueError(f"on_inexact_sharding must be one of {_SHARDING_ACTIONS}, got {on_inexact_sharding!r}")
+        self.on_inexact_sharding = on_inexact_sharding
+        self.prog_bar = bool(prog_bar)
+        self.extra_metrics = dict(extra_metrics or {})
+        for name, factory in self.extra_metrics.items():
+            if not isinstance(name, str) or not name or not callable(factory):
+                raise TypeError(f"extra_metrics must map names to callables that return a Metric, got {name!r}: {factory!r}")
+        self._metric_args = dict(
+            metrics=metrics, k=k, gain=gain, log_base=log_base, discount=discount, ties=ties,
+            relevance_threshold=relevance_threshold, empty_target_action=empty_target_action,
+            denominator=denominator, graded=graded, adaptive_k=adaptive_k, convention=convention,
+            ignore_index=ignore_index, input_format=input_format, keep_per_query=keep_per_query,
+            validate_args=validate_args, **dict(metric_kwargs or {}),
+        )
+        template = self.build_metrics()  # fails now, not at the first epoch end, on a bad argument
+        self.metric_keys: list[str] = list(template.keys)
+        self._convention = template.convention
+        self._slots: dict[str, list[dict[str, Metric]]] = {stage: [] for stage in STAGES}
+        self._checked: set[tuple[str, int]] = set()
+        self.results: dict[str, dict[str, Tensor]] = {}
+        """The last epoch's values per stage (``{"validate": {"val/ndcg@10": tensor, ...}}``), including
+        non-scalar results of ``extra_metrics``; not updated during the sanity check."""
+
+    # ------------------------------------------------------------------ construction
+    def build_metrics(self, **overrides: Any) -> RankingMetrics:
+        """A new :class:`~torch_rankeval.RankingMetrics` with this callback's metrics and conventions
+        (``overrides`` replace constructor arguments, e.g. ``sync_on_compute=False``)."""
+        return RankingMetrics(**{**self._metric_args, **overrides})
+
+    def _new_slot(self) -> dict[str, Metric]:
+        slot: dict[str, Metric] = {"": self.build_metrics()}
+        for name, factory in self.extra_metrics.items():
+            metric = factory()
+            if not isinstance(metric, Metric):
+                raise TypeError(f"extra_metrics[{name!r}]() must return a torchmetrics Metric, got {type(metric).__name__}")
+            slot[name] = metric
+        return slot
+
+    @property
+    def state_key(self) -> str:
+        # Identity = where it logs (two callbacks with the same prefixes would log the same keys).
+        # Metrics and conventions are not part of it, so that a checkpoint written with others is
+        # still matched and load_state_dict can warn about the difference.
+        return self._generate_state_key(stages=self.stages, prefix=tuple(sorted(self.prefix.items())))
+
+    def _config(self) -> dict[str, Any]:
+        def describe(value: Any) -> Any:
+            if callable(value) and not isinstance(value, type):
+                return getattr(value, "__qualname__", type(value).__qualname__)
+            if isinstance(value, Mapping):
+                return sorted((str(k), describe(v)) for k, v in value.items())
+            return value
+
+        convention = {f.name: describe(getattr(self._convention, f.name)) for f in dataclasses.fields(self._convention)}
+        return {"metrics": list(self.metric_keys), "convention": convention, "extra_metrics": sorted(self.extra_metrics)}
+
+    # ------------------------------------------------------------------ Lightning hooks
+    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        # Lightning suggests sync_dist=True for every tensor logged at epoch level under DDP. Our
+        # values are already synced (and identical on every process): silence that hint for our
+        # keys only, in this process (setup runs in every DDP worker).
+        prefixes = "|".join(re.escape(p) for s, p in self.prefix.items() if s in self.stages)
+        names = [re.escape(k) for k in self.metric_keys] + [re.escape(n) + r"(?:/[^']*)?" for n in self.extra_metrics]
+        key = rf"(?:{prefixes})(?:{'|'.join(names)})(?:/dataloader_idx_\d+)?"
+        warnings.filterwarnings("ignore", message=rf"It is recommended to use `self\.log\('{key}', \.\.\., sync_dist=True\)`")
+
+    def on_validation_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._epoch_start("validate", trainer, pl_module)
+
+    def on_test_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._epoch_start("test", trainer, pl_module)
+
+    def on_validation_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0
+    ) -> None:
+        self._update("validate", pl_module, outputs, batch, dataloader_idx)
+
+    def on_test_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0
+    ) -> None:
+        self._update("test", pl_module, outputs, batch, dataloader_idx)
+
+    def on_validation_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._epoch_end("validate", trainer, pl_module)
+
+    def on_test_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._epoch_end("test", trainer, pl_module)
+
+    def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        for slots in self._slots.values():
+            for slot in slots:
+                for metric in slot.values():
+                    metric.reset()
+
+    def state_dict(self) -> dict[str, Any]:
+        """The configuration (checked when a checkpoint is loaded) and the last results."""
+        results = {stage: {k: v.detach().cpu() for k, v in values.items()} for stage, values in self.results.items()}
+        return {"config": self._config(), "results": results}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore the last results; warn when the checkpoint was written with other metrics or conventions."""
+        saved = state_dict.get("config")
+        if saved is not None and saved != self._config():
+            rank_zero_warn(
+                f"RankingMetricsCallback: the checkpoint was written with {saved}, this callback computes "
+                f"{self._config()}. Values logged before and after resuming are not comparable, and a "
+                "ModelCheckpoint/EarlyStopping monitoring them compares different quantities.",
+                category=UserWarning,
+            )
+        self.results = {stage: dict(values) for stage, values in state_dict.get("results", {}).items()}
+
+    # ------------------------------------------------------------------ epoch logic
+    def _epoch_start(self, stage: str, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if stage not in self.stages:
+            return
+        n_loaders = len(trainer.num_val_batches if stage == "validate" else trainer.num_test_batches)
+        slots = self._slots[stage]
+        while len(slots) < max(n_loaders, 1):
+            slots.append(self._new_slot())
+        for slot in slots:
+            for metric in slot.values():
+                metric.to(pl_module.device)
+                metric.reset()
+        self._check_sharding(stage, trainer)
+
+    def _check_sharding(self, stage: str, trainer: pl.Trainer) -> None:
+        if trainer.world_size <= 1:
+            return
+        loaders = trainer.val_dataloaders if stage == "validate" else trainer.test_dataloaders
+        if isinstance(loaders, DataLoader) or loaders is None:
+            loaders = [loaders]
+        elif isinstance(loaders, Mapping):
+            loaders = list(loaders.values())
+        for i, loader in enumerate(loaders):
+            if loader is None or (stage, id(loader)) in self._checked:
+                continue
+            self._checked.add((stage, id(loader)))
+            problem = sharding_problem(loader, trainer.world_size)
+            if problem is None or (self.on_inexact_sharding == "ignore" and not problem.fatal):
+                continue
+            which = f"{_HOOK_STAGE[stage]} dataloader {i}" if len(loaders) > 1 else f"the {_HOOK_STAGE[stage]} dataloader"
+            message = (
+                f"RankingMetricsCallback: {which}: {problem}. Give it a non-repeating sampler: "
+                "DataLoader(dataset, sampler=torch_rankeval.sampler.UnpaddedDistributedSampler(dataset), ...) "
+                "(Lightning keeps it; the training dataloader still gets Lightning's own sampler)."
+            )
+            if self.on_inexact_sharding == "error" or problem.fatal:
+                raise ValueError(message)
+            rank_zero_warn(message, category=UserWarning)
+
+    def _update(self, stage: str, pl_module: pl.LightningModule, outputs: Any, batch: Any, dataloader_idx: int) -> None:
+        if stage not in self.stages:
+            return
+        slots = self._slots[stage]
+        if dataloader_idx >= len(slots):  # a loader Lightning did not announce; keep it consistent anyway
+            while len(slots) <= dataloader_idx:
+                slot = self._new_slot()
+                for metric in slot.values():
+                    metric.to(pl_module.device)
+                slots.append(slot)
+        slot = slots[dataloader_idx]
+        inputs = self._inputs(stage, outputs, batch, slot[""].sums.device)
+        preds, target = inputs.pop("preds"), inputs.pop("target")
+        for metric in slot.values():
+            metric.update(preds, target, **_accepted(metric, inputs))
+
+    def _inputs(self, stage: str, outputs: Any, batch: Any, device: Any) -> dict[str, Tensor]:
+        """The metric inputs of one batch: from the step's output, else from the batch."""
+        step = f"{_HOOK_STAGE[stage]}_step"
+        sources: list[Mapping] = []
+        if isinstance(outputs, Tensor):
+            sources.append({self.input_keys["preds"]: outputs})
+        elif isinstance(outputs, Mapping):
+            sources.append(outputs)
+        elif outputs is not None:
+            raise TypeError(
+                f"RankingMetricsCallback: {step} returned a {type(outputs).__name__}; return a dict such as "
+                f"{{'{self.input_keys['preds']}': scores, '{self.input_keys['target']}': grades, "
+                f"'{self.input_keys['mask'] or 'mask'}': mask}} (or the scores tensor, with the grades in the batch)"
+            )
+        if isinstance(batch, Mapping):
+            sources.append(batch)
+        found: dict[str, Tensor] = {}
+        for name, key in self.input_keys.items():
+            if key is None:
+                continue
+            for source in sources:
+                if key in source and source[key] is not None:
+                    value = source[key]
+                    found[name] = value.detach() if isinstance(value, Tensor) else value
+                    break
+            else:
+                if name in ("preds", "target"):
+                    where = "the dict it returned" if isinstance(outputs, Mapping) else "its output"
+                    raise KeyError(
+                        f"RankingMetricsCallback: no {key!r} in {where} or in the batch. {step} must return the scores "
+                        f"and grades, e.g. {{'{self.input_keys['preds']}': scores, '{self.input_keys['target']}': "
+                        f"grades}}, or name them with {name}_key=..."
+                    )
+        return {name: v.to(device, non_blocking=True) if isinstance(v, Tensor) else v for name, v in found.items()}
+
+    def _epoch_end(self, stage: str, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if stage not in self.stages:
+            return
+        slots = self._slots[stage]
+        prefix = self.prefix[stage]
+        results: dict[str, Tensor] = {}
+        for i, slot in enumerate(slots):
+            suffix = f"/dataloader_idx_{i}" if len(slots) > 1 else ""
+            for name, metric in slot.items():
+                with warnings.catch_warnings():
+                    # a process without batches of this loader is fine: the sync adds the others
+                    warnings.filterwarnings("ignore", message=_NO_UPDATE_WARNING)
+                    value = metric.compute()
+                metric.reset()
+                if isinstance(value, Mapping):
+                    head = f"{prefix}{name}/" if name else prefix
+                    results.update({f"{head}{key}{suffix}": v for key, v in value.items()})
+                else:
+                    results[f"{prefix}{name}{suffix}"] = value
+        if trainer.sanity_checking:
+            return
+        self.results[stage] = results
+        self.log_results(trainer, pl_module, stage, results)
+
+    def log_results(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str, results: dict[str, Tensor]) -> None:
+        """Log one epoch's results (override to log non-scalar results of ``extra_metrics`` elsewhere).
+
+        The default logs every scalar with ``pl_module.log_dict`` (on epoch, ``sync_dist=False``:
+        the values are already synced) and skips the rest.
+        """
+        scalars = {
+            key: value.reshape(()) for key, value in results.items() if isinstance(value, Tensor) and value.numel() == 1
+        }
+        if scalars:
+            pl_module.log_dict(
+                scalars, prog_bar=self.prog_bar, logger=None, on_step=False, on_epoch=True, sync_dist=False,
+                add_dataloader_idx=False, batch_size=1,
+            )
+
+
+def _accepted(metric: Metric, inputs: dict[str, Any]) -> dict[str, Any]:
+    """The keyword inputs ``metric.update`` accepts (all of them if it takes ``**kwargs``)."""
+    if isinstance(metric, RankingMetrics):
+        return inputs
+    params = inspect.signature(metric.update).parameters
+    if any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return inputs
+    return {k: v for k, v in inputs.items() if k in params}
+
