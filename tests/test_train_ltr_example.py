@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import importlib.util
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -106,7 +107,7 @@ def test_letor_data_needs_a_validation_file(example, tmp_path):
 
 
 def test_the_two_configs_differ_only_in_where_they_run(example):
-    one = yaml.safe_load(CONFIG.read_text())
+    one = yaml.safe_load(Path(CONFIG).read_text())
     two = yaml.safe_load((REPO / "configs" / "train_ltr_ddp.yaml").read_text())
     assert (one["trainer"].pop("accelerator"), one["trainer"].pop("devices")) == ("auto", 1)
     assert [two["trainer"].pop(k) for k in ("accelerator", "devices", "strategy")] == ["cpu", 2, "ddp"]
