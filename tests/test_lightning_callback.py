@@ -255,3 +255,61 @@ def test_collate_batches_feed_the_callback_with_global_query_ids(tmp_path):
         model, DataLoader(data, batch_size=3, shuffle=False, collate_fn=collate_queries), verbose=False
     )
     assert callback.results["validate"]["val/ndcg@10"].item() == pytest.approx(expected(model, data)["ndcg@10"], abs=1e-6)
+
+
+class _FigureLogger(pl.loggers.Logger):
+    """A logger whose experiment takes figures, as TensorBoard's SummaryWriter does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.figures: list = []
+        self.metrics: dict = {}
+
+    @property
+    def name(self) -> str:
+        return "figures"
+
+    @property
+    def version(self) -> int:
+        return 0
+
+    @property
+    def experiment(self):  # noqa: ANN201
+        return SimpleNamespace(add_figure=lambda tag, figure, global_step: self.figures.append((tag, figure, global_step)))
+
+    def log_hyperparams(self, params, *args, **kwargs) -> None:  # noqa: ANN001
+        pass
+
+    def log_metrics(self, metrics, step=None) -> None:  # noqa: ANN001
+        self.metrics.update(metrics)
+
+
+def test_position_profile_scalars_inversions_and_figure_are_logged(tmp_path):
+    pytest.importorskip("matplotlib")
+    data, model = dataset(17, seed=8), LinearRanker()
+    logger = _FigureLogger()
+    callback = RankingMetricsCallback(metrics=("ndcg@5",), position_profile=6, profile_bands=["1-2", "4-6"])
+    _trainer(tmp_path, [callback], logger=logger).validate(model, loader(data, 5, exact=True), verbose=False)
+
+    # Independent computation: grades in the model's order (continuous scores: no ties).
+    batch = data.padded()
+    with torch.no_grad():
+        scores = model(batch["features"]).masked_fill(~batch["mask"], float("-inf"))
+    order = scores.argsort(dim=1, descending=True)
+    grades = batch["target"].gather(1, order).double()
+    present = batch["mask"].gather(1, order)
+    for p in range(6):
+        at_p = grades[present[:, p], p]
+        assert logger.metrics[f"val/profile/relevance@{p + 1}"] == pytest.approx(at_p.mean().item(), abs=1e-6)
+    upper = grades[:, 0:2][present[:, 0:2]].mean().item()
+    lower = grades[:, 3:6][present[:, 3:6]].mean().item()
+    assert logger.metrics["val/inversion@1-2_vs_4-6"] == pytest.approx(lower - upper, abs=1e-6)
+    assert "val/ndcg@5" in logger.metrics
+    ((tag, figure, step),) = logger.figures
+    assert tag == "val/position_profile" and step == 0
+    assert any(ax.get_xlabel() for ax in figure.axes) and any(ax.get_ylabel() for ax in figure.axes)
+
+
+def test_position_profile_must_be_a_positive_int():
+    with pytest.raises(ValueError, match="position_profile must be"):
+        RankingMetricsCallback(position_profile=0)

@@ -81,6 +81,15 @@ class RankingMetricsCallback(Callback):
             key`` (a dict of scalars); non-scalar results land in :attr:`results` and
             :meth:`log_results`, which a subclass can override (to draw a figure, say).
         prog_bar: show the values in the progress bar (default True).
+        position_profile: also profile ranking quality at positions ``1..P`` each epoch (a
+            :class:`~torch_rankeval.PositionProfile` with this callback's conventions): logs
+            ``prefix + "profile/<stat>@<p>"`` (model and ``ideal_``), the relevance-inversion
+            scalars ``prefix + "inversion@1-3_vs_5-8"`` (lower band's mean relevance minus the upper
+            band's: positive = inverted) for ``profile_bands`` (default: 4 equal bands), and, to
+            loggers whose ``experiment`` has ``add_figure`` (TensorBoard), the profile figure
+            ``prefix + "position_profile"`` (needs matplotlib, the ``plot`` extra).
+        profile_bands: the position bands compared by the inversion report, e.g. ``["1-3", "5-8"]``.
+        profile_figure: send the profile figure to loggers that take figures (default True).
         on_inexact_sharding: ``"warn"`` (default), ``"error"`` or ``"ignore"`` when, with several
             processes, an evaluation dataloader would score some samples twice, drop some, or let
             every process evaluate everything (see :func:`torch_rankeval.sampler.sharding_problem`).
@@ -140,6 +149,9 @@ class RankingMetricsCallback(Callback):
         extra_metrics: Optional[Mapping[str, MetricFactory]] = None,
         prog_bar: bool = True,
         on_inexact_sharding: str = "warn",
+        position_profile: Optional[int] = None,
+        profile_bands: Optional[Sequence[Any]] = None,
+        profile_figure: bool = True,
         gain: Union[str, Mapping[float, float], Callable, None] = None,
         log_base: Optional[float] = None,
         discount: Optional[Callable] = None,
@@ -183,6 +195,11 @@ class RankingMetricsCallback(Callback):
         for name, factory in self.extra_metrics.items():
             if not isinstance(name, str) or not name or not callable(factory):
                 raise TypeError(f"extra_metrics must map names to callables that return a Metric, got {name!r}: {factory!r}")
+        if position_profile is not None and (isinstance(position_profile, bool) or not isinstance(position_profile, int) or position_profile <= 0):
+            raise ValueError(f"position_profile must be None or a positive int (positions to profile), got {position_profile!r}")
+        self.position_profile = position_profile
+        self.profile_bands = None if profile_bands is None else list(profile_bands)
+        self.profile_figure = bool(profile_figure)
         self._metric_args = dict(
             metrics=metrics, k=k, gain=gain, log_base=log_base, discount=discount, ties=ties,
             relevance_threshold=relevance_threshold, empty_target_action=empty_target_action,
@@ -191,6 +208,9 @@ class RankingMetricsCallback(Callback):
             validate_args=validate_args, **dict(metric_kwargs or {}),
         )
         template = self.build_metrics()  # fails now, not at the first epoch end, on a bad argument
+        if position_profile is not None:
+            self.extra_metrics[_PROFILE] = self._build_profile
+            self._build_profile()
         self.metric_keys: list[str] = list(template.keys)
         self._convention = template.convention
         self._slots: dict[str, list[dict[str, Metric]]] = {stage: [] for stage in STAGES}
@@ -204,6 +224,16 @@ class RankingMetricsCallback(Callback):
         """A new :class:`~torch_rankeval.RankingMetrics` with this callback's metrics and conventions
         (``overrides`` replace constructor arguments, e.g. ``sync_on_compute=False``)."""
         return RankingMetrics(**{**self._metric_args, **overrides})
+
+    def _build_profile(self) -> Metric:
+        from torch_rankeval.metrics.position_profile import PositionProfile
+
+        args = self._metric_args
+        return PositionProfile(
+            self.position_profile, gain=args["gain"], log_base=args["log_base"], discount=args["discount"],
+            ties=args["ties"], relevance_threshold=args["relevance_threshold"], convention=args["convention"],
+            ignore_index=args["ignore_index"], input_format=args["input_format"], validate_args=args["validate_args"],
+        )
 
     def _new_slot(self) -> dict[str, Metric]:
         slot: dict[str, Metric] = {"": self.build_metrics()}
@@ -239,6 +269,8 @@ class RankingMetricsCallback(Callback):
         # keys only, in this process (setup runs in every DDP worker).
         prefixes = "|".join(re.escape(p) for s, p in self.prefix.items() if s in self.stages)
         names = [re.escape(k) for k in self.metric_keys] + [re.escape(n) + r"(?:/[^']*)?" for n in self.extra_metrics]
+        if self.position_profile is not None:
+            names.append(r"inversion@[^']*")
         key = rf"(?:{prefixes})(?:{'|'.join(names)})(?:/dataloader_idx_\d+)?"
         warnings.filterwarnings("ignore", message=rf"It is recommended to use `self\.log\('{key}', \.\.\., sync_dist=True\)`")
 
@@ -408,13 +440,59 @@ class RankingMetricsCallback(Callback):
         the values are already synced) and skips the rest.
         """
         scalars = {
-            key: value.reshape(()) for key, value in results.items() if isinstance(value, Tensor) and value.numel() == 1
+            key: value.reshape(()) if value.is_floating_point() else value.reshape(()).float()  # counts too
+            for key, value in results.items()
+            if isinstance(value, Tensor) and value.numel() == 1
         }
         if scalars:
             pl_module.log_dict(
                 scalars, prog_bar=self.prog_bar, logger=None, on_step=False, on_epoch=True, sync_dist=False,
                 add_dataloader_idx=False, batch_size=1,
             )
+        if self.position_profile is not None:
+            self._log_profile(trainer, pl_module, stage, results)
+
+    def _log_profile(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str, results: dict[str, Tensor]) -> None:
+        """Profile scalars and inversion scalars for every logger; the figure for loggers that take one."""
+        from torch_rankeval.diagnostics import inversion_report, profile_scalars
+
+        prefix = self.prefix[stage]
+        head = f"{prefix}{_PROFILE}/"
+        profiles: dict[str, dict[str, Tensor]] = {}
+        for key, value in results.items():
+            if key.startswith(head):
+                stat, _, loader = key[len(head) :].partition("/")
+                profiles.setdefault(f"/{loader}" if loader else "", {})[stat] = value
+        for suffix, profile in profiles.items():
+            report = inversion_report(profile, self.profile_bands)
+            scalars = {
+                (key if key.startswith(head) else prefix + key) + suffix: value
+                for key, value in profile_scalars(profile, report, prefix=head).items()
+            }
+            pl_module.log_dict(
+                scalars, prog_bar=False, logger=None, on_step=False, on_epoch=True, sync_dist=False,
+                add_dataloader_idx=False, batch_size=1,
+            )
+            if self.profile_figure and trainer.is_global_zero:
+                self._log_profile_figure(trainer, f"{prefix}position_profile{suffix}", profile, report)
+
+    def _log_profile_figure(self, trainer: pl.Trainer, tag: str, profile: dict[str, Tensor], report: Any) -> None:
+        takers = [lg.experiment for lg in trainer.loggers if hasattr(getattr(lg, "experiment", None), "add_figure")]
+        if not takers:
+            return
+        try:
+            from torch_rankeval.plotting import plot_position_profile
+
+            figure = plot_position_profile(profile, report=report)
+        except ImportError as err:  # matplotlib missing: scalars are logged, the figure is not
+            warnings.warn(f"RankingMetricsCallback: no position-profile figure ({err}); set profile_figure=False to silence", UserWarning, stacklevel=2)
+            self.profile_figure = False
+            return
+        for experiment in takers:
+            experiment.add_figure(tag, figure, global_step=trainer.current_epoch)
+
+
+_PROFILE = "profile"
 
 
 def _accepted(metric: Metric, inputs: dict[str, Any]) -> dict[str, Any]:
