@@ -230,6 +230,23 @@ def _value_checks(
     return checks
 
 
+def empty_policy(values: Tensor, empty: Tensor, action: str) -> tuple[Tensor, Tensor]:
+    """Score lists flagged ``empty`` per ``action`` (``"neg"``: 0, ``"pos"``: 1, ``"skip"``: NaN and
+    not counted; ``"error"`` is the caller's to raise). Returns (values, counted mask).
+
+    Example:
+        >>> empty_policy(torch.tensor([[0.5], [0.7]]), torch.tensor([[False], [True]]), "skip")
+        (tensor([[0.5000],
+                [   nan]]), tensor([[ True],
+                [False]]))
+    """
+    if action == "skip":
+        return torch.where(empty, torch.full_like(values, float("nan")), values), ~empty
+    if action in ("neg", "pos"):
+        values = torch.where(empty, torch.full_like(values, 1.0 if action == "pos" else 0.0), values)
+    return values, torch.ones_like(empty)
+
+
 def finalize(
     values: Tensor,
     empty: Tensor,
@@ -243,23 +260,15 @@ def finalize(
 ) -> Tensor:
     """Apply the empty-query policy and the reduction to per-query values ``(N, K)``."""
     out_dtype = values.dtype
-    if action == "error":
-        if bool(empty.any()):
-            raise ValueError(
-                f"{name}: {int(empty.any(-1).sum())} list(s) have no relevant document and "
-                "empty_target_action='error'; use 'neg', 'pos' or 'skip' to score them"
-            )
-    elif action == "neg":
-        values = torch.where(empty, torch.zeros_like(values), values)
-    elif action == "pos":
-        values = torch.where(empty, torch.ones_like(values), values)
-    else:  # skip
-        values = torch.where(empty, torch.full_like(values, float("nan")), values)
-
+    if action == "error" and bool(empty.any()):
+        raise ValueError(
+            f"{name}: {int(empty.any(-1).sum())} list(s) have no relevant document and "
+            "empty_target_action='error'; use 'neg', 'pos' or 'skip' to score them"
+        )
+    values, kept = empty_policy(values, empty, action)
     if reduction == "none":
         out = values[0] if single else values
         return out if keep_k else out.squeeze(-1)
-    kept = ~empty if action == "skip" else torch.ones_like(empty)
     total = torch.where(kept, values, torch.zeros_like(values)).sum(0, dtype=torch.float64)
     if reduction == "sum":
         out = total

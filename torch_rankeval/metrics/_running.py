@@ -36,6 +36,7 @@ from torchmetrics.utilities.data import dim_zero_cat
 from torchmetrics.utilities.distributed import gather_all_tensors
 
 from torch_rankeval.conventions import EMPTY_TARGET_ACTIONS
+from torch_rankeval.functional._inputs import empty_policy
 
 __all__ = ["RunningMeanMetric"]
 
@@ -169,19 +170,12 @@ class RunningMeanMetric(Metric):
     def _policy(self, values: Tensor, empty: Tensor) -> tuple[Tensor, Tensor]:
         """Apply the empty-list policy: (values with NaN where skipped, counted mask)."""
         action = self.empty_target_action
-        values = values.to(torch.float64)
         if action == "error" and bool(empty.any()):
             raise ValueError(
                 f"{int(empty.any(-1).sum())} list(s) {self._empty_reason} and empty_target_action='error'; "
                 "use 'neg', 'pos' or 'skip' to score them"
             )
-        if action == "pos":
-            values = torch.where(empty, torch.ones_like(values), values)
-        elif action == "skip":
-            return torch.where(empty, torch.full_like(values, float("nan")), values), ~empty
-        else:
-            values = torch.where(empty, torch.zeros_like(values), values)
-        return values, torch.ones_like(empty)
+        return empty_policy(values.to(torch.float64), empty, action)
 
     def _accumulate(self, values: Tensor, empty: Tensor, ids: Tensor | None) -> None:
         """Add per-list values ``(N, V)`` (``empty`` flags them) to the running sums."""
@@ -199,15 +193,20 @@ class RunningMeanMetric(Metric):
         return None
 
     # ------------------------------------------------------------------ results
-    def _means(self) -> Tensor:
-        """The mean of each value over the counted lists, in ``self.dtype``; NaN (and a warning)
-        where no list was counted."""
+    def _totals(self) -> tuple[Tensor, Tensor]:
+        """The running sums and counts plus the values computed at ``compute`` time (``_pending``)."""
         sums, counts = self.sums.clone(), self.counts.clone()
         pending = self._pending()
         if pending is not None:
             values, counted = self._policy(pending[0], pending[1])
             sums += torch.where(counted, values, torch.zeros_like(values)).sum(0)
             counts += counted.sum(0)
+        return sums, counts
+
+    def _means(self) -> Tensor:
+        """The mean of each value over the counted lists, in ``self.dtype``; NaN (and a warning)
+        where no list was counted."""
+        sums, counts = self._totals()
         if bool((counts == 0).any()):
             missing = [key for key, c in zip(self.keys, counts.tolist()) if c == 0]
             warnings.warn(

@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 from torch_rankeval.conventions import Convention
-from torch_rankeval.functional._inputs import prepare, valid_mask
+from torch_rankeval.functional._inputs import empty_policy, prepare, valid_mask
 from torch_rankeval.functional._ranking import RankedBatch
 from torch_rankeval.metrics.base import RankingMetrics
 
@@ -217,19 +217,9 @@ class PositionProfile(RankingMetrics):
 
     def _policy(self, values: Tensor, empty: Tensor) -> tuple[Tensor, Tensor]:
         """A position without a document is left out of that position's mean (NaN per query)."""
-        values = values.to(torch.float64)
-        return torch.where(empty, torch.full_like(values, float("nan")), values), ~empty
+        return empty_policy(values.to(torch.float64), empty, "skip")
 
     # ------------------------------------------------------------------ results
-    def _totals(self) -> tuple[Tensor, Tensor]:
-        sums, counts = self.sums.clone(), self.counts.clone()
-        pending = self._pending()
-        if pending is not None:
-            values, counted = self._policy(pending[0], pending[1])
-            sums += torch.where(counted, values, torch.zeros_like(values)).sum(0)
-            counts += counted.sum(0)
-        return sums, counts
-
     def compute(self) -> dict[str, Tensor]:  # type: ignore[override]
         """The profile over all queries (all processes, after sync); see the class docstring."""
         sums, counts = self._totals()
