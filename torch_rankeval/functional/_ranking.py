@@ -20,7 +20,23 @@ from torch import Tensor
 
 from torch_rankeval.conventions import Convention, discount_table, gain_fn
 
-__all__ = ["RankedBatch", "log_comb", "tie_split_values"]
+__all__ = ["RankedBatch", "log_comb", "prefix_sums", "take_columns", "tie_split_values"]
+
+
+def take_columns(x: Tensor, idx: list[int]) -> Tensor:
+    """``x[:, idx]`` for a static list of column indices (``index_select``: list indexing is far
+    slower on CPU)."""
+    if len(idx) == 1:
+        return x[:, idx[0] : idx[0] + 1]
+    return x.index_select(-1, torch.tensor(idx, device=x.device))
+
+
+def prefix_sums(x: Tensor, idx: list[int]) -> Tensor:
+    """``x[:, : i + 1].sum(-1)`` for each column index ``i`` of ``idx``, ``(N, K)``: a plain sum for
+    one cutoff, one cumulative sum for several."""
+    if len(idx) == 1:
+        return x[:, : idx[0] + 1].sum(-1, keepdim=True)
+    return take_columns(x[:, : max(idx) + 1].cumsum(-1), idx)
 
 
 def log_comb(a: Tensor, b: Tensor) -> Tensor:
@@ -266,7 +282,7 @@ class RankedBatch:
         idx = self.cutoff_index(ks)
         if all(i == x.shape[-1] - 1 for i in idx):
             return x.sum(-1, keepdim=True).expand(-1, len(idx))
-        return x[:, : max(idx) + 1].cumsum(-1)[:, idx]
+        return prefix_sums(x, idx)
 
     def cached(self, name: str, fn) -> Tensor:  # noqa: ANN001 - tiny memo helper
         if name not in self._cache:
@@ -322,7 +338,7 @@ class RankedBatch:
         ends = torch.tensor([i + 1 for i in idx], dtype=self.dtype, device=self.device)
         if not self.averaged:
             return torch.tensor(idx, device=self.device).expand(self.n_lists, -1), ends
-        return self._group_id[:, idx], ends
+        return take_columns(self._group_id, idx), ends
 
     def table_lookup(self, table: Tensor, index: Tensor) -> Tensor:
         """``table[index]`` for a 1-D table (``index_select`` is much faster than advanced indexing on CPU)."""
@@ -354,7 +370,7 @@ class RankedBatch:
         width = max(idx) + 1
         if not self.averaged:
             part = x[:, :width] * self.discounts[:width] if discounted else x[:, :width]
-            return part.cumsum(-1)[:, idx]
+            return prefix_sums(part, idx)
         total, n, s = self.group_table(x, width), self.group_sizes(width), self.group_starts(width)
         mean = total / n.clamp(min=1)
         full = mean * self.positional_table("discount", width) if discounted else total

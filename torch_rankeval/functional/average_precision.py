@@ -9,7 +9,7 @@ from torch import Tensor
 
 from torch_rankeval.conventions import Convention, resolve_convention
 from torch_rankeval.functional._api import evaluate
-from torch_rankeval.functional._ranking import RankedBatch, log_comb
+from torch_rankeval.functional._ranking import RankedBatch, log_comb, prefix_sums
 
 __all__ = ["average_precision", "average_precision_values"]
 
@@ -97,7 +97,7 @@ def average_precision_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tu
         elif denominator == "min_k_relevant":
             best = rb.ideal_top(ks).clamp(min=0)
             m = best.shape[-1]
-            den = best.cumsum(-1)[:, [m - 1 if k is None else min(k, m) - 1 for k in ks]]
+            den = prefix_sums(best, [m - 1 if k is None else min(k, m) - 1 for k in ks])
         else:
             den = rb.expected_sum(w, ks)
         den = den * top

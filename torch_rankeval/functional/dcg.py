@@ -9,7 +9,7 @@ from torch import Tensor
 
 from torch_rankeval.conventions import Convention, resolve_convention
 from torch_rankeval.functional._api import evaluate
-from torch_rankeval.functional._ranking import RankedBatch
+from torch_rankeval.functional._ranking import RankedBatch, prefix_sums
 
 __all__ = ["dcg", "idcg", "ndcg", "dcg_values", "idcg_values", "ndcg_values"]
 
@@ -25,9 +25,8 @@ def idcg_values(rb: RankedBatch, ks: tuple) -> Tensor:
     """Per-query ideal DCG (gains of the judged set in decreasing order), ``(N, K)``."""
     ideal = rb.ideal_top(ks)
     m = ideal.shape[-1]
-    cumulative = (ideal * rb.discounts[:m]).cumsum(-1)
     idx = [m - 1 if k is None else min(k, m) - 1 for k in ks]
-    return cumulative[:, idx]
+    return prefix_sums(ideal * rb.discounts[:m], idx)
 
 
 def ndcg_values(rb: RankedBatch, ks: tuple) -> tuple[Tensor, Tensor]:
