@@ -416,8 +416,8 @@ def tie_split_values(rb: RankedBatch, fn: Callable[[RankedBatch], tuple[Tensor, 
 
 
 def _rank(preds: Tensor, target: Tensor, valid: Tensor | None, ties: str) -> tuple[Tensor, Tensor]:
-    """Order each list by descending score, padding last, ties per the policy (stable sorts: among
-    equal keys the earlier input comes first).
+    """Order each list by descending score, padding last, ties per the policy (``"first"`` and the
+    grade tie-breaks use stable sorts: among equal keys the earlier input comes first).
 
     Returns the permutation and the sort key in ranked order: equal keys mean tied scores, NaN
     marks padding. Without padding the key is the score itself, sorted descending; with padding it
@@ -428,7 +428,9 @@ def _rank(preds: Tensor, target: Tensor, valid: Tensor | None, ties: str) -> tup
     else:
         key, descending = torch.where(valid, -preds, torch.full((), float("nan"), dtype=preds.dtype, device=preds.device)), False
     if ties in ("average", "first"):
-        sorted_key, order = torch.sort(key, dim=-1, descending=descending, stable=True)
+        # Averaged values do not depend on the order inside a tie group, so the (about twice as
+        # fast) unstable sort serves them; "first" needs the input order among equal scores.
+        sorted_key, order = torch.sort(key, dim=-1, descending=descending, stable=ties == "first")
         return order, sorted_key
     # Pessimistic: tied documents in increasing grade; optimistic: decreasing.
     grades = target.to(torch.float32) if target.dtype == torch.bool else target
