@@ -37,18 +37,18 @@ def group_by_query(indexes: Tensor, *values: Tensor) -> tuple[Tensor, Tensor, tu
     for i, v in enumerate(values):
         if v.shape != indexes.shape:
             raise ValueError(f"flat input {i} has shape {tuple(v.shape)} but indexes has {tuple(indexes.shape)}")
-    query_ids, inverse, counts = torch.unique(indexes, return_inverse=True, return_counts=True)
+    sorted_ids, order = torch.sort(indexes, stable=True)  # one sort groups the documents, input order kept
+    query_ids, counts = torch.unique_consecutive(sorted_ids, return_counts=True)
     n_queries = query_ids.shape[0]
     width = int(counts.max()) if n_queries else 0
-    order = torch.sort(inverse, stable=True).indices
-    rows = inverse[order]
+    rows = torch.repeat_interleave(torch.arange(n_queries, device=indexes.device), counts, output_size=indexes.shape[0])
     starts = counts.cumsum(0) - counts
-    cols = torch.arange(indexes.shape[0], device=indexes.device) - starts[rows]
-    mask = torch.zeros(n_queries, width, dtype=torch.bool, device=indexes.device)
-    mask[rows, cols] = True
+    cols = torch.arange(indexes.shape[0], device=indexes.device) - starts.index_select(0, rows)
+    mask = torch.arange(width, device=indexes.device) < counts.unsqueeze(-1)
     grouped = []
+    flat_index = rows * width + cols
     for v in values:
-        out = torch.zeros(n_queries, width, dtype=v.dtype, device=v.device)
-        out[rows, cols] = v[order]
-        grouped.append(out)
+        out = torch.zeros(n_queries * width, dtype=v.dtype, device=v.device)
+        out.index_copy_(0, flat_index, v.index_select(0, order))
+        grouped.append(out.view(n_queries, width))
     return query_ids, mask, tuple(grouped)
