@@ -169,10 +169,24 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def set_threads(n: int | None) -> None:
+    if n:
+        import torch
+
+        torch.set_num_threads(n)
+        try:
+            import numba
+
+            numba.set_num_threads(n)
+        except ImportError:
+            pass
+
+
 def run_case(args) -> dict:
     """Child process: build data, measure one case, print JSON."""
     import torch
 
+    set_threads(args.threads)
     torch.manual_seed(0)
     w = workload(args.workload, args.quick)
     batches = make_batches(w["queries"], w["length"], w["batch"])
@@ -211,6 +225,7 @@ def stream_memory(args) -> dict:
 
     from torch_rankeval import RankingMetrics
 
+    set_threads(args.threads)
     metric = RankingMetrics(METRICS, gain="linear").to(args.device)
     g = torch.Generator().manual_seed(0)
     batch = 10_000
@@ -230,9 +245,10 @@ def stream_memory(args) -> dict:
 
 
 # ---------------------------------------------------------------------------------------- parent
-def child(*extra: str) -> dict:
+def child(*extra: str, threads: int | None = None) -> dict:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run([sys.executable, __file__, *extra], capture_output=True, text=True, env=env)
+    thread_args = ["--threads", str(threads)] if threads else []
+    proc = subprocess.run([sys.executable, __file__, *extra, *thread_args], capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         return {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"}
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -254,6 +270,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--slow-repeats", type=int, default=1, help="repeats for torchmetrics and pytrec_eval")
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--threads", type=int, default=None, help="torch and numba threads per case (default: all cores)")
     parser.add_argument("--stream", default="10000,100000,1000000", help="query counts for the streaming memory check ('' to skip)")
     parser.add_argument("--json", default=str(REPO / "benchmarks" / "results" / "bench_metrics.json"))
     # child mode
@@ -273,7 +290,8 @@ def main() -> None:
 
     report = {
         "machine": {"platform": platform.platform(), "processor": platform.processor(), "cpus": os.cpu_count(),
-                    "torch": torch.__version__, "threads": torch.get_num_threads(), "device": args.device},
+                    "torch": torch.__version__, "threads": args.threads or torch.get_num_threads(), "device": args.device,
+                    "load_average_before": os.getloadavg()},
         "workloads": {},
     }
     slow = {"torchmetrics", "pytrec_eval"}
@@ -283,11 +301,15 @@ def main() -> None:
         for case in args.cases.split(","):
             repeats = args.slow_repeats if case in slow else args.repeats
             extra = ["--device", args.device] if case.startswith("ours") else []
-            results[case] = child("--case", case, "--workload", wname, "--repeats", str(repeats), *extra, *(["--quick"] if args.quick else []))
+            results[case] = child(
+                "--case", case, "--workload", wname, "--repeats", str(repeats), *extra, *(["--quick"] if args.quick else []),
+                threads=args.threads,
+            )
             print(f"[{wname}] {case}: {results[case]}", file=sys.stderr)
         report["workloads"][wname] = {"size": w, "results": results, "sync_bytes": sync_bytes(w["queries"] * w["length"])}
     if args.stream:
-        report["stream"] = [child("--stream-queries", n, "--device", args.device) for n in args.stream.split(",")]
+        report["stream"] = [child("--stream-queries", n, "--device", args.device, threads=args.threads) for n in args.stream.split(",")]
+    report["machine"]["load_average_after"] = os.getloadavg()
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(report, indent=2))
     print_report(report)
