@@ -311,7 +311,7 @@ def _run_compare(args: argparse.Namespace, out: io.TextIOBase) -> int:
                 "label_a": labels[i], "label_b": labels[j],
                 "mean_a": float(means[i, m]), "mean_b": float(means[j, m]), "difference": diff,
                 "ci_low": float(low[m, p]), "ci_high": float(high[m, p]),
-                "t_statistic": float(t_stat[m, p]), "t_pvalue": float(t_p[m, p]),
+                "t_statistic": _finite(t_stat[m, p]), "t_pvalue": _finite(t_p[m, p]),
                 "randomization_pvalue": float(randomized.pvalue[m, p]),
                 "pvalue_adjusted": float(adjusted[m, p]), "significant": significant,
                 "winner": None if winner is None else results[winner].run,
@@ -353,8 +353,14 @@ def _run_compare(args: argparse.Namespace, out: io.TextIOBase) -> int:
     return 0
 
 
-def _p(value: float) -> str:
-    return "n/a" if math.isnan(value) else f"{value:.4f}"
+def _finite(value: torch.Tensor) -> float | None:
+    """A JSON-safe number: NaN (a skipped test) becomes None (null)."""
+    v = float(value)
+    return None if math.isnan(v) else v
+
+
+def _p(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4f}"
 
 
 # ----------------------------------------------------------------------------- entry point

@@ -210,12 +210,12 @@ class Measure:
         if f.trec is None or self.relevance_threshold is not None or self.gain != "linear":
             return None
         if f.trec_cutoffs:
-            if any(k is None for k in self.cutoffs):
+            if any(k is None for k in self.cutoffs) or self.gains is not None:
                 return None
             return [f"{f.trec}_{k}" for k in self.cutoffs]
         if self.cutoffs != (None,):
             return None
-        if self.gains is not None:
+        if self.gains is not None:  # trec_eval's ndcg takes gains as parameters
             params = self.params or ",".join(f"{_num(g)}={_num(v)}" for g, v in self.gains)
             return [f"{f.trec}_{params}"]
         return [f.trec]
@@ -393,8 +393,6 @@ def _parse_ir(text: str) -> Measure:
     else:
         family = _BY_IR.get(name)
         if family is None:
-            if name in _BY_IR_CUT:
-                raise ValueError(f"measure {text!r}: {name} needs a cutoff, e.g. {name}@10")
             raise _unknown(text)
     params = _ir_params(text, params_text)
     rel = params.pop("rel", None)

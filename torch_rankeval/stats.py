@@ -128,13 +128,15 @@ def paired_t_test(x: Tensor, y: Tensor, *, alternative: str = "two-sided") -> Te
         raise ImportError(
             "the paired t-test needs scipy: pip install 'torch-rankeval[cli]' (or pip install scipy)"
         ) from exc
-    values = d.cpu().numpy()
-    zeros = values * 0.0
-    result = scipy_stats.ttest_rel(values, zeros, axis=0, alternative=alternative)
-    statistic = torch.as_tensor(result.statistic, dtype=torch.float64)
-    pvalue = torch.as_tensor(result.pvalue, dtype=torch.float64)
     mean = d.mean(0).cpu()
     constant = (d == d[:1]).all(0).cpu()
+    values = d.cpu().numpy()
+    if bool(constant.any()):  # scipy would warn and return NaN: give it placeholder data, overridden below
+        placeholder = (torch.arange(d.shape[0], dtype=torch.float64) % 2).reshape((-1,) + (1,) * (d.ndim - 1))
+        values = torch.where(constant, placeholder, d.cpu()).numpy()
+    result = scipy_stats.ttest_rel(values, values * 0.0, axis=0, alternative=alternative)
+    statistic = torch.as_tensor(result.statistic, dtype=torch.float64)
+    pvalue = torch.as_tensor(result.pvalue, dtype=torch.float64)
     signed = torch.sign(mean) * math.inf
     const_p = {
         "two-sided": torch.where(mean == 0, 1.0, 0.0),
