@@ -143,7 +143,9 @@ def _ir_measures_values(qrels, run, names):
     ir_measures = pytest.importorskip("ir_measures")
     parsed = [ir_measures.parse_measure(n) for n in names]
     out: dict[str, dict[str, float]] = {}
-    for metric in ir_measures.iter_calc(parsed, qrels, run):
+    # ir_measures' default pipeline may hand a measure to a provider with other tie rules
+    # (msmarco, ranx) depending on set order; its pytrec_eval provider follows trec_eval.
+    for metric in ir_measures.pytrec_eval.iter_calc(parsed, qrels, run):
         out.setdefault(str(metric.measure), {})[metric.query_id] = metric.value
     return {name: out[str(m)] for name, m in zip(names, parsed)}
 

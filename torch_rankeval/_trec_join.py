@@ -1,18 +1,22 @@
-"""Vectorised joins for TREC data: docno keys, trec_eval's ranking order, duplicate detection and
-the qrels lookup. No Python loop runs per line or per query.
+"""Vectorised joins for TREC data: trec_eval's ranking order, duplicate detection and the qrels
+lookup. No Python loop runs per line or per query.
 
-Docnos are NUL-padded byte rows; 8 bytes at a time they become order-preserving int64 keys (big
-endian, sign bit flipped), so comparing key tuples compares docnos as C's ``strcmp`` does.
-Lookups and duplicate checks go through a 64-bit hash of ``(query, docno)`` and every hash match
-is confirmed on the exact keys, so a hash collision can never pair two different documents.
+Docnos are NUL-padded byte rows whose width is a multiple of 8. Viewed as native 64-bit words
+(no copy) they hash and compare for equality; only where order matters (documents tied on score,
+which trec_eval orders by docno) are the words converted to big-endian, order-preserving keys,
+so comparing key tuples compares docnos as C's ``strcmp`` does. Lookups and duplicate checks go
+through a 64-bit hash of ``(query, docno)``, and every hash match is confirmed on the exact bytes,
+so a hash collision can never pair two different documents.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import torch
 
-__all__ = ["docno_keys", "lexsort", "sorted_by_query_and_docno", "ranking_order", "first_duplicate", "RunIndex", "hashes"]
+__all__ = ["words", "order_keys", "lexsort", "sorted_by_query_and_docno", "ranking_order", "docno_keys", "same_docno", "padded_join"]
 
 _SIGN = np.uint64(1 << 63)
 _M1 = np.uint64(0x9E3779B97F4A7C15)
@@ -20,15 +24,18 @@ _M2 = np.uint64(0xBF58476D1CE4E5B9)
 _M3 = np.uint64(0x94D049BB133111EB)
 
 
-def docno_keys(docno: np.ndarray, columns: int | None = None) -> np.ndarray:
-    """``(n, C)`` int64 keys of NUL-padded docnos ``(n, W)``, 8 bytes per column, most significant first."""
-    width = docno.shape[1]
-    columns = max(columns or 0, -(-width // 8))
-    padded = columns * 8
-    if width != padded:
-        docno = np.concatenate([docno, np.zeros((len(docno), padded - width), dtype=np.uint8)], axis=1)
+def words(docno: np.ndarray) -> np.ndarray:
+    """``(n, W/8)`` uint64 view of a NUL-padded ``(n, W)`` docno matrix (no copy when contiguous)."""
+    return np.ascontiguousarray(docno).view(np.uint64)
+
+
+def order_keys(docno: np.ndarray, columns: int | None = None) -> np.ndarray:
+    """``(n, C)`` int64 keys, 8 docno bytes per column (most significant first) whose tuple order
+    is the docnos' byte order; ``columns`` pads with zero (padding) columns."""
     keys = np.ascontiguousarray(docno).view(">u8").astype(np.uint64)
-    return (keys ^ _SIGN).view(np.int64).reshape(len(docno), columns)
+    if columns is not None and columns > keys.shape[1]:
+        keys = np.concatenate([keys, np.zeros((len(keys), columns - keys.shape[1]), dtype=np.uint64)], axis=1)
+    return (keys ^ _SIGN).view(np.int64)
 
 
 def lexsort(keys: list[np.ndarray]) -> np.ndarray:
@@ -43,8 +50,9 @@ def lexsort(keys: list[np.ndarray]) -> np.ndarray:
     return order.numpy()
 
 
-def sorted_by_query_and_docno(qid: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Order by (qid ascending, docno descending) and, per sorted neighbour pair, whether the keys are equal."""
+def sorted_by_query_and_docno(qid: np.ndarray, docno: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Order by (qid ascending, docno descending) and, per sorted neighbour pair, whether both are equal."""
+    keys = order_keys(docno)
     cols = [qid] + [~keys[:, c] for c in range(keys.shape[1])]
     order = lexsort(cols)
     same = np.ones(max(len(order) - 1, 0), dtype=bool)
@@ -54,85 +62,129 @@ def sorted_by_query_and_docno(qid: np.ndarray, keys: np.ndarray) -> tuple[np.nda
     return order, same
 
 
-def _hash(qid: np.ndarray, keys: np.ndarray) -> np.ndarray:
-    """A 64-bit mix of (qid, docno key columns) (splitmix64 finaliser rounds)."""
-    h = qid.astype(np.uint64) * _M1
+def _hash(w: np.ndarray) -> np.ndarray:
+    """A 64-bit mix of each row's docno words (splitmix64 rounds). All-zero words, which are only
+    ever padding, leave the hash unchanged, so the hash does not depend on the padded width."""
+    h = np.zeros(len(w), dtype=np.uint64)
     with np.errstate(over="ignore"):
-        for c in range(keys.shape[1]):
-            h ^= keys[:, c].view(np.uint64)
-            h ^= h >> np.uint64(30)
-            h *= _M2
-            h ^= h >> np.uint64(27)
-            h *= _M3
-            h ^= h >> np.uint64(31)
+        for c in range(w.shape[1]):
+            col = w[:, c]
+            mixed = (h ^ col) * _M1
+            mixed ^= mixed >> np.uint64(30)
+            mixed *= _M2
+            mixed ^= mixed >> np.uint64(27)
+            mixed *= _M3
+            mixed ^= mixed >> np.uint64(31)
+            h = mixed if c == 0 else np.where(col != 0, mixed, h)
     return h.view(np.int64)
 
 
-def _same_key(qa: np.ndarray, ka: np.ndarray, qb: np.ndarray, kb: np.ndarray) -> np.ndarray:
-    return (qa == qb) & (ka == kb).all(1)
+def docno_keys(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
+    """Comparable int64 keys for two docno matrices and whether equal keys mean equal docnos.
+
+    Docnos of at most 8 bytes are their own (exact) key; longer ones are hashed and equal keys
+    must be confirmed on the bytes.
+    """
+    wa, wb = words(a), words(b)
+    if max(wa.shape[1], wb.shape[1]) == 1:
+        return wa[:, 0].view(np.int64), wb[:, 0].view(np.int64), True
+    return _hash(wa), _hash(wb), False
 
 
-def _sorted_hashes(qid: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    values, order = torch.sort(torch.from_numpy(_hash(qid, keys)))
-    return values.numpy(), order.numpy()
+def same_docno(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Row-wise equality of two docno matrices of possibly different padded widths."""
+    wa, wb = words(a), words(b)
+    c = min(wa.shape[1], wb.shape[1])
+    same = (wa[:, :c] == wb[:, :c]).all(1)
+    for extra in (wa[:, c:], wb[:, c:]):
+        if extra.shape[1]:
+            same &= (extra == 0).all(1)
+    return same
 
 
-def first_duplicate(qid: np.ndarray, keys: np.ndarray, index: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[int, int] | None:
-    """Two rows with the same (qid, docno), or ``None``. ``index`` is :func:`_sorted_hashes` of the rows."""
-    values, order = index if index is not None else _sorted_hashes(qid, keys)
-    candidates = np.flatnonzero(values[1:] == values[:-1])
-    if not len(candidates):
-        return None
-    a, b = order[candidates], order[candidates + 1]
-    real = np.flatnonzero(_same_key(qid[a], keys[a], qid[b], keys[b]))
-    if len(real):
-        return int(a[real[0]]), int(b[real[0]])
-    # Rows that merely share a hash: an exact sort settles it.
-    order, same = sorted_by_query_and_docno(qid, keys)
-    hit = np.flatnonzero(same)
-    return (int(order[hit[0]]), int(order[hit[0] + 1])) if len(hit) else None
+_PAD = np.iinfo(np.int64).max
 
 
-class RunIndex:
-    """Hash index of a run's (qid, docno) rows: finds duplicates and the rows the qrels judge."""
+def padded_join(
+    run_keys: np.ndarray,
+    run_valid: np.ndarray,
+    qrels_keys: np.ndarray,
+    qrels_valid: np.ndarray,
+    confirm: Callable[[np.ndarray, np.ndarray], np.ndarray] | None,
+    confirm_run: Callable[[np.ndarray, np.ndarray], np.ndarray] | None,
+) -> tuple[tuple[int, int] | None, np.ndarray, np.ndarray]:
+    """Duplicates and matches between the documents of each query, row by row.
 
-    def __init__(self, qid: np.ndarray, keys: np.ndarray) -> None:
-        self.qid, self.keys = qid, keys
-        self.hashes, self.order = _sorted_hashes(qid, keys)
+    ``run_keys`` ``(N, L)`` and ``qrels_keys`` ``(N, M)`` hold docno keys of each query's retrieved
+    and judged documents (``*_valid`` False for padding). Each row of run keys is sorted once; the
+    judged keys are binary-searched in their own row (a small, cache-friendly search).
+    ``confirm(flat_a, flat_b)`` checks that flat positions ``a`` of the run matrix and ``b`` of the
+    qrels matrix hold equal docnos, ``confirm_run`` the same for two run positions; both are
+    ``None`` when keys are exact.
 
-    def first_duplicate(self) -> tuple[int, int] | None:
-        """Two rows with the same (qid, docno), or ``None``."""
-        return first_duplicate(self.qid, self.keys, (self.hashes, self.order))
+    Returns:
+        ``(duplicate, run_flat, qrels_flat)``: two run positions with the same docno in one query
+        (or ``None``), and the flat positions of each retrieved-and-judged pair.
+    """
+    n, length = run_keys.shape
+    keys = torch.from_numpy(np.where(run_valid, run_keys, _PAD))
+    sorted_keys, perm = torch.sort(keys, dim=1)
+    sorted_keys, perm = sorted_keys.numpy(), perm.numpy()
+    sorted_valid = np.take_along_axis(run_valid, perm, 1)
+    row_base = (np.arange(n, dtype=np.int64) * length)[:, None]
 
-    def judged(self, qrels_qid: np.ndarray, qrels_keys: np.ndarray, qrels_hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(run rows, qrels rows)`` of every judged document that the run retrieved.
+    duplicate = None
+    equal = (sorted_keys[:, 1:] == sorted_keys[:, :-1]) & sorted_valid[:, 1:] & sorted_valid[:, :-1]
+    rows, cols = np.nonzero(equal)
+    if len(rows):
+        a = row_base[rows, 0] + perm[rows, cols]
+        b = row_base[rows, 0] + perm[rows, cols + 1]
+        real = np.ones(len(a), dtype=bool) if confirm_run is None else confirm_run(a, b)
+        if real.any():
+            i = int(np.flatnonzero(real)[0])
+            duplicate = (int(min(a[i], b[i])), int(max(a[i], b[i])))
+        elif confirm_run is not None:  # neighbours that only share a hash: check all pairs of each run
+            duplicate = _scan_duplicates(sorted_keys, sorted_valid, perm, row_base, rows, cols, confirm_run)
 
-        Each qrels row looks its hash up among the run's sorted hashes (one binary search per
-        judgment, not per retrieved document) and the match is confirmed on the exact keys.
-        """
-        n = len(self.hashes)
-        # Searching in sorted order keeps the binary searches cache-friendly.
-        qrels_order = np.argsort(qrels_hashes, kind="stable")
-        pos = np.empty(len(qrels_hashes), dtype=np.int64)
-        pos[qrels_order] = np.searchsorted(self.hashes, qrels_hashes[qrels_order])
-        run_rows, qrels_rows = [], []
-        pending = np.arange(len(qrels_hashes))
-        while len(pending):  # equal hashes in the run (collisions) are scanned one step at a time
-            inside = pos[pending] < n
-            pending = pending[inside]
-            p = pos[pending]
-            same_hash = self.hashes[p] == qrels_hashes[pending]
-            pending, p = pending[same_hash], p[same_hash]
-            rows = self.order[p]
-            exact = _same_key(self.qid[rows], self.keys[rows], qrels_qid[pending], qrels_keys[pending])
-            run_rows.append(rows[exact])
-            qrels_rows.append(pending[exact])
-            pending = pending[~exact]
-            pos[pending] += 1
-        return np.concatenate(run_rows), np.concatenate(qrels_rows)
+    qrels_width = qrels_keys.shape[1]
+    pos = torch.searchsorted(torch.from_numpy(sorted_keys), torch.from_numpy(np.ascontiguousarray(qrels_keys))).numpy()
+    q_rows, q_cols = np.nonzero(qrels_valid)
+    p = pos[q_rows, q_cols]
+    target = qrels_keys[q_rows, q_cols]
+    run_flat, qrels_flat = [], []
+    while len(q_rows):
+        inside = p < length
+        q_rows, q_cols, p, target = q_rows[inside], q_cols[inside], p[inside], target[inside]
+        hit = (sorted_keys[q_rows, p] == target)
+        q_rows, q_cols, p, target = q_rows[hit], q_cols[hit], p[hit], target[hit]
+        a = q_rows * length + perm[q_rows, p]
+        b = q_rows * qrels_width + q_cols
+        ok = sorted_valid[q_rows, p]
+        if confirm is not None:
+            ok &= confirm(a, b) if len(a) else ok
+        run_flat.append(a[ok])
+        qrels_flat.append(b[ok])
+        q_rows, q_cols, p, target = q_rows[~ok], q_cols[~ok], p[~ok] + 1, target[~ok]
+    return duplicate, np.concatenate(run_flat), np.concatenate(qrels_flat)
 
 
-def ranking_order(qid: np.ndarray, score: np.ndarray, keys: np.ndarray) -> np.ndarray:
+def _scan_duplicates(sorted_keys, sorted_valid, perm, row_base, rows, cols, confirm) -> tuple[int, int] | None:
+    """Pairs beyond neighbours inside runs of equal hashes (only after a hash collision)."""
+    for r, c in zip(rows.tolist(), cols.tolist()):
+        end = c + 1
+        while end + 1 < sorted_keys.shape[1] and sorted_keys[r, end + 1] == sorted_keys[r, c] and sorted_valid[r, end + 1]:
+            end += 1
+        members = row_base[r, 0] + perm[r, c : end + 1]
+        for i in range(len(members)):
+            others = members[i + 1 :]
+            same = confirm(np.full(len(others), members[i]), others)
+            if same.any():
+                j = int(others[np.flatnonzero(same)[0]])
+                return int(min(members[i], j)), int(max(members[i], j))
+    return None
+
+
+def ranking_order(qid: np.ndarray, score: np.ndarray, docno: np.ndarray) -> np.ndarray:
     """Row order by query, then trec_eval's ranking: score descending, ties by docno descending.
 
     Runs are usually grouped by query and sorted by score already; then only the tied rows are
@@ -142,8 +194,8 @@ def ranking_order(qid: np.ndarray, score: np.ndarray, keys: np.ndarray) -> np.nd
     if n == 0:
         return np.zeros(0, dtype=np.int64)
     order = np.arange(n)
-    blocks = int((qid[1:] != qid[:-1]).sum()) + 1
-    if blocks != len(np.unique(qid)):
+    blocks = int(np.count_nonzero(qid[1:] != qid[:-1])) + 1
+    if blocks != np.count_nonzero(np.bincount(qid)):
         order = lexsort([qid])
     q, s = qid[order], score[order]
     same_query = q[1:] == q[:-1]
@@ -161,7 +213,8 @@ def ranking_order(qid: np.ndarray, score: np.ndarray, keys: np.ndarray) -> np.nd
         starts[1:] = ~tie[positions[1:] - 1]
         group = np.cumsum(starts)
         rows = order[positions]
-        sub = lexsort([group] + [~keys[rows, c] for c in range(keys.shape[1])])
+        keys = order_keys(docno[rows])
+        sub = lexsort([group] + [~keys[:, c] for c in range(keys.shape[1])])
         order[positions] = rows[sub]
     return order
 
@@ -171,8 +224,3 @@ def _descending_score_key(score: np.ndarray) -> np.ndarray:
     bits = (score + 0.0).view(np.int64)  # + 0.0 turns -0.0 into 0.0
     ascending = np.where(bits < 0, bits ^ np.int64(0x7FFFFFFFFFFFFFFF), bits)
     return ~ascending
-
-
-def hashes(qid: np.ndarray, keys: np.ndarray) -> np.ndarray:
-    """The (qid, docno) hash of each row."""
-    return _hash(qid, keys)

@@ -45,7 +45,7 @@ class Table:
     Attributes:
         qid: ``(n,)`` int64 index into ``qid_names`` (in order of first appearance).
         qid_names: the distinct query ids as bytes.
-        docno: ``(n, W)`` uint8 docnos, NUL-padded.
+        docno: ``(n, W)`` uint8 docnos, NUL-padded to a width that is a multiple of 8.
         value: ``(n,)`` int64 grades (qrels) or float64 scores (run).
         line: ``(n,)`` int64 1-based line numbers in the file.
         tag: the run tag of the last line (runs), else ``None``.
@@ -147,9 +147,11 @@ def _blocks(stream: BinaryIO, path: str, block_bytes: int) -> Iterator[bytes]:
 def _tokenize(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Token starts/ends, per-line token count and first token, and newline positions.
 
-    ``a`` is a block of bytes that ends with a newline. Whitespace is C's ``isspace``.
+    ``a`` is a block of bytes that ends with a newline. Every byte up to 0x20 separates fields:
+    space, tab, CR, LF, vertical tab and form feed (C's ``isspace``) and the other control
+    characters, which have no place in qrels or runs.
     """
-    ws = (a == 32) | ((a - np.uint8(9)) < 5)
+    ws = a <= 32
     bounds = np.flatnonzero(ws[1:] != ws[:-1]) + 1
     if not ws[0]:
         bounds = np.concatenate([np.zeros(1, dtype=bounds.dtype), bounds])
@@ -259,13 +261,14 @@ def _parse_values(ctx: _Context, cols: np.ndarray, lengths: np.ndarray, lines: n
     return values
 
 
-def _parse_block(ctx: _Context, a: np.ndarray, line0: int, qid_ids: dict[bytes, int]) -> tuple | None:
+def _parse_block(ctx: _Context, a: np.ndarray, line0: int, qid_ids: dict[bytes, int]) -> tuple[tuple | None, int]:
+    """The parsed content lines of a block (``None`` if it has none) and its number of lines."""
     kind = ctx.kind
     starts, ends, counts, first, newlines = _tokenize(a)
     filled = np.flatnonzero(counts > 0)
     content = filled[a[starts[first[filled]]] != 35]  # '#' starts a comment line
     if not len(content):
-        return None
+        return None, len(newlines)
     n_fields = counts[content]
     bad = n_fields != kind.exact if kind.exact is not None else n_fields < kind.minimum
     if bad.any():
@@ -293,7 +296,7 @@ def _parse_block(ctx: _Context, a: np.ndarray, line0: int, qid_ids: dict[bytes, 
     if kind.what == "run":
         last = int(first[content[-1]]) + 5
         tag = a[starts[last] : ends[last]].tobytes()
-    return qid, np.ascontiguousarray(dm.T), values, lines, tag
+    return (qid, np.ascontiguousarray(dm.T), values, lines, tag), len(newlines)
 
 
 def read_table(path: str | os.PathLike, kind: str, *, progress: bool | None = None, block_bytes: int = BLOCK_BYTES) -> Table:
@@ -315,8 +318,8 @@ def read_table(path: str | os.PathLike, kind: str, *, progress: bool | None = No
         try:
             for block in _blocks(stream, ctx.path, block_bytes):
                 a = np.frombuffer(block, dtype=np.uint8)
-                parsed = _parse_block(ctx, a, line0, qid_ids)
-                line0 += block.count(b"\n")
+                parsed, n_lines = _parse_block(ctx, a, line0, qid_ids)
+                line0 += n_lines
                 if parsed is not None:
                     parts.append(parsed)
                     tag = parsed[4] if parsed[4] is not None else tag
@@ -328,7 +331,7 @@ def read_table(path: str | os.PathLike, kind: str, *, progress: bool | None = No
             close()
     if not parts:
         raise TrecFormatError(f"{ctx.path}: no {spec.what} lines (the file is empty or holds only comments)")
-    width = max(p[1].shape[1] for p in parts)
+    width = _round8(max(p[1].shape[1] for p in parts))
     docno = np.zeros((sum(len(p[0]) for p in parts), width), dtype=np.uint8)
     offset = 0
     for p in parts:
@@ -342,6 +345,11 @@ def read_table(path: str | os.PathLike, kind: str, *, progress: bool | None = No
         line=np.concatenate([p[3] for p in parts]),
         tag=tag,
     )
+
+
+def _round8(width: int) -> int:
+    """Docno matrices are padded to whole 8-byte words (one int64 key column per word)."""
+    return max(8, -(-width // 8) * 8)
 
 
 def decode(name: bytes) -> str:
@@ -358,7 +366,7 @@ def table_from_rows(qids: list[str], docnos: list[str], values: np.ndarray, tag:
     qid_ids: dict[bytes, int] = {}
     qid = np.array([qid_ids.setdefault(encode(q), len(qid_ids)) for q in qids], dtype=np.int64)
     encoded = [encode(d) for d in docnos]
-    width = max((len(d) for d in encoded), default=1) or 1
+    width = _round8(max((len(d) for d in encoded), default=1))
     docno = np.frombuffer(b"".join(d.ljust(width, b"\0") for d in encoded), dtype=np.uint8).reshape(len(encoded), width)
     return Table(qid, list(qid_ids), docno.copy(), values, np.zeros(len(qid), dtype=np.int64), None if tag is None else encode(tag))
 

@@ -1,8 +1,8 @@
 """TREC files: qrels and run readers and writers, and trec_eval's evaluation on padded tensors.
 
 Qrels lines are ``qid iteration docno relevance``; run lines are ``qid Q0 docno rank score tag``.
-Files may be gzip-compressed (detected by content), use any whitespace, and hold ``#`` comment
-lines. Reading is vectorised (numpy over blocks of the file, no Python code per line), so a
+Files may be gzip-compressed (detected by content), separate fields by any whitespace (every byte
+up to 0x20: spaces, tabs, CR/LF), and hold ``#`` comment lines. Reading is vectorised (numpy over blocks of the file, no Python code per line), so a
 10-million-line run reads in seconds; large files show a progress bar (tqdm or rich) on a terminal.
 Malformed lines, duplicate ``(qid, docno)`` pairs and empty files raise :class:`TrecFormatError`
 naming the file and the line.
@@ -36,7 +36,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from torch_rankeval._trec_join import RunIndex, docno_keys, hashes, ranking_order, sorted_by_query_and_docno
+from torch_rankeval._trec_join import docno_keys, padded_join, ranking_order, same_docno, sorted_by_query_and_docno
 from torch_rankeval._trec_text import Table, TrecFormatError, decode, encode, read_table, table_from_rows
 from torch_rankeval.measures import Measure, compute, parse_measures, summarize
 
@@ -117,8 +117,7 @@ class Qrels(_Judgments):
         self.path = path
         self.qids, rank = _sorted_qids(table.qid_names)
         qid = rank[table.qid]
-        keys = docno_keys(table.docno)
-        order, same = sorted_by_query_and_docno(qid, keys)
+        order, same = sorted_by_query_and_docno(qid, table.docno)
         if same.any():
             i = int(np.flatnonzero(same)[0])
             a, b = order[i], order[i + 1]
@@ -130,16 +129,6 @@ class Qrels(_Judgments):
         self.docno = table.docno[order]
         self.relevance = table.value[order]
         self.line = table.line[order]
-        self._keys = {keys.shape[1]: keys[order]}
-        self._hashes: dict[int, np.ndarray] = {}
-
-    def _keyed(self, columns: int) -> tuple[np.ndarray, np.ndarray]:
-        """Docno keys of ``columns`` columns and the (qid, docno) hashes of the rows (cached)."""
-        if columns not in self._keys:
-            self._keys[columns] = docno_keys(self.docno, columns)
-        if columns not in self._hashes:
-            self._hashes[columns] = hashes(self.qid, self._keys[columns])
-        return self._keys[columns], self._hashes[columns]
 
     @classmethod
     def from_dict(cls, qrels: Mapping[str, Mapping[str, int]]) -> Qrels:
@@ -340,20 +329,26 @@ class TrecBatch:
         return TrecBatch(qids=self.qids, runid=self.runid, **move)
 
 
-def _padded(rows: np.ndarray, values: np.ndarray, n: int, fill, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
-    """Scatter ``values`` whose rows are grouped by ``rows`` (contiguous, in any row order) into an
-    ``(n, L)`` tensor in their given order, and the mask of filled positions."""
+def _layout(rows: np.ndarray, n: int) -> tuple[np.ndarray, int]:
+    """Flat positions in an ``(n, L)`` matrix for values whose rows come grouped (each row's values
+    contiguous, rows in any order), keeping their order within each row; and ``L``."""
     counts = np.bincount(rows, minlength=n)
     width = max(int(counts.max()) if n else 0, 1)
-    first = np.ones(len(rows), dtype=bool)
-    first[1:] = rows[1:] != rows[:-1]
-    run_start = np.maximum.accumulate(np.where(first, np.arange(len(rows)), 0))
-    flat = rows * width + (np.arange(len(rows)) - run_start)
-    out = np.full(n * width, fill, dtype=torch.empty((), dtype=dtype).numpy().dtype)
+    m = len(rows)
+    first = np.empty(m, dtype=bool)
+    first[:1] = True
+    np.not_equal(rows[1:], rows[:-1], out=first[1:])
+    index = np.arange(m, dtype=np.int64)
+    start = np.maximum.accumulate(np.where(first, index, 0))
+    index -= start
+    index += rows * width
+    return index, width
+
+
+def _scatter(flat: np.ndarray, values, n: int, width: int, fill, dtype) -> Tensor:
+    out = np.full(n * width, fill, dtype=dtype)
     out[flat] = values
-    mask = np.zeros(n * width, dtype=bool)
-    mask[flat] = True
-    return torch.from_numpy(out.reshape(n, width)), torch.from_numpy(mask.reshape(n, width))
+    return torch.from_numpy(out.reshape(n, width))
 
 
 def to_tensors(qrels: Qrels, run: Run, *, complete: bool = False) -> TrecBatch:
@@ -388,22 +383,10 @@ def to_tensors(qrels: Qrels, run: Run, *, complete: bool = False) -> TrecBatch:
             f"{', '.join(map(repr, qrels.qids[:3]))})"
         )
     q = run_q[keep]
-    columns = max(-(-run.docno.shape[1] // 8), -(-qrels.docno.shape[1] // 8))
-    keys = docno_keys(run.docno[keep] if len(keep) < len(run) else run.docno, columns)
-    index = RunIndex(q, keys)
-    dup = index.first_duplicate()
-    if dup is not None:
-        a, b = keep[dup[0]], keep[dup[1]]
-        lines = sorted((int(run.line[a]), int(run.line[b])))
-        where = f"{run.path}, lines {lines[0]} and {lines[1]}" if lines[0] else f"{run.path or 'the run'}"
-        docno_text = decode(run.docno[a].tobytes().rstrip(b"\0"))
-        raise TrecFormatError(f"{where}: document {docno_text!r} appears twice for query {run.qids[run.qid[a]]!r}")
+    docno = run.docno[keep] if len(keep) < len(run) else run.docno
+    score = run.score[keep] if len(keep) < len(run) else run.score
 
-    run_rows, qrels_rows = index.judged(qrels.qid, *qrels._keyed(columns))
-    grades = np.full(len(q), -1, dtype=np.int64)
-    grades[run_rows] = np.maximum(qrels.relevance[qrels_rows], -1)
-
-    order = ranking_order(q, run.score[keep], keys)
+    order = ranking_order(q, score, docno)
     row_qid = q[order]
     answered = np.zeros(len(qrels.qids), dtype=bool)
     answered[row_qid] = True
@@ -411,12 +394,37 @@ def to_tensors(qrels: Qrels, run: Run, *, complete: bool = False) -> TrecBatch:
     eval_index = np.cumsum(evaluated) - 1
     n = int(evaluated.sum())
 
-    rows = eval_index[row_qid]
-    preds, mask = _padded(rows, run.score[keep][order], n, 0.0, torch.float64)
-    target, _ = _padded(rows, grades[order], n, -1, torch.int64)
-    in_eval = evaluated[qrels.qid]
-    judged = np.where(qrels.relevance[in_eval] < 0, -1, qrels.relevance[in_eval])
-    ideal, _ = _padded(eval_index[qrels.qid[in_eval]], judged, n, -1, torch.int64)
+    # Each query's retrieved documents in ranking order, and its judged documents, as padded rows.
+    flat, width = _layout(eval_index[row_qid], n)
+    judged_rows = np.flatnonzero(evaluated[qrels.qid])
+    ideal_flat, ideal_width = _layout(eval_index[qrels.qid[judged_rows]], n)
+    run_source = _scatter(flat, order, n, width, -1, np.int64).numpy()  # kept-row index of each position
+    qrels_source = _scatter(ideal_flat, judged_rows, n, ideal_width, -1, np.int64).numpy()
+    run_keys, qrels_keys, exact = docno_keys(docno[order], qrels.docno[judged_rows])
+
+    def confirm(a: np.ndarray, b: np.ndarray, b_in_run: bool = False) -> np.ndarray:
+        other = docno[run_source.flat[b]] if b_in_run else qrels.docno[qrels_source.flat[b]]
+        return same_docno(docno[run_source.flat[a]], other)
+
+    duplicate, run_flat, qrels_flat = padded_join(
+        _scatter(flat, run_keys, n, width, 0, np.int64).numpy(), run_source >= 0,
+        _scatter(ideal_flat, qrels_keys, n, ideal_width, 0, np.int64).numpy(), qrels_source >= 0,
+        None if exact else confirm,
+        None if exact else (lambda a, b: confirm(a, b, True)),
+    )
+    if duplicate is not None:
+        a, b = keep[run_source.flat[duplicate[0]]], keep[run_source.flat[duplicate[1]]]
+        lines = sorted((int(run.line[a]), int(run.line[b])))
+        where = f"{run.path}, lines {lines[0]} and {lines[1]}" if lines[0] else f"{run.path or 'the run'}"
+        docno_text = decode(run.docno[a].tobytes().rstrip(b"\0"))
+        raise TrecFormatError(f"{where}: document {docno_text!r} appears twice for query {run.qids[run.qid[a]]!r}")
+
+    preds = _scatter(flat, score[order], n, width, 0.0, np.float64)
+    mask = torch.from_numpy(run_source >= 0)
+    target = np.full(n * width, -1, dtype=np.int64)
+    target[run_flat] = np.maximum(qrels.relevance[qrels_source.flat[qrels_flat]], -1)
+    target = torch.from_numpy(target.reshape(n, width))
+    ideal = _scatter(ideal_flat, np.maximum(qrels.relevance[judged_rows], -1), n, ideal_width, -1, np.int64)
     qids = [name for name, e in zip(qrels.qids, evaluated) if e]
     return TrecBatch(qids, preds, target, mask, ideal, torch.from_numpy(answered[evaluated]), run.tag)
 
