@@ -19,6 +19,8 @@ import contextlib
 import gzip
 import os
 import sys
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import BinaryIO, Callable, Iterator
 
@@ -211,13 +213,12 @@ def _decimal(cols: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndar
     return ok, mantissa, frac, negative
 
 
-class _Context:
-    def __init__(self, path: str, kind: _Kind) -> None:
-        self.path, self.kind = path, kind
+class _LineError(Exception):
+    """A malformed line, by its 1-based number inside a block (made global by the reader)."""
 
-    def error(self, line: int, message: str, text: bytes | None = None) -> TrecFormatError:
-        shown = "" if text is None else f": {text.decode('utf-8', 'replace').strip()[:200]!r}"
-        return TrecFormatError(f"{self.path}, line {line}: {message}{shown}")
+    def __init__(self, line: int, message: str, text: bytes | None = None) -> None:
+        super().__init__(message)
+        self.line, self.message, self.text = line, message, text
 
 
 def _line_text(a: np.ndarray, newlines: np.ndarray, i: int) -> bytes:
@@ -229,14 +230,14 @@ def _token(cols: np.ndarray, lengths: np.ndarray, i: int) -> bytes:
     return cols[: lengths[i], i].tobytes()
 
 
-def _parse_values(ctx: _Context, cols: np.ndarray, lengths: np.ndarray, lines: np.ndarray) -> np.ndarray:
+def _parse_values(kind: _Kind, cols: np.ndarray, lengths: np.ndarray, lines: np.ndarray) -> np.ndarray:
     ok, mantissa, frac, negative = _decimal(cols, lengths)
-    if ctx.kind.integer:
+    if kind.integer:
         ok &= frac == 0
         if not ok.all():
             i = int(np.flatnonzero(~ok)[0])
             token = _token(cols, lengths, i)
-            raise ctx.error(int(lines[i]), f"relevance {token.decode('utf-8', 'replace')!r} is not an integer grade")
+            raise _LineError(int(lines[i]), f"relevance {token.decode('utf-8', 'replace')!r} is not an integer grade")
         return np.where(negative, -mantissa, mantissa)
     ok &= (mantissa <= _MAX_EXACT) & (frac <= 22)
     values = mantissa / _POW10_FLOAT[np.minimum(frac, 22)]
@@ -251,19 +252,23 @@ def _parse_values(ctx: _Context, cols: np.ndarray, lengths: np.ndarray, lines: n
                 try:
                     float(token)
                 except ValueError:
-                    raise ctx.error(int(lines[j]), f"score {token.decode('utf-8', 'replace')!r} is not a number") from None
+                    raise _LineError(int(lines[j]), f"score {token.decode('utf-8', 'replace')!r} is not a number") from None
             raise
         finite = np.isfinite(values[slow])
         if not finite.all():
             j = slow[int(np.flatnonzero(~finite)[0])]
             token = _token(cols, lengths, j).decode("utf-8", "replace")
-            raise ctx.error(int(lines[j]), f"score {token!r} is not a finite number")
+            raise _LineError(int(lines[j]), f"score {token!r} is not a finite number")
     return values
 
 
-def _parse_block(ctx: _Context, a: np.ndarray, line0: int, qid_ids: dict[bytes, int]) -> tuple[tuple | None, int]:
-    """The parsed content lines of a block (``None`` if it has none) and its number of lines."""
-    kind = ctx.kind
+def _parse_block(kind: _Kind, block: bytes) -> tuple[tuple | None, int]:
+    """The parsed content lines of a block (``None`` if it has none) and its number of lines.
+
+    Line numbers and query ids are local to the block (query ids index the block's own sorted
+    names), so blocks parse independently, in parallel threads: numpy releases the GIL.
+    """
+    a = np.frombuffer(block, dtype=np.uint8)
     starts, ends, counts, first, newlines = _tokenize(a)
     filled = np.flatnonzero(counts > 0)
     content = filled[a[starts[first[filled]]] != 35]  # '#' starts a comment line
@@ -275,13 +280,13 @@ def _parse_block(ctx: _Context, a: np.ndarray, line0: int, qid_ids: dict[bytes, 
         i = int(content[np.flatnonzero(bad)[0]])
         found = int(counts[i])
         want = f"{kind.exact}" if kind.exact is not None else f"at least {kind.minimum}"
-        raise ctx.error(line0 + i + 1, f"expected {want} fields {kind.fields}, found {found}", _line_text(a, newlines, i))
-    lines = line0 + content + 1
+        raise _LineError(i + 1, f"expected {want} fields {kind.fields}, found {found}", _line_text(a, newlines, i))
+    lines = content + 1
     base = first[content]
     qm, _ = _columns(a, starts[base], ends[base])
     dm, _ = _columns(a, starts[base + 2], ends[base + 2])
     vm, vlen = _columns(a, starts[base + kind.value_field], ends[base + kind.value_field])
-    values = _parse_values(ctx, vm, vlen, lines)
+    values = _parse_values(kind, vm, vlen, lines)
 
     # Query ids: only the first line of each run of equal qids is looked up.
     head = np.zeros(len(content), dtype=bool)
@@ -290,47 +295,68 @@ def _parse_block(ctx: _Context, a: np.ndarray, line0: int, qid_ids: dict[bytes, 
         head[1:] |= c[1:] != c[:-1]
     heads = np.flatnonzero(head)
     names, inverse = np.unique(np.ascontiguousarray(qm[:, heads].T).view(f"S{qm.shape[0]}").ravel(), return_inverse=True)
-    ids = np.array([qid_ids.setdefault(bytes(name), len(qid_ids)) for name in names], dtype=np.int64)
-    qid = ids[inverse.ravel()][np.cumsum(head) - 1]
+    qid = inverse.ravel()[np.cumsum(head) - 1]
     tag = None
     if kind.what == "run":
         last = int(first[content[-1]]) + 5
         tag = a[starts[last] : ends[last]].tobytes()
-    return (qid, np.ascontiguousarray(dm.T), values, lines, tag), len(newlines)
+    return (names, qid, np.ascontiguousarray(dm.T), values, lines, tag), len(newlines)
 
 
 def read_table(path: str | os.PathLike, kind: str, *, progress: bool | None = None, block_bytes: int = BLOCK_BYTES) -> Table:
     """Read a qrels (``kind="qrels"``) or run (``kind="run"``) file, plain or gzip, or ``"-"`` for stdin.
+
+    Blocks are parsed by a pool of threads (one per CPU) while the next blocks are read.
 
     Raises:
         TrecFormatError: the file cannot be opened or read, a line is malformed (wrong number of
             fields, a non-numeric score, a non-integer grade), or it holds no content line.
     """
     spec = _KINDS[kind]
-    ctx = _Context(str(path), spec)
+    name = str(path)
     qid_ids: dict[bytes, int] = {}
     parts = []
     tag = None
     line0 = 0
-    with _open(path) as (stream, raw, size):
-        advance, close = progress_bar(size, os.path.basename(str(path)), progress)
+
+    def consume(result: tuple[tuple | None, int]) -> None:
+        nonlocal line0, tag
+        parsed, n_lines = result
+        if parsed is not None:
+            names, qid, docno, values, lines, block_tag = parsed
+            ids = np.array([qid_ids.setdefault(bytes(n), len(qid_ids)) for n in names], dtype=np.int64)
+            parts.append((ids[qid], docno, values, lines + line0))
+            tag = block_tag if block_tag is not None else tag
+        line0 += n_lines
+
+    def located(exc: _LineError) -> TrecFormatError:
+        shown = "" if exc.text is None else f": {exc.text.decode('utf-8', 'replace').strip()[:200]!r}"
+        return TrecFormatError(f"{name}, line {line0 + exc.line}: {exc.message}{shown}")
+
+    workers = min(os.cpu_count() or 1, 8)
+    with _open(path) as (stream, raw, size), ThreadPoolExecutor(max_workers=workers) as pool:
+        advance, close = progress_bar(size, os.path.basename(name), progress)
         position = 0
+        pending: deque = deque()
         try:
-            for block in _blocks(stream, ctx.path, block_bytes):
-                a = np.frombuffer(block, dtype=np.uint8)
-                parsed, n_lines = _parse_block(ctx, a, line0, qid_ids)
-                line0 += n_lines
-                if parsed is not None:
-                    parts.append(parsed)
-                    tag = parsed[4] if parsed[4] is not None else tag
+            for block in _blocks(stream, name, block_bytes):
+                pending.append(pool.submit(_parse_block, spec, block))
+                while len(pending) > 2 * workers or (pending and pending[0].done()):
+                    consume(pending.popleft().result())
                 if size is not None:
                     now = raw.tell()
                     advance(now - position)
                     position = now
+            while pending:
+                consume(pending.popleft().result())
+        except _LineError as exc:
+            for future in pending:
+                future.cancel()
+            raise located(exc) from None
         finally:
             close()
     if not parts:
-        raise TrecFormatError(f"{ctx.path}: no {spec.what} lines (the file is empty or holds only comments)")
+        raise TrecFormatError(f"{name}: no {spec.what} lines (the file is empty or holds only comments)")
     width = _round8(max(p[1].shape[1] for p in parts))
     docno = np.zeros((sum(len(p[0]) for p in parts), width), dtype=np.uint8)
     offset = 0
