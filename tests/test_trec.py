@@ -16,6 +16,7 @@ from tests.oracles import read_qrels as oracle_read_qrels
 from tests.oracles import read_run as oracle_read_run
 from tests.trec_fixtures import random_collection, write_dicts
 from torch_rankeval import trec
+from torch_rankeval._trec_text import table_from_rows
 from torch_rankeval.trec import TrecFormatError
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
@@ -241,3 +242,31 @@ def test_evaluate_on_the_gpu_matches_cpu():
     gpu = trec.evaluate(q, r, "all_trec", device="cuda")
     for name in cpu.per_query:
         torch.testing.assert_close(gpu.per_query[name], cpu.per_query[name], rtol=0, atol=1e-12)
+
+
+def test_long_docno_duplicates_are_found(tmp_path):
+    """Docnos beyond 8 bytes are hashed; a duplicate still names its lines."""
+    qrels = trec.Qrels.from_dict({"q1": {"clueweb12-0000tw-00-00001": 1}})
+    path = tmp_path / "run.txt"
+    path.write_text("q1 Q0 clueweb12-0000tw-00-00001 1 0.5 t\nq1 Q0 clueweb12-0000tw-00-00002 2 0.4 t\n"
+                    "q1 Q0 clueweb12-0000tw-00-00001 3 0.3 t\n")
+    with pytest.raises(TrecFormatError, match=r"lines 1 and 3: document 'clueweb12-0000tw-00-00001' appears twice"):
+        trec.to_tensors(qrels, trec.read_run(path))
+
+
+def test_hash_collisions_never_pair_different_documents(monkeypatch):
+    """With every hash equal, matches and duplicates are still decided on the exact docnos."""
+    import torch_rankeval._trec_join as join
+
+    qrels, run = random_collection(9, tie_levels=3)
+    expected = trec.evaluate(trec.Qrels.from_dict(qrels), trec.Run.from_dict(run), "all_trec")
+    monkeypatch.setattr(join, "_hash", lambda w: np.zeros(len(w), dtype=np.int64))
+    collided = trec.evaluate(trec.Qrels.from_dict(qrels), trec.Run.from_dict(run), "all_trec")
+    assert collided.summary == expected.summary
+    # the same document twice, far apart in a query whose hashes all collide
+    q = next(q for q, docs in run.items() if len(docs) > 3 and q in qrels)
+    rows = [(q, d, s) for d, s in run[q].items()]
+    rows.append((q, rows[0][1], -9.0))
+    table = table_from_rows([r[0] for r in rows], [r[1] for r in rows], np.array([r[2] for r in rows]))
+    with pytest.raises(TrecFormatError, match=f"document '{rows[0][1]}' appears twice"):
+        trec.to_tensors(trec.Qrels.from_dict(qrels), trec.Run(table))

@@ -127,14 +127,17 @@ def padded_join(
         (or ``None``), and the flat positions of each retrieved-and-judged pair.
     """
     n, length = run_keys.shape
-    keys = torch.from_numpy(np.where(run_valid, run_keys, _PAD))
+    all_valid = bool(run_valid.all())
+    keys = torch.from_numpy(run_keys if all_valid else np.where(run_valid, run_keys, _PAD))
     sorted_keys, perm = torch.sort(keys, dim=1)
     sorted_keys, perm = sorted_keys.numpy(), perm.numpy()
-    sorted_valid = np.take_along_axis(run_valid, perm, 1)
+    sorted_valid = run_valid if all_valid else np.take_along_axis(run_valid, perm, 1)
     row_base = (np.arange(n, dtype=np.int64) * length)[:, None]
 
     duplicate = None
-    equal = (sorted_keys[:, 1:] == sorted_keys[:, :-1]) & sorted_valid[:, 1:] & sorted_valid[:, :-1]
+    equal = sorted_keys[:, 1:] == sorted_keys[:, :-1]
+    if not all_valid:
+        equal &= sorted_valid[:, 1:] & sorted_valid[:, :-1]
     rows, cols = np.nonzero(equal)
     if len(rows):
         a = row_base[rows, 0] + perm[rows, cols]
@@ -184,27 +187,29 @@ def _scan_duplicates(sorted_keys, sorted_valid, perm, row_base, rows, cols, conf
     return None
 
 
-def ranking_order(qid: np.ndarray, score: np.ndarray, docno: np.ndarray) -> np.ndarray:
+def ranking_order(qid: np.ndarray, score: np.ndarray, docno: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
     """Row order by query, then trec_eval's ranking: score descending, ties by docno descending.
 
-    Runs are usually grouped by query and sorted by score already; then only the tied rows are
-    re-sorted. Otherwise the rows are sorted by (query, score) first.
+    Returns the order (``None`` when the rows are in it already) and where each query's rows
+    start in that order. Runs are usually grouped by query and sorted by score; then nothing is
+    sorted but the tied rows. Otherwise the rows are sorted by (query, score) first.
     """
     n = len(qid)
-    if n == 0:
-        return np.zeros(0, dtype=np.int64)
-    order = np.arange(n)
-    blocks = int(np.count_nonzero(qid[1:] != qid[:-1])) + 1
-    if blocks != np.count_nonzero(np.bincount(qid)):
-        order = lexsort([qid])
-    q, s = qid[order], score[order]
+    order = None
+    q, s = qid, score
     same_query = q[1:] == q[:-1]
-    if (same_query & (s[1:] > s[:-1])).any():
+    n_groups = n - int(np.count_nonzero(same_query))
+    if n_groups != np.count_nonzero(np.bincount(qid)):  # some query's rows are not contiguous
+        order = lexsort([qid])
+        q, s = qid[order], score[order]
+        same_query = q[1:] == q[:-1]
+    if (same_query & (s[1:] > s[:-1])).any():  # some query's rows are not by decreasing score
         order = lexsort([qid, _descending_score_key(score)])
         q, s = qid[order], score[order]
         same_query = q[1:] == q[:-1]
     tie = same_query & (s[1:] == s[:-1])
     if tie.any():
+        order = np.arange(n) if order is None else order
         member = np.zeros(n, dtype=bool)
         member[1:] |= tie
         member[:-1] |= tie
@@ -216,7 +221,8 @@ def ranking_order(qid: np.ndarray, score: np.ndarray, docno: np.ndarray) -> np.n
         keys = order_keys(docno[rows])
         sub = lexsort([group] + [~keys[:, c] for c in range(keys.shape[1])])
         order[positions] = rows[sub]
-    return order
+    group_starts = np.concatenate([np.zeros(1, dtype=np.int64), np.flatnonzero(~same_query) + 1]) if n else np.zeros(0, dtype=np.int64)
+    return order, group_starts
 
 
 def _descending_score_key(score: np.ndarray) -> np.ndarray:

@@ -329,26 +329,44 @@ class TrecBatch:
         return TrecBatch(qids=self.qids, runid=self.runid, **move)
 
 
-def _layout(rows: np.ndarray, n: int) -> tuple[np.ndarray, int]:
-    """Flat positions in an ``(n, L)`` matrix for values whose rows come grouped (each row's values
-    contiguous, rows in any order), keeping their order within each row; and ``L``."""
-    counts = np.bincount(rows, minlength=n)
-    width = max(int(counts.max()) if n else 0, 1)
-    m = len(rows)
-    first = np.empty(m, dtype=bool)
-    first[:1] = True
-    np.not_equal(rows[1:], rows[:-1], out=first[1:])
-    index = np.arange(m, dtype=np.int64)
-    start = np.maximum.accumulate(np.where(first, index, 0))
-    index -= start
-    index += rows * width
-    return index, width
+class _Layout:
+    """Where a query-grouped sequence of values goes in an ``(n, width)`` matrix: the values of
+    each group fill its row from the left, in their order.
+
+    Args:
+        group_rows: the matrix row of each group.
+        starts: where each group starts in the sequence.
+        m: the sequence's length.
+        n: the number of matrix rows (rows without a group stay padding).
+    """
+
+    def __init__(self, group_rows: np.ndarray, starts: np.ndarray, m: int, n: int) -> None:
+        lengths = np.diff(starts, append=m)
+        self.n, self.width = n, max(int(lengths.max()) if len(lengths) else 0, 1)
+        # The common case, every query with the same number of documents and in order: a reshape.
+        self.identity = n * self.width == m and np.array_equal(group_rows, np.arange(n))
+        if not self.identity:
+            self.flat = np.repeat(group_rows * self.width - starts, lengths) + np.arange(m)
+
+    def scatter(self, values: np.ndarray, fill, dtype) -> np.ndarray:
+        if self.identity:
+            return np.asarray(values, dtype=dtype).reshape(self.n, self.width)
+        out = np.full(self.n * self.width, fill, dtype=dtype)
+        out[self.flat] = values
+        return out.reshape(self.n, self.width)
+
+    def mask(self) -> np.ndarray:
+        if self.identity:
+            return np.ones((self.n, self.width), dtype=bool)
+        return self.scatter(True, False, np.bool_)
+
+    def source(self) -> np.ndarray:
+        """The sequence index of each matrix position (-1 for padding)."""
+        return self.scatter(np.arange(self.n * self.width if self.identity else len(self.flat)), -1, np.int64)
 
 
-def _scatter(flat: np.ndarray, values, n: int, width: int, fill, dtype) -> Tensor:
-    out = np.full(n * width, fill, dtype=dtype)
-    out[flat] = values
-    return torch.from_numpy(out.reshape(n, width))
+def _group_starts(rows: np.ndarray) -> np.ndarray:
+    return np.concatenate([np.zeros(1, dtype=np.int64), np.flatnonzero(rows[1:] != rows[:-1]) + 1]) if len(rows) else rows
 
 
 def to_tensors(qrels: Qrels, run: Run, *, complete: bool = False) -> TrecBatch:
@@ -386,45 +404,60 @@ def to_tensors(qrels: Qrels, run: Run, *, complete: bool = False) -> TrecBatch:
     docno = run.docno[keep] if len(keep) < len(run) else run.docno
     score = run.score[keep] if len(keep) < len(run) else run.score
 
-    order = ranking_order(q, score, docno)
-    row_qid = q[order]
+    order, starts = ranking_order(q, score, docno)
+    ordered = (lambda x: x) if order is None else (lambda x: x[order])
+    group_qid = q[starts] if order is None else q[order[starts]]
     answered = np.zeros(len(qrels.qids), dtype=bool)
-    answered[row_qid] = True
+    answered[group_qid] = True
     evaluated = np.ones(len(qrels.qids), dtype=bool) if complete else answered
     eval_index = np.cumsum(evaluated) - 1
     n = int(evaluated.sum())
 
     # Each query's retrieved documents in ranking order, and its judged documents, as padded rows.
-    flat, width = _layout(eval_index[row_qid], n)
+    layout = _Layout(eval_index[group_qid], starts, len(q), n)
     judged_rows = np.flatnonzero(evaluated[qrels.qid])
-    ideal_flat, ideal_width = _layout(eval_index[qrels.qid[judged_rows]], n)
-    run_source = _scatter(flat, order, n, width, -1, np.int64).numpy()  # kept-row index of each position
-    qrels_source = _scatter(ideal_flat, judged_rows, n, ideal_width, -1, np.int64).numpy()
-    run_keys, qrels_keys, exact = docno_keys(docno[order], qrels.docno[judged_rows])
+    judged_qid = qrels.qid[judged_rows]
+    judged_starts = _group_starts(judged_qid)
+    ideal_layout = _Layout(eval_index[judged_qid[judged_starts]], judged_starts, len(judged_rows), n)
+    run_docno = ordered(docno)
+    run_keys, qrels_keys, exact = docno_keys(run_docno, qrels.docno[judged_rows])
+    valid = layout.mask()
+    qrels_source = ideal_layout.source()
+    run_source = None
 
-    def confirm(a: np.ndarray, b: np.ndarray, b_in_run: bool = False) -> np.ndarray:
-        other = docno[run_source.flat[b]] if b_in_run else qrels.docno[qrels_source.flat[b]]
-        return same_docno(docno[run_source.flat[a]], other)
+    def run_rows(flat: np.ndarray) -> np.ndarray:
+        """Row of ``run_docno`` at flat positions of the run matrix."""
+        nonlocal run_source
+        if run_source is None:
+            run_source = layout.source()
+        return run_source.flat[flat]
+
+    def confirm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return same_docno(run_docno[run_rows(a)], qrels.docno[judged_rows[qrels_source.flat[b]]])
+
+    def confirm_run(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return same_docno(run_docno[run_rows(a)], run_docno[run_rows(b)])
 
     duplicate, run_flat, qrels_flat = padded_join(
-        _scatter(flat, run_keys, n, width, 0, np.int64).numpy(), run_source >= 0,
-        _scatter(ideal_flat, qrels_keys, n, ideal_width, 0, np.int64).numpy(), qrels_source >= 0,
+        layout.scatter(run_keys, 0, np.int64), valid,
+        ideal_layout.scatter(qrels_keys, 0, np.int64), qrels_source >= 0,
         None if exact else confirm,
-        None if exact else (lambda a, b: confirm(a, b, True)),
+        None if exact else confirm_run,
     )
     if duplicate is not None:
-        a, b = keep[run_source.flat[duplicate[0]]], keep[run_source.flat[duplicate[1]]]
+        first, second = run_rows(np.array(duplicate))
+        a, b = keep[ordered(np.arange(len(q)))[[first, second]]]
         lines = sorted((int(run.line[a]), int(run.line[b])))
         where = f"{run.path}, lines {lines[0]} and {lines[1]}" if lines[0] else f"{run.path or 'the run'}"
         docno_text = decode(run.docno[a].tobytes().rstrip(b"\0"))
         raise TrecFormatError(f"{where}: document {docno_text!r} appears twice for query {run.qids[run.qid[a]]!r}")
 
-    preds = _scatter(flat, score[order], n, width, 0.0, np.float64)
-    mask = torch.from_numpy(run_source >= 0)
-    target = np.full(n * width, -1, dtype=np.int64)
-    target[run_flat] = np.maximum(qrels.relevance[qrels_source.flat[qrels_flat]], -1)
-    target = torch.from_numpy(target.reshape(n, width))
-    ideal = _scatter(ideal_flat, np.maximum(qrels.relevance[judged_rows], -1), n, ideal_width, -1, np.int64)
+    preds = torch.from_numpy(layout.scatter(ordered(score), 0.0, np.float64))
+    mask = torch.from_numpy(valid)
+    target = np.full(n * layout.width, -1, dtype=np.int64)
+    target[run_flat] = np.maximum(qrels.relevance[judged_rows[qrels_source.flat[qrels_flat]]], -1)
+    target = torch.from_numpy(target.reshape(n, layout.width))
+    ideal = torch.from_numpy(ideal_layout.scatter(np.maximum(qrels.relevance[judged_rows], -1), -1, np.int64))
     qids = [name for name, e in zip(qrels.qids, evaluated) if e]
     return TrecBatch(qids, preds, target, mask, ideal, torch.from_numpy(answered[evaluated]), run.tag)
 
