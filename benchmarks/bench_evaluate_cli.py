@@ -13,7 +13,8 @@ interpreter start and imports included.
 
 The data (written once to --data-dir and reused): query ids like 1048585, MS MARCO-like numeric
 docnos, scores with six decimals (some ties), ten judged documents per query (grades 0-3, half of
-them retrieved). Results print as a markdown table with each peer's time as a multiple of ours.
+them retrieved). Results print as a markdown table with each tool's time as a multiple of ours ("x ours"; the median of --repeat rounds, the tools taking
+turns in each round). CPU is the worker's process time, all its threads included.
 """
 
 from __future__ import annotations
@@ -72,20 +73,20 @@ def generate(data_dir: Path, queries: int, docs: int, seed: int = 0) -> tuple[Pa
 def _ours(qrels: str, run: str, device: str) -> dict:
     from torch_rankeval import trec
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     q = trec.read_qrels(qrels)
     r = trec.read_run(run)
     parsed = time.perf_counter()
     result = trec.evaluate(q, r, OURS, device=device)
     done = time.perf_counter()
     means = dict(zip(KEYS, (result.summary[n] for n in ["ndcg_cut_10", "map", "recip_rank", "P_10", "recall_100"])))
-    return {"seconds": done - start, "parse": parsed - start, "evaluate": done - parsed, "means": means}
+    return {"seconds": done - start, "cpu": time.process_time() - cpu, "parse": parsed - start, "evaluate": done - parsed, "means": means}
 
 
 def _pytrec_eval(qrels: str, run: str, device: str) -> dict:
     import pytrec_eval
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     with open(qrels) as f:
         q = pytrec_eval.parse_qrel(f)
     with open(run) as f:
@@ -95,7 +96,7 @@ def _pytrec_eval(qrels: str, run: str, device: str) -> dict:
     per_query = pytrec_eval.RelevanceEvaluator(q, {"ndcg_cut.10", "map", "recip_rank", "P.10", "recall.100"}).evaluate(r)
     means = {k: statistics.fmean(v[n] for v in per_query.values()) for k, n in zip(KEYS, names)}
     done = time.perf_counter()
-    return {"seconds": done - start, "parse": parsed - start, "evaluate": done - parsed, "means": means}
+    return {"seconds": done - start, "cpu": time.process_time() - cpu, "parse": parsed - start, "evaluate": done - parsed, "means": means}
 
 
 def _ranx(qrels: str, run: str, device: str) -> dict:
@@ -103,13 +104,13 @@ def _ranx(qrels: str, run: str, device: str) -> dict:
 
     metrics = ["ndcg@10", "map", "mrr", "precision@10", "recall@100"]
     evaluate(Qrels.from_dict({"q": {"d": 1}}), Run.from_dict({"q": {"d": 1.0, "e": 0.5}}), metrics)  # numba warm-up
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     q = Qrels.from_file(qrels, kind="trec")
     r = Run.from_file(run, kind="trec")
     parsed = time.perf_counter()
     scores = evaluate(q, r, metrics)
     done = time.perf_counter()
-    return {"seconds": done - start, "parse": parsed - start, "evaluate": done - parsed,
+    return {"seconds": done - start, "cpu": time.process_time() - cpu, "parse": parsed - start, "evaluate": done - parsed,
             "means": dict(zip(KEYS, (float(scores[m]) for m in metrics)))}
 
 
@@ -118,13 +119,13 @@ def _ir_measures(qrels: str, run: str, device: str) -> dict:
     from ir_measures import AP, RR, P, R, nDCG
 
     measures = [nDCG @ 10, AP, RR, P @ 10, R @ 100]
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     q = list(ir_measures.read_trec_qrels(qrels))
     r = list(ir_measures.read_trec_run(run))
     parsed = time.perf_counter()
     agg = ir_measures.calc_aggregate(measures, q, r)
     done = time.perf_counter()
-    return {"seconds": done - start, "parse": parsed - start, "evaluate": done - parsed,
+    return {"seconds": done - start, "cpu": time.process_time() - cpu, "parse": parsed - start, "evaluate": done - parsed,
             "means": dict(zip(KEYS, (float(agg[m]) for m in measures)))}
 
 
@@ -147,7 +148,8 @@ def _run_tool(tool: str, qrels: Path, run: Path, device: str) -> dict:
             raise RuntimeError(done.stderr)
         values = {line.split()[0]: float(line.split()[2]) for line in done.stdout.splitlines()}
         means = dict(zip(KEYS, (values[n] for n in ["ndcg_cut_10", "map", "recip_rank", "P_10", "recall_100"])))
-        return {"seconds": seconds, "parse": float("nan"), "evaluate": float("nan"), "means": means, "peak_rss_mb": float("nan")}
+        return {"seconds": seconds, "cpu": float("nan"), "parse": float("nan"), "evaluate": float("nan"), "means": means,
+                "peak_rss_mb": float("nan")}
     done = subprocess.run(
         [sys.executable, __file__, "--worker", tool, "--qrels", str(qrels), "--run", str(run), "--device", device],
         capture_output=True, text=True, env=env,
@@ -187,21 +189,20 @@ def main() -> None:
 
     print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
           f"torch {torch.__version__}, device {args.device}; median of {args.repeat}", flush=True)
-    results: dict[str, dict] = {}
-    for tool in tools:
-        runs = []
-        for _ in range(args.repeat):
-            runs.append(_run_tool(tool, qrels, run, args.device))
-            print(f"  {tool}: {runs[-1]['seconds']:.2f} s", file=sys.stderr, flush=True)
-        best = sorted(runs, key=lambda r: r["seconds"])[len(runs) // 2]
-        results[tool] = best
-    base = results.get("ours", next(iter(results.values())))["seconds"]
-    print("\n| tool | total (s) | parse (s) | evaluate (s) | peak RSS (MiB) | x ours | " + " | ".join(KEYS) + " |")
-    print("|---" * (6 + len(KEYS)) + "|")
+    # Round robin (every tool once per repeat) so that a change of machine load hits all tools alike.
+    runs: dict[str, list[dict]] = {tool: [] for tool in tools}
+    for _ in range(args.repeat):
+        for tool in tools:
+            runs[tool].append(_run_tool(tool, qrels, run, args.device))
+            print(f"  {tool}: {runs[tool][-1]['seconds']:.2f} s", file=sys.stderr, flush=True)
+    results = {tool: sorted(r, key=lambda x: x["seconds"])[len(r) // 2] for tool, r in runs.items()}
+    base = results.get("ours", next(iter(results.values())))
+    print("\n| tool | total (s) | x ours | CPU (s) | parse (s) | evaluate (s) | peak RSS (MiB) | " + " | ".join(KEYS) + " |")
+    print("|---" * (7 + len(KEYS)) + "|")
     for tool, r in results.items():
         means = " | ".join(f"{r['means'][k]:.4f}" for k in KEYS)
-        print(f"| {tool} | {r['seconds']:.2f} | {r['parse']:.2f} | {r['evaluate']:.2f} | {r['peak_rss_mb']:.0f} | "
-              f"{r['seconds'] / base:.2f} | {means} |")
+        print(f"| {tool} | {r['seconds']:.2f} | {r['seconds'] / base['seconds']:.2f} | {r['cpu']:.2f} | {r['parse']:.2f} | "
+              f"{r['evaluate']:.2f} | {r['peak_rss_mb']:.0f} | {means} |")
 
 
 if __name__ == "__main__":

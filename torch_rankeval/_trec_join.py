@@ -16,7 +16,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-__all__ = ["words", "order_keys", "lexsort", "sorted_by_query_and_docno", "ranking_order", "docno_keys", "same_docno", "padded_join"]
+__all__ = ["words", "order_keys", "lexsort", "sorted_by_query_and_docno", "Order", "ranking_order", "docno_keys", "same_docno", "padded_join"]
 
 _SIGN = np.uint64(1 << 63)
 _M1 = np.uint64(0x9E3779B97F4A7C15)
@@ -187,29 +187,61 @@ def _scan_duplicates(sorted_keys, sorted_valid, perm, row_base, rows, cols, conf
     return None
 
 
-def ranking_order(qid: np.ndarray, score: np.ndarray, docno: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
+class Order:
+    """A permutation of rows, stored cheaply: the identity, the identity but for some positions
+    (documents tied on score, reordered by docno), or a full index array."""
+
+    def __init__(self, n: int, full: np.ndarray | None = None) -> None:
+        self.n, self.full = n, full
+        self.positions: np.ndarray | None = None
+        self.sources: np.ndarray | None = None
+
+    @property
+    def identity(self) -> bool:
+        return self.full is None and self.positions is None
+
+    def index(self) -> np.ndarray:
+        """The permutation as an index array."""
+        if self.full is not None:
+            return self.full
+        out = np.arange(self.n)
+        if self.positions is not None:
+            out[self.positions] = self.sources
+        return out
+
+    def apply(self, x: np.ndarray, *, tie_invariant: bool = False) -> np.ndarray:
+        """``x`` in this order. ``tie_invariant``: ``x`` is equal within ties (scores)."""
+        if self.full is not None:
+            return x[self.full]
+        if self.positions is None or tie_invariant:
+            return x
+        out = x.copy()
+        out[self.positions] = x[self.sources]
+        return out
+
+
+def ranking_order(qid: np.ndarray, score: np.ndarray, docno: np.ndarray) -> tuple[Order, np.ndarray]:
     """Row order by query, then trec_eval's ranking: score descending, ties by docno descending.
 
-    Returns the order (``None`` when the rows are in it already) and where each query's rows
-    start in that order. Runs are usually grouped by query and sorted by score; then nothing is
-    sorted but the tied rows. Otherwise the rows are sorted by (query, score) first.
+    Returns the :class:`Order` and where each query's rows start in that order. Runs are usually
+    grouped by query and sorted by score; then nothing is sorted but the tied rows. Otherwise the
+    rows are sorted by (query, score) first.
     """
     n = len(qid)
-    order = None
+    order = Order(n)
     q, s = qid, score
     same_query = q[1:] == q[:-1]
     n_groups = n - int(np.count_nonzero(same_query))
     if n_groups != np.count_nonzero(np.bincount(qid)):  # some query's rows are not contiguous
-        order = lexsort([qid])
-        q, s = qid[order], score[order]
+        order = Order(n, lexsort([qid]))
+        q, s = qid[order.full], score[order.full]
         same_query = q[1:] == q[:-1]
     if (same_query & (s[1:] > s[:-1])).any():  # some query's rows are not by decreasing score
-        order = lexsort([qid, _descending_score_key(score)])
-        q, s = qid[order], score[order]
+        order = Order(n, lexsort([qid, _descending_score_key(score)]))
+        q, s = qid[order.full], score[order.full]
         same_query = q[1:] == q[:-1]
     tie = same_query & (s[1:] == s[:-1])
     if tie.any():
-        order = np.arange(n) if order is None else order
         member = np.zeros(n, dtype=bool)
         member[1:] |= tie
         member[:-1] |= tie
@@ -217,10 +249,13 @@ def ranking_order(qid: np.ndarray, score: np.ndarray, docno: np.ndarray) -> tupl
         starts = np.ones(len(positions), dtype=bool)
         starts[1:] = ~tie[positions[1:] - 1]
         group = np.cumsum(starts)
-        rows = order[positions]
+        rows = positions if order.full is None else order.full[positions]
         keys = order_keys(docno[rows])
-        sub = lexsort([group] + [~keys[:, c] for c in range(keys.shape[1])])
-        order[positions] = rows[sub]
+        sorted_rows = rows[lexsort([group] + [~keys[:, c] for c in range(keys.shape[1])])]
+        if order.full is None:
+            order.positions, order.sources = positions, sorted_rows
+        else:
+            order.full[positions] = sorted_rows
     group_starts = np.concatenate([np.zeros(1, dtype=np.int64), np.flatnonzero(~same_query) + 1]) if n else np.zeros(0, dtype=np.int64)
     return order, group_starts
 

@@ -9,7 +9,8 @@ Subcommands:
   correction, and a table that marks significant wins.
 
 Each subcommand is a :class:`Command` in :data:`COMMANDS` (its arguments and its function); adding
-one is adding an entry. Errors in the inputs (a malformed or empty file, a duplicate document, a
+one is adding an entry. :func:`add_input_arguments` and :func:`evaluate_inputs` give a new
+subcommand the shared ``QRELS RUN... -m -l -c --device`` arguments and the evaluated runs. Errors in the inputs (a malformed or empty file, a duplicate document, a
 run without any judged query, an unknown measure) print one line on stderr and exit with status 1.
 """
 
@@ -30,7 +31,7 @@ from torch_rankeval._trec_text import TrecFormatError
 from torch_rankeval.measures import Measure, parse_measures, trec_order
 from torch_rankeval.trec import Evaluation, Qrels, Run, evaluate, read_qrels, read_run
 
-__all__ = ["Command", "COMMANDS", "CommandError", "add_input_arguments", "build_parser", "main", "format_trec_eval"]
+__all__ = ["Command", "COMMANDS", "CommandError", "add_input_arguments", "evaluate_inputs", "build_parser", "main", "format_trec_eval"]
 
 PROG = "torch-rankeval"
 EXIT_INPUT_ERROR = 1
@@ -111,7 +112,19 @@ def _read_inputs(args: argparse.Namespace) -> tuple[Qrels, list[Run]]:
     return qrels, [read_run(path, progress=args.progress) for path in args.runs]
 
 
-def _evaluate_all(args: argparse.Namespace, measures: list[Measure], *, complete: bool) -> tuple[Qrels, list[Evaluation]]:
+def evaluate_inputs(args: argparse.Namespace, measures: list[Measure], *, complete: bool) -> tuple[Qrels, list[Evaluation]]:
+    """Read the inputs of :func:`add_input_arguments` and evaluate every run (for subcommands).
+
+    Example:
+        >>> import os, tempfile
+        >>> from torch_rankeval.trec import write_qrels, write_run
+        >>> d = tempfile.mkdtemp()
+        >>> write_qrels(os.path.join(d, "q"), {"q1": {"d1": 1}}); write_run(os.path.join(d, "r"), {"q1": {"d1": 1.0}})
+        >>> p = argparse.ArgumentParser(); add_input_arguments(p)
+        >>> _, results = evaluate_inputs(p.parse_args([os.path.join(d, "q"), os.path.join(d, "r")]), parse_measures(["map"]), complete=False)
+        >>> results[0].summary
+        {'map': 1.0}
+    """
     device = _device(args.device)
     qrels, runs = _read_inputs(args)
     results = [evaluate(qrels, run, measures, relevance_level=args.level, complete=complete, device=device) for run in runs]
@@ -212,7 +225,7 @@ def _add_evaluate(parser: argparse.ArgumentParser) -> None:
 
 def _run_evaluate(args: argparse.Namespace, out: io.TextIOBase) -> int:
     measures = _measures(args, ["official"])
-    _, results = _evaluate_all(args, measures, complete=args.complete)
+    _, results = evaluate_inputs(args, measures, complete=args.complete)
     if args.format == "trec":
         for r in results:
             lines = format_trec_eval(r, per_query=args.per_query, summary=not args.no_summary)
@@ -259,7 +272,7 @@ def _run_compare(args: argparse.Namespace, out: io.TextIOBase) -> int:
     if not 0 < args.alpha < 1:
         raise CommandError(f"--alpha must be in (0, 1), got {args.alpha}")
     measures = _measures(args, ["ndcg_cut.10", "map"])
-    _, results = _evaluate_all(args, measures, complete=True)
+    _, results = evaluate_inputs(args, measures, complete=True)
     # Queries: every judged query (-c), or those answered by at least one run (missing ones score 0).
     answered = torch.stack([r.retrieved for r in results]).any(0)
     keep = torch.ones_like(answered) if args.complete else answered

@@ -58,6 +58,12 @@ __all__ = [
 PathLike = str | os.PathLike
 
 
+def _two_lines(path: str | None, lines: tuple[int, int]) -> str:
+    """``"file, lines 3 and 9"`` (or just the file for rows built from a dict)."""
+    a, b = sorted(lines)
+    return f"{path or '<dict>'}, lines {a} and {b}" if a else f"{path or '<dict>'}"
+
+
 def _sorted_qids(names: list[bytes]) -> tuple[list[str], np.ndarray]:
     """Query ids sorted as trec_eval sorts them (byte order) and the rank of each input id."""
     order = sorted(range(len(names)), key=names.__getitem__)
@@ -89,9 +95,6 @@ class _Judgments:
             out[self.qids[q]][d] = v
         return out
 
-    def _where(self, line: int) -> str:
-        return f"{self.path or '<dict>'}, line {line}" if line else f"{self.path or '<dict>'}"
-
 
 class Qrels(_Judgments):
     """Relevance judgments: for each query, the grade of every judged document.
@@ -122,8 +125,7 @@ class Qrels(_Judgments):
             i = int(np.flatnonzero(same)[0])
             a, b = order[i], order[i + 1]
             docno = decode(table.docno[a].tobytes().rstrip(b"\0"))
-            lines = sorted((int(table.line[a]), int(table.line[b])))
-            where = f"{path or '<dict>'}, lines {lines[0]} and {lines[1]}" if lines[0] else f"{path or '<dict>'}"
+            where = _two_lines(path, (int(table.line[a]), int(table.line[b])))
             raise TrecFormatError(f"{where}: duplicate judgment of document {docno!r} for query {self.qids[qid[a]]!r}")
         self.qid = qid[order]
         self.docno = table.docno[order]
@@ -279,11 +281,11 @@ def write_run(path: PathLike, run: Run | Mapping[str, Mapping[str, float]], tag:
         raise ValueError(f"tag must be a non-empty word without whitespace, got {tag!r}")
     with _open_text(path) as f:
         for q, docs in data.items():
-            ranked = sorted(docs.items(), key=lambda item: (-float(item[1]), _neg_bytes(item[0])))
+            ranked = sorted(docs.items(), key=lambda item: (-float(item[1]), _DescendingBytes(item[0])))
             f.writelines(f"{q} Q0 {d} {r} {float(s)!r} {tag}\n" for r, (d, s) in enumerate(ranked, 1))
 
 
-class _neg_bytes:
+class _DescendingBytes:
     """Sort key that orders docnos descending by their bytes (trec_eval's tie rule)."""
 
     __slots__ = ("b",)
@@ -291,11 +293,11 @@ class _neg_bytes:
     def __init__(self, docno: str) -> None:
         self.b = encode(docno)
 
-    def __lt__(self, other: _neg_bytes) -> bool:
+    def __lt__(self, other: _DescendingBytes) -> bool:
         return self.b > other.b
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, _neg_bytes) and self.b == other.b
+        return isinstance(other, _DescendingBytes) and self.b == other.b
 
 
 @dataclass
@@ -405,8 +407,7 @@ def to_tensors(qrels: Qrels, run: Run, *, complete: bool = False) -> TrecBatch:
     score = run.score[keep] if len(keep) < len(run) else run.score
 
     order, starts = ranking_order(q, score, docno)
-    ordered = (lambda x: x) if order is None else (lambda x: x[order])
-    group_qid = q[starts] if order is None else q[order[starts]]
+    group_qid = q[starts] if order.full is None else q[order.full[starts]]  # ties stay inside a query
     answered = np.zeros(len(qrels.qids), dtype=bool)
     answered[group_qid] = True
     evaluated = np.ones(len(qrels.qids), dtype=bool) if complete else answered
@@ -419,7 +420,7 @@ def to_tensors(qrels: Qrels, run: Run, *, complete: bool = False) -> TrecBatch:
     judged_qid = qrels.qid[judged_rows]
     judged_starts = _group_starts(judged_qid)
     ideal_layout = _Layout(eval_index[judged_qid[judged_starts]], judged_starts, len(judged_rows), n)
-    run_docno = ordered(docno)
+    run_docno = order.apply(docno)
     run_keys, qrels_keys, exact = docno_keys(run_docno, qrels.docno[judged_rows])
     valid = layout.mask()
     qrels_source = ideal_layout.source()
@@ -446,13 +447,12 @@ def to_tensors(qrels: Qrels, run: Run, *, complete: bool = False) -> TrecBatch:
     )
     if duplicate is not None:
         first, second = run_rows(np.array(duplicate))
-        a, b = keep[ordered(np.arange(len(q)))[[first, second]]]
-        lines = sorted((int(run.line[a]), int(run.line[b])))
-        where = f"{run.path}, lines {lines[0]} and {lines[1]}" if lines[0] else f"{run.path or 'the run'}"
+        a, b = keep[order.index()[[first, second]]]
+        where = _two_lines(run.path, (int(run.line[a]), int(run.line[b])))
         docno_text = decode(run.docno[a].tobytes().rstrip(b"\0"))
         raise TrecFormatError(f"{where}: document {docno_text!r} appears twice for query {run.qids[run.qid[a]]!r}")
 
-    preds = torch.from_numpy(layout.scatter(ordered(score), 0.0, np.float64))
+    preds = torch.from_numpy(layout.scatter(order.apply(score, tie_invariant=True), 0.0, np.float64))
     mask = torch.from_numpy(valid)
     target = np.full(n * layout.width, -1, dtype=np.int64)
     target[run_flat] = np.maximum(qrels.relevance[judged_rows[qrels_source.flat[qrels_flat]]], -1)
