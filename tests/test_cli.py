@@ -157,6 +157,27 @@ def test_commands_are_a_table():
     assert [c.name for c in COMMANDS] == ["evaluate", "compare"]
 
 
+def test_subcommand_modules_plug_in(monkeypatch, capsys):
+    """A module with add_parser(subparsers) that sets func becomes a subcommand (e.g. profile)."""
+    import types
+
+    from torch_rankeval import cli
+
+    module = types.ModuleType("fake_subcommand")
+
+    def add_parser(sub):
+        p = sub.add_parser("hello", help="say hello")
+        p.add_argument("name")
+        p.set_defaults(func=lambda args: print(f"hello {args.name}") or 3)
+        return p
+
+    module.add_parser = add_parser
+    monkeypatch.setitem(sys.modules, "fake_subcommand", module)
+    monkeypatch.setattr(cli, "SUBCOMMAND_MODULES", ["fake_subcommand", "module_that_is_not_installed"])
+    assert main(["hello", "world"]) == 3
+    assert capsys.readouterr().out == "hello world\n"
+
+
 # ----------------------------------------------------------------------------- compare
 def _three_runs(tmp_path):
     qrels, run = random_collection(8, n_queries=60, tie_levels=40)

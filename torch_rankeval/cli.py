@@ -8,8 +8,9 @@ Subcommands:
   confidence intervals, paired t-test and randomization-test p-values with Holm or Bonferroni
   correction, and a table that marks significant wins.
 
-Each subcommand is a :class:`Command` in :data:`COMMANDS` (its arguments and its function); adding
-one is adding an entry. :func:`add_input_arguments` and :func:`evaluate_inputs` give a new
+Each subcommand is a :class:`Command` in :data:`COMMANDS` (its arguments and its function), or a
+module named in :data:`SUBCOMMAND_MODULES` with an ``add_parser(subparsers)`` function; adding one
+is adding an entry. :func:`add_input_arguments` and :func:`evaluate_inputs` give a new
 subcommand the shared ``QRELS RUN... -m -l -c --device`` arguments and the evaluated runs. Errors in the inputs (a malformed or empty file, a duplicate document, a
 run without any judged query, an unknown measure) print one line on stderr and exit with status 1.
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import importlib
 import io
 import json
 import math
@@ -31,7 +33,7 @@ from torch_rankeval._trec_text import TrecFormatError
 from torch_rankeval.measures import Measure, parse_measures, trec_order
 from torch_rankeval.trec import Evaluation, Qrels, Run, evaluate, read_qrels, read_run
 
-__all__ = ["Command", "COMMANDS", "CommandError", "add_input_arguments", "evaluate_inputs", "build_parser", "main", "format_trec_eval"]
+__all__ = ["Command", "COMMANDS", "SUBCOMMAND_MODULES", "CommandError", "add_input_arguments", "evaluate_inputs", "build_parser", "main", "format_trec_eval"]
 
 PROG = "torch-rankeval"
 EXIT_INPUT_ERROR = 1
@@ -382,6 +384,10 @@ COMMANDS: list[Command] = [
     Command("compare", "compare runs: means, differences, confidence intervals, significance tests", _add_compare, _run_compare),
 ]
 
+# Subcommands that live in their own modules: each module has ``add_parser(subparsers)``, which adds
+# its parser and sets ``func`` (``func(args) -> exit status``). Modules not present are skipped.
+SUBCOMMAND_MODULES: list[str] = ["torch_rankeval.cli_profile"]
+
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with one subparser per entry of :data:`COMMANDS`.
@@ -400,6 +406,14 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(command.name, help=command.help, description=command.help)
         command.add_arguments(p)
         p.set_defaults(_run=command.run)
+    for name in SUBCOMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                raise
+            continue
+        module.add_parser(sub)
     return parser
 
 
@@ -420,6 +434,8 @@ def main(argv: Sequence[str] | None = None, out: io.TextIOBase | None = None) ->
     """
     out = out or sys.stdout
     args = build_parser().parse_args(argv)
+    if getattr(args, "func", None) is not None:  # a subcommand from SUBCOMMAND_MODULES
+        return args.func(args)
     try:
         return args._run(args, out)
     except (CommandError, TrecFormatError, ValueError, OSError, ImportError) as exc:
