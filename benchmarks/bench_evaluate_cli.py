@@ -13,8 +13,11 @@ interpreter start and imports included.
 
 The data (written once to --data-dir and reused): query ids like 1048585, MS MARCO-like numeric
 docnos, scores with six decimals (some ties), ten judged documents per query (grades 0-3, half of
-them retrieved). Results print as a markdown table with each tool's time as a multiple of ours ("x ours"; the median of --repeat rounds, the tools taking
-turns in each round). CPU is the worker's process time, all its threads included.
+them retrieved). Results print as a markdown table with each tool's time as a multiple of the command line's ("x cli"; the median of --repeat rounds, the
+tools taking turns in each round). `cli` is measured as a whole process (interpreter start and
+imports included; it sets glibc's allocator to reuse freed memory, see
+`torch_rankeval.cli.reuse_freed_memory`); `ours` is the library called in-process with the default
+allocator. CPU is the worker's process time, all its threads included.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-TOOLS = ("ours", "cli", "pytrec_eval", "ranx", "ir_measures")
+TOOLS = ("cli", "ours", "pytrec_eval", "ranx", "ir_measures")
 OURS = ["ndcg_cut.10", "map", "recip_rank", "P.10", "recall.100"]
 KEYS = ["ndcg@10", "map", "rr", "p@10", "r@100"]
 
@@ -136,8 +139,15 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _run_tool(tool: str, qrels: Path, run: Path, device: str) -> dict:
+# glibc's allocator settings that the command line applies to itself (cli.reuse_freed_memory);
+# --malloc-env gives them to every tool's process, to see what they do for the peers.
+MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": str(256 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 30)}
+
+
+def _run_tool(tool: str, qrels: Path, run: Path, device: str, malloc_env: bool = False) -> dict:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    if malloc_env:
+        env.update(MALLOC_ENV)
     if tool == "cli":
         start = time.perf_counter()
         cmd = [sys.executable, "-m", "torch_rankeval", "evaluate", str(qrels), str(run), "--format", "trec", "--device", device]
@@ -167,6 +177,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1, help="runs per tool; the table shows the median")
     parser.add_argument("--tools", default=",".join(TOOLS), help=f"comma-separated subset of {','.join(TOOLS)}")
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--malloc-env", action="store_true", help="run every tool with glibc's allocator settings of the CLI")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--qrels", help=argparse.SUPPRESS)
     parser.add_argument("--run", help=argparse.SUPPRESS)
@@ -193,11 +204,11 @@ def main() -> None:
     runs: dict[str, list[dict]] = {tool: [] for tool in tools}
     for _ in range(args.repeat):
         for tool in tools:
-            runs[tool].append(_run_tool(tool, qrels, run, args.device))
+            runs[tool].append(_run_tool(tool, qrels, run, args.device, args.malloc_env))
             print(f"  {tool}: {runs[tool][-1]['seconds']:.2f} s", file=sys.stderr, flush=True)
     results = {tool: sorted(r, key=lambda x: x["seconds"])[len(r) // 2] for tool, r in runs.items()}
-    base = results.get("ours", next(iter(results.values())))
-    print("\n| tool | total (s) | x ours | CPU (s) | parse (s) | evaluate (s) | peak RSS (MiB) | " + " | ".join(KEYS) + " |")
+    base = results.get("cli", results.get("ours", next(iter(results.values()))))
+    print("\n| tool | total (s) | x cli | CPU (s) | parse (s) | evaluate (s) | peak RSS (MiB) | " + " | ".join(KEYS) + " |")
     print("|---" * (7 + len(KEYS)) + "|")
     for tool, r in results.items():
         means = " | ".join(f"{r['means'][k]:.4f}" for k in KEYS)
