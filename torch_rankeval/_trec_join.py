@@ -158,13 +158,13 @@ def padded_join(
     while len(q_rows):
         inside = p < length
         q_rows, q_cols, p, target = q_rows[inside], q_cols[inside], p[inside], target[inside]
-        hit = (sorted_keys[q_rows, p] == target)
+        hit = sorted_keys[q_rows, p] == target
         q_rows, q_cols, p, target = q_rows[hit], q_cols[hit], p[hit], target[hit]
         a = q_rows * length + perm[q_rows, p]
         b = q_rows * qrels_width + q_cols
         ok = sorted_valid[q_rows, p]
-        if confirm is not None:
-            ok &= confirm(a, b) if len(a) else ok
+        if confirm is not None and len(a):
+            ok &= confirm(a, b)
         run_flat.append(a[ok])
         qrels_flat.append(b[ok])
         q_rows, q_cols, p, target = q_rows[~ok], q_cols[~ok], p[~ok] + 1, target[~ok]

@@ -2,15 +2,16 @@
 
 Qrels lines are ``qid iteration docno relevance``; run lines are ``qid Q0 docno rank score tag``.
 Files may be gzip-compressed (detected by content), separate fields by any whitespace (every byte
-up to 0x20: spaces, tabs, CR/LF), and hold ``#`` comment lines. Reading is vectorised (numpy over blocks of the file, no Python code per line), so a
-10-million-line run reads in seconds; large files show a progress bar (tqdm or rich) on a terminal.
-Malformed lines, duplicate ``(qid, docno)`` pairs and empty files raise :class:`TrecFormatError`
-naming the file and the line.
+up to 0x20: spaces, tabs, CR/LF), and hold ``#`` comment lines. Reading is vectorised (numpy over
+blocks of the file, parsed by a thread pool, no Python code per line), so a 10-million-line run
+reads in seconds; large files show a progress bar (tqdm or rich) on a terminal. Malformed lines,
+duplicate ``(qid, docno)`` pairs and empty files raise :class:`TrecFormatError` naming the file
+and the line.
 
-:func:`to_tensors` joins a run with its qrels into padded tensors in trec_eval's tie order (each
-query's documents sorted by docno descending, so that the ranking core's stable sort by score,
-``ties="first"``, orders tied scores as trec_eval does) together with the grades of every judged
-document (trec_eval's IDCG and relevant counts). :func:`evaluate` computes measures on them:
+:func:`to_tensors` joins a run with its qrels into padded tensors in trec_eval's ranking order
+(score descending, ties by docno descending, so that the ranking core's stable sort,
+``ties="first"``, keeps it) together with the grades of every judged document (trec_eval's IDCG
+and relevant counts). :func:`evaluate` computes measures on them:
 
     >>> import os, tempfile
     >>> from torch_rankeval import trec
@@ -306,7 +307,9 @@ class TrecBatch:
 
     Attributes:
         qids: the evaluated queries (rows), sorted as trec_eval sorts them.
-        preds: ``(N, L)`` float64 scores; each row holds a query's documents by docno descending.
+        preds: ``(N, L)`` float64 scores; each row holds a query's documents in trec_eval's ranking
+            order (score descending, ties by docno descending). It may share memory with the
+            run's ``score`` array.
         target: ``(N, L)`` int64 grades; ``-1``: not judged (absent from the qrels, or a negative
             grade) or padding.
         mask: ``(N, L)`` bool, False = padding.
