@@ -33,13 +33,30 @@ def _supported_lines(expected_path, produced: str) -> list[str]:
 @pytest.mark.parametrize(
     ("expected", "args", "n_lines"),
     [
-        ("out.test", ["qrels.test", "results.test"], 18),                                   # official measures
+        ("out.test", ["qrels.test", "results.test"], 18),  # official measures
         ("out.test.a", ["qrels.test", "results.test", "-m", "all_trec"], 49),
         ("out.test.aq", ["qrels.test", "results.test", "-m", "all_trec", "-q"], 187),
         ("out.test.aqc", ["qrels.test", "results.trunc", "-m", "all_trec", "-q", "-c"], 187),
         ("out.test.aql", ["qrels.rel_level", "results.test", "-m", "all_trec", "-q", "-l", "2"], 187),
-        ("out.test.meas_params", ["qrels.test", "results.test", "-q", "-m", "P.5,7,3", "-m", "recall.20,2000",
-                                  "-m", "ndcg.1=3,2=9,4=4.5", "-m", "ndcg_cut.10,20,23.4", "-m", "success.2,5,20"], 48),
+        (
+            "out.test.meas_params",
+            [
+                "qrels.test",
+                "results.test",
+                "-q",
+                "-m",
+                "P.5,7,3",
+                "-m",
+                "recall.20,2000",
+                "-m",
+                "ndcg.1=3,2=9,4=4.5",
+                "-m",
+                "ndcg_cut.10,20,23.4",
+                "-m",
+                "success.2,5,20",
+            ],
+            48,
+        ),
         ("out.comment.test", ["qrels.comment.test", "results.comment.test"], 18),
     ],
 )
@@ -74,7 +91,11 @@ def test_formats_agree(tmp_path):
     _, text = run_cli(*args[:-1])  # table, summary only
     header, row = text.splitlines()
     assert header.split() == ["run", "map", "nDCG@10", "num_rel"]
-    assert row.split()[1:] == [f"{result.summary['map']:.4f}", f"{result.summary['nDCG@10']:.4f}", str(result.summary["num_rel"])]
+    assert row.split()[1:] == [
+        f"{result.summary['map']:.4f}",
+        f"{result.summary['nDCG@10']:.4f}",
+        str(result.summary["num_rel"]),
+    ]
 
     _, text = run_cli(*args, "--format", "trec")
     assert text.splitlines()[0].startswith("num_rel               \t")  # trec_eval's order, not ours
@@ -132,12 +153,31 @@ def test_module_entry_point_and_console_script(tmp_path):
     qrels_path, run_path = write_dicts(tmp_path, *random_collection(3))
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     done = subprocess.run(
-        [sys.executable, "-m", "torch_rankeval", "evaluate", str(qrels_path), str(run_path), "-m", "P.5", "--format", "trec"],
-        capture_output=True, text=True, env=env, cwd=tmp_path,
+        [
+            sys.executable,
+            "-m",
+            "torch_rankeval",
+            "evaluate",
+            str(qrels_path),
+            str(run_path),
+            "-m",
+            "P.5",
+            "--format",
+            "trec",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
     )
     assert done.returncode == 0 and done.stdout.startswith("P_5")
-    bad = subprocess.run([sys.executable, "-m", "torch_rankeval", "evaluate", str(qrels_path), str(tmp_path / "nope")],
-                         capture_output=True, text=True, env=env, cwd=tmp_path)
+    bad = subprocess.run(
+        [sys.executable, "-m", "torch_rankeval", "evaluate", str(qrels_path), str(tmp_path / "nope")],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
     assert bad.returncode == 1 and "Traceback" not in bad.stderr
     tomllib = pytest.importorskip("tomllib")
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
@@ -147,8 +187,13 @@ def test_module_entry_point_and_console_script(tmp_path):
 def test_stdin_run(tmp_path):
     qrels_path, run_path = write_dicts(tmp_path, *random_collection(4))
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run([sys.executable, "-m", "torch_rankeval", "evaluate", str(qrels_path), "-", "-m", "map", "--format", "trec"],
-                          input=run_path.read_text(), capture_output=True, text=True, env=env)
+    done = subprocess.run(
+        [sys.executable, "-m", "torch_rankeval", "evaluate", str(qrels_path), "-", "-m", "map", "--format", "trec"],
+        input=run_path.read_text(),
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     expected = trec.evaluate(qrels_path, run_path, ["map"]).summary["map"]
     assert done.stdout.split() == ["map", "all", f"{expected:.4f}"]
 
@@ -185,8 +230,10 @@ def _three_runs(tmp_path):
     rng = torch.Generator().manual_seed(0)
     better = {}
     for q, docs in run.items():  # b: nudge judged relevant documents up
-        better[q] = {d: s + (20 if qrels.get(q, {}).get(d, 0) >= 1 else 0) + 0.01 * torch.rand(1, generator=rng).item()
-                     for d, s in docs.items()}
+        better[q] = {
+            d: s + (20 if qrels.get(q, {}).get(d, 0) >= 1 else 0) + 0.01 * torch.rand(1, generator=rng).item()
+            for d, s in docs.items()
+        }
     b, c = tmp_path / "b.txt", tmp_path / "c.txt"
     trec.write_run(b, better, tag="b")
     trec.write_run(c, run, tag="c")  # identical to a
@@ -195,7 +242,9 @@ def _three_runs(tmp_path):
 
 def test_compare_json_matches_stats_on_per_query_values(tmp_path):
     qrels_path, runs = _three_runs(tmp_path)
-    status, text = run_cli("compare", qrels_path, *runs, "-m", "map", "-m", "P@5", "--format", "json", "--resamples", "2000")
+    status, text = run_cli(
+        "compare", qrels_path, *runs, "-m", "map", "-m", "P@5", "--format", "json", "--resamples", "2000"
+    )
     assert status == 0
     data = json.loads(text)
     evals = [trec.evaluate(qrels_path, r, ["map", "P@5"], complete=True) for r in runs]
@@ -204,14 +253,20 @@ def test_compare_json_matches_stats_on_per_query_values(tmp_path):
     for cmp in data["comparisons"]:
         i, j = "abc".index(cmp["label_a"]), "abc".index(cmp["label_b"])
         x, y = evals[j].per_query[cmp["measure"]][answered], evals[i].per_query[cmp["measure"]][answered]
-        assert cmp["mean_a"] == pytest.approx(y.mean().item()) and cmp["difference"] == pytest.approx((x - y).mean().item())
+        assert cmp["mean_a"] == pytest.approx(y.mean().item()) and cmp["difference"] == pytest.approx(
+            (x - y).mean().item()
+        )
         assert cmp["t_pvalue"] == pytest.approx(stats.paired_t_test(x, y).pvalue.item())
-        assert cmp["randomization_pvalue"] == pytest.approx(stats.randomization_test(x, y, n_resamples=2000).pvalue.item())
+        assert cmp["randomization_pvalue"] == pytest.approx(
+            stats.randomization_test(x, y, n_resamples=2000).pvalue.item()
+        )
         low, high = stats.bootstrap_ci(x, y, n_resamples=2000)
         assert (cmp["ci_low"], cmp["ci_high"]) == pytest.approx((low.item(), high.item()))
     by_pair = {(c["measure"], c["label_a"], c["label_b"]): c for c in data["comparisons"]}
     for m in ("map", "P@5"):
-        raw = torch.tensor([by_pair[(m, a, b)]["randomization_pvalue"] for a, b in (("a", "b"), ("a", "c"), ("b", "c"))])
+        raw = torch.tensor(
+            [by_pair[(m, a, b)]["randomization_pvalue"] for a, b in (("a", "b"), ("a", "c"), ("b", "c"))]
+        )
         adj = [by_pair[(m, a, b)]["pvalue_adjusted"] for a, b in (("a", "b"), ("a", "c"), ("b", "c"))]
         assert adj == pytest.approx(stats.holm(raw).tolist())
         assert by_pair[(m, "a", "b")]["significant"] and by_pair[(m, "a", "b")]["winner"].endswith("b.txt")
@@ -221,7 +276,9 @@ def test_compare_json_matches_stats_on_per_query_values(tmp_path):
 
 def test_compare_table_marks_wins(tmp_path):
     qrels_path, runs = _three_runs(tmp_path)
-    status, text = run_cli("compare", qrels_path, *runs, "-m", "map", "--correction", "bonferroni", "--resamples", "1000")
+    status, text = run_cli(
+        "compare", qrels_path, *runs, "-m", "map", "--correction", "bonferroni", "--resamples", "1000"
+    )
     assert status == 0
     rows = {line.split()[0]: line.split() for line in text.splitlines() if line[:1] in "abc" and len(line.split()) == 3}
     assert rows["b"][2].endswith("^ac") and "^" not in rows["a"][2] and "^" not in rows["c"][2]

@@ -19,7 +19,14 @@ pytrec_eval = pytest.importorskip("pytrec_eval")
     [
         ("ndcg", "ndcg", (None,), ["ndcg"], ["ndcg"], ["nDCG"]),
         ("ndcg_cut.10", "ndcg", (10,), ["ndcg_cut_10"], ["ndcg_cut_10"], ["nDCG@10"]),
-        ("ndcg_cut.10,5", "ndcg", (5, 10), ["ndcg_cut_5", "ndcg_cut_10"], ["ndcg_cut_5", "ndcg_cut_10"], ["nDCG@5", "nDCG@10"]),
+        (
+            "ndcg_cut.10,5",
+            "ndcg",
+            (5, 10),
+            ["ndcg_cut_5", "ndcg_cut_10"],
+            ["ndcg_cut_5", "ndcg_cut_10"],
+            ["nDCG@5", "nDCG@10"],
+        ),
         ("map", "map", (None,), ["map"], ["map"], ["AP"]),
         ("map_cut.10", "map", (10,), ["map_cut_10"], ["map_cut_10"], ["AP@10"]),
         ("P.5", "precision", (5,), ["P_5"], ["P_5"], ["P@5"]),
@@ -39,11 +46,30 @@ pytrec_eval = pytest.importorskip("pytrec_eval")
         ("RR@10", "mrr", (10,), ["RR@10"], ["RR@10"], ["RR@10"]),
         ("Rprec", "r_precision", (None,), ["Rprec"], ["Rprec"], ["Rprec"]),
         ("P(rel=2)@5", "precision", (5,), ["P(rel=2)@5"], ["P(rel=2)@5"], ["P(rel=2)@5"]),
-        ("nDCG(gains={0:0,1:1,2:3})@10", "ndcg", (10,), ["nDCG(gains={0:0,1:1,2:3})@10"], ["nDCG(gains={0:0,1:1,2:3})@10"],
-         ["nDCG(gains={0:0,1:1,2:3})@10"]),
-        ("nDCG(dcg='exp-log2')@10", "ndcg", (10,), ["nDCG(dcg='exp-log2')@10"], ["nDCG(dcg='exp-log2')@10"],
-         ["nDCG(dcg='exp-log2')@10"]),
-        ("ndcg.0=0,1=1,2=3", "ndcg", (None,), ["ndcg_0=0,1=1,2=3"], ["ndcg_0=0,1=1,2=3"], ["nDCG(gains={0:0,1:1,2:3})"]),
+        (
+            "nDCG(gains={0:0,1:1,2:3})@10",
+            "ndcg",
+            (10,),
+            ["nDCG(gains={0:0,1:1,2:3})@10"],
+            ["nDCG(gains={0:0,1:1,2:3})@10"],
+            ["nDCG(gains={0:0,1:1,2:3})@10"],
+        ),
+        (
+            "nDCG(dcg='exp-log2')@10",
+            "ndcg",
+            (10,),
+            ["nDCG(dcg='exp-log2')@10"],
+            ["nDCG(dcg='exp-log2')@10"],
+            ["nDCG(dcg='exp-log2')@10"],
+        ),
+        (
+            "ndcg.0=0,1=1,2=3",
+            "ndcg",
+            (None,),
+            ["ndcg_0=0,1=1,2=3"],
+            ["ndcg_0=0,1=1,2=3"],
+            ["nDCG(gains={0:0,1:1,2:3})"],
+        ),
         ("num_rel_ret", "num_rel_ret", (None,), ["num_rel_ret"], ["num_rel_ret"], ["NumRelRet"]),
         ("NumRet", "num_ret", (None,), ["NumRet"], ["num_ret"], ["NumRet"]),
     ],
@@ -70,8 +96,20 @@ def test_metric_families_use_the_kernel_table():
 
 def test_ir_names_agree_with_ir_measures_parser():
     ir_measures = pytest.importorskip("ir_measures")
-    for name in ["nDCG@10", "AP", "AP@100", "P@5", "R@10", "RR", "RR@10", "Rprec", "P(rel=2)@5", "Success@10",
-                 "nDCG(gains={0:0,1:1,2:3})@10", "R(rel=3)@20"]:
+    for name in [
+        "nDCG@10",
+        "AP",
+        "AP@100",
+        "P@5",
+        "R@10",
+        "RR",
+        "RR@10",
+        "Rprec",
+        "P(rel=2)@5",
+        "Success@10",
+        "nDCG(gains={0:0,1:1,2:3})@10",
+        "R(rel=3)@20",
+    ]:
         theirs = ir_measures.parse_measure(name).params
         ours = M.parse_measure(name)
         assert ours.cutoffs[0] == theirs.get("cutoff"), name
@@ -94,7 +132,11 @@ def test_nicknames_and_merging():
     merged = M.parse_measures(["P.5", "map", "P.10", "map", "P@5"])
     assert [m.names() for m in merged] == [["P_5", "P_10"], ["map"], ["P@5"]]
     assert [m.names()[0] for m in M.trec_order(M.parse_measures(["success.1", "ndcg", "recip_rank", "num_q"]))] == [
-        "num_q", "recip_rank", "ndcg", "success_1"]
+        "num_q",
+        "recip_rank",
+        "ndcg",
+        "success_1",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -189,13 +231,17 @@ def test_unjudged_documents_have_zero_gain_even_when_grade_zero_gains():
     target = torch.tensor([[-1, 0, 1]])
     ideal = torch.tensor([[0, 1, -1]])
     out = M.compute([M.parse_measure("nDCG(gains={0:1,1:2})@3")], preds, target, ideal_target=ideal)
-    dcg = 1 / torch.log2(torch.tensor(3.0, dtype=torch.float64)) + 2 / 2.0   # ranks 2 and 3
+    dcg = 1 / torch.log2(torch.tensor(3.0, dtype=torch.float64)) + 2 / 2.0  # ranks 2 and 3
     idcg = 2 + 1 / torch.log2(torch.tensor(3.0, dtype=torch.float64))
     assert out["nDCG(gains={0:1,1:2})@3"].item() == pytest.approx((dcg / idcg).item(), abs=1e-15)
 
 
 def test_summaries():
-    assert M.summarize(M.parse_measure("map"), torch.tensor([0.1, 0.2, 0.3], dtype=torch.float64)) == (0.1 + 0.2 + 0.3) / 3
+    assert (
+        M.summarize(M.parse_measure("map"), torch.tensor([0.1, 0.2, 0.3], dtype=torch.float64)) == (0.1 + 0.2 + 0.3) / 3
+    )
     assert M.summarize(M.parse_measure("num_rel"), torch.tensor([2.0, 5.0])) == 7
     gm = M.summarize(M.parse_measure("gm_map"), torch.tensor([0.5, 0.0], dtype=torch.float64))
-    assert gm == pytest.approx(pytrec_eval.compute_aggregated_measure("gm_map", [-0.6931471805599453, -11.512925464970229]))
+    assert gm == pytest.approx(
+        pytrec_eval.compute_aggregated_measure("gm_map", [-0.6931471805599453, -11.512925464970229])
+    )

@@ -66,7 +66,10 @@ def test_exact_randomization_equals_enumeration(seed, alternative):
     ours = stats.randomization_test(x, y, alternative=alternative)
     assert ours.pvalue.item() == pytest.approx(_brute_force_p((x - y).numpy(), alternative), abs=1e-15)
     ref = scipy_stats.permutation_test(
-        (x.numpy(), y.numpy()), lambda a, b: np.mean(a - b), permutation_type="samples", n_resamples=np.inf,
+        (x.numpy(), y.numpy()),
+        lambda a, b: np.mean(a - b),
+        permutation_type="samples",
+        n_resamples=np.inf,
         alternative=alternative,
     )
     assert ours.pvalue.item() == pytest.approx(ref.pvalue, abs=1e-12)
@@ -103,7 +106,9 @@ def test_bootstrap_interval_agrees_with_scipy():
     x, y = _pair(5, 60)
     low, high = stats.bootstrap_ci(x, y, n_resamples=20_000, seed=0)
     d = (x - y).numpy()
-    ref = scipy_stats.bootstrap((d,), np.mean, n_resamples=20_000, method="percentile", random_state=0).confidence_interval
+    ref = scipy_stats.bootstrap(
+        (d,), np.mean, n_resamples=20_000, method="percentile", random_state=0
+    ).confidence_interval
     spread = d.std(ddof=1) / np.sqrt(len(d))
     assert low.item() == pytest.approx(ref.low, abs=0.05 * spread)
     assert high.item() == pytest.approx(ref.high, abs=0.05 * spread)

@@ -22,8 +22,19 @@ from torch_rankeval.trec import TrecFormatError
 pytrec_eval = pytest.importorskip("pytrec_eval")
 
 TREC_MEASURES = {
-    "num_ret", "num_rel", "num_rel_ret", "map", "gm_map", "Rprec", "recip_rank", "P.1,5,10", "recall.5,10,100",
-    "ndcg", "ndcg_cut.3,10", "map_cut.5,100", "success.1,5",
+    "num_ret",
+    "num_rel",
+    "num_rel_ret",
+    "map",
+    "gm_map",
+    "Rprec",
+    "recip_rank",
+    "P.1,5,10",
+    "recall.5,10,100",
+    "ndcg",
+    "ndcg_cut.3,10",
+    "map_cut.5,100",
+    "success.1,5",
 }
 
 
@@ -66,7 +77,18 @@ def test_small_blocks_give_the_same_table(tmp_path):
 def test_scores_parse_exactly_as_cpython_float(tmp_path):
     """Every spelling of a score gives the double that CPython's correctly rounded parser gives."""
     rng = random.Random(0)
-    tokens = ["0", "-0.0", "+1", "1.", ".5", "-.25", "1e3", "1E-7", "12345678901234567890", "0.000000000000000000001234"]
+    tokens = [
+        "0",
+        "-0.0",
+        "+1",
+        "1.",
+        ".5",
+        "-.25",
+        "1e3",
+        "1E-7",
+        "12345678901234567890",
+        "0.000000000000000000001234",
+    ]
     for _ in range(3000):
         x = struct.unpack("d", struct.pack("Q", rng.getrandbits(64)))[0]
         if math.isfinite(x):
@@ -112,7 +134,11 @@ def test_run_writer_ranks_as_trec_eval(tmp_path):
         ("qrels", "q1 0 d1 1\nq1 0 d2\n", r"qrels\.txt, line 2: expected 4 fields"),
         ("qrels", "q1 0 d1 1 extra\n", r"line 1: expected 4 fields .*found 5"),
         ("qrels", "q1 0 d1 1.5\n", r"line 1: relevance '1\.5' is not an integer grade"),
-        ("qrels", "q1 0 d1 1\nq2 0 d1 0\nq1 0 d1 2\n", r"qrels\.txt, lines 1 and 3: duplicate judgment of document 'd1' for query 'q1'"),
+        (
+            "qrels",
+            "q1 0 d1 1\nq2 0 d1 0\nq1 0 d1 2\n",
+            r"qrels\.txt, lines 1 and 3: duplicate judgment of document 'd1' for query 'q1'",
+        ),
     ],
 )
 def test_malformed_files_name_file_and_line(tmp_path, kind, text, message):
@@ -166,7 +192,9 @@ def test_tensors_follow_trec_eval_tie_order():
         assert batch.preds[i, :n].tolist() == [s for _, s in docs]
         want = [max(qrels[qid].get(d, -1), -1) for d, _ in docs]
         assert batch.target[i, :n].tolist() == want
-        assert sorted(batch.ideal_target[i][batch.ideal_target[i] >= 0].tolist()) == sorted(g for g in qrels[qid].values() if g >= 0)
+        assert sorted(batch.ideal_target[i][batch.ideal_target[i] >= 0].tolist()) == sorted(
+            g for g in qrels[qid].values() if g >= 0
+        )
 
 
 def _pytrec(qrels, run, level=1):
@@ -178,7 +206,9 @@ def _pytrec(qrels, run, level=1):
 def test_evaluate_matches_pytrec_eval_per_query(seed, level):
     qrels, run = random_collection(seed)
     expected = _pytrec(qrels, run, level)
-    result = trec.evaluate(trec.Qrels.from_dict(qrels), trec.Run.from_dict(run), sorted(TREC_MEASURES), relevance_level=level)
+    result = trec.evaluate(
+        trec.Qrels.from_dict(qrels), trec.Run.from_dict(run), sorted(TREC_MEASURES), relevance_level=level
+    )
     assert result.qids == sorted(expected, key=lambda s: s.encode())
     compared = 0
     for name, values in result.per_query.items():
@@ -229,7 +259,9 @@ def test_file_readers_agree_with_simple_readers(trec_eval_test_dir):
     """The vectorised readers against the line-by-line readers of tests/oracles.py."""
     d = trec_eval_test_dir
     assert trec.read_qrels(d / "qrels.test").to_dict() == oracle_read_qrels(d / "qrels.test")
-    assert trec.read_qrels(d / "qrels.test.with-comments").to_dict() == oracle_read_qrels(d / "qrels.test.with-comments")
+    assert trec.read_qrels(d / "qrels.test.with-comments").to_dict() == oracle_read_qrels(
+        d / "qrels.test.with-comments"
+    )
     assert trec.read_run(d / "results.trunc").to_dict() == oracle_read_run(d / "results.trunc")
 
 
@@ -248,8 +280,10 @@ def test_long_docno_duplicates_are_found(tmp_path):
     """Docnos beyond 8 bytes are hashed; a duplicate still names its lines."""
     qrels = trec.Qrels.from_dict({"q1": {"clueweb12-0000tw-00-00001": 1}})
     path = tmp_path / "run.txt"
-    path.write_text("q1 Q0 clueweb12-0000tw-00-00001 1 0.5 t\nq1 Q0 clueweb12-0000tw-00-00002 2 0.4 t\n"
-                    "q1 Q0 clueweb12-0000tw-00-00001 3 0.3 t\n")
+    path.write_text(
+        "q1 Q0 clueweb12-0000tw-00-00001 1 0.5 t\nq1 Q0 clueweb12-0000tw-00-00002 2 0.4 t\n"
+        "q1 Q0 clueweb12-0000tw-00-00001 3 0.3 t\n"
+    )
     with pytest.raises(TrecFormatError, match=r"lines 1 and 3: document 'clueweb12-0000tw-00-00001' appears twice"):
         trec.to_tensors(qrels, trec.read_run(path))
 

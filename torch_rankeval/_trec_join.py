@@ -16,7 +16,17 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-__all__ = ["words", "order_keys", "lexsort", "sorted_by_query_and_docno", "Order", "ranking_order", "docno_keys", "same_docno", "padded_join"]
+__all__ = [
+    "words",
+    "order_keys",
+    "lexsort",
+    "sorted_by_query_and_docno",
+    "Order",
+    "ranking_order",
+    "docno_keys",
+    "same_docno",
+    "padded_join",
+]
 
 _SIGN = np.uint64(1 << 63)
 _M1 = np.uint64(0x9E3779B97F4A7C15)
@@ -175,7 +185,9 @@ def _scan_duplicates(sorted_keys, sorted_valid, perm, row_base, rows, cols, conf
     """Pairs beyond neighbours inside runs of equal hashes (only after a hash collision)."""
     for r, c in zip(rows.tolist(), cols.tolist()):
         end = c + 1
-        while end + 1 < sorted_keys.shape[1] and sorted_keys[r, end + 1] == sorted_keys[r, c] and sorted_valid[r, end + 1]:
+        while (
+            end + 1 < sorted_keys.shape[1] and sorted_keys[r, end + 1] == sorted_keys[r, c] and sorted_valid[r, end + 1]
+        ):
             end += 1
         members = row_base[r, 0] + perm[r, c : end + 1]
         for i in range(len(members)):
@@ -256,7 +268,11 @@ def ranking_order(qid: np.ndarray, score: np.ndarray, docno: np.ndarray) -> tupl
             order.positions, order.sources = positions, sorted_rows
         else:
             order.full[positions] = sorted_rows
-    group_starts = np.concatenate([np.zeros(1, dtype=np.int64), np.flatnonzero(~same_query) + 1]) if n else np.zeros(0, dtype=np.int64)
+    group_starts = (
+        np.concatenate([np.zeros(1, dtype=np.int64), np.flatnonzero(~same_query) + 1])
+        if n
+        else np.zeros(0, dtype=np.int64)
+    )
     return order, group_starts
 
 

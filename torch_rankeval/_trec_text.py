@@ -77,7 +77,9 @@ _KINDS = {
 }
 
 
-def progress_bar(total: int | None, desc: str, enabled: bool | None) -> tuple[Callable[[int], None], Callable[[], None]]:
+def progress_bar(
+    total: int | None, desc: str, enabled: bool | None
+) -> tuple[Callable[[int], None], Callable[[], None]]:
     """``(advance, close)`` of a progress bar on stderr: tqdm if installed, else rich, else none.
 
     ``enabled=None`` shows it for inputs of at least 64 MiB when stderr is a terminal.
@@ -252,7 +254,9 @@ def _parse_values(kind: _Kind, cols: np.ndarray, lengths: np.ndarray, lines: np.
                 try:
                     float(token)
                 except ValueError:
-                    raise _LineError(int(lines[j]), f"score {token.decode('utf-8', 'replace')!r} is not a number") from None
+                    raise _LineError(
+                        int(lines[j]), f"score {token.decode('utf-8', 'replace')!r} is not a number"
+                    ) from None
             raise
         finite = np.isfinite(values[slow])
         if not finite.all():
@@ -294,7 +298,9 @@ def _parse_block(kind: _Kind, block: bytes) -> tuple[tuple | None, int]:
     for c in qm:
         head[1:] |= c[1:] != c[:-1]
     heads = np.flatnonzero(head)
-    names, inverse = np.unique(np.ascontiguousarray(qm[:, heads].T).view(f"S{qm.shape[0]}").ravel(), return_inverse=True)
+    names, inverse = np.unique(
+        np.ascontiguousarray(qm[:, heads].T).view(f"S{qm.shape[0]}").ravel(), return_inverse=True
+    )
     qid = inverse.ravel()[np.cumsum(head) - 1]
     tag = None
     if kind.what == "run":
@@ -303,7 +309,9 @@ def _parse_block(kind: _Kind, block: bytes) -> tuple[tuple | None, int]:
     return (names, qid, np.ascontiguousarray(dm.T), values, lines, tag), len(newlines)
 
 
-def read_table(path: str | os.PathLike, kind: str, *, progress: bool | None = None, block_bytes: int = BLOCK_BYTES) -> Table:
+def read_table(
+    path: str | os.PathLike, kind: str, *, progress: bool | None = None, block_bytes: int = BLOCK_BYTES
+) -> Table:
     """Read a qrels (``kind="qrels"``) or run (``kind="run"``) file, plain or gzip, or ``"-"`` for stdin.
 
     Blocks are parsed by a pool of threads (one per CPU) while the next blocks are read.
@@ -394,5 +402,11 @@ def table_from_rows(qids: list[str], docnos: list[str], values: np.ndarray, tag:
     encoded = [encode(d) for d in docnos]
     width = _round8(max((len(d) for d in encoded), default=1))
     docno = np.frombuffer(b"".join(d.ljust(width, b"\0") for d in encoded), dtype=np.uint8).reshape(len(encoded), width)
-    return Table(qid, list(qid_ids), docno.copy(), values, np.zeros(len(qid), dtype=np.int64), None if tag is None else encode(tag))
-
+    return Table(
+        qid,
+        list(qid_ids),
+        docno.copy(),
+        values,
+        np.zeros(len(qid), dtype=np.int64),
+        None if tag is None else encode(tag),
+    )

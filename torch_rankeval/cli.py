@@ -10,9 +10,11 @@ Subcommands:
 
 Each subcommand is a :class:`Command` in :data:`COMMANDS` (its arguments and its function), or a
 module named in :data:`SUBCOMMAND_MODULES` with an ``add_parser(subparsers)`` function; adding one
-is adding an entry. :func:`add_input_arguments` and :func:`evaluate_inputs` give a new
-subcommand the shared ``QRELS RUN... -m -l -c --device`` arguments and the evaluated runs. Errors in the inputs (a malformed or empty file, a duplicate document, a
-run without any judged query, an unknown measure) print one line on stderr and exit with status 1.
+is adding an entry. :func:`add_input_arguments` and :func:`evaluate_inputs` give a new subcommand
+the shared ``QRELS RUN... -m -l -c --device`` arguments and the evaluated runs.
+
+Errors in the inputs (a malformed or empty file, a duplicate document, a run without any judged
+query, an unknown measure) print one line on stderr and exit with status 1.
 """
 
 from __future__ import annotations
@@ -31,10 +33,21 @@ from dataclasses import dataclass
 import torch
 
 from torch_rankeval._trec_text import TrecFormatError
-from torch_rankeval.measures import Measure, parse_measures, trec_order
+from torch_rankeval.measures import Measure, parse_measures
 from torch_rankeval.trec import Evaluation, Qrels, Run, evaluate, read_qrels, read_run
 
-__all__ = ["Command", "COMMANDS", "SUBCOMMAND_MODULES", "CommandError", "add_input_arguments", "evaluate_inputs", "build_parser", "main", "format_trec_eval", "reuse_freed_memory"]
+__all__ = [
+    "Command",
+    "COMMANDS",
+    "SUBCOMMAND_MODULES",
+    "CommandError",
+    "add_input_arguments",
+    "evaluate_inputs",
+    "build_parser",
+    "main",
+    "format_trec_eval",
+    "reuse_freed_memory",
+]
 
 PROG = "torch-rankeval"
 EXIT_INPUT_ERROR = 1
@@ -72,24 +85,40 @@ def add_input_arguments(parser: argparse.ArgumentParser) -> None:
         >>> a.runs, a.measures, a.level, a.complete
         (['r1.txt', 'r2.txt'], ['nDCG@10'], 2, False)
     """
-    parser.add_argument("qrels", metavar="QRELS", help="qrels file: 'qid iter docno rel' lines (plain or gzip; - for stdin)")
-    parser.add_argument("runs", metavar="RUN", nargs="+", help="run file(s): 'qid Q0 docno rank score tag' lines (plain or gzip)")
     parser.add_argument(
-        "-m", "--measure", dest="measures", action="append", metavar="MEASURE",
+        "qrels", metavar="QRELS", help="qrels file: 'qid iter docno rel' lines (plain or gzip; - for stdin)"
+    )
+    parser.add_argument(
+        "runs", metavar="RUN", nargs="+", help="run file(s): 'qid Q0 docno rank score tag' lines (plain or gzip)"
+    )
+    parser.add_argument(
+        "-m",
+        "--measure",
+        dest="measures",
+        action="append",
+        metavar="MEASURE",
         help="a measure, repeatable: trec_eval names (map, ndcg_cut.10, P.5,10, recip_rank, Rprec, success.1), "
         "ir_measures names (nDCG@10, AP, P(rel=2)@5, RR), or the sets 'official' and 'all_trec'",
     )
     parser.add_argument(
-        "-l", "--level", type=int, default=1, metavar="LEVEL",
+        "-l",
+        "--level",
+        type=int,
+        default=1,
+        metavar="LEVEL",
         help="minimum grade of a relevant document for binary measures (trec_eval -l; default 1)",
     )
     parser.add_argument(
-        "-c", "--complete", action="store_true",
+        "-c",
+        "--complete",
+        action="store_true",
         help="score queries of the qrels that a run does not answer as 0 (trec_eval -c)",
     )
     parser.add_argument("--device", default="cpu", help="where to compute: cpu (default) or cuda")
     parser.add_argument(
-        "--progress", action=argparse.BooleanOptionalAction, default=None,
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
         help="progress bars while reading files (default: for large files on a terminal)",
     )
 
@@ -115,7 +144,9 @@ def _read_inputs(args: argparse.Namespace) -> tuple[Qrels, list[Run]]:
     return qrels, [read_run(path, progress=args.progress) for path in args.runs]
 
 
-def evaluate_inputs(args: argparse.Namespace, measures: list[Measure], *, complete: bool) -> tuple[Qrels, list[Evaluation]]:
+def evaluate_inputs(
+    args: argparse.Namespace, measures: list[Measure], *, complete: bool
+) -> tuple[Qrels, list[Evaluation]]:
     """Read the inputs of :func:`add_input_arguments` and evaluate every run (for subcommands).
 
     Example:
@@ -124,13 +155,16 @@ def evaluate_inputs(args: argparse.Namespace, measures: list[Measure], *, comple
         >>> d = tempfile.mkdtemp()
         >>> write_qrels(os.path.join(d, "q"), {"q1": {"d1": 1}}); write_run(os.path.join(d, "r"), {"q1": {"d1": 1.0}})
         >>> p = argparse.ArgumentParser(); add_input_arguments(p)
-        >>> _, results = evaluate_inputs(p.parse_args([os.path.join(d, "q"), os.path.join(d, "r")]), parse_measures(["map"]), complete=False)
+        >>> args = p.parse_args([os.path.join(d, "q"), os.path.join(d, "r")])
+        >>> _, results = evaluate_inputs(args, parse_measures(["map"]), complete=False)
         >>> results[0].summary
         {'map': 1.0}
     """
     device = _device(args.device)
     qrels, runs = _read_inputs(args)
-    results = [evaluate(qrels, run, measures, relevance_level=args.level, complete=complete, device=device) for run in runs]
+    results = [
+        evaluate(qrels, run, measures, relevance_level=args.level, complete=complete, device=device) for run in runs
+    ]
     return qrels, results
 
 
@@ -151,7 +185,8 @@ def format_trec_eval(result: Evaluation, *, per_query: bool = False, summary: bo
 
     Example:
         >>> from torch_rankeval.trec import Qrels, Run, evaluate
-        >>> r = evaluate(Qrels.from_dict({"q1": {"d1": 1}}), Run.from_dict({"q1": {"d1": 0.5}}, tag="x"), ["map", "num_q"])
+        >>> qrels, run = Qrels.from_dict({"q1": {"d1": 1}}), Run.from_dict({"q1": {"d1": 0.5}}, tag="x")
+        >>> r = evaluate(qrels, run, ["map", "num_q"])
         >>> format_trec_eval(r)
         ['num_q                 \\tall\\t1', 'map                   \\tall\\t1.0000']
     """
@@ -171,8 +206,10 @@ def format_trec_eval(result: Evaluation, *, per_query: bool = False, summary: bo
 def _table(header: list[str], rows: list[list[str]], right: int = 1) -> list[str]:
     """Aligned text columns; columns from index ``right`` on are right-aligned."""
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+
     def line(r: list[str]) -> str:
         return "  ".join(c.ljust(w) if i < right else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
+
     return [line(header), *(line(r) for r in rows)]
 
 
@@ -219,9 +256,13 @@ def _evaluate_csv(results: list[Evaluation], per_query: bool) -> str:
 def _add_evaluate(parser: argparse.ArgumentParser) -> None:
     add_input_arguments(parser)
     parser.add_argument("-q", "--per-query", action="store_true", help="also print each query's values (trec_eval -q)")
-    parser.add_argument("-n", "--no-summary", action="store_true", help="omit the summary over all queries (trec_eval -n)")
     parser.add_argument(
-        "--format", choices=("table", "trec", "json", "csv"), default="table",
+        "-n", "--no-summary", action="store_true", help="omit the summary over all queries (trec_eval -n)"
+    )
+    parser.add_argument(
+        "--format",
+        choices=("table", "trec", "json", "csv"),
+        default="table",
         help="table (default), trec (trec_eval's output, line for line), json or csv",
     )
 
@@ -237,9 +278,11 @@ def _run_evaluate(args: argparse.Namespace, out: io.TextIOBase) -> int:
         return 0
     if args.no_summary and args.format != "trec":
         raise CommandError("-n/--no-summary applies to --format trec only")
-    text = {"table": lambda: "\n".join(_evaluate_table(results, args.per_query)),
-            "json": lambda: _evaluate_json(results, args.per_query),
-            "csv": lambda: _evaluate_csv(results, args.per_query)}[args.format]()
+    text = {
+        "table": lambda: "\n".join(_evaluate_table(results, args.per_query)),
+        "json": lambda: _evaluate_json(results, args.per_query),
+        "csv": lambda: _evaluate_csv(results, args.per_query),
+    }[args.format]()
     out.write(text + "\n")
     return 0
 
@@ -253,16 +296,22 @@ def _labels(n: int) -> list[str]:
 def _add_compare(parser: argparse.ArgumentParser) -> None:
     add_input_arguments(parser)
     parser.add_argument(
-        "--test", choices=("randomization", "t"), default="randomization",
+        "--test",
+        choices=("randomization", "t"),
+        default="randomization",
         help="the test that decides significance marks: randomization (default) or t (paired t-test)",
     )
     parser.add_argument(
-        "--correction", choices=("holm", "bonferroni", "none"), default="holm",
+        "--correction",
+        choices=("holm", "bonferroni", "none"),
+        default="holm",
         help="family-wise correction over the pairs of runs, per measure (default holm)",
     )
     parser.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
     parser.add_argument("--confidence", type=float, default=0.95, help="bootstrap interval coverage (default 0.95)")
-    parser.add_argument("--resamples", type=int, default=10_000, help="bootstrap and randomization resamples (default 10000)")
+    parser.add_argument(
+        "--resamples", type=int, default=10_000, help="bootstrap and randomization resamples (default 10000)"
+    )
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.add_argument("--format", choices=("table", "json"), default="table", help="table (default) or json")
 
@@ -280,13 +329,18 @@ def _run_compare(args: argparse.Namespace, out: io.TextIOBase) -> int:
     answered = torch.stack([r.retrieved for r in results]).any(0)
     keep = torch.ones_like(answered) if args.complete else answered
     names = [o.name for o in results[0].outputs if o.name in results[0].per_query]
-    skipped = [o.name for o in results[0].outputs if o.name not in results[0].per_query and o.measure.per_query is False]
+    skipped = [
+        o.name for o in results[0].outputs if o.name not in results[0].per_query and o.measure.per_query is False
+    ]
     if not names:
         raise CommandError("no measure with per-query values to compare (runid, num_q and gm_map have none)")
     n_missing = [int((keep & ~r.retrieved).sum()) for r in results]
     for r, missing in zip(results, n_missing):
         if missing:
-            print(f"{PROG}: note: {r.run} does not answer {missing} of the compared queries; they score 0", file=sys.stderr)
+            print(
+                f"{PROG}: note: {r.run} does not answer {missing} of the compared queries; they score 0",
+                file=sys.stderr,
+            )
     if skipped:
         print(f"{PROG}: note: {', '.join(skipped)} has no per-query values and is not compared", file=sys.stderr)
 
@@ -307,7 +361,10 @@ def _run_compare(args: argparse.Namespace, out: io.TextIOBase) -> int:
     except ImportError:
         if args.test == "t":
             raise CommandError("--test t needs scipy: pip install 'torch-rankeval[cli]'") from None
-        print(f"{PROG}: note: scipy is not installed, the paired t-test is skipped (pip install 'torch-rankeval[cli]')", file=sys.stderr)
+        print(
+            f"{PROG}: note: scipy is not installed, the paired t-test is skipped (pip install 'torch-rankeval[cli]')",
+            file=sys.stderr,
+        )
         t_stat = t_p = torch.full_like(randomized.pvalue, math.nan)
     deciding = t_p if args.test == "t" else randomized.pvalue
     adjusted = stats.adjust_pvalues(deciding, args.correction)  # over pairs, per measure
@@ -322,29 +379,54 @@ def _run_compare(args: argparse.Namespace, out: io.TextIOBase) -> int:
             if significant:
                 winner = j if diff > 0 else i
                 wins.setdefault((winner, m), []).append(labels[i if winner == j else j])
-            comparisons.append({
-                "measure": name, "run_a": results[i].run, "run_b": results[j].run,
-                "label_a": labels[i], "label_b": labels[j],
-                "mean_a": float(means[i, m]), "mean_b": float(means[j, m]), "difference": diff,
-                "ci_low": float(low[m, p]), "ci_high": float(high[m, p]),
-                "t_statistic": _finite(t_stat[m, p]), "t_pvalue": _finite(t_p[m, p]),
-                "randomization_pvalue": float(randomized.pvalue[m, p]),
-                "pvalue_adjusted": float(adjusted[m, p]), "significant": significant,
-                "winner": None if winner is None else results[winner].run,
-            })
+            comparisons.append(
+                {
+                    "measure": name,
+                    "run_a": results[i].run,
+                    "run_b": results[j].run,
+                    "label_a": labels[i],
+                    "label_b": labels[j],
+                    "mean_a": float(means[i, m]),
+                    "mean_b": float(means[j, m]),
+                    "difference": diff,
+                    "ci_low": float(low[m, p]),
+                    "ci_high": float(high[m, p]),
+                    "t_statistic": _finite(t_stat[m, p]),
+                    "t_pvalue": _finite(t_p[m, p]),
+                    "randomization_pvalue": float(randomized.pvalue[m, p]),
+                    "pvalue_adjusted": float(adjusted[m, p]),
+                    "significant": significant,
+                    "winner": None if winner is None else results[winner].run,
+                }
+            )
     settings = {
-        "queries": n_queries, "test": args.test, "correction": args.correction, "alpha": args.alpha,
-        "confidence": args.confidence, "resamples": args.resamples, "seed": args.seed,
+        "queries": n_queries,
+        "test": args.test,
+        "correction": args.correction,
+        "alpha": args.alpha,
+        "confidence": args.confidence,
+        "resamples": args.resamples,
+        "seed": args.seed,
     }
     if args.format == "json":
-        runs = [{"label": labels[k], "run": r.run, "runid": r.runid, "means": {n: float(means[k, m]) for m, n in enumerate(names)}}
-                for k, r in enumerate(results)]
-        out.write(json.dumps({**settings, "measures": names, "runs": runs, "comparisons": comparisons}, indent=2) + "\n")
+        runs = [
+            {
+                "label": labels[k],
+                "run": r.run,
+                "runid": r.runid,
+                "means": {n: float(means[k, m]) for m, n in enumerate(names)},
+            }
+            for k, r in enumerate(results)
+        ]
+        out.write(
+            json.dumps({**settings, "measures": names, "runs": runs, "comparisons": comparisons}, indent=2) + "\n"
+        )
         return 0
 
     test_text = "randomization test" if args.test == "randomization" else "paired t-test"
     lines = [
-        f"{n_queries} queries; {test_text}, {args.correction} correction over {len(pairs)} pair(s) per measure, alpha {args.alpha}",
+        f"{n_queries} queries; {test_text}, {args.correction} correction over {len(pairs)} pair(s) per measure, "
+        f"alpha {args.alpha}",
         "",
     ]
     rows = []
@@ -359,11 +441,18 @@ def _run_compare(args: argparse.Namespace, out: io.TextIOBase) -> int:
     ci = f"{round(args.confidence * 100, 2):g}% CI"
     detail = []
     for c in comparisons:
-        detail.append([
-            c["measure"], f"{c['label_b']} - {c['label_a']}", f"{c['difference']:+.4f}",
-            f"[{c['ci_low']:+.4f}, {c['ci_high']:+.4f}]", _p(c["t_pvalue"]), _p(c["randomization_pvalue"]),
-            _p(c["pvalue_adjusted"]), "*" if c["significant"] else "",
-        ])
+        detail.append(
+            [
+                c["measure"],
+                f"{c['label_b']} - {c['label_a']}",
+                f"{c['difference']:+.4f}",
+                f"[{c['ci_low']:+.4f}, {c['ci_high']:+.4f}]",
+                _p(c["t_pvalue"]),
+                _p(c["randomization_pvalue"]),
+                _p(c["pvalue_adjusted"]),
+                "*" if c["significant"] else "",
+            ]
+        )
     lines += _table(["measure", "pair", "diff", ci, "t-test p", "rand. p", "adj. p", "sig"], detail, right=2)
     out.write("\n".join(lines) + "\n")
     return 0
@@ -381,8 +470,15 @@ def _p(value: float | None) -> str:
 
 # ----------------------------------------------------------------------------- entry point
 COMMANDS: list[Command] = [
-    Command("evaluate", "evaluate runs against qrels (trec_eval's measures and semantics)", _add_evaluate, _run_evaluate),
-    Command("compare", "compare runs: means, differences, confidence intervals, significance tests", _add_compare, _run_compare),
+    Command(
+        "evaluate", "evaluate runs against qrels (trec_eval's measures and semantics)", _add_evaluate, _run_evaluate
+    ),
+    Command(
+        "compare",
+        "compare runs: means, differences, confidence intervals, significance tests",
+        _add_compare,
+        _run_compare,
+    ),
 ]
 
 # Subcommands that live in their own modules: each module has ``add_parser(subparsers)``, which adds
@@ -452,7 +548,8 @@ def main(argv: Sequence[str] | None = None, out: io.TextIOBase | None = None) ->
         >>> write_qrels(os.path.join(d, "qrels"), {"q1": {"d1": 1, "d2": 1}})
         >>> write_run(os.path.join(d, "run"), {"q1": {"d1": 0.3, "d3": 0.2}}, tag="demo")
         >>> out = io.StringIO()
-        >>> main(["evaluate", os.path.join(d, "qrels"), os.path.join(d, "run"), "-m", "map", "-m", "P.2", "--format", "trec"], out)
+        >>> files = [os.path.join(d, "qrels"), os.path.join(d, "run")]
+        >>> main(["evaluate", *files, "-m", "map", "-m", "P.2", "--format", "trec"], out)
         0
         >>> out.getvalue().split()
         ['map', 'all', '0.5000', 'P_2', 'all', '0.5000']

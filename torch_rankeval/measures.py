@@ -136,8 +136,21 @@ _ORDER = {f.key: i for i, f in enumerate(FAMILIES)}
 NICKNAMES: dict[str, tuple[str, ...]] = {
     "official": ("runid", "num_q", "num_ret", "num_rel", "num_rel_ret", "map", "gm_map", "Rprec", "recip_rank", "P"),
     "all_trec": (
-        "runid", "num_q", "num_ret", "num_rel", "num_rel_ret", "map", "gm_map", "Rprec", "recip_rank", "P",
-        "recall", "ndcg", "success", "map_cut", "ndcg_cut",
+        "runid",
+        "num_q",
+        "num_ret",
+        "num_rel",
+        "num_rel_ret",
+        "map",
+        "gm_map",
+        "Rprec",
+        "recip_rank",
+        "P",
+        "recall",
+        "ndcg",
+        "success",
+        "map_cut",
+        "ndcg_cut",
     ),
 }
 
@@ -235,7 +248,9 @@ class Measure:
         text = name + (f"({','.join(params)})" if params else "")
         return text + (f"@{k}" if k is not None else "")
 
-    def convention(self, base: str | Convention | None = "trec_eval", relevance_level: float | None = None) -> Convention:
+    def convention(
+        self, base: str | Convention | None = "trec_eval", relevance_level: float | None = None
+    ) -> Convention:
         """The :class:`~torch_rankeval.conventions.Convention` this measure is computed under.
 
         ``base`` is the preset (trec_eval by default); the measure's own relevance level wins over
@@ -348,7 +363,9 @@ def _parse_trec(text: str, family: Family, params: str | None) -> Measure:
             try:
                 k = int(float(part))
             except ValueError:
-                raise ValueError(f"measure {text!r}: cutoff {part!r} is not a number; write e.g. {family.trec}.5,10") from None
+                raise ValueError(
+                    f"measure {text!r}: cutoff {part!r} is not a number; write e.g. {family.trec}.5,10"
+                ) from None
             if k <= 0:
                 raise ValueError(f"measure {text!r}: cutoffs must be positive, got {part!r}")
             cutoffs.append(k)
@@ -407,7 +424,9 @@ def _parse_ir(text: str) -> Measure:
         if not family.rel:
             raise ValueError(f"measure {text!r}: {name} takes no rel parameter; it accepts {_accepted(family)}")
         if isinstance(rel, bool) or not isinstance(rel, (int, float)) or not rel > 0:
-            raise ValueError(f"measure {text!r}: rel must be a positive number (the minimum relevant grade), got {rel!r}")
+            raise ValueError(
+                f"measure {text!r}: rel must be a positive number (the minimum relevant grade), got {rel!r}"
+            )
     gain_pairs = None
     if gains is not None:
         if not family.gains:
@@ -419,9 +438,16 @@ def _parse_ir(text: str) -> Measure:
         except (TypeError, ValueError):
             raise ValueError(f"measure {text!r}: gains must map integer grades to numbers, got {gains!r}") from None
     if dcg not in ("log2", "exp-log2") or (dcg != "log2" and not family.gains):
-        raise ValueError(f"measure {text!r}: dcg must be 'log2' (linear gain) or 'exp-log2' (2^rel - 1) on nDCG, got {dcg!r}")
+        raise ValueError(
+            f"measure {text!r}: dcg must be 'log2' (linear gain) or 'exp-log2' (2^rel - 1) on nDCG, got {dcg!r}"
+        )
     return Measure(
-        family, (cutoff,), relevance_threshold=rel, gains=gain_pairs, gain="exp2" if dcg == "exp-log2" else "linear", style="ir"
+        family,
+        (cutoff,),
+        relevance_threshold=rel,
+        gains=gain_pairs,
+        gain="exp2" if dcg == "exp-log2" else "linear",
+        style="ir",
     )
 
 
@@ -569,7 +595,13 @@ def compute(
                 else:
                     empty, action = empty.expand_as(values), conv.empty_target_action
                 values = finalize(
-                    values, empty, action=action, reduction="none", validate_args=False, single=False, keep_k=True,
+                    values,
+                    empty,
+                    action=action,
+                    reduction="none",
+                    validate_args=False,
+                    single=False,
+                    keep_k=True,
                     name=m.names(style)[0],
                 )
                 for j, name in enumerate(m.names(style)):
@@ -586,8 +618,10 @@ def summarize(measure: Measure, values: Tensor) -> float | int:
 
     Example:
         >>> import torch
-        >>> summarize(parse_measure("map"), torch.tensor([0.5, 0.25])), summarize(parse_measure("num_ret"), torch.tensor([3., 4.]))
-        (0.375, 7)
+        >>> summarize(parse_measure("map"), torch.tensor([0.5, 0.25]))
+        0.375
+        >>> summarize(parse_measure("num_ret"), torch.tensor([3.0, 4.0]))
+        7
         >>> round(summarize(parse_measure("gm_map"), torch.tensor([0.5, 0.0])), 6)   # sqrt(0.5 * 1e-5)
         0.002236
     """

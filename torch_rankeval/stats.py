@@ -36,7 +36,16 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-__all__ = ["TestResult", "paired_t_test", "randomization_test", "bootstrap_ci", "holm", "bonferroni", "adjust_pvalues", "ALTERNATIVES"]
+__all__ = [
+    "TestResult",
+    "paired_t_test",
+    "randomization_test",
+    "bootstrap_ci",
+    "holm",
+    "bonferroni",
+    "adjust_pvalues",
+    "ALTERNATIVES",
+]
 
 ALTERNATIVES = ("two-sided", "greater", "less")
 CORRECTIONS = ("holm", "bonferroni", "none")
@@ -69,7 +78,9 @@ def _differences(x: Tensor, y: Tensor | None, name: str = "x") -> Tensor:
         if not isinstance(y, Tensor):
             raise TypeError(f"y must be a tensor of per-query values, got {type(y).__name__}")
         if x.shape != y.shape:
-            raise ValueError(f"x and y must have the same shape (paired per-query values), got {tuple(x.shape)} and {tuple(y.shape)}")
+            raise ValueError(
+                f"x and y must have the same shape (paired per-query values), got {tuple(x.shape)} and {tuple(y.shape)}"
+            )
         if x.device != y.device:
             raise ValueError(f"x is on {x.device} but y is on {y.device}: move both to one device")
     if x.ndim == 0:
@@ -80,7 +91,10 @@ def _differences(x: Tensor, y: Tensor | None, name: str = "x") -> Tensor:
         raise TypeError("per-query values must be real numbers")
     d = x.to(torch.float64) if y is None else x.to(torch.float64) - y.to(torch.float64)
     if not torch.isfinite(d).all():
-        raise ValueError("per-query values contain NaN or infinity: drop or fill those queries first (e.g. empty_target_action='neg')")
+        raise ValueError(
+            "per-query values contain NaN or infinity: drop or fill those queries first "
+            "(e.g. empty_target_action='neg')"
+        )
     return d
 
 

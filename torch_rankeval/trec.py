@@ -239,8 +239,10 @@ def read_run(path: PathLike, *, progress: bool | None = None) -> Run:
 
 
 def _open_text(path: PathLike):
-    return gzip.open(path, "wt", encoding="utf-8", errors="surrogateescape") if str(path).endswith(".gz") else open(
-        path, "w", encoding="utf-8", errors="surrogateescape"
+    return (
+        gzip.open(path, "wt", encoding="utf-8", errors="surrogateescape")
+        if str(path).endswith(".gz")
+        else open(path, "w", encoding="utf-8", errors="surrogateescape")
     )
 
 
@@ -371,7 +373,9 @@ class _Layout:
 
 
 def _group_starts(rows: np.ndarray) -> np.ndarray:
-    return np.concatenate([np.zeros(1, dtype=np.int64), np.flatnonzero(rows[1:] != rows[:-1]) + 1]) if len(rows) else rows
+    return (
+        np.concatenate([np.zeros(1, dtype=np.int64), np.flatnonzero(rows[1:] != rows[:-1]) + 1]) if len(rows) else rows
+    )
 
 
 def to_tensors(qrels: Qrels, run: Run, *, complete: bool = False) -> TrecBatch:
@@ -443,8 +447,10 @@ def to_tensors(qrels: Qrels, run: Run, *, complete: bool = False) -> TrecBatch:
         return same_docno(run_docno[run_rows(a)], run_docno[run_rows(b)])
 
     duplicate, run_flat, qrels_flat = padded_join(
-        layout.scatter(run_keys, 0, np.int64), valid,
-        ideal_layout.scatter(qrels_keys, 0, np.int64), qrels_source >= 0,
+        layout.scatter(run_keys, 0, np.int64),
+        valid,
+        ideal_layout.scatter(qrels_keys, 0, np.int64),
+        qrels_source >= 0,
         None if exact else confirm,
         None if exact else confirm_run,
     )
@@ -559,8 +565,13 @@ def evaluate(
     if device is not None:
         batch = batch.to(device)
     values = compute(
-        parsed, batch.preds, batch.target, mask=batch.mask, ideal_target=batch.ideal_target,
-        relevance_level=relevance_level, validate_args=False,
+        parsed,
+        batch.preds,
+        batch.target,
+        mask=batch.mask,
+        ideal_target=batch.ideal_target,
+        relevance_level=relevance_level,
+        validate_args=False,
     )
     outputs: list[Output] = []
     per_query: dict[str, Tensor] = {}
