@@ -1,0 +1,247 @@
+"""Measure names: the parser against trec_eval's and ir_measures' spellings, and the computed values
+against pytrec_eval and ir_measures."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.trec_fixtures import random_collection
+from torch_rankeval import measures as M
+from torch_rankeval import trec
+from torch_rankeval.functional.table import KERNELS
+
+pytrec_eval = pytest.importorskip("pytrec_eval")
+
+
+@pytest.mark.parametrize(
+    ("name", "kernel", "cutoffs", "written", "trec_names", "ir_names"),
+    [
+        ("ndcg", "ndcg", (None,), ["ndcg"], ["ndcg"], ["nDCG"]),
+        ("ndcg_cut.10", "ndcg", (10,), ["ndcg_cut_10"], ["ndcg_cut_10"], ["nDCG@10"]),
+        (
+            "ndcg_cut.10,5",
+            "ndcg",
+            (5, 10),
+            ["ndcg_cut_5", "ndcg_cut_10"],
+            ["ndcg_cut_5", "ndcg_cut_10"],
+            ["nDCG@5", "nDCG@10"],
+        ),
+        ("map", "map", (None,), ["map"], ["map"], ["AP"]),
+        ("map_cut.10", "map", (10,), ["map_cut_10"], ["map_cut_10"], ["AP@10"]),
+        ("P.5", "precision", (5,), ["P_5"], ["P_5"], ["P@5"]),
+        ("recall.10", "recall", (10,), ["recall_10"], ["recall_10"], ["R@10"]),
+        ("recip_rank", "mrr", (None,), ["recip_rank"], ["recip_rank"], ["RR"]),
+        ("Rprec", "r_precision", (None,), ["Rprec"], ["Rprec"], ["Rprec"]),
+        ("success.10", "hit_rate", (10,), ["success_10"], ["success_10"], ["Success@10"]),
+        ("P_5", "precision", (5,), ["P_5"], ["P_5"], ["P@5"]),
+        ("ndcg_cut_20", "ndcg", (20,), ["ndcg_cut_20"], ["ndcg_cut_20"], ["nDCG@20"]),
+        ("nDCG@10", "ndcg", (10,), ["nDCG@10"], ["ndcg_cut_10"], ["nDCG@10"]),
+        ("nDCG", "ndcg", (None,), ["nDCG"], ["ndcg"], ["nDCG"]),
+        ("AP", "map", (None,), ["AP"], ["map"], ["AP"]),
+        ("AP@100", "map", (100,), ["AP@100"], ["map_cut_100"], ["AP@100"]),
+        ("P@5", "precision", (5,), ["P@5"], ["P_5"], ["P@5"]),
+        ("R@10", "recall", (10,), ["R@10"], ["recall_10"], ["R@10"]),
+        ("RR", "mrr", (None,), ["RR"], ["recip_rank"], ["RR"]),
+        ("RR@10", "mrr", (10,), ["RR@10"], ["RR@10"], ["RR@10"]),
+        ("Rprec", "r_precision", (None,), ["Rprec"], ["Rprec"], ["Rprec"]),
+        ("P(rel=2)@5", "precision", (5,), ["P(rel=2)@5"], ["P(rel=2)@5"], ["P(rel=2)@5"]),
+        (
+            "nDCG(gains={0:0,1:1,2:3})@10",
+            "ndcg",
+            (10,),
+            ["nDCG(gains={0:0,1:1,2:3})@10"],
+            ["nDCG(gains={0:0,1:1,2:3})@10"],
+            ["nDCG(gains={0:0,1:1,2:3})@10"],
+        ),
+        (
+            "nDCG(dcg='exp-log2')@10",
+            "ndcg",
+            (10,),
+            ["nDCG(dcg='exp-log2')@10"],
+            ["nDCG(dcg='exp-log2')@10"],
+            ["nDCG(dcg='exp-log2')@10"],
+        ),
+        (
+            "ndcg.0=0,1=1,2=3",
+            "ndcg",
+            (None,),
+            ["ndcg_0=0,1=1,2=3"],
+            ["ndcg_0=0,1=1,2=3"],
+            ["nDCG(gains={0:0,1:1,2:3})"],
+        ),
+        ("num_rel_ret", "num_rel_ret", (None,), ["num_rel_ret"], ["num_rel_ret"], ["NumRelRet"]),
+        ("NumRet", "num_ret", (None,), ["NumRet"], ["num_ret"], ["NumRet"]),
+    ],
+)
+def test_names_parse_to_kernels_cutoffs_and_output_names(name, kernel, cutoffs, written, trec_names, ir_names):
+    m = M.parse_measure(name)
+    assert m.kernel.name == kernel
+    assert m.cutoffs == cutoffs
+    assert m.names() == written
+    assert m.names("trec") == trec_names
+    assert m.names("ir") == ir_names
+
+
+def test_metric_families_use_the_kernel_table():
+    """One table: every metric measure is a KERNELS entry, not a parallel implementation."""
+    for family in M.FAMILIES:
+        if family.kernel is None:
+            continue
+        kernel = M.parse_measure(family.trec or family.ir).kernel
+        assert kernel is (M.COUNT_KERNELS.get(family.kernel) or KERNELS[family.kernel])
+        if not family.key.startswith("num_"):
+            assert kernel is KERNELS[family.kernel]
+
+
+def test_ir_names_agree_with_ir_measures_parser():
+    ir_measures = pytest.importorskip("ir_measures")
+    for name in [
+        "nDCG@10",
+        "AP",
+        "AP@100",
+        "P@5",
+        "R@10",
+        "RR",
+        "RR@10",
+        "Rprec",
+        "P(rel=2)@5",
+        "Success@10",
+        "nDCG(gains={0:0,1:1,2:3})@10",
+        "R(rel=3)@20",
+    ]:
+        theirs = ir_measures.parse_measure(name).params
+        ours = M.parse_measure(name)
+        assert ours.cutoffs[0] == theirs.get("cutoff"), name
+        assert ours.relevance_threshold == theirs.get("rel"), name
+        if "gains" in theirs:
+            assert dict(ours.gains) == {float(k): float(v) for k, v in theirs["gains"].items()}
+
+
+def test_trec_eval_default_cutoffs_and_parameter_rules():
+    assert M.parse_measure("P").cutoffs == (5, 10, 15, 20, 30, 100, 200, 500, 1000)
+    assert M.parse_measure("success").cutoffs == (1, 5, 10)
+    assert M.parse_measure("ndcg_cut.10,20,23.4").cutoffs == (10, 20, 23)  # trec_eval truncates
+    assert M.parse_measure("P.5,7,3,5").names() == ["P_3", "P_5", "P_7"]
+    assert M.parse_measure("ndcg.1=3,2=9,4=4.5").names() == ["ndcg_1=3,2=9,4=4.5"]
+
+
+def test_nicknames_and_merging():
+    official = [m.names("trec") for m in M.parse_measures("official")]
+    assert official[:6] == [["runid"], ["num_q"], ["num_ret"], ["num_rel"], ["num_rel_ret"], ["map"]]
+    merged = M.parse_measures(["P.5", "map", "P.10", "map", "P@5"])
+    assert [m.names() for m in merged] == [["P_5", "P_10"], ["map"], ["P@5"]]
+    assert [m.names()[0] for m in M.trec_order(M.parse_measures(["success.1", "ndcg", "recip_rank", "num_q"]))] == [
+        "num_q",
+        "recip_rank",
+        "ndcg",
+        "success_1",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("ndgc_cut.10", "Did you mean 'ndcg_cut'"),
+        ("NDCG@10", "Did you mean 'ndcg', 'nDCG'"),
+        ("mAP", "Did you mean 'map'"),
+        ("bpref", "unknown measure 'bpref'"),
+        ("P.x", "cutoff 'x' is not a number"),
+        ("P.0", "cutoffs must be positive"),
+        ("P@0", "cutoff must be positive"),
+        ("map.5", "takes no parameters"),
+        ("ndcg.10", "for cutoffs use ndcg_cut.10"),
+        ("nDCG(rel=2)@10", "takes no rel parameter"),
+        ("P(foo=1)@5", "unknown parameter"),
+        ("P(rel=0)@5", "rel must be a positive number"),
+        ("AP(judged_only=True)", "judged_only=True is not supported"),
+        ("Rprec@5", "takes no cutoff"),
+        ("nDCG(dcg='log10')@5", "dcg must be"),
+        ("official", "names several measures"),
+        ("", "empty measure name"),
+    ],
+)
+def test_bad_names_explain_themselves(name, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):
+        M.parse_measure(name)
+
+
+def test_measures_ranked_once_per_convention(monkeypatch):
+    """Measures that share a convention share one ranking (one sort of the batch)."""
+    import torch_rankeval.measures as module
+
+    calls = []
+    original = module.prepare
+    monkeypatch.setattr(module, "prepare", lambda *a, **k: calls.append(k["convention"]) or original(*a, **k))
+    preds = torch.rand(4, 6, dtype=torch.float64)
+    target = torch.randint(-1, 3, (4, 6))
+    M.compute(M.parse_measures(["ndcg_cut.5", "map", "P.5", "recall.5", "recip_rank", "num_rel"]), preds, target)
+    assert len(calls) == 1
+    M.compute(M.parse_measures(["P.5", "P(rel=2)@5", "nDCG(dcg='exp-log2')@5"]), preds, target)
+    assert len(calls) == 4
+
+
+def _ir_measures_values(qrels, run, names):
+    ir_measures = pytest.importorskip("ir_measures")
+    parsed = [ir_measures.parse_measure(n) for n in names]
+    out: dict[str, dict[str, float]] = {}
+    # ir_measures' default pipeline may hand a measure to a provider with other tie rules
+    # (msmarco, ranx) depending on set order; its pytrec_eval provider follows trec_eval.
+    for metric in ir_measures.pytrec_eval.iter_calc(parsed, qrels, run):
+        out.setdefault(str(metric.measure), {})[metric.query_id] = metric.value
+    return {name: out[str(m)] for name, m in zip(names, parsed)}
+
+
+def test_ir_names_match_ir_measures_values():
+    """P(rel=2)@5, R(rel=3)@10, nDCG with a gain mapping and AP(rel=2) against ir_measures (pytrec_eval inside)."""
+    qrels, run = random_collection(11)
+    # ir_measures' gain mapping covers the grades it lists; give every grade a gain.
+    names = ["P(rel=2)@5", "R(rel=3)@10", "nDCG(gains={0:0,1:1,2:3,3:7,4:15})@10", "AP(rel=2)", "nDCG@5"]
+    expected = _ir_measures_values(qrels, run, names)
+    result = trec.evaluate(trec.Qrels.from_dict(qrels), trec.Run.from_dict(run), names)
+    for name in names:
+        for i, qid in enumerate(result.qids):
+            if qid in expected[name]:
+                assert result.per_query[name][i].item() == pytest.approx(expected[name][qid], abs=1e-9), (name, qid)
+
+
+def test_reciprocal_rank_at_k_against_pytrec_eval():
+    """RR@k (no trec_eval name) is recip_rank when the first relevant document ranks within k, else 0."""
+    qrels, run = random_collection(14)
+    rr = pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank"}).evaluate(run)
+    result = trec.evaluate(trec.Qrels.from_dict(qrels), trec.Run.from_dict(run), ["RR@1", "RR@3", "RR@10"])
+    for k in (1, 3, 10):
+        for i, qid in enumerate(result.qids):
+            full = rr[qid]["recip_rank"]
+            want = full if full > 0 and 1 / full <= k + 1e-9 else 0.0
+            assert result.per_query[f"RR@{k}"][i].item() == pytest.approx(want, abs=1e-12)
+
+
+def test_gain_mapping_equals_exp2_gain_for_those_grades():
+    qrels, run = random_collection(12)
+    q, r = trec.Qrels.from_dict(qrels), trec.Run.from_dict(run)
+    a = trec.evaluate(q, r, ["nDCG(gains={1:1,2:3,3:7,4:15})@10"]).per_query
+    b = trec.evaluate(q, r, ["nDCG(dcg='exp-log2')@10"]).per_query
+    torch.testing.assert_close(next(iter(a.values())), next(iter(b.values())), rtol=0, atol=1e-12)
+
+
+def test_unjudged_documents_have_zero_gain_even_when_grade_zero_gains():
+    """Gains map judged grades; documents absent from the qrels (or judged negative) gain nothing."""
+    preds = torch.tensor([[3.0, 2.0, 1.0]], dtype=torch.float64)
+    target = torch.tensor([[-1, 0, 1]])
+    ideal = torch.tensor([[0, 1, -1]])
+    out = M.compute([M.parse_measure("nDCG(gains={0:1,1:2})@3")], preds, target, ideal_target=ideal)
+    dcg = 1 / torch.log2(torch.tensor(3.0, dtype=torch.float64)) + 2 / 2.0  # ranks 2 and 3
+    idcg = 2 + 1 / torch.log2(torch.tensor(3.0, dtype=torch.float64))
+    assert out["nDCG(gains={0:1,1:2})@3"].item() == pytest.approx((dcg / idcg).item(), abs=1e-15)
+
+
+def test_summaries():
+    assert (
+        M.summarize(M.parse_measure("map"), torch.tensor([0.1, 0.2, 0.3], dtype=torch.float64)) == (0.1 + 0.2 + 0.3) / 3
+    )
+    assert M.summarize(M.parse_measure("num_rel"), torch.tensor([2.0, 5.0])) == 7
+    gm = M.summarize(M.parse_measure("gm_map"), torch.tensor([0.5, 0.0], dtype=torch.float64))
+    assert gm == pytest.approx(
+        pytrec_eval.compute_aggregated_measure("gm_map", [-0.6931471805599453, -11.512925464970229])
+    )
