@@ -58,11 +58,12 @@ def test_json_profile_matches_hand_values_and_pytrec_eval(files, capsys, tmp_pat
     assert args.func(args) == 0
     out = json.loads(capsys.readouterr().out)
     profile = out["profile"]
-    # ranked grades: q1 2, 1, 0, 0, 0, 0 ; q2 1, 2, 0 ; ideal: q1 3, 2, 1, 0, 0 ; q2 2, 1
+    # ranked grades: q1 2, 1, 0, 0, 0, 0 ; q2 1, 2, 0 ; ideal: q1 3, 2, 1, 0 ; q2 2, 1
     assert profile["n_queries"] == 2 and profile["count"] == [2, 2, 2, 1, 1, 1, 0]
     assert profile["relevance"] == [1.5, 1.5, 0.0, 0.0, 0.0, 0.0, None]  # NaN -> null
-    assert profile["ideal_count"] == [2, 2, 1, 1, 1, 0, 0]
-    assert profile["ideal_relevance"][:5] == [2.5, 1.5, 1.0, 0.0, 0.0]
+    # d5's grade -1 means "not judged" (trec_eval), so q1's ideal holds 4 judged documents
+    assert profile["ideal_count"] == [2, 2, 1, 1, 0, 0, 0]
+    assert profile["ideal_relevance"][:5] == [2.5, 1.5, 1.0, 0.0, None]
     assert profile["dcg_contribution"][1] == pytest.approx(1.5 / math.log2(3))  # linear gain (trec_eval)
     (inv,) = out["inversions"]
     assert inv["name"] == "inversion@1-2_vs_3-5" and inv["effect"] == pytest.approx(-1.5) and not inv["inverted"]
@@ -111,7 +112,7 @@ def test_trec_eval_collection_ndcg_cut_10_per_query(trec_eval_test_dir, capsys):
         (["QRELS", "RUN", "-k", "0"], "--positions must be a positive int"),
         (["QRELS", "RUN", "--bands", "5-3"], "first <= last"),
         (["QRELS", "RUN", "--bands", "1-3,20-30"], "beyond the 10 profiled positions"),
-        (["QRELS", "BAD", "-l", "1"], "a run line is 'qid Q0 docno rank score tag'"),
+        (["QRELS", "BAD", "-l", "1"], "line 1: expected at least 6 fields 'qid Q0 docno rank score tag'"),
     ],
 )
 def test_bad_input_exits_2_with_a_message(files, tmp_path, capsys, argv, message):

@@ -26,13 +26,13 @@ import argparse
 import json
 import math
 import sys
-from pathlib import Path
 from typing import Any
 
 import torch
 
 from torch_rankeval.conventions import PRESETS, TIES
 from torch_rankeval.diagnostics import INVERSION_STATS, ProfileSummary, profile_from_tensors
+from torch_rankeval.trec import read_qrels, read_run, to_tensors
 
 __all__ = ["add_parser", "run"]
 
@@ -72,8 +72,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.positions <= 0:
             raise ValueError(f"--positions must be a positive int, got {args.positions}")
-        qrels, ranking = _read_qrels(Path(args.qrels)), _read_run(Path(args.run))
-        qids, preds, target, mask, ideal = _tensors(qrels, ranking)
+        qids, preds, target, mask, ideal = _tensors(args.qrels, args.run)
         conventions = {k: v for k, v in (("gain", args.gain), ("ties", args.ties)) if v is not None}
         if args.relevance_level is not None:
             if args.relevance_level <= 0:
@@ -118,56 +117,9 @@ def _json_safe(x: Any) -> Any:
     return x
 
 
-# ------------------------------------------------------------------------------------------------
-# Minimal TREC readers, private to this subcommand: to be replaced by torch_rankeval.trec (issue 6)
-# once it is merged. They read whitespace-separated lines and nothing else.
-def _read_qrels(path: Path) -> dict[str, dict[str, int]]:
-    qrels: dict[str, dict[str, int]] = {}
-    for n, line in enumerate(path.read_text().splitlines(), 1):
-        parts = line.split()
-        if not parts or parts[0].startswith("#"):
-            continue
-        if len(parts) != 4:
-            raise ValueError(f"{path}:{n}: a qrels line is 'qid iter docno grade', got {line!r}")
-        try:
-            qrels.setdefault(parts[0], {})[parts[2]] = int(parts[3])
-        except ValueError:
-            raise ValueError(f"{path}:{n}: the grade must be an integer, got {parts[3]!r}") from None
-    return qrels
-
-
-def _read_run(path: Path) -> dict[str, dict[str, float]]:
-    run: dict[str, dict[str, float]] = {}
-    for n, line in enumerate(path.read_text().splitlines(), 1):
-        parts = line.split()
-        if not parts:
-            continue
-        if len(parts) != 6:
-            raise ValueError(f"{path}:{n}: a run line is 'qid Q0 docno rank score tag', got {line!r}")
-        try:
-            run.setdefault(parts[0], {})[parts[2]] = float(parts[4])
-        except ValueError:
-            raise ValueError(f"{path}:{n}: the score must be a number, got {parts[4]!r}") from None
-    return run
-
-
-def _tensors(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]]):
-    """Padded (Q, L) tensors of the queries in both files: documents by docno descending; grades of
-    unjudged documents 0, negative grades 0 (unjudged, as trec_eval); the ideal holds every judged
-    grade, padded with ``_PAD``."""
-    qids = sorted(q for q in run if q in qrels)
-    if not qids:
-        raise ValueError("the run and the qrels share no query id")
-    length = max(len(run[q]) for q in qids)
-    judged = max(len(qrels[q]) for q in qids)
-    preds = torch.zeros(len(qids), length, dtype=torch.float64)
-    target = torch.full((len(qids), length), _PAD, dtype=torch.long)
-    mask = torch.zeros(len(qids), length, dtype=torch.bool)
-    ideal = torch.full((len(qids), judged), _PAD, dtype=torch.long)
-    for i, q in enumerate(qids):
-        docs = sorted(run[q], reverse=True)
-        preds[i, : len(docs)] = torch.tensor([run[q][d] for d in docs], dtype=torch.float64)
-        target[i, : len(docs)] = torch.tensor([max(qrels[q].get(d, 0), 0) for d in docs])
-        mask[i, : len(docs)] = True
-        ideal[i, : len(qrels[q])] = torch.tensor([max(g, 0) for g in qrels[q].values()])
-    return qids, preds, target, mask, ideal
+def _tensors(qrels_path: str, run_path: str) -> tuple[list[str], torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Padded tensors of the queries in both files, in trec_eval's order (:func:`torch_rankeval.trec.to_tensors`):
+    unjudged and negatively graded documents of the run count as grade 0; the ideal holds every
+    judged grade, with ``_PAD`` for padding (and negative grades)."""
+    batch = to_tensors(read_qrels(qrels_path), read_run(run_path))
+    return batch.qids, batch.preds, batch.target.clamp(min=0), batch.mask, batch.ideal_target
