@@ -189,7 +189,7 @@ def prepare(
             if flag and not (i == 0 and valid is None and bool(torch.isfinite(preds).all())):
                 raise ValueError(message)
         if tied is not None:
-            ranked.split_ties(tied)
+            ranked.split_ties(tied if flags[-1] else None)
     return ranked, single
 
 
@@ -230,21 +230,32 @@ def _value_checks(
     return checks
 
 
-def empty_policy(values: Tensor, empty: Tensor, action: str) -> tuple[Tensor, Tensor]:
+def empty_policy(values: Tensor, empty: Tensor, action: str) -> tuple[Tensor, Tensor | None]:
     """Score lists flagged ``empty`` per ``action`` (``"neg"``: 0, ``"pos"``: 1, ``"skip"``: NaN and
-    not counted; ``"error"`` is the caller's to raise). Returns (values, counted mask).
+    not counted; ``"error"`` is the caller's to raise). Returns (values, counted mask), the mask
+    None when every list counts.
 
     Example:
         >>> empty_policy(torch.tensor([[0.5], [0.7]]), torch.tensor([[False], [True]]), "skip")
         (tensor([[0.5000],
                 [   nan]]), tensor([[ True],
                 [False]]))
+        >>> empty_policy(torch.tensor([[0.5], [0.7]]), torch.tensor([[False], [True]]), "pos")
+        (tensor([[0.5000],
+                [1.0000]]), None)
     """
     if action == "skip":
-        return torch.where(empty, torch.full_like(values, float("nan")), values), ~empty
+        return torch.where(empty, float("nan"), values), ~empty
     if action in ("neg", "pos"):
-        values = torch.where(empty, torch.full_like(values, 1.0 if action == "pos" else 0.0), values)
-    return values, torch.ones_like(empty)
+        values = torch.where(empty, 1.0 if action == "pos" else 0.0, values)
+    return values, None
+
+
+def counted_sums(values: Tensor, counted: Tensor | None) -> tuple[Tensor, Tensor | int]:
+    """Column sums of the counted values (float64) and how many lists each counts."""
+    if counted is None:
+        return values.sum(0, dtype=torch.float64), values.shape[0]
+    return torch.where(counted, values, 0.0).sum(0, dtype=torch.float64), counted.sum(0)
 
 
 def finalize(
@@ -269,11 +280,10 @@ def finalize(
     if reduction == "none":
         out = values[0] if single else values
         return out if keep_k else out.squeeze(-1)
-    total = torch.where(kept, values, torch.zeros_like(values)).sum(0, dtype=torch.float64)
+    total, count = counted_sums(values, kept)
     if reduction == "sum":
         out = total
     else:
-        count = kept.sum(0)
         out = total / count
         if validate_args and action == "skip" and bool((count == 0).any()):
             warnings.warn(f"{name}: every list was skipped (no relevant documents); the mean is NaN", UserWarning, stacklevel=3)

@@ -107,15 +107,16 @@ class RankedBatch:
         key = self._sorted_key
         return (key[:, 1:] == key[:, :-1]).any(-1)
 
-    def split_ties(self, tied: Tensor) -> None:
+    def split_ties(self, tied: Tensor | None) -> None:
         """Switch to the deterministic path, remembering the lists that hold ties (``tied``: ``(N,)``
-        bool); :func:`tie_split_values` recomputes those with tie averaging. Exact: in a list without
-        ties every tie group is one document, and averaging over tie orders changes nothing. Reads
-        the tied row indices from the device (a host sync), so only validated calls use it."""
+        bool, None: no list has ties); :func:`tie_split_values` recomputes those with tie averaging.
+        Exact: in a list without ties every tie group is one document, and averaging over tie orders
+        changes nothing. Reads the tied row indices from the device (a host sync), so only validated
+        calls use it."""
         self.averaged = False
         self._cache.clear()
-        rows = tied.nonzero().squeeze(-1)
-        self.tied_rows = rows if rows.numel() else None
+        rows = None if tied is None else tied.nonzero().squeeze(-1)
+        self.tied_rows = rows if rows is not None and rows.numel() else None
 
     def subset(self, rows: Tensor) -> "RankedBatch":
         """The same batch restricted to ``rows`` (ranked again, with the convention's tie policy)."""

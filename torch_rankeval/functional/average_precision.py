@@ -111,8 +111,8 @@ def average_precision_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tu
             den = torch.minimum(r_total, cut)
         else:
             den = rb.expected_sum(rb.rel, ks)
-    positive = den > 0
-    return torch.where(positive, numerator / torch.where(positive, den, torch.ones_like(den)), torch.zeros_like(numerator)), empty
+    # den == 0 means no relevant weight anywhere counted, where the numerator is 0 too: 0 / 1
+    return numerator / torch.where(den > 0, den, 1.0), empty
 
 
 def average_precision(

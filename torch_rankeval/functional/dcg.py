@@ -33,7 +33,7 @@ def ndcg_values(rb: RankedBatch, ks: tuple) -> tuple[Tensor, Tensor]:
     """Per-query nDCG and the "empty" flag (ideal DCG is 0), both ``(N, K)``."""
     d, i = dcg_values(rb, ks), idcg_values(rb, ks)
     empty = i <= 0
-    return d / torch.where(empty, torch.ones_like(i), i), empty
+    return d / torch.where(empty, 1.0, i), empty
 
 
 def _run(which: str, preds: Tensor, target: Tensor, k: K, *, ideal_target: Tensor | None = None, mask, ignore_index, reduction, validate_args, convention, **conv) -> Tensor:  # noqa: ANN001

@@ -36,7 +36,7 @@ from torchmetrics.utilities.data import dim_zero_cat
 from torchmetrics.utilities.distributed import gather_all_tensors
 
 from torch_rankeval.conventions import EMPTY_TARGET_ACTIONS
-from torch_rankeval.functional._inputs import empty_policy
+from torch_rankeval.functional._inputs import counted_sums, empty_policy
 
 __all__ = ["RunningMeanMetric"]
 
@@ -167,7 +167,7 @@ class RunningMeanMetric(Metric):
         return rank + world * local
 
     # ------------------------------------------------------------------ reduction
-    def _policy(self, values: Tensor, empty: Tensor) -> tuple[Tensor, Tensor]:
+    def _policy(self, values: Tensor, empty: Tensor) -> tuple[Tensor, Tensor | None]:
         """Apply the empty-list policy: (values with NaN where skipped, counted mask)."""
         action = self.empty_target_action
         if action == "error" and bool(empty.any()):
@@ -180,8 +180,9 @@ class RunningMeanMetric(Metric):
     def _accumulate(self, values: Tensor, empty: Tensor, ids: Tensor | None) -> None:
         """Add per-list values ``(N, V)`` (``empty`` flags them) to the running sums."""
         values, counted = self._policy(values, empty)
-        self.sums += torch.where(counted, values, torch.zeros_like(values)).sum(0)
-        self.counts += counted.sum(0)
+        total, count = counted_sums(values, counted)
+        self.sums += total
+        self.counts += count
         if self.keep_per_query:
             if ids is None:
                 ids = self._generate_ids(values.shape[0], values.device)
@@ -198,9 +199,9 @@ class RunningMeanMetric(Metric):
         sums, counts = self.sums.clone(), self.counts.clone()
         pending = self._pending()
         if pending is not None:
-            values, counted = self._policy(pending[0], pending[1])
-            sums += torch.where(counted, values, torch.zeros_like(values)).sum(0)
-            counts += counted.sum(0)
+            total, count = counted_sums(*self._policy(pending[0], pending[1]))
+            sums += total
+            counts += count
         return sums, counts
 
     def _means(self) -> Tensor:
