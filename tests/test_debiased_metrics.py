@@ -16,6 +16,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torchmetrics import MetricCollection
 
+from tests.distributed_helpers import counting_collectives
 from torch_rankeval import PositionDebiasedDCG, PositionDebiasedNDCG
 from torch_rankeval import functional as F
 
@@ -383,18 +384,6 @@ def _dist_worker(rank, world, rdv, out):
     preds, clicks, positions, mask = click_batch(seed=11)
     owner = [0, 0, 0, 1]  # uneven: rank 0 gets three updates, rank 1 one
     results = {}
-    calls = {"all_reduce": 0, "all_gather": 0, "bytes": 0}
-    real_reduce, real_gather = dist.all_reduce, dist.all_gather
-
-    def counting_reduce(tensor, *a, **k):
-        calls["all_reduce"] += 1
-        calls["bytes"] += tensor.numel() * tensor.element_size()
-        return real_reduce(tensor, *a, **k)
-
-    def counting_gather(tensors, tensor, *a, **k):
-        calls["all_gather"] += 1
-        return real_gather(tensors, tensor, *a, **k)
-
     ndcg = f64(PositionDebiasedNDCG(k=[3, 20], eta=1.0))
     dcg = f64(PositionDebiasedDCG(k=5, propensity_table=torch.linspace(1.0, 0.2, 9, dtype=torch.float64)))
     per_list = f64(PositionDebiasedNDCG(k=3, eta=1.0, keep_per_query=True))
@@ -405,11 +394,8 @@ def _dist_worker(rank, world, rdv, out):
                 m.update(preds[a:b], clicks[a:b], logged_positions=positions[a:b], mask=mask[a:b])
             if rank == 0:
                 only_rank0.update(preds[a:b], clicks[a:b], logged_positions=positions[a:b], mask=mask[a:b])
-    dist.all_reduce, dist.all_gather = counting_reduce, counting_gather
-    try:
+    with counting_collectives() as calls:
         results["ndcg"] = ndcg.compute().tolist()
-    finally:
-        dist.all_reduce, dist.all_gather = real_reduce, real_gather
     results["calls"] = calls
     results["dcg"] = dcg.compute().item()
     results["only_rank0"] = only_rank0.compute().item()

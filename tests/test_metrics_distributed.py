@@ -9,6 +9,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from tests.distributed_helpers import counting_collectives
 from tests.oracles import random_batch
 from torch_rankeval import NDCG, RankingMetrics
 
@@ -37,28 +38,12 @@ def _worker(rank, world, rdv, out):
     results = {}
     (preds, target, mask, ideal), cuts, owner = _padded_shards(world)
 
-    calls = {"all_reduce": 0, "all_gather": 0, "bytes": 0}
-    real_reduce, real_gather = dist.all_reduce, dist.all_gather
-
-    def counting_reduce(tensor, *a, **k):
-        calls["all_reduce"] += 1
-        calls["bytes"] += tensor.numel() * tensor.element_size()
-        return real_reduce(tensor, *a, **k)
-
-    def counting_gather(tensors, tensor, *a, **k):
-        calls["all_gather"] += 1
-        calls["bytes"] += tensor.numel() * tensor.element_size()
-        return real_gather(tensors, tensor, *a, **k)
-
     metric = RankingMetrics(METRICS, keep_per_query=False)
     for (a, b), o in zip(cuts, owner):
         if o == rank:
             metric.update(preds[a:b], target[a:b], mask=mask[a:b], ideal_target=ideal[a:b])
-    dist.all_reduce, dist.all_gather = counting_reduce, counting_gather
-    try:
+    with counting_collectives() as calls:
         results["padded"] = {k: v.item() for k, v in metric.compute().items()}
-    finally:
-        dist.all_reduce, dist.all_gather = real_reduce, real_gather
     results["calls"] = calls
 
     per_query = RankingMetrics(("ndcg@5",), keep_per_query=True)

@@ -7,6 +7,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from tests.distributed_helpers import counting_collectives
 from tests.oracles import random_batch
 from torch_rankeval import PositionProfile
 
@@ -25,24 +26,10 @@ def _worker(rank, world, rdv, out):
     mine = slice(0, 15) if rank == 0 else slice(15, 23)  # uneven shards
     ids = torch.arange(23)[mine]
 
-    calls = {"all_reduce": 0, "all_gather": 0}
-    real_reduce, real_gather = dist.all_reduce, dist.all_gather
-
-    def counting_reduce(*a, **k):
-        calls["all_reduce"] += 1
-        return real_reduce(*a, **k)
-
-    def counting_gather(*a, **k):
-        calls["all_gather"] += 1
-        return real_gather(*a, **k)
-
     profile = PositionProfile(positions=POSITIONS)
     profile.update(preds[mine], target[mine], mask=mask[mine], ideal_target=ideal[mine])
-    dist.all_reduce, dist.all_gather = counting_reduce, counting_gather
-    try:
+    with counting_collectives() as calls:
         result = {"profile": profile.compute()}
-    finally:
-        dist.all_reduce, dist.all_gather = real_reduce, real_gather
     result["calls"] = calls
     rows = PositionProfile(positions=POSITIONS, keep_per_query=True)
     rows.update(preds[mine], target[mine], ids, mask=mask[mine], ideal_target=ideal[mine])
@@ -62,7 +49,7 @@ def test_two_processes_equal_one_process(tmp_path):
     assert expected["count"][-1].item() == 0 and expected["n_queries"].item() == 23
     for rank in range(2):
         res = torch.load(f"{out}.{rank}")
-        assert res["calls"] == {"all_reduce": 1, "all_gather": 0}  # the whole profile in one all-reduce
+        assert (res["calls"]["all_reduce"], res["calls"]["all_gather"]) == (1, 0)  # the whole profile in one all-reduce
         for key, value in expected.items():
             torch.testing.assert_close(res["profile"][key], value, equal_nan=True, atol=1e-6, rtol=0)
         assert res["rows"]["query_id"].tolist() == list(range(23))
