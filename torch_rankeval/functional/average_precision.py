@@ -36,21 +36,21 @@ def _group_terms(rb: RankedBatch, w: Tensor, width: int, *, binary: bool) -> dic
     return {"a": a, "b": b, "s": s, "total": total, "before": total.cumsum(-1) - total}
 
 
-def _numerator(rb: RankedBatch, w: Tensor, ks: tuple, *, binary: bool) -> tuple[Tensor, dict[str, Tensor] | None]:
-    """Expected AP numerator at each cutoff, ``(N, K)``, and the group terms (None on the fast path)."""
+def _numerator(rb: RankedBatch, w: Tensor, ks: tuple, *, binary: bool) -> Tensor:
+    """Expected AP numerator at each cutoff, ``(N, K)``."""
     idx = rb.cutoff_index(ks)
     if not rb.averaged and all(i == rb.length - 1 for i in idx):
-        return ((w * w.cumsum(-1)) @ (1.0 / rb.positions)).unsqueeze(-1).expand(-1, len(ks)), None
+        return ((w * w.cumsum(-1)) @ (1.0 / rb.positions)).unsqueeze(-1).expand(-1, len(ks))
     width = max(idx) + 1
     g = _group_terms(rb, w, width, binary=binary)
     if all(i == rb.length - 1 for i in idx):
-        return g["total"].sum(-1, keepdim=True).expand(-1, len(ks)), g
+        return g["total"].sum(-1, keepdim=True).expand(-1, len(ks))
     grp, ends = rb.cutoff_groups(ks)
     sb = g["s"].gather(-1, grp)
     h = rb.prefix_difference("reciprocal", ends.expand_as(sb), sb)
     m = ends - sb
     partial = g["a"].gather(-1, grp) * h + g["b"].gather(-1, grp) * (m - (sb + 1) * h)
-    return g["before"].gather(-1, grp) + partial, g
+    return g["before"].gather(-1, grp) + partial
 
 
 def _retrieved_denominator_expectation(rb: RankedBatch, w: Tensor, ks: tuple) -> Tensor:
@@ -87,7 +87,7 @@ def average_precision_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tu
     w = rb.gains if graded else rb.rel
     if not graded and denominator == "retrieved_relevant" and rb.averaged:
         return _retrieved_denominator_expectation(rb, w, ks), (rb.n_relevant <= 0).unsqueeze(-1)
-    numerator, _ = _numerator(rb, w, ks, binary=not graded)
+    numerator = _numerator(rb, w, ks, binary=not graded)
     if graded:
         ideal = rb.ideal_gains
         top = ideal.amax(-1, keepdim=True)  # the largest judged gain normalises weights to [0, 1]
