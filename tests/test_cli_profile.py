@@ -10,7 +10,7 @@ import math
 import pytest
 
 from tests.oracles import read_expected
-from torch_rankeval import cli_profile
+from torch_rankeval.cli import profile as cli_profile
 
 QRELS = """\
 q1 0 d1 2

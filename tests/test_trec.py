@@ -16,7 +16,7 @@ from tests.oracles import read_qrels as oracle_read_qrels
 from tests.oracles import read_run as oracle_read_run
 from tests.trec_fixtures import random_collection, write_dicts
 from torch_rankeval import trec
-from torch_rankeval._trec_text import table_from_rows
+from torch_rankeval.trec._text import table_from_rows
 from torch_rankeval.trec import TrecFormatError
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
@@ -61,7 +61,7 @@ def test_reads_whitespace_comments_gzip_and_extra_fields(tmp_path):
 
 def test_small_blocks_give_the_same_table(tmp_path):
     """Lines that straddle the reader's block boundaries parse the same."""
-    from torch_rankeval._trec_text import read_table
+    from torch_rankeval.trec._text import read_table
 
     qrels, run = random_collection(3, n_queries=30)
     _, run_path = write_dicts(tmp_path, qrels, run)
@@ -290,7 +290,7 @@ def test_long_docno_duplicates_are_found(tmp_path):
 
 def test_hash_collisions_never_pair_different_documents(monkeypatch):
     """With every hash equal, matches and duplicates are still decided on the exact docnos."""
-    import torch_rankeval._trec_join as join
+    import torch_rankeval.trec._join_kernels as join
 
     qrels, run = random_collection(9, tie_levels=3)
     expected = trec.evaluate(trec.Qrels.from_dict(qrels), trec.Run.from_dict(run), "all_trec")

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import torch
 
-from torch_rankeval._trec_text import TrecFormatError
+from torch_rankeval.trec._text import TrecFormatError
 from torch_rankeval.measures import Measure, parse_measures
 from torch_rankeval.trec import Evaluation, Qrels, Run, evaluate, read_qrels, read_run
 
@@ -483,7 +483,7 @@ COMMANDS: list[Command] = [
 
 # Subcommands that live in their own modules: each module has ``add_parser(subparsers)``, which adds
 # its parser and sets ``func`` (``func(args) -> exit status``). Modules not present are skipped.
-SUBCOMMAND_MODULES: list[str] = ["torch_rankeval.cli_profile"]
+SUBCOMMAND_MODULES: list[str] = ["torch_rankeval.cli.profile"]
 
 
 def build_parser() -> argparse.ArgumentParser:

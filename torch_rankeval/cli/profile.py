@@ -3,7 +3,7 @@
 Wiring (the command line registers it on its subparsers)::
 
     sub = parser.add_subparsers(dest="command")
-    cli_profile.add_parser(sub)          # sets func=cli_profile.run
+    profile.add_parser(sub)          # sets func=profile.run
     args = parser.parse_args()
     raise SystemExit(args.func(args))
 
