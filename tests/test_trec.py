@@ -71,7 +71,7 @@ def test_small_blocks_give_the_same_table(tmp_path):
         assert [big.qid_names[i] for i in big.qid] == [small.qid_names[i] for i in small.qid]
         for field in ("value", "line"):
             np.testing.assert_array_equal(getattr(big, field), getattr(small, field))
-        np.testing.assert_array_equal(big.docno[:, : small.docno.shape[1]], small.docno[:, : big.docno.shape[1]])
+        assert big.docno.tolist() == small.docno.tolist()
 
 
 def test_scores_parse_exactly_as_cpython_float(tmp_path):
