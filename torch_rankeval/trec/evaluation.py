@@ -11,7 +11,7 @@ from torch import Tensor
 
 from torch_rankeval.measures import Measure, compute, parse_measures, summarize
 from torch_rankeval.trec.io import PathLike, Qrels, Run, read_qrels, read_run
-from torch_rankeval.trec.join import to_tensors
+from torch_rankeval.trec.join import to_batches
 
 __all__ = ["Output", "Evaluation", "evaluate"]
 
@@ -106,18 +106,30 @@ def evaluate(
     qrels = qrels if isinstance(qrels, Qrels) else read_qrels(qrels)
     run = run if isinstance(run, Run) else read_run(run)
     parsed = _as_measures(measures)
-    batch = to_tensors(qrels, run, complete=complete)
-    if device is not None:
-        batch = batch.to(device)
-    values = compute(
-        parsed,
-        batch.preds,
-        batch.target,
-        mask=batch.mask,
-        ideal_target=batch.ideal_target,
-        relevance_level=relevance_level,
-        validate_args=False,
-    )
+    # Queries are evaluated in length buckets (memory follows the data, not the longest query)
+    # and their values put back in trec_eval's query order.
+    joined = to_batches(qrels, run, complete=complete)
+    n = len(joined.qids)
+    values: dict[str, Tensor] = {}
+    for batch in joined:
+        rows = batch.rows
+        if device is not None:
+            batch = batch.to(device)
+        bucket = compute(
+            parsed,
+            batch.preds,
+            batch.target,
+            mask=batch.mask,
+            ideal_target=batch.ideal_target,
+            relevance_level=relevance_level,
+            validate_args=False,
+        )
+        for name, v in bucket.items():
+            v = v.cpu()
+            if len(rows) == n:  # one bucket: every query, in order
+                values[name] = v
+            else:
+                values.setdefault(name, v.new_zeros(n))[rows] = v
     outputs: list[Output] = []
     per_query: dict[str, Tensor] = {}
     summary: dict[str, float | int | str] = {}
@@ -127,11 +139,11 @@ def evaluate(
             if m.family.aggregate == "info":
                 summary[name] = run.tag
             elif m.family.aggregate == "count":
-                summary[name] = len(batch.qids)
+                summary[name] = n
             else:
-                v = values[name].cpu()
+                v = values[name]
                 summary[name] = summarize(m, v)
                 if m.per_query:
                     per_query[name] = v
-    return Evaluation(run.path or "run", run.tag, batch.qids, outputs, per_query, summary, batch.retrieved.cpu())
+    return Evaluation(run.path or "run", run.tag, joined.qids, outputs, per_query, summary, joined.retrieved)
 
