@@ -25,7 +25,7 @@ from torch_rankeval.conventions import Convention, discount_table, gain_table, m
 from torch_rankeval.functional._inputs import check_preds_target, parse_k, prepare
 from torch_rankeval.functional._ranking import RankedBatch, tie_split_values
 from torch_rankeval.functional.average_precision import check_graded_cutoffs
-from torch_rankeval.functional.flat import group_by_query
+from torch_rankeval.functional.flat import group_by_query_buckets
 from torch_rankeval.functional.table import MetricKernel, kernel
 from torch_rankeval.metrics._running import RunningMeanMetric
 
@@ -281,14 +281,24 @@ class RankingMetrics(RunningMeanMetric):
         self.flat_indexes.append(indexes.to(torch.int64))
 
     def _add_flat_batch(self, preds: Tensor, target: Tensor, indexes: Tensor, *, accumulate: bool):
-        ids, mask, (p, t) = group_by_query(indexes, preds, target)
-        length = p.shape[-1]
+        # Queries in length buckets, each padded to its own longest: memory follows the documents.
+        ids, buckets = group_by_query_buckets(indexes, preds, target)
+        length = max(mask.shape[-1] for _, mask, _ in buckets)
         check_graded_cutoffs(self.convention, [k for _, ks, _ in self.specs for k in ks if k is not None], length)
-        rb, _ = prepare(
-            p, t, convention=self.convention, mask=mask, validate_args=self.validate_args, uses_gain=self._uses_gain,
-            discounts=self._discount_table(length), gain=self._gain(), split_ties=self._split_ties,
-        )
-        values, empty = self._values(rb)
+        discounts = self._discount_table(length)
+        parts = []
+        for rows, mask, (p, t) in buckets:
+            rb, _ = prepare(
+                p, t, convention=self.convention, mask=mask, validate_args=self.validate_args, uses_gain=self._uses_gain,
+                discounts=discounts, gain=self._gain(), split_ties=self._split_ties,
+            )
+            parts.append((rows, *self._values(rb)))
+        if len(parts) == 1:
+            _, values, empty = parts[0]
+        else:  # back in query-id order
+            rows = torch.cat([r for r, _, _ in parts])
+            values = torch.cat([v for _, v, _ in parts]).index_select(0, torch.argsort(rows))
+            empty = torch.cat([e for _, _, e in parts]).index_select(0, torch.argsort(rows))
         if accumulate:
             self._accumulate(values, empty, ids)
             return None
