@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-__all__ = ["group_by_query", "group_by_query_buckets", "MAX_PADDING"]
+__all__ = ["MAX_PADDING", "group_by_query", "group_by_query_buckets"]
 
 MAX_PADDING = 2.0
 """:func:`group_by_query_buckets` builds one padded batch when it holds at most this many times

@@ -21,7 +21,7 @@ from torch_rankeval.trec._join_kernels import docno_keys, padded_join, ranking_o
 from torch_rankeval.trec._text import TrecFormatError, decode
 from torch_rankeval.trec.io import Qrels, Run, _two_lines
 
-__all__ = ["TrecBatch", "TrecBatches", "to_tensors", "to_batches", "PADDING_FACTOR"]
+__all__ = ["PADDING_FACTOR", "TrecBatch", "TrecBatches", "to_batches", "to_tensors"]
 
 PADDING_FACTOR = 2.0
 """One padded batch is built when it holds at most this many times the entries of the data
