@@ -62,6 +62,7 @@ def evaluate(
     ignore_index: int | None = None,
     ideal_target: Tensor | None = None,
     n_relevant: Tensor | None = None,
+    judged: Tensor | None = None,
     convention: str | Convention | None = None,
     reduction: str = "mean",
     validate_args: bool = True,
@@ -72,6 +73,8 @@ def evaluate(
     Args:
         preds, target, mask, ignore_index, ideal_target, n_relevant: as in :func:`ndcg` and
             :func:`average_precision`.
+        judged: ``(N, L)`` bool, False for documents without a relevance judgment (never relevant,
+            no gain; read by the measures of judged coverage such as ``bpref`` and ``Judged@k``).
         metrics: names such as ``"ndcg@10"``, ``"nDCG@10"``, ``"ndcg_cut.10"``, ``"P(rel=2)@5"``, ``"map"``.
         k: cutoffs for names written without one (None: each name's own default).
         convention: a preset name or :class:`~torch_rankeval.conventions.Convention`; the keyword
@@ -101,6 +104,6 @@ def evaluate(
     plan = MeasurePlan(parse_measures(metrics, cutoffs=ks), conv)
     out = _reduced(
         plan, conv, preds, target, reduction, validate_args, ", ".join(plan.labels), mask=mask,
-        ignore_index=ignore_index, ideal_target=ideal_target, n_relevant=n_relevant,
+        ignore_index=ignore_index, ideal_target=ideal_target, n_relevant=n_relevant, judged=judged,
     )
     return {label: out[..., j] for j, label in enumerate(plan.labels)}

@@ -77,6 +77,7 @@ def compute(
     *,
     mask: Tensor | None = None,
     ideal_target: Tensor | None = None,
+    judged: Tensor | None = None,
     convention: str | Convention | None = "trec_eval",
     relevance_level: float | None = None,
     style: str | None = None,
@@ -93,6 +94,8 @@ def compute(
         mask: ``(N, L)`` bool, False = padding.
         ideal_target: ``(N, M)`` grades of every judged document of each query (trec_eval's IDCG
             and relevant counts); negative entries are padding/unjudged.
+        judged: ``(N, L)`` bool, True where the document has a relevance judgment (default: where
+            ``target >= 0``).
         convention: the base convention (default ``"trec_eval"``: linear gain, ties in input
             order); each measure adds its own settings.
         relevance_level: the run-wide minimum relevant grade (trec_eval's ``-l``, default 1).
@@ -129,7 +132,8 @@ def compute(
         sl = slice(start, start + step)
         values, empty, _ = plan.values(
             preds[sl], target[sl], mask=None if mask is None else mask[sl],
-            ideal_target=None if ideal_target is None else ideal_target[sl], validate_args=validate_args,
+            ideal_target=None if ideal_target is None else ideal_target[sl],
+            judged=(target[sl] >= 0) if judged is None else judged[sl], validate_args=validate_args,
         )
         pieces.append(plan.reduce(values, empty, action=base.empty_target_action, reduction="none"))
     values = torch.cat(pieces) if pieces else preds.new_zeros(0, len(active))

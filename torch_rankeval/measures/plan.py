@@ -109,6 +109,7 @@ class MeasurePlan:
         ignore_index: int | float | None = None,
         ideal_target: Tensor | None = None,
         n_relevant: Tensor | None = None,
+        judged: Tensor | None = None,
         validate_args: bool = True,
         discounts: Tensor | None = None,
         gain: Callable[[Tensor], Tensor] | None = None,
@@ -125,7 +126,7 @@ class MeasurePlan:
         for conv, calls in self._groups:
             rb, single = prepare(
                 preds, target, convention=conv, mask=mask, ignore_index=ignore_index, ideal_target=ideal_target,
-                n_relevant=n_relevant, validate_args=validate_args, uses_gain=any(c.family.needs_gain(conv) for c in calls),
+                n_relevant=n_relevant, judged=judged, validate_args=validate_args, uses_gain=any(c.family.needs_gain(conv) for c in calls),
                 discounts=discounts, gain=gain if conv.gain == self.convention.gain else None,
             )
             values, empty = tie_split_values(rb, lambda batch, calls=calls, conv=conv: _run_calls(batch, calls, conv))

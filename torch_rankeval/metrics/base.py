@@ -183,6 +183,7 @@ class RankingMetrics(RunningMeanMetric):
         mask: Tensor | None = None,
         ideal_target: Tensor | None = None,
         n_relevant: Tensor | None = None,
+        judged: Tensor | None = None,
     ) -> None:
         """Add a batch.
 
@@ -194,19 +195,21 @@ class RankingMetrics(RunningMeanMetric):
             mask: padded input: bool, False marks padding.
             ideal_target: padded input: ``(N, M)`` grades of all judged documents of each query.
             n_relevant: padded input: ``(N,)`` number of relevant documents of each query.
+            judged: padded input: ``(N, L)`` bool, False for documents without a relevance judgment
+                (never relevant, no gain; read by ``bpref``, ``Judged@k`` and the like).
         """
         check_preds_target(preds, target, mask)
         self._check_device(preds)
         flat = self._is_flat(preds, indexes)
         if flat:
-            if mask is not None or ideal_target is not None or n_relevant is not None:
+            if mask is not None or ideal_target is not None or n_relevant is not None or judged is not None:
                 raise ValueError(
-                    "mask, ideal_target and n_relevant apply to padded (N, L) input; flat input takes preds, target "
+                    "mask, ideal_target, n_relevant and judged apply to padded (N, L) input; flat input takes preds, target "
                     "and indexes (use ignore_index to drop documents)"
                 )
             self._update_flat(preds, target, indexes)
         else:
-            self._update_padded(preds, target, mask, ideal_target, n_relevant, indexes)
+            self._update_padded(preds, target, mask, ideal_target, n_relevant, indexes, judged)
 
     def _is_flat(self, preds: Tensor, indexes: Tensor | None) -> bool:
         if indexes is not None:
@@ -235,18 +238,18 @@ class RankingMetrics(RunningMeanMetric):
                 )
         return False
 
-    def _update_padded(self, preds, target, mask, ideal_target, n_relevant, ids) -> None:  # noqa: ANN001
-        values, empty = self._batch(preds, target, mask, ideal_target, n_relevant)
+    def _update_padded(self, preds, target, mask, ideal_target, n_relevant, ids, judged=None) -> None:  # noqa: ANN001
+        values, empty = self._batch(preds, target, mask, ideal_target, n_relevant, judged)
         if self.keep_per_query:
             ids = self._generate_ids(values.shape[0], values.device) if ids is None else ids.reshape(-1).long()
         self._accumulate(values, empty, ids)
 
-    def _batch(self, preds, target, mask, ideal_target, n_relevant) -> tuple[Tensor, Tensor]:  # noqa: ANN001
+    def _batch(self, preds, target, mask, ideal_target, n_relevant, judged=None) -> tuple[Tensor, Tensor]:  # noqa: ANN001
         """Per-query values ``(N, V)`` of every reported key and their empty flags (the one evaluation loop)."""
         length = preds.shape[-1] if ideal_target is None else max(preds.shape[-1], ideal_target.shape[-1])
         values, empty, _ = self.plan.values(
             preds, target, mask=mask, ignore_index=self.ignore_index, ideal_target=ideal_target,
-            n_relevant=n_relevant, validate_args=self.validate_args, discounts=self._discount_table(length),
+            n_relevant=n_relevant, judged=judged, validate_args=self.validate_args, discounts=self._discount_table(length),
             gain=self._gain(),
         )
         return values, empty

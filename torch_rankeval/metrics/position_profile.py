@@ -164,7 +164,7 @@ class PositionProfile(RankingMetrics):
         """
         super().update(preds, target, indexes, mask=mask, ideal_target=ideal_target)
 
-    def _batch(self, preds, target, mask, ideal_target, n_relevant) -> tuple[Tensor, Tensor]:  # noqa: ANN001
+    def _batch(self, preds, target, mask, ideal_target, n_relevant, judged=None) -> tuple[Tensor, Tensor]:  # noqa: ANN001
         """Per-query per-position statistics (not the registry's measures: the profile's own values)."""
         length = preds.shape[-1] if ideal_target is None else max(preds.shape[-1], ideal_target.shape[-1])
         rb, single = prepare(
