@@ -9,7 +9,6 @@ import torch
 
 from torch_rankeval import NDCG, RankingMetrics
 from torch_rankeval.functional.flat import group_by_query, group_by_query_buckets
-from torch_rankeval.metrics import base
 
 METRICS = ("ndcg", "ndcg@5", "map", "mrr", "precision@3", "recall@10", "r_precision", "hit_rate@2")
 
@@ -30,15 +29,15 @@ def skewed(seed: int, big: int = 3000, singles: int = 3000):
 
 @pytest.fixture
 def prepared_shapes(monkeypatch):
-    """Shapes of every padded batch that RankingMetrics ranks (the allocation that used to blow up)."""
+    """Shapes of every padded batch that RankingMetrics evaluates (the allocation that used to blow up)."""
     shapes = []
-    original = base.prepare
+    original = RankingMetrics._batch
 
-    def spy(preds, *args, **kwargs):
+    def spy(self, preds, *args, **kwargs):
         shapes.append(tuple(preds.shape))
-        return original(preds, *args, **kwargs)
+        return original(self, preds, *args, **kwargs)
 
-    monkeypatch.setattr(base, "prepare", spy)
+    monkeypatch.setattr(RankingMetrics, "_batch", spy)
     return shapes
 
 
