@@ -59,7 +59,9 @@ def lexsort(keys: list[np.ndarray]) -> np.ndarray:
     return order.numpy()
 
 
-def sort_by_docno(prefix: list[np.ndarray], docno: Strings, rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def sort_by_docno(
+    prefix: list[np.ndarray], docno: Strings, rows: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Stable order of ``rows`` (default: all) by the int64 keys ``prefix`` (ascending, most
     significant first), then docno descending (bytes, as ``strcmp``); and, per sorted neighbour
     pair, whether both are equal on every key and on the docno.

@@ -5,9 +5,10 @@ with numpy (whitespace transitions -> token boundaries, newlines -> lines), the 
 gathered into byte matrices, and numbers are parsed column-wise: no Python code runs per line.
 Docnos and query ids are stored as wide as most of them need, not as wide as the longest: the
 bytes beyond that width of the few longer ones go to a separate buffer (:class:`Strings`), so
-memory follows the file's size whatever one line holds. Scores take Clinger's exact fast path (at most 2^53 as a decimal mantissa, at most 22
-fraction digits: one correctly rounded division, the same double as C's ``strtod``); other
-spellings (exponents, long mantissas) go through numpy's exact string conversion.
+memory follows the file's size whatever one line holds. Scores take Clinger's exact fast path (at
+most 2^53 as a decimal mantissa, at most 22 fraction digits: one correctly rounded division, the
+same double as C's ``strtod``); other spellings (exponents, long mantissas) go through numpy's
+exact string conversion.
 
 Rules follow trec_eval: fields are separated by any whitespace, blank lines are skipped, a line
 whose first token starts with ``#`` is a comment, run lines have at least six fields (later fields
@@ -209,9 +210,8 @@ class Strings:
         offsets = np.zeros(len(self) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
         buf = np.empty(offsets[-1], dtype=np.uint8)
-        buf[np.repeat(offsets[:-1] - (np.cumsum(head_len) - head_len), head_len) + np.arange(head_len.sum())] = self.head[
-            nonzero
-        ]
+        head_at = np.repeat(offsets[:-1] - (np.cumsum(head_len) - head_len), head_len) + np.arange(head_len.sum())
+        buf[head_at] = self.head[nonzero]
         tail_at = offsets[self.long] + head_len[self.long]
         buf[np.repeat(tail_at - self.tail_offsets[:-1], tail_len) + np.arange(len(self.tail))] = self.tail
         return split_strings(buf, offsets[:-1], lengths, width)
@@ -234,7 +234,14 @@ def words_of(lengths: np.ndarray) -> np.ndarray:
     return np.maximum((lengths + 7) // 8, 1)
 
 
-def head_width(lengths: np.ndarray | None = None, *, n: int = 0, words: int = 0, sizes: np.ndarray | None = None) -> int:
+def word_sizes(words: np.ndarray) -> np.ndarray:
+    """The distinct values of ``words`` (small non-negative ints), ascending: a bincount, not a sort."""
+    return np.flatnonzero(np.bincount(words)) if len(words) else words[:0]
+
+
+def head_width(
+    lengths: np.ndarray | None = None, *, n: int = 0, words: int = 0, sizes: np.ndarray | None = None
+) -> int:
     """Head width (bytes) for strings of these ``lengths`` (or ``n`` strings of ``words`` 8-byte
     words in all, whose distinct sizes in words are ``sizes``): the widest string's size among
     those that every string can be padded to within twice the strings' own words.
@@ -245,7 +252,7 @@ def head_width(lengths: np.ndarray | None = None, *, n: int = 0, words: int = 0,
     """
     if lengths is not None:
         w = words_of(lengths)
-        n, words, sizes = len(w), int(w.sum()), np.unique(w)
+        n, words, sizes = len(w), int(w.sum()), word_sizes(w)
     if n == 0 or sizes is None or not len(sizes):
         return 8
     fits = sizes[sizes * n <= 2 * words]
@@ -565,7 +572,8 @@ def _parse_block(kind: _Kind, block: bytes) -> tuple[tuple | None, int]:
     qm, q_long, q_tail, q_offsets = split_columns(a, q_start, q_len, head_width(q_len))
     d_start, d_len = starts[base + 2], ends[base + 2] - starts[base + 2]
     d_words = words_of(d_len)
-    docno = split_strings(a, d_start, d_len, head_width(d_len))
+    d_stats = (len(d_words), int(d_words.sum()), word_sizes(d_words))
+    docno = split_strings(a, d_start, d_len, head_width(n=d_stats[0], words=d_stats[1], sizes=d_stats[2]))
     vm, vlen = _columns(a, starts[base + kind.value_field], ends[base + kind.value_field])
     values = _parse_values(kind, vm, vlen, lines)
 
@@ -588,8 +596,7 @@ def _parse_block(kind: _Kind, block: bytes) -> tuple[tuple | None, int]:
     if kind.what == "run":
         last = int(first[content[-1]]) + 5
         tag = a[starts[last] : ends[last]].tobytes()
-    stats = (len(d_words), int(d_words.sum()), np.unique(d_words))
-    return (names, qid, docno, values, lines, tag, stats), len(newlines)
+    return (names, qid, docno, values, lines, tag, d_stats), len(newlines)
 
 
 def read_table(
@@ -650,7 +657,9 @@ def read_table(
         raise TrecFormatError(f"{name}: no {spec.what} lines (the file is empty or holds only comments)")
     # One head width for the whole file, chosen from every block's docno sizes (blocks chose their own).
     width = head_width(
-        n=sum(p[4][0] for p in parts), words=sum(p[4][1] for p in parts), sizes=np.concatenate([p[4][2] for p in parts])
+        n=sum(p[4][0] for p in parts),
+        words=sum(p[4][1] for p in parts),
+        sizes=np.unique(np.concatenate([p[4][2] for p in parts])),
     )
     docno = Strings.concat([p[1].rewidth(width) for p in parts])
     return Table(

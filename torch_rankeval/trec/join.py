@@ -180,6 +180,11 @@ class _Join:
         self.judged_start = np.cumsum(self.judged_len) - self.judged_len
         self.run_keys, self.qrels_keys, self.exact = docno_keys(self.docno, self.judged_docno)
 
+    def release(self) -> None:
+        """Drop the work arrays (no batch can be built afterwards)."""
+        self.score = self.docno = self.judged_docno = self.run_keys = self.qrels_keys = None  # type: ignore[assignment]
+        self.keep = self.order = None  # type: ignore[assignment]
+
     def buckets(self, factor: float | None) -> list[np.ndarray]:
         """The evaluated queries in buckets (each sorted): all of them when one padded batch holds
         at most ``factor`` times the data's entries (``None``: always), else geometric buckets of
@@ -294,7 +299,9 @@ def to_tensors(qrels: Qrels, run: Run, *, complete: bool = False) -> TrecBatch:
         ([[1, 2, 1], [1, -1, -1]], [True, False])
     """
     join = _Join(qrels, run, complete)
-    return join.batch(np.arange(join.n))
+    batch = join.batch(np.arange(join.n))
+    join.release()
+    return batch
 
 
 def to_batches(qrels: Qrels, run: Run, *, complete: bool = False) -> TrecBatches:
@@ -321,9 +328,15 @@ def to_batches(qrels: Qrels, run: Run, *, complete: bool = False) -> TrecBatches
         [([1, 2], (2, 1)), ([0], (1, 64))]
     """
     join = _Join(qrels, run, complete)
-    return TrecBatches(
-        join.qids,
-        torch.from_numpy(join.retrieved),
-        run.tag,
-        (join.batch(rows) for rows in join.buckets(PADDING_FACTOR)),
-    )
+    batches = _iterate(join, join.buckets(PADDING_FACTOR))
+    return TrecBatches(join.qids, torch.from_numpy(join.retrieved), run.tag, batches)
+
+
+def _iterate(join: _Join, buckets: list[np.ndarray]) -> Iterator[TrecBatch]:
+    """The buckets' batches; the join's O(lines) work arrays are released before the last one is
+    handed out, so that they do not sit in memory while it is evaluated."""
+    for i, rows in enumerate(buckets):
+        batch = join.batch(rows)
+        if i == len(buckets) - 1:
+            join.release()
+        yield batch
