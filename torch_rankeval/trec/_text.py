@@ -52,6 +52,15 @@ class TrecFormatError(ValueError):
     """A qrels or run file that cannot be read; the message names the file and the line."""
 
 
+# Shared read-only empties: strings without tails (nearly all) allocate nothing for them.
+_NO_ROWS = np.zeros(0, dtype=np.int64)
+_NO_BYTES = np.zeros(0, dtype=np.uint8)
+_NO_OFFSETS = np.zeros(1, dtype=np.int64)
+_ONE_WORD = np.ones(1, dtype=np.int64)
+for _empty in (_NO_ROWS, _NO_BYTES, _NO_OFFSETS, _ONE_WORD):
+    _empty.flags.writeable = False
+
+
 class Strings:
     """Byte strings (docnos, query ids) stored without padding to the longest one.
 
@@ -80,9 +89,9 @@ class Strings:
         tail_offsets: np.ndarray | None = None,
     ) -> None:
         self.head = head
-        self.long = np.zeros(0, dtype=np.int64) if long is None else long
-        self.tail = np.zeros(0, dtype=np.uint8) if tail is None else tail
-        self.tail_offsets = np.zeros(1, dtype=np.int64) if tail_offsets is None else tail_offsets
+        self.long = _NO_ROWS if long is None else long
+        self.tail = _NO_BYTES if tail is None else tail
+        self.tail_offsets = _NO_OFFSETS if tail_offsets is None else tail_offsets
 
     def __len__(self) -> int:
         return self.head.shape[0]
@@ -251,6 +260,8 @@ def head_width(
         (16, 24)
     """
     if lengths is not None:
+        if not len(lengths) or lengths.max() <= 8:
+            return 8
         w = words_of(lengths)
         n, words, sizes = len(w), int(w.sum()), word_sizes(w)
     if n == 0 or sizes is None or not len(sizes):
@@ -273,9 +284,9 @@ def split_columns(
         col[lengths <= j] = 0
         cols[j] = col
     long = np.flatnonzero(lengths > width)
-    offsets = np.zeros(len(long) + 1, dtype=np.int64)
     if not len(long):
-        return cols, long, np.zeros(0, dtype=np.uint8), offsets
+        return cols, _NO_ROWS, _NO_BYTES, _NO_OFFSETS
+    offsets = np.zeros(len(long) + 1, dtype=np.int64)
     tail_len = lengths[long] - width
     np.cumsum(tail_len, out=offsets[1:])
     tail = buf[np.repeat(starts[long] + width - offsets[:-1], tail_len) + np.arange(offsets[-1])]
@@ -571,8 +582,11 @@ def _parse_block(kind: _Kind, block: bytes) -> tuple[tuple | None, int]:
     q_start, q_len = starts[base], ends[base] - starts[base]
     qm, q_long, q_tail, q_offsets = split_columns(a, q_start, q_len, head_width(q_len))
     d_start, d_len = starts[base + 2], ends[base + 2] - starts[base + 2]
-    d_words = words_of(d_len)
-    d_stats = (len(d_words), int(d_words.sum()), word_sizes(d_words))
+    if d_len.max() <= 8:  # the common case: one word each
+        d_stats = (len(d_len), len(d_len), _ONE_WORD)
+    else:
+        d_words = words_of(d_len)
+        d_stats = (len(d_words), int(d_words.sum()), word_sizes(d_words))
     docno = split_strings(a, d_start, d_len, head_width(n=d_stats[0], words=d_stats[1], sizes=d_stats[2]))
     vm, vlen = _columns(a, starts[base + kind.value_field], ends[base + kind.value_field])
     values = _parse_values(kind, vm, vlen, lines)
