@@ -277,10 +277,12 @@ def split_columns(
     matrix of their first ``width`` bytes (one contiguous row per byte position, so that
     per-position loops are plain vector operations), plus ``(long, tail, tail_offsets)`` of the
     longer ones (see :class:`Strings`)."""
+    filled = min(width, int(lengths.max())) if len(lengths) else 0
     cols = np.empty((width, len(starts)), dtype=np.uint8)
-    last = max(len(buf) - 1, 0)
-    for j in range(width):
-        col = buf[np.minimum(starts + j, last)] if len(buf) else np.zeros(len(starts), dtype=np.uint8)
+    cols[filled:] = 0
+    last = len(buf) - 1
+    for j in range(filled):
+        col = buf[np.minimum(starts + j, last)]
         col[lengths <= j] = 0
         cols[j] = col
     long = np.flatnonzero(lengths > width)
