@@ -34,7 +34,7 @@ import torch
 
 from torch_rankeval.trec._text import TrecFormatError
 from torch_rankeval.measures import Measure, parse_measures
-from torch_rankeval.trec import Evaluation, Qrels, Run, evaluate, read_qrels, read_run
+from torch_rankeval.trec import TREC_EVAL_VERSIONS, Evaluation, Qrels, Run, evaluate, read_qrels, read_run, trec_measures
 
 __all__ = [
     "Command",
@@ -114,6 +114,21 @@ def add_input_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="score queries of the qrels that a run does not answer as 0 (trec_eval -c)",
     )
+    parser.add_argument(
+        "-M",
+        "--max-docs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="evaluate only each query's first N ranked documents (trec_eval -M)",
+    )
+    parser.add_argument(
+        "--trec-eval-version",
+        choices=TREC_EVAL_VERSIONS,
+        default="10.0",
+        help="trec_eval version to reproduce: 10.0 (default) or 9.0.8 (pytrec_eval's: older recall-level rounding "
+        "of iprec_at_recall and 11pt_avg)",
+    )
     parser.add_argument("--device", default="cpu", help="where to compute: cpu (default) or cuda")
     parser.add_argument(
         "--progress",
@@ -124,7 +139,7 @@ def add_input_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _measures(args: argparse.Namespace, default: Sequence[str]) -> list[Measure]:
-    return parse_measures(args.measures or list(default))
+    return trec_measures(args.measures or list(default), trec_eval_version=args.trec_eval_version)
 
 
 def _device(name: str) -> torch.device:
@@ -163,7 +178,11 @@ def evaluate_inputs(
     device = _device(args.device)
     qrels, runs = _read_inputs(args)
     results = [
-        evaluate(qrels, run, measures, relevance_level=args.level, complete=complete, device=device) for run in runs
+        evaluate(
+            qrels, run, measures, relevance_level=args.level, complete=complete, max_docs=args.max_docs,
+            trec_eval_version=args.trec_eval_version, device=device,
+        )
+        for run in runs
     ]
     return qrels, results
 
@@ -190,17 +209,7 @@ def format_trec_eval(result: Evaluation, *, per_query: bool = False, summary: bo
         >>> format_trec_eval(r)
         ['num_q                 \\tall\\t1', 'map                   \\tall\\t1.0000']
     """
-    outputs = sorted(result.outputs, key=lambda o: o.measure.sort_key())
-    lines = []
-    if per_query:
-        columns = [(o, result.per_query[o.name].tolist()) for o in outputs if o.name in result.per_query]
-        for i, qid in enumerate(result.qids):
-            for o, values in columns:
-                value = int(round(values[i])) if o.measure.family.integer else values[i]
-                lines.append(f"{o.trec_name:<22}\t{qid}\t{_fmt(value)}")
-    if summary:
-        lines.extend(f"{o.trec_name:<22}\tall\t{_fmt(result.summary[o.name])}" for o in outputs)
-    return lines
+    return result.trec_lines(per_query=per_query, summary=summary)
 
 
 def _table(header: list[str], rows: list[list[str]], right: int = 1) -> list[str]:
