@@ -87,7 +87,7 @@ def test_registry_rows_have_kernels_names_and_the_readme_table():
     from pathlib import Path
 
     for family in M.FAMILIES.values():
-        if family.key == "runid":
+        if family.aggregate in ("info", "text"):  # runid, relstring: the TREC evaluation reports them
             assert family.kernel is None
             continue
         assert callable(family.kernel) and family.kernel.__name__ != "<lambda>", family.key

@@ -1,12 +1,15 @@
 """The measure-name grammar: every spelling parses everywhere.
 
-- trec_eval: ``name`` or ``name.PARAMS`` (``P.5,10``: cutoffs, sorted and deduplicated, fractions
-  truncated as trec_eval does; ``ndcg.0=0,1=1,2=3``: gains), and trec_eval's printed names
-  (``P_5``, ``ndcg_cut_10``). Output names are trec_eval's printed names.
+- trec_eval: ``name`` or ``name.PARAMS`` in the syntax of each name (:data:`~.registry.TREC_SYNTAXES`,
+  one parser each in ``_TREC_PARSERS``): ``P.5,10`` cutoffs, sorted and deduplicated, fractions
+  truncated as trec_eval does; ``iprec_at_recall.0.1,0.25`` levels, one measure each;
+  ``utility.1,-1,0,0`` values; ``ndcg.0=0,1=1,2=3`` gains; ``rbp.p=0.8`` named values. trec_eval's
+  printed names read too (``P_5``, ``ndcg_cut_10``, ``iprec_at_recall_0.10``, ``set_F_0.5``). Output
+  names are trec_eval's printed names.
 - ir_measures: ``Name(param=value, ...)@k`` (``nDCG@10``, ``P(rel=2)@5``, ``AP``, ``RR@10``).
 - the library's names, case-insensitive, with the same ``(params)`` and ``@k``: ``ndcg@10``,
   ``mrr@10``, ``map``, ``hit_rate@5``.
-- nicknames (``official``, ``all_trec``) expand to several measures (:func:`parse_measures`).
+- nicknames (``official``, ``all_trec``, ``set``) expand to several measures (:func:`parse_measures`).
 
 A name without a cutoff takes the API's default cutoffs when the API has some (``k`` of
 :class:`~torch_rankeval.RankingMetrics` and the functional API), else its own: trec_eval's

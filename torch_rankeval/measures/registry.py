@@ -348,8 +348,9 @@ FAMILIES: dict[str, Family] = _families(
     Family("hit_rate", _hit_rate, "whether the top k hold a relevant document", ir="Success",
            aliases=("hr", "hitrate", "success"), params=(_REL,), oracle="pytrec_eval, torchmetrics"),
     Family("dcg", _dcg, "discounted cumulative gain", params=(_GAINS, _DCG), uses_gain="always",
-           oracle="hand-computed, sklearn"),
-    Family("idcg", _idcg, "ideal DCG", params=(_GAINS, _DCG), uses_gain="always", oracle="hand-computed"),
+           oracle="hand-computed, sklearn, trec_eval's loop written out"),
+    Family("idcg", _idcg, "ideal DCG", params=(_GAINS, _DCG), uses_gain="always",
+           oracle="hand-computed, trec_eval's loop written out"),
     # trec_eval's other measures (m_*.c); rows follow trec_eval's names, kernels its definitions.
     Family("bpref", bpref_values, "binary preference: how few judged non-relevant documents rank above the relevant "
            "ones", ir="Bpref", cutoff=False, params=(_REL,), uses_gain="always", gain=JudgedNonRelevant,
@@ -367,15 +368,15 @@ FAMILIES: dict[str, Family] = _families(
     Family("rprec_mult", rprec_mult_values, "precision at a multiple of R", aliases=("r_precision_mult",),
            cutoff=False, params=(_MULTIPLE, _REL), at="multiple", oracle="pytrec_eval, brute-force tie orders"),
     Family("utility", utility_values, "linear utility of the retrieved set", cutoff=False, params=(_COEFFICIENTS, _REL),
-           oracle="pytrec_eval"),
+           oracle="pytrec_eval (default coefficients), its counts (others)"),
     Family("bing", bing_values, "binary G: relevant documents discounted by the non-relevant ones above them",
            cutoff=False, params=(_REL,), oracle="pytrec_eval, brute-force tie orders"),
     Family("g", g_values, "normalised gain G", cutoff=False, params=(_GAINS,), uses_gain="always",
-           ties_average=False, oracle="pytrec_eval"),
+           ties_average=False, oracle="pytrec_eval (gains: on relabelled qrels)"),
     Family("ndcg_rel", ndcg_rel_values, "nDCG averaged over the relevant documents", cutoff=False, params=(_GAINS,),
-           uses_gain="always", ties_average=False, oracle="pytrec_eval"),
+           uses_gain="always", ties_average=False, oracle="pytrec_eval (gains: on relabelled qrels)"),
     Family("rndcg", rndcg_values, "nDCG averaged at the R levels of the ideal ranking", cutoff=False,
-           params=(_GAINS,), uses_gain="always", oracle="pytrec_eval, brute-force tie orders"),
+           params=(_GAINS,), uses_gain="always", oracle="pytrec_eval (gains: on relabelled qrels), brute-force tie orders"),
     Family("relative_precision", relative_precision_values, "relevant documents in the top k over min(k, R)",
            aliases=("relative_p",), params=(_REL,), oracle="pytrec_eval, brute-force tie orders"),
     Family("set_precision", set_precision_values, "precision of the whole retrieved set", ir="SetP",
@@ -391,7 +392,7 @@ FAMILIES: dict[str, Family] = _families(
     Family("num_nonrel_judged_ret", num_nonrel_judged_ret_values, "number of judged non-relevant documents retrieved",
            cutoff=False, params=(_REL,), aggregate="sum", oracle="pytrec_eval"),
     Family("yaap", yaap_values, "yet another AP: log((1 + S) / (1 + R - S)), S the sum of precisions at relevant "
-           "documents", cutoff=False, params=(_REL,), ties_average=False, oracle="hand-computed"),
+           "documents", cutoff=False, params=(_REL,), ties_average=False, oracle="trec_eval's loop written out"),
     Family("relstring", None, "the grades of the top documents as text (trec_eval -q only)", cutoff=False,
            params=(_LENGTH,), aggregate="text", oracle="trec_eval's test outputs"),
 )
@@ -696,8 +697,9 @@ class Measure:
 
     def convention(self, base: Convention, *, negative_unjudged: bool = False) -> Convention:
         """The convention the measure is computed under: ``base`` with the measure's own settings
-        (``rel``: the relevance threshold; ``gains`` / ``dcg``: the gain). ``negative_unjudged``
-        (TREC data) gives negative grades gain 0.
+        (``rel``: the relevance threshold; ``gains`` / ``dcg``: the gain; the family's own gain, such
+        as bpref's judged non-relevant indicator). ``negative_unjudged`` (TREC data) gives negative
+        grades gain 0.
 
         Example:
             >>> from torch_rankeval.conventions import PRESETS
