@@ -33,7 +33,6 @@ __all__ = [
     "JudgedNonRelevant",
     "bpref_values",
     "infap_values",
-    "judged_nonrelevant",
     "num_nonrel_judged_ret_values",
 ]
 
@@ -66,17 +65,10 @@ class JudgedNonRelevant:
         return nonrel.to(t.dtype)
 
 
-def judged_nonrelevant(rb: RankedBatch) -> Tensor:
-    """``(N, L)`` 1.0 where the ranked document is judged non-relevant (judged, grade ``>= 0``,
-    not relevant), else 0.0.
-
-    Example:
-        >>> from torch_rankeval.conventions import PRESETS
-        >>> rb = RankedBatch(torch.tensor([[3.0, 2.0, 1.0, 0.0]]), torch.tensor([[1, 0, -1, -2]]), None, PRESETS["trec_eval"])
-        >>> judged_nonrelevant(rb)
-        tensor([[0., 1., 0., 0.]])
-    """
-    return ((rb.target >= 0) & rb.judged & (rb.rel == 0)).to(rb.dtype)
+def _judged_nonrelevant(rb: RankedBatch) -> Tensor:
+    """``(N, L)`` 1.0 where the ranked document is judged non-relevant (judged, grade ``>= 0``, not
+    relevant), else 0.0."""
+    return rb.cached("judged_nonrelevant", lambda: ((rb.target >= 0) & rb.judged & (rb.rel == 0)).to(rb.dtype))
 
 
 def _empty(rb: RankedBatch) -> Tensor:
@@ -116,17 +108,24 @@ def bpref_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, 
     """
     if not isinstance(conv.gain, JudgedNonRelevant):
         raise TypeError("bpref_values needs the JudgedNonRelevant gain; compute bpref through the measure registry")
+    values = rb.cached("bpref", lambda: _bpref(rb))  # bpref and gm_bpref share it
+    return values.unsqueeze(-1).expand(-1, len(ks)), _empty(rb)
+
+
+def _bpref(rb: RankedBatch) -> Tensor:
     rel = rb.rel
-    nonrel = judged_nonrelevant(rb)
+    nonrel = _judged_nonrelevant(rb)
     r = rb.n_relevant.unsqueeze(-1)
     denominator = torch.minimum(rb.ideal_gains.sum(-1, keepdim=True), r).clamp(min=1)
     above = rb.before_group(nonrel)  # judged non-relevant documents ranked above the tie group
-    inside = rb.group_sum(nonrel) if rb.averaged else torch.zeros_like(nonrel)
-    below_r = (r - above).clamp(min=0)
-    c = torch.minimum(below_r, inside + 1)
-    expected = (c * above + c * (c - 1) / 2 + (inside + 1 - c) * r) / (inside + 1)
+    if rb.averaged:
+        inside = rb.group_sum(nonrel)
+        c = torch.minimum((r - above).clamp(min=0), inside + 1)
+        expected = (c * above + c * (c - 1) / 2 + (inside + 1 - c) * r) / (inside + 1)
+    else:  # groups of one: min(above, R)
+        expected = torch.minimum(above, r)
     total = (rel * (1.0 - expected / denominator)).sum(-1)
-    return _per_relevant(rb, total).unsqueeze(-1).expand(-1, len(ks)), _empty(rb)
+    return _per_relevant(rb, total)
 
 
 def infap_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
@@ -152,7 +151,7 @@ def infap_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, 
         [0.8125]
     """
     rel = rb.rel
-    nonrel = judged_nonrelevant(rb)
+    nonrel = _judged_nonrelevant(rb)
     unjudged = (rb.valid & (rb.target == POOLED_UNJUDGED)).to(rb.dtype)
     a = rel.cumsum(-1) - rel
     n = nonrel.cumsum(-1) - nonrel
@@ -177,4 +176,4 @@ def num_nonrel_judged_ret_values(rb: RankedBatch, ks: tuple, conv: Convention) -
         >>> compute(parse_measures(["num_nonrel_judged_ret"]), preds, torch.tensor([[1, 0, -2, 0]]))
         {'num_nonrel_judged_ret': tensor([2.], dtype=torch.float64)}
     """
-    return judged_nonrelevant(rb).sum(-1, keepdim=True).expand(-1, len(ks)), None
+    return _judged_nonrelevant(rb).sum(-1, keepdim=True).expand(-1, len(ks)), None

@@ -20,7 +20,7 @@ from torch import Tensor
 from torch_rankeval.conventions import Convention
 from torch_rankeval.functional._ranking import RankedBatch
 
-__all__ = ["bing_values", "g_values", "ndcg_rel_values", "positive_ideal", "rndcg_values"]
+__all__ = ["bing_values", "g_values", "ndcg_rel_values", "rndcg_values"]
 
 
 def _check_deterministic(rb: RankedBatch, name: str) -> None:
@@ -31,18 +31,10 @@ def _check_deterministic(rb: RankedBatch, name: str) -> None:
         )
 
 
-def positive_ideal(rb: RankedBatch, width: int | None = None) -> Tensor:
+def _positive_ideal(rb: RankedBatch, width: int | None = None) -> Tensor:
     """The ideal gains in decreasing order with every non-positive gain set to 0 (trec_eval's ideal
     ranking ends at its first gain ``<= 0``), ``(N, width)`` (default: every judged document),
-    zero-padded.
-
-    Example:
-        >>> from torch_rankeval.conventions import PRESETS
-        >>> rb = RankedBatch(torch.tensor([[2.0, 1.0]]), torch.tensor([[0, 1]]), None, PRESETS["trec_eval"],
-        ...                  ideal_target=torch.tensor([[1, 3, 0, -1]]))
-        >>> positive_ideal(rb, 6)
-        tensor([[3., 1., 0., 0., 0., 0.]])
-    """
+    zero-padded."""
     ideal = rb.ideal_top((None,)).clamp(min=0)
     m = ideal.shape[-1]
     if width is None or width == m:
@@ -102,8 +94,8 @@ def g_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, Tens
     """
     _check_deterministic(rb, "G")
     g = rb.gains
-    ideal = positive_ideal(rb)
-    cost = positive_ideal(rb, rb.length).clamp(min=1.0).cumsum(-1)
+    ideal = _positive_ideal(rb)
+    cost = _positive_ideal(rb, rb.length).clamp(min=1.0).cumsum(-1)
     got = g.cumsum(-1)
     term = torch.where(g != 0, g / torch.log2((2.0 + cost) - got), torch.zeros_like(g))
     best = ideal.sum(-1)
@@ -133,9 +125,9 @@ def ndcg_rel_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tenso
     """
     _check_deterministic(rb, "ndcg_rel")
     g = rb.gains
-    ideal = positive_ideal(rb)
+    ideal = _positive_ideal(rb)
     dcg = _dcg_prefix(rb, g)
-    idcg_at = _dcg_prefix(rb, positive_ideal(rb, rb.length))
+    idcg_at = _dcg_prefix(rb, _positive_ideal(rb, rb.length))
     idcg = _dcg_prefix(rb, ideal)[:, -1]
     hit = (g > 0) & rb.valid
     ratio = torch.where(hit & (idcg_at > 0), dcg / torch.where(idcg_at > 0, idcg_at, 1.0), torch.zeros_like(dcg))
@@ -165,7 +157,7 @@ def rndcg_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, 
         >>> round(compute(parse_measures(["Rndcg"]), preds, torch.tensor([[1, 2, 0]]))["Rndcg"].item(), 6)
         0.679859
     """
-    ideal = positive_ideal(rb)
+    ideal = _positive_ideal(rb)
     m = ideal.shape[-1]
     dcg = _dcg_prefix(rb, rb.expected(rb.gains))  # expected DCG to each rank
     idcg = _dcg_prefix(rb, ideal)
