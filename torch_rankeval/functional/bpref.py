@@ -85,8 +85,9 @@ def bpref_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, 
 
     ``bpref = 1/R * sum over retrieved relevant documents d of (1 - min(n_d, R) / min(N, R))``,
     where ``R`` is the number of relevant documents, ``N`` the number of judged non-relevant
-    documents of the query (retrieved or not) and ``n_d`` the number of judged non-relevant
-    documents ranked above ``d``; documents without a judgment do not count.
+    documents of the query (retrieved or not: counted in ``ideal_target`` when given, else in the
+    list) and ``n_d`` the number of judged non-relevant documents ranked above ``d``; documents
+    without a judgment (``judged=False`` or a negative grade) do not count.
 
     Under averaged ties the value is exact: for a relevant document in a tie group with ``m``
     judged non-relevant documents and ``B`` above the group, the number of them above it is
