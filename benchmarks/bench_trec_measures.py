@@ -147,13 +147,17 @@ def _families(qrels: str, run: str, repeat: int) -> dict:
     return out
 
 
-def _worker(tool: str, qrels: str, run: str, names: str, repeat: int) -> dict:
+def _worker(tool: str, qrels: str, run: str, names: str, repeat: int, threads: int) -> dict:
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
     if tool == "families":
         return _families(qrels, run, repeat)
     return {"ours": _ours, "pytrec_eval": _pytrec_eval}[tool](qrels, run, names)
 
 
-def _run(tool: str, qrels: Path, run: Path, names: str, repeat: int = 1) -> dict:
+def _run(tool: str, qrels: Path, run: Path, names: str, repeat: int = 1, threads: int = 0) -> dict:
     env_path = str(REPO)
     done = subprocess.run(
         [
@@ -169,6 +173,8 @@ def _run(tool: str, qrels: Path, run: Path, names: str, repeat: int = 1) -> dict
             names,
             "--repeat",
             str(repeat),
+            "--threads",
+            str(threads),
         ],
         capture_output=True,
         text=True,
@@ -186,6 +192,7 @@ def main() -> None:
     parser.add_argument("--docs", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--families", action="store_true", help="also time each measure family alone")
+    parser.add_argument("--threads", type=int, default=0, help="torch's intra-op threads (0: torch's default)")
     parser.add_argument("--data-dir", default=str(REPO / "benchmarks" / ".data"))
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--qrels", help=argparse.SUPPRESS)
@@ -193,7 +200,7 @@ def main() -> None:
     parser.add_argument("--names", default="all_trec", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        print(json.dumps(_worker(args.worker, args.qrels, args.run, args.names, args.repeat)))
+        print(json.dumps(_worker(args.worker, args.qrels, args.run, args.names, args.repeat, args.threads)))
         return
 
     sys.path.insert(0, str(REPO / "benchmarks"))
@@ -202,7 +209,7 @@ def main() -> None:
     qrels, run = generate(Path(args.data_dir), args.queries, args.docs)
     print(
         f"{args.queries} queries x {args.docs} documents; {platform.processor() or platform.machine()}, "
-        f"python {platform.python_version()}; median of {args.repeat}\n"
+        f"python {platform.python_version()}; torch threads: {args.threads or 'default'}; median of {args.repeat}\n"
     )
     print("| measures | torch_rankeval (s) | pytrec_eval (s) | pytrec_eval / ours | summaries agree |")
     print("|---|---|---|---|---|")
@@ -211,7 +218,7 @@ def main() -> None:
         results = {}
         for _ in range(args.repeat):
             for tool, spent in times.items():
-                results[tool] = _run(tool, qrels, run, names)
+                results[tool] = _run(tool, qrels, run, names, threads=args.threads)
                 spent.append(results[tool]["seconds"])
         ours, theirs = results["ours"]["summary"], results["pytrec_eval"]["summary"]
         agree = all(abs(ours[k] - theirs[k]) <= 1e-9 * max(1.0, abs(theirs[k])) for k in theirs)
@@ -219,7 +226,7 @@ def main() -> None:
         t_ours, t_theirs = statistics.median(times["ours"]), statistics.median(times["pytrec_eval"])
         print(f"| {names} ({len(ours)} values) | {t_ours:.2f} | {t_theirs:.2f} | {t_theirs / t_ours:.1f}x | {agree} |")
     if args.families:
-        seconds = _run("families", qrels, run, "", args.repeat)
+        seconds = _run("families", qrels, run, "", args.repeat, args.threads)
         base = seconds["map (1)"]
         print("\n| family (values) | seconds | x map |")
         print("|---|---|---|")
