@@ -663,3 +663,34 @@ def test_yaap_dcg_and_ideal_dcg_equal_trec_eval_loops():
             values = mapped.per_query if suffix else result.per_query
             assert values["dcg" + suffix][i].item() == pytest.approx(dcg, abs=1e-12)
             assert values["ideal_dcg" + suffix][i].item() == pytest.approx(idcg, abs=1e-12)
+
+
+@pytest.mark.parametrize(("seed", "level"), [(40, 1), (41, 2)])
+def test_command_line_prints_pytrec_evals_digits(tmp_path, seed, level):
+    """`torch-rankeval evaluate -m all_trec -q --format trec` prints, digit for digit, the values of
+    trec_eval 9.0.8 (pytrec_eval) for every query and the summary (relstring: test_cli's files)."""
+    import io
+
+    from tests.trec_fixtures import write_dicts
+    from torch_rankeval.cli import main
+
+    qrels, run = random_collection(seed, tie_levels=3)
+    qrels_path, run_path = write_dicts(tmp_path, qrels, run)
+    out = io.StringIO()
+    argv = [str(qrels_path), str(run_path), "-m", "all_trec", "-q", "-l", str(level), "--format", "trec"]
+    assert main(["evaluate", *argv, "--trec-eval-version", "9.0.8"], out) == 0
+    expected = _pytrec(qrels, run, PYTREC_MEASURES, level)
+    printed = 0
+    for line in out.getvalue().splitlines():
+        name, qid, value = (part.strip() for part in line.split("\t"))
+        if name in ("runid", "relstring"):
+            continue
+        if qid == "all":
+            values = [v[name] for v in expected.values()]
+            want = len(values) if name == "num_q" else pytrec_eval.compute_aggregated_measure(name, values)
+        else:
+            want = expected[qid][name]
+        integer = name.startswith("num_")
+        assert value == (str(round(want)) if integer else f"{want:6.4f}"), (name, qid)
+        printed += 1
+    assert printed == 93 * (len(expected) + 1) - len(expected) * 3  # num_q, gm_map, gm_bpref: summary only
