@@ -694,3 +694,27 @@ def test_command_line_prints_pytrec_evals_digits(tmp_path, seed, level):
         assert value == (str(round(want)) if integer else f"{want:6.4f}"), (name, qid)
         printed += 1
     assert printed == 93 * (len(expected) + 1) - len(expected) * 3  # num_q, gm_map, gm_bpref: summary only
+
+
+@pytest.mark.parametrize(
+    ("qrels_file", "run_file", "level"),
+    [
+        ("qrels.comment.test", "results.comment.test", 1),
+        ("qrels.comment.test", "results.comment.test", 2),
+        ("qrels.rel_level", "results.test", 2),
+        ("qrels.rel_level", "results.test", 3),
+    ],
+)
+def test_real_collections_match_pytrec_eval(trec_eval_test_dir, qrels_file, run_file, level):
+    """The TREC RAG 2024 collection (graded, docnos with '#') and the graded test collection at
+    relevance levels trec_eval's expected outputs do not cover: every value of all_trec."""
+    q = trec.read_qrels(trec_eval_test_dir / qrels_file)
+    r = trec.read_run(trec_eval_test_dir / run_file)
+    expected = _pytrec(q.to_dict(), r.to_dict(), PYTREC_MEASURES, level)
+    result = trec.evaluate(q, r, "all_trec", relevance_level=level, trec_eval_version="9.0.8")
+    compared = 0
+    for o in result.outputs:
+        for i, qid in enumerate(result.qids if o.name in result.per_query else []):
+            assert result.per_query[o.name][i].item() == pytest.approx(expected[qid][o.trec_name], abs=1e-12)
+            compared += 1
+    assert compared == 90 * len(result.qids) and len(result.qids) == len(expected)
