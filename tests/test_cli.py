@@ -1,5 +1,6 @@
 """The torch-rankeval command line: trec_eval's expected outputs line for line, the other formats,
-bad inputs (a message, never a traceback) and `compare` against the stats functions."""
+tables that fit the terminal, and `compare` against the stats functions. Bad inputs, exit codes
+and start-up cost: tests/test_cli_failures.py."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import torch
 from tests.conftest import REPO
 from tests.trec_fixtures import random_collection, write_dicts
 from torch_rankeval import stats, trec
-from torch_rankeval.cli import COMMANDS, main
+from torch_rankeval.cli import EXIT_BAD_INPUT, SUBCOMMANDS, main
 
 
 def run_cli(*argv) -> tuple[int, str]:
@@ -131,20 +132,20 @@ def test_bad_files_exit_with_a_message(tmp_path, capsys, qrels_text, run_text, m
     (tmp_path / "run.txt").write_text(run_text)
     status, _ = run_cli("evaluate", tmp_path / "qrels.txt", tmp_path / "run.txt")
     err = capsys.readouterr().err
-    assert status == 1
+    assert status == EXIT_BAD_INPUT == 2
     assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
 def test_bad_measure_and_missing_file(tmp_path, capsys):
     qrels_path, run_path = write_dicts(tmp_path, *random_collection(2))
-    assert run_cli("evaluate", qrels_path, run_path, "-m", "ndcg_cutt.10")[0] == 1
+    assert run_cli("evaluate", qrels_path, run_path, "-m", "ndcg_cutt.10")[0] == 2
     assert "Did you mean 'ndcg_cut'" in capsys.readouterr().err
-    assert run_cli("evaluate", qrels_path, tmp_path / "missing.txt")[0] == 1
+    assert run_cli("evaluate", qrels_path, tmp_path / "missing.txt")[0] == 2
     assert "missing.txt: cannot open" in capsys.readouterr().err
-    assert run_cli("evaluate", qrels_path, run_path, "-l", "0")[0] == 1
+    assert run_cli("evaluate", qrels_path, run_path, "-l", "0")[0] == 2
     assert "-l/--level must be 1 or more" in capsys.readouterr().err
     if not torch.cuda.is_available():
-        assert run_cli("evaluate", qrels_path, run_path, "--device", "cuda")[0] == 1
+        assert run_cli("evaluate", qrels_path, run_path, "--device", "cuda")[0] == 2
         assert "CUDA is not available" in capsys.readouterr().err
 
 
@@ -178,7 +179,7 @@ def test_module_entry_point_and_console_script(tmp_path):
         env=env,
         cwd=tmp_path,
     )
-    assert bad.returncode == 1 and "Traceback" not in bad.stderr
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr and len(bad.stderr.splitlines()) == 1
     tomllib = pytest.importorskip("tomllib")
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts["torch-rankeval"] == "torch_rankeval.cli:main"
@@ -198,29 +199,39 @@ def test_stdin_run(tmp_path):
     assert done.stdout.split() == ["map", "all", f"{expected:.4f}"]
 
 
-def test_commands_are_a_table():
-    assert [c.name for c in COMMANDS] == ["evaluate", "compare"]
+def test_subcommands_are_one_table_of_modules():
+    """Every subcommand is a module with NAME, HELP, add_arguments and run; the parser is built from the table."""
+    assert [m.NAME for m in SUBCOMMANDS] == ["evaluate", "compare", "profile"]
+    assert [m.__name__ for m in SUBCOMMANDS] == [f"torch_rankeval.cli.{n}" for n in ("evaluate", "compare", "profile")]
+    for module in SUBCOMMANDS:
+        assert isinstance(module.HELP, str) and callable(module.add_arguments) and callable(module.run)
+    from torch_rankeval.cli import build_parser
+
+    choices = build_parser()._subparsers._group_actions[0].choices
+    assert list(choices) == ["evaluate", "compare", "profile"]
 
 
-def test_subcommand_modules_plug_in(monkeypatch, capsys):
-    """A module with add_parser(subparsers) that sets func becomes a subcommand (e.g. profile)."""
+def test_a_new_subcommand_is_one_entry(monkeypatch, capsys):
+    """A module with NAME/HELP/add_arguments/run added to SUBCOMMANDS becomes a subcommand, errors included."""
     import types
 
     from torch_rankeval import cli
 
-    module = types.ModuleType("fake_subcommand")
+    module = types.ModuleType("hello_subcommand")
+    module.NAME, module.HELP = "hello", "say hello"
+    module.add_arguments = lambda p: p.add_argument("name")
 
-    def add_parser(sub):
-        p = sub.add_parser("hello", help="say hello")
-        p.add_argument("name")
-        p.set_defaults(func=lambda args: print(f"hello {args.name}") or 3)
-        return p
+    def run(args, out):
+        if args.name == "nobody":
+            raise ValueError("nobody is not a name")
+        out.write(f"hello {args.name}\n")
+        return 0
 
-    module.add_parser = add_parser
-    monkeypatch.setitem(sys.modules, "fake_subcommand", module)
-    monkeypatch.setattr(cli, "SUBCOMMAND_MODULES", ["fake_subcommand", "module_that_is_not_installed"])
-    assert main(["hello", "world"]) == 3
-    assert capsys.readouterr().out == "hello world\n"
+    module.run = run
+    monkeypatch.setattr(cli, "SUBCOMMANDS", (*cli.SUBCOMMANDS, module))
+    assert run_cli("hello", "world") == (0, "hello world\n")
+    assert run_cli("hello", "nobody") == (2, "")
+    assert capsys.readouterr().err == "torch-rankeval hello: error: nobody is not a name\n"
 
 
 # ----------------------------------------------------------------------------- compare
@@ -292,5 +303,6 @@ def test_compare_without_scipy_skips_the_t_test(tmp_path, monkeypatch, capsys):
     assert status == 0
     assert json.loads(text)["comparisons"][0]["t_pvalue"] is None
     assert "t-test is skipped" in capsys.readouterr().err
-    assert run_cli("compare", qrels_path, *runs[:2], "--test", "t")[0] == 1
-    assert "needs scipy" in capsys.readouterr().err
+    assert run_cli("compare", qrels_path, *runs[:2], "--test", "t")[0] == 2
+    err = capsys.readouterr().err
+    assert "--test t needs scipy" in err and len(err.splitlines()) == 1
