@@ -121,6 +121,11 @@ def _check_count(n: int, name: str) -> None:
         raise ValueError(f"{name} must be a positive int, got {n!r}")
 
 
+def _check_seed(seed: int) -> None:
+    if isinstance(seed, bool) or not isinstance(seed, int) or not -(2**63) <= seed < 2**64:
+        raise ValueError(f"seed must be an int between -2**63 and 2**64 - 1 (a torch.Generator seed), got {seed!r}")
+
+
 def paired_t_test(x: Tensor, y: Tensor, *, alternative: str = "two-sided") -> TestResult:
     """Student's paired t-test of ``mean(x - y) = 0`` over the first dimension (queries).
 
@@ -224,6 +229,7 @@ def randomization_test(
     """
     _check_alternative(alternative)
     _check_count(n_resamples, "n_resamples")
+    _check_seed(seed)
     d = _differences(x, y)
     q = d.shape[0]
     flat = d.reshape(q, -1)
@@ -294,6 +300,7 @@ def bootstrap_ci(
     if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or not 0 < confidence < 1:
         raise ValueError(f"confidence must be a number in (0, 1), e.g. 0.95; got {confidence!r}")
     _check_count(n_resamples, "n_resamples")
+    _check_seed(seed)
     d = _differences(x, y)
     q = d.shape[0]
     flat = d.reshape(q, -1)

@@ -135,6 +135,9 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     - 1: any other failure: out of memory, or an internal error (a bug: please report it);
     - 130: interrupted (Ctrl-C).
 
+    A reader that leaves early (``torch-rankeval evaluate ... | head``) ends the command quietly,
+    with status 1.
+
     Every failure prints exactly one line on stderr, ``torch-rankeval COMMAND: error: ...``, never a
     traceback; set the environment variable ``TORCH_RANKEVAL_TRACEBACK=1`` to let an unexpected
     error raise with its traceback instead. After a success, notes (e.g. a skipped test, a run
@@ -165,10 +168,13 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     try:
         status = args._subcommand.run(args, out)
     except KeyboardInterrupt:
+        take_notes()
         print(f"{PROG}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:  # e.g. `torch-rankeval evaluate ... | head`: the reader left, nothing to say
-        _silence_stdout()
+        take_notes()
+        if out is sys.stdout:
+            _silence_stdout()
         return EXIT_FAILURE
     except Exception as exc:
         if os.environ.get(TRACEBACK_VARIABLE, "") not in ("", "0"):
