@@ -230,20 +230,20 @@ def run_names(paths: Sequence[str]) -> list[str]:
 
 
 def run_column(paths: Sequence[str], limit: int = 20) -> tuple[list[str], list[str]]:
-    """A table's run cells and legend: short names as they are; longer ones as labels ``a``, ``b``... with a
-    legend (``a: path``).
+    """A table's run cells and legend: short names (:func:`run_names`) as they are; longer ones as labels
+    ``a``, ``b``... with a legend (``a: name``).
 
     Example:
         >>> run_column(["x/bm25.txt", "x/dense.txt"])
         (['bm25.txt', 'dense.txt'], [])
         >>> run_column(["runs/a_very_long_run_file_name.txt"])
-        (['a'], ['a: runs/a_very_long_run_file_name.txt'])
+        (['a'], ['a: a_very_long_run_file_name.txt'])
     """
     names = run_names(paths)
     if max(len(n) for n in names) <= limit:
         return names, []
     tags = labels(len(paths))
-    return tags, [f"{t}: {p}" for t, p in zip(tags, paths)]
+    return tags, [f"{t}: {n}" for t, n in zip(tags, names)]
 
 
 def table(header: list[str], rows: list[list[str]], *, keys: int = 1, width: int | None = None) -> list[str]:

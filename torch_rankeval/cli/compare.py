@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import textwrap
 from typing import TYPE_CHECKING, TextIO
 
 from torch_rankeval.cli._common import (
@@ -168,7 +169,7 @@ def _text(c: RunComparison, width: int) -> list[str]:
     tags = labels(len(c.runs))
     test_text = "randomization test" if c.test == "randomization" else "paired t-test"
     settings = f"{test_text}, {c.correction} correction over {len(c.pairs)} pair(s) per measure, alpha {c.alpha:g}"
-    lines = [f"{c.n_queries} queries; {settings}", ""]
+    lines = [*textwrap.wrap(f"{c.n_queries} queries; {settings}", width), ""]
     cells = []
     for k in range(len(c.runs)):
         row = []
