@@ -63,10 +63,11 @@ CORRECTIONS = ("holm", "bonferroni", "none")
 _REL_TOL = 1e-14
 # Resampling works in slices of about this many (resample, query) entries.
 _SLICE = 1 << 22
-# Resampled statistics kept in memory for an exact quantile (64 MiB); beyond, the resamples are streamed.
-_KEEP = 1 << 23
-_BINS = 1024  # histogram bins of a streamed quantile's pass
-_MAX_PASSES = 64  # a streamed quantile needs a handful (each narrows a bracket 1024-fold); a guard
+# Resampled statistics kept in memory for an exact quantile (128 MiB, torch.quantile's limit); beyond,
+# the resamples are streamed.
+_KEEP = 1 << 24
+_BINS = 4096  # histogram bins of a streamed quantile's pass
+_MAX_PASSES = 64  # a streamed quantile needs a handful (each narrows a bracket 4096-fold); a guard
 
 
 @dataclass(frozen=True)
@@ -273,7 +274,7 @@ def bootstrap_ci(
 
     Each resample draws ``Q`` queries with replacement; the interval is the ``(1 - confidence)/2``
     and ``(1 + confidence)/2`` quantiles (linear interpolation, as :func:`torch.quantile`) of the
-    resampled means. Memory does not grow with ``n_resamples``: up to about 8 million resampled
+    resampled means. Memory does not grow with ``n_resamples``: up to about 16 million resampled
     means (resamples x columns) are kept and their quantiles taken directly; beyond that the
     resamples are streamed in slices and drawn again from the same seed, a few times, to find the
     two order statistics exactly (a histogram narrows each one down to a bracket, then the bracket's
@@ -354,10 +355,10 @@ def _order_statistics(slices: Callable[[], Iterator[Tensor]], n: int, ranks: Ten
     number of rows. Each (rank, column) pair, a *track*, keeps a bracket ``[lo, hi)`` known to hold
     its order statistic, with ``below`` values under it and ``count`` inside. A pass over the rows
     sorts the values inside each bracket into ``_BINS`` bins by a monotone function of the value
-    (equal widths of the bracket; in the first pass, of the range of a pilot sample, the values
-    outside it going to the end bins) and keeps the bin holding the rank, narrowed to its smallest
-    and largest value; a bracket of one distinct value is done. Once the open brackets hold few
-    enough values, a last pass gathers and sorts them. Each pass narrows a bracket about 1000-fold,
+    (equal widths of the bracket; in the first pass, where every bracket is unbounded, one histogram
+    per column over the range of a pilot sample, the values outside it going to the end bins) and
+    keeps the bin holding the rank, narrowed to its smallest and largest value; a bracket of one distinct value is done. Once the open brackets hold few
+    enough values, a last pass gathers and sorts them. Each pass narrows a bracket about 4000-fold,
     so a few passes suffice.
     """
     device = ranks.device
@@ -378,7 +379,12 @@ def _order_statistics(slices: Callable[[], Iterator[Tensor]], n: int, ranks: Ten
             value[active] = _gather_ranked(slices, col[active], lo[active], hi[active], rank[active] - below[active])
             done[active] = True
             continue
-        counts, mins, maxs = _histogram_pass(slices, col[active], lo[active], hi[active], pilot=passes == 0)
+        if passes == 0:  # every bracket is unbounded: one histogram per column serves all its ranks
+            columns_seen = torch.arange(columns, device=device)
+            counts, mins, maxs = _histogram_pass(slices, columns_seen, lo[:columns], hi[:columns], pilot=True)
+            counts, mins, maxs = counts[col], mins[col], maxs[col]
+        else:
+            counts, mins, maxs = _histogram_pass(slices, col[active], lo[active], hi[active], pilot=False)
         ends = below[active].unsqueeze(1) + counts.cumsum(1)  # values under each bin's upper end
         j = torch.searchsorted(ends, rank[active].unsqueeze(1), right=True)  # the bin holding the rank
         below[active] = (ends.gather(1, j) - counts.gather(1, j)).squeeze(1)
