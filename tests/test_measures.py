@@ -9,89 +9,91 @@ import torch
 from tests.trec_fixtures import random_collection
 from torch_rankeval import measures as M
 from torch_rankeval import trec
-from torch_rankeval.functional.table import KERNELS
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
 
 
 @pytest.mark.parametrize(
-    ("name", "kernel", "cutoffs", "written", "trec_names", "ir_names"),
+    ("name", "key", "cutoffs", "labels", "trec_names", "ir_names"),
     [
-        ("ndcg", "ndcg", (None,), ["ndcg"], ["ndcg"], ["nDCG"]),
-        ("ndcg_cut.10", "ndcg", (10,), ["ndcg_cut_10"], ["ndcg_cut_10"], ["nDCG@10"]),
+        ("ndcg", "ndcg", [None], ["ndcg"], ["ndcg"], ["nDCG"]),
+        ("ndcg_cut.10", "ndcg", [10], ["ndcg_cut_10"], ["ndcg_cut_10"], ["nDCG@10"]),
+        ("ndcg_cut.10,5", "ndcg", [5, 10], ["ndcg_cut_5", "ndcg_cut_10"], ["ndcg_cut_5", "ndcg_cut_10"], ["nDCG@5", "nDCG@10"]),
+        ("map", "map", [None], ["map"], ["map"], ["AP"]),
+        ("map_cut.10", "map", [10], ["map_cut_10"], ["map_cut_10"], ["AP@10"]),
+        ("P.5", "precision", [5], ["P_5"], ["P_5"], ["P@5"]),
+        ("recall.10", "recall", [10], ["recall_10"], ["recall_10"], ["R@10"]),
+        ("recip_rank", "mrr", [None], ["recip_rank"], ["recip_rank"], ["RR"]),
+        ("Rprec", "r_precision", [None], ["Rprec"], ["Rprec"], ["Rprec"]),
+        ("success.10", "hit_rate", [10], ["success_10"], ["success_10"], ["Success@10"]),
+        ("P_5", "precision", [5], ["P_5"], ["P_5"], ["P@5"]),
+        ("ndcg_cut_20", "ndcg", [20], ["ndcg_cut_20"], ["ndcg_cut_20"], ["nDCG@20"]),
+        ("nDCG@10", "ndcg", [10], ["nDCG@10"], ["ndcg_cut_10"], ["nDCG@10"]),
+        ("nDCG", "ndcg", [None], ["nDCG"], ["ndcg"], ["nDCG"]),
+        ("AP", "map", [None], ["AP"], ["map"], ["AP"]),
+        ("AP@100", "map", [100], ["AP@100"], ["map_cut_100"], ["AP@100"]),
+        ("P@5", "precision", [5], ["P@5"], ["P_5"], ["P@5"]),
+        ("R@10", "recall", [10], ["R@10"], ["recall_10"], ["R@10"]),
+        ("RR", "mrr", [None], ["RR"], ["recip_rank"], ["RR"]),
+        ("RR@10", "mrr", [10], ["RR@10"], ["RR@10"], ["RR@10"]),
+        ("mrr@10", "mrr", [10], ["mrr@10"], ["RR@10"], ["RR@10"]),
+        ("ndcg@10", "ndcg", [10], ["ndcg@10"], ["ndcg_cut_10"], ["nDCG@10"]),
+        ("NDCG@10", "ndcg", [10], ["NDCG@10"], ["ndcg_cut_10"], ["nDCG@10"]),
+        ("hit_rate@5", "hit_rate", [5], ["hit_rate@5"], ["success_5"], ["Success@5"]),
+        ("P(rel=2)@5", "precision", [5], ["P(rel=2)@5"], ["P(rel=2)@5"], ["P(rel=2)@5"]),
+        ("P(rel=2.0)@5", "precision", [5], ["P(rel=2)@5"], ["P(rel=2)@5"], ["P(rel=2)@5"]),
         (
-            "ndcg_cut.10,5",
-            "ndcg",
-            (5, 10),
-            ["ndcg_cut_5", "ndcg_cut_10"],
-            ["ndcg_cut_5", "ndcg_cut_10"],
-            ["nDCG@5", "nDCG@10"],
-        ),
-        ("map", "map", (None,), ["map"], ["map"], ["AP"]),
-        ("map_cut.10", "map", (10,), ["map_cut_10"], ["map_cut_10"], ["AP@10"]),
-        ("P.5", "precision", (5,), ["P_5"], ["P_5"], ["P@5"]),
-        ("recall.10", "recall", (10,), ["recall_10"], ["recall_10"], ["R@10"]),
-        ("recip_rank", "mrr", (None,), ["recip_rank"], ["recip_rank"], ["RR"]),
-        ("Rprec", "r_precision", (None,), ["Rprec"], ["Rprec"], ["Rprec"]),
-        ("success.10", "hit_rate", (10,), ["success_10"], ["success_10"], ["Success@10"]),
-        ("P_5", "precision", (5,), ["P_5"], ["P_5"], ["P@5"]),
-        ("ndcg_cut_20", "ndcg", (20,), ["ndcg_cut_20"], ["ndcg_cut_20"], ["nDCG@20"]),
-        ("nDCG@10", "ndcg", (10,), ["nDCG@10"], ["ndcg_cut_10"], ["nDCG@10"]),
-        ("nDCG", "ndcg", (None,), ["nDCG"], ["ndcg"], ["nDCG"]),
-        ("AP", "map", (None,), ["AP"], ["map"], ["AP"]),
-        ("AP@100", "map", (100,), ["AP@100"], ["map_cut_100"], ["AP@100"]),
-        ("P@5", "precision", (5,), ["P@5"], ["P_5"], ["P@5"]),
-        ("R@10", "recall", (10,), ["R@10"], ["recall_10"], ["R@10"]),
-        ("RR", "mrr", (None,), ["RR"], ["recip_rank"], ["RR"]),
-        ("RR@10", "mrr", (10,), ["RR@10"], ["RR@10"], ["RR@10"]),
-        ("Rprec", "r_precision", (None,), ["Rprec"], ["Rprec"], ["Rprec"]),
-        ("P(rel=2)@5", "precision", (5,), ["P(rel=2)@5"], ["P(rel=2)@5"], ["P(rel=2)@5"]),
-        (
-            "nDCG(gains={0:0,1:1,2:3})@10",
-            "ndcg",
-            (10,),
-            ["nDCG(gains={0:0,1:1,2:3})@10"],
-            ["nDCG(gains={0:0,1:1,2:3})@10"],
-            ["nDCG(gains={0:0,1:1,2:3})@10"],
+            "nDCG(gains={0:0,1:1,2:3})@10", "ndcg", [10], ["nDCG(gains={0:0,1:1,2:3})@10"],
+            ["nDCG(gains={0:0,1:1,2:3})@10"], ["nDCG(gains={0:0,1:1,2:3})@10"],
         ),
         (
-            "nDCG(dcg='exp-log2')@10",
-            "ndcg",
-            (10,),
-            ["nDCG(dcg='exp-log2')@10"],
-            ["nDCG(dcg='exp-log2')@10"],
+            "nDCG(dcg='exp-log2')@10", "ndcg", [10], ["nDCG(dcg='exp-log2')@10"], ["nDCG(dcg='exp-log2')@10"],
             ["nDCG(dcg='exp-log2')@10"],
         ),
-        (
-            "ndcg.0=0,1=1,2=3",
-            "ndcg",
-            (None,),
-            ["ndcg_0=0,1=1,2=3"],
-            ["ndcg_0=0,1=1,2=3"],
-            ["nDCG(gains={0:0,1:1,2:3})"],
-        ),
-        ("num_rel_ret", "num_rel_ret", (None,), ["num_rel_ret"], ["num_rel_ret"], ["NumRelRet"]),
-        ("NumRet", "num_ret", (None,), ["NumRet"], ["num_ret"], ["NumRet"]),
+        ("ndcg.0=0,1=1,2=3", "ndcg", [None], ["ndcg_0=0,1=1,2=3"], ["ndcg_0=0,1=1,2=3"], ["nDCG(gains={0:0,1:1,2:3})"]),
+        ("num_rel_ret", "num_rel_ret", [None], ["num_rel_ret"], ["num_rel_ret"], ["NumRelRet"]),
+        ("NumRet", "num_ret", [None], ["NumRet"], ["num_ret"], ["NumRet"]),
     ],
 )
-def test_names_parse_to_kernels_cutoffs_and_output_names(name, kernel, cutoffs, written, trec_names, ir_names):
-    m = M.parse_measure(name)
-    assert m.kernel.name == kernel
-    assert m.cutoffs == cutoffs
-    assert m.names() == written
-    assert m.names("trec") == trec_names
-    assert m.names("ir") == ir_names
+def test_names_parse_to_measures_and_output_names(name, key, cutoffs, labels, trec_names, ir_names):
+    ms = M.parse_measures([name])
+    assert [m.key for m in ms] == [key] * len(cutoffs)
+    assert [m.cutoff for m in ms] == cutoffs
+    assert [m.label for m in ms] == labels
+    assert [m.trec_label for m in ms] == trec_names
+    assert [m.ir_name() for m in ms] == ir_names
 
 
-def test_metric_families_use_the_kernel_table():
-    """One table: every metric measure is a KERNELS entry, not a parallel implementation."""
-    for family in M.FAMILIES:
-        if family.kernel is None:
+def test_spellings_of_one_measure_are_one_value():
+    """Equality and hashing by value: every spelling of nDCG@10 is the same measure (no caches)."""
+    import pickle
+
+    spellings = ["ndcg@10", "nDCG@10", "ndcg_cut.10", "ndcg_cut_10", "NDCG@10"]
+    measures = [M.parse_measure(n) for n in spellings]
+    assert len(set(measures)) == 1 and all(m == measures[0] for m in measures)
+    assert M.parse_measure("P(rel=2)@5") != M.parse_measure("P@5")
+    assert M.parse_measure("nDCG(gains={1:1,2:3})@5") == M.parse_measure("nDCG(gains={2:3,1:1.0})@5")
+    for m in measures + [M.parse_measure("nDCG(gains={1:1,2:3})@5")]:
+        again = pickle.loads(pickle.dumps(m))
+        assert again == m and again.label == m.label and hash(again) == hash(m)
+    from torch_rankeval.conventions import DEFAULT
+
+    plan = M.MeasurePlan(M.parse_measures(["nDCG@10", "ndcg_cut.10", "map"]), DEFAULT)
+    assert pickle.loads(pickle.dumps(plan)).labels == ["nDCG@10", "ndcg_cut_10", "map"]
+
+
+def test_registry_rows_have_kernels_names_and_the_readme_table():
+    """One table: every family names its kernel and oracle, and the README prints the registry's table."""
+    from pathlib import Path
+
+    for family in M.FAMILIES.values():
+        if family.key == "runid":
+            assert family.kernel is None
             continue
-        kernel = M.parse_measure(family.trec or family.ir).kernel
-        assert kernel is (M.COUNT_KERNELS.get(family.kernel) or KERNELS[family.kernel])
-        if not family.key.startswith("num_"):
-            assert kernel is KERNELS[family.kernel]
+        assert callable(family.kernel) and family.kernel.__name__ != "<lambda>", family.key
+        assert family.oracle, family.key
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert M.markdown_table() in readme
 
 
 def test_ir_names_agree_with_ir_measures_parser():
@@ -112,26 +114,30 @@ def test_ir_names_agree_with_ir_measures_parser():
     ]:
         theirs = ir_measures.parse_measure(name).params
         ours = M.parse_measure(name)
-        assert ours.cutoffs[0] == theirs.get("cutoff"), name
-        assert ours.relevance_threshold == theirs.get("rel"), name
+        assert ours.cutoff == theirs.get("cutoff"), name
+        assert ours.param("rel") == theirs.get("rel"), name
         if "gains" in theirs:
-            assert dict(ours.gains) == {float(k): float(v) for k, v in theirs["gains"].items()}
+            assert dict(ours.param("gains")) == {float(k): float(v) for k, v in theirs["gains"].items()}
 
 
 def test_trec_eval_default_cutoffs_and_parameter_rules():
-    assert M.parse_measure("P").cutoffs == (5, 10, 15, 20, 30, 100, 200, 500, 1000)
-    assert M.parse_measure("success").cutoffs == (1, 5, 10)
-    assert M.parse_measure("ndcg_cut.10,20,23.4").cutoffs == (10, 20, 23)  # trec_eval truncates
-    assert M.parse_measure("P.5,7,3,5").names() == ["P_3", "P_5", "P_7"]
-    assert M.parse_measure("ndcg.1=3,2=9,4=4.5").names() == ["ndcg_1=3,2=9,4=4.5"]
+    assert [m.cutoff for m in M.parse_measures("P")] == [5, 10, 15, 20, 30, 100, 200, 500, 1000]
+    assert [m.cutoff for m in M.parse_measures("success")] == [1, 5, 10]
+    assert [m.cutoff for m in M.parse_measures("ndcg_cut.10,20,23.4")] == [10, 20, 23]  # trec_eval truncates
+    assert [m.label for m in M.parse_measures("P.5,7,3,5")] == ["P_3", "P_5", "P_7"]
+    assert [m.label for m in M.parse_measures("ndcg.1=3,2=9,4=4.5")] == ["ndcg_1=3,2=9,4=4.5"]
+    # A bare name takes the API's cutoffs where it gives some.
+    assert [m.label for m in M.parse_measures(["P", "ndcg", "map", "Rprec"], cutoffs=[3, 7])] == [
+        "P@3", "P@7", "ndcg@3", "ndcg@7", "map@3", "map@7", "Rprec",
+    ]
 
 
 def test_nicknames_and_merging():
-    official = [m.names("trec") for m in M.parse_measures("official")]
-    assert official[:6] == [["runid"], ["num_q"], ["num_ret"], ["num_rel"], ["num_rel_ret"], ["map"]]
-    merged = M.parse_measures(["P.5", "map", "P.10", "map", "P@5"])
-    assert [m.names() for m in merged] == [["P_5", "P_10"], ["map"], ["P@5"]]
-    assert [m.names()[0] for m in M.trec_order(M.parse_measures(["success.1", "ndcg", "recip_rank", "num_q"]))] == [
+    official = [m.trec_label for m in M.parse_measures("official")]
+    assert official[:6] == ["runid", "num_q", "num_ret", "num_rel", "num_rel_ret", "map"]
+    merged = M.parse_measures(["P.5", "map", "P.10", "map", "P@5", "P_5"])
+    assert [m.label for m in merged] == ["P_5", "map", "P_10", "P@5"]
+    assert [m.label for m in M.trec_order(M.parse_measures(["success.1", "ndcg", "recip_rank", "num_q"]))] == [
         "num_q",
         "recip_rank",
         "ndcg",
@@ -143,21 +149,21 @@ def test_nicknames_and_merging():
     ("name", "message"),
     [
         ("ndgc_cut.10", "Did you mean 'ndcg_cut'"),
-        ("NDCG@10", "Did you mean 'ndcg', 'nDCG'"),
-        ("mAP", "Did you mean 'map'"),
-        ("bpref", "unknown measure 'bpref'"),
+        ("ndcg_cutt.10", "Did you mean 'ndcg_cut'"),
+        ("mAPP", "Did you mean 'map'"),
         ("P.x", "cutoff 'x' is not a number"),
         ("P.0", "cutoffs must be positive"),
-        ("P@0", "cutoff must be positive"),
+        ("P@0", "cutoff must be a positive int"),
         ("map.5", "takes no parameters"),
         ("ndcg.10", "for cutoffs use ndcg_cut.10"),
-        ("nDCG(rel=2)@10", "takes no rel parameter"),
+        ("nDCG(rel=2)@10", "unknown parameter 'rel'"),
         ("P(foo=1)@5", "unknown parameter"),
         ("P(rel=0)@5", "rel must be a positive number"),
         ("AP(judged_only=True)", "judged_only=True is not supported"),
         ("Rprec@5", "takes no cutoff"),
-        ("nDCG(dcg='log10')@5", "dcg must be"),
+        ("nDCG(dcg='log10')@5", "dcg must be one of"),
         ("official", "names several measures"),
+        ("P.5,10", "names 2 measures"),
         ("", "empty measure name"),
     ],
 )
@@ -168,7 +174,7 @@ def test_bad_names_explain_themselves(name, message):
 
 def test_measures_ranked_once_per_convention(monkeypatch):
     """Measures that share a convention share one ranking (one sort of the batch)."""
-    import torch_rankeval.measures as module
+    import torch_rankeval.measures.plan as module
 
     calls = []
     original = module.prepare
@@ -179,6 +185,61 @@ def test_measures_ranked_once_per_convention(monkeypatch):
     assert len(calls) == 1
     M.compute(M.parse_measures(["P.5", "P(rel=2)@5", "nDCG(dcg='exp-log2')@5"]), preds, target)
     assert len(calls) == 4
+
+
+def test_every_spelling_works_in_every_api_with_the_same_value(tmp_path):
+    """The issue's list of names: RankingMetrics, the functional API, the callback's metrics and the
+    command line (through trec.evaluate) give the same value per name on the same data."""
+    from tests.oracles import random_batch, to_pytrec
+    from torch_rankeval import RankingMetrics
+    from torch_rankeval import functional as F
+    from torch_rankeval.lightning import RankingMetricsCallback
+
+    names = ["ndcg@10", "nDCG@10", "ndcg_cut.10", "ndcg_cut_10", "P(rel=2)@5", "RR@10", "mrr@10", "map", "AP@100"]
+    preds, target, mask, ideal = random_batch(30, 12, seed=5, extra_judged=3)
+    metric = RankingMetrics(names, convention="trec_eval")
+    metric.update(preds, target, mask=mask, ideal_target=ideal)
+    streamed = metric.compute()
+    functional = F.evaluate(preds, target, names, mask=mask, ideal_target=ideal, convention="trec_eval")
+    callback = RankingMetricsCallback(metrics=names, k=None, convention="trec_eval").build_metrics()
+    callback.update(preds, target, mask=mask, ideal_target=ideal)
+    logged = callback.compute()
+    qrels, run = to_pytrec(preds, target, mask, ideal)
+    cli = trec.evaluate(trec.Qrels.from_dict(qrels), trec.Run.from_dict(run), names).summary
+    assert list(streamed) == list(functional) == list(logged) == [
+        "ndcg@10", "nDCG@10", "ndcg_cut_10", "P(rel=2)@5", "RR@10", "mrr@10", "map", "AP@100",
+    ]
+    evaluator = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10", "map", "recip_rank"})
+    res = evaluator.evaluate(run)
+    want_ndcg = sum(v["ndcg_cut_10"] for v in res.values()) / len(res)
+    want_map = sum(v["map"] for v in res.values()) / len(res)
+    for name in streamed:
+        assert streamed[name].item() == pytest.approx(cli[name], abs=1e-6), name
+        assert functional[name].item() == pytest.approx(cli[name], abs=1e-6), name
+        assert logged[name].item() == pytest.approx(cli[name], abs=1e-6), name
+    for name in ("ndcg@10", "nDCG@10", "ndcg_cut_10"):
+        assert cli[name] == pytest.approx(want_ndcg, abs=1e-12)
+    assert cli["map"] == pytest.approx(want_map, abs=1e-12) and cli["AP@100"] == pytest.approx(want_map, abs=1e-12)
+
+
+def test_geometric_mean_and_counts_in_the_streaming_metric():
+    """gm_map and num_rel summarise as trec_eval does in RankingMetrics too (not as plain means)."""
+    from tests.oracles import random_batch, to_pytrec
+    from torch_rankeval import RankingMetrics
+
+    preds, target, mask, ideal = random_batch(25, 10, seed=8, extra_judged=2)
+    metric = RankingMetrics(["gm_map", "num_rel", "num_ret", "map"], convention="trec_eval")
+    metric.update(preds[:10], target[:10], mask=mask[:10], ideal_target=ideal[:10])
+    metric.update(preds[10:], target[10:], mask=mask[10:], ideal_target=ideal[10:])
+    got = metric.compute()
+    qrels, run = to_pytrec(preds, target, mask, ideal)
+    res = pytrec_eval.RelevanceEvaluator(qrels, {"map", "num_rel", "num_ret"}).evaluate(run)
+    aps = [res[f"q{i}"]["map"] for i in range(25)]
+    gm = pytrec_eval.compute_aggregated_measure("gm_map", [torch.log(torch.tensor(max(a, 1e-5))).item() for a in aps])
+    assert got["gm_map"].item() == pytest.approx(gm, rel=1e-5)
+    assert got["num_rel"].item() == sum(res[f"q{i}"]["num_rel"] for i in range(25))
+    assert got["num_ret"].item() == int(mask.sum())
+    assert got["map"].item() == pytest.approx(sum(aps) / 25, abs=1e-6)
 
 
 def _ir_measures_values(qrels, run, names):
@@ -230,7 +291,7 @@ def test_unjudged_documents_have_zero_gain_even_when_grade_zero_gains():
     preds = torch.tensor([[3.0, 2.0, 1.0]], dtype=torch.float64)
     target = torch.tensor([[-1, 0, 1]])
     ideal = torch.tensor([[0, 1, -1]])
-    out = M.compute([M.parse_measure("nDCG(gains={0:1,1:2})@3")], preds, target, ideal_target=ideal)
+    out = M.compute(M.parse_measures(["nDCG(gains={0:1,1:2})@3"]), preds, target, ideal_target=ideal)
     dcg = 1 / torch.log2(torch.tensor(3.0, dtype=torch.float64)) + 2 / 2.0  # ranks 2 and 3
     idcg = 2 + 1 / torch.log2(torch.tensor(3.0, dtype=torch.float64))
     assert out["nDCG(gains={0:1,1:2})@3"].item() == pytest.approx((dcg / idcg).item(), abs=1e-15)

@@ -29,6 +29,7 @@ __all__ = [
     "PRESETS",
     "presets",
     "resolve_convention",
+    "GainMap",
     "gain_fn",
     "gain_table",
     "mapped_gain",
@@ -47,6 +48,47 @@ EMPTY_TARGET_ACTIONS = ("neg", "pos", "skip", "error")
 AP_DENOMINATORS = ("all_relevant", "retrieved_relevant", "min_k_relevant")
 REDUCTIONS = ("mean", "sum", "none")
 GAINS = ("exp2", "linear")
+
+
+class GainMap(Mapping):
+    """A read-only ``{grade: gain}`` mapping that compares and hashes by value (so conventions that
+    hold one can key a dict and pickle). :class:`Convention` stores every gain mapping as one.
+
+    Example:
+        >>> GainMap({2: 3, 1: 1}) == {1.0: 1.0, 2.0: 3.0}, hash(GainMap({1: 1})) == hash(GainMap({1.0: 1.0}))
+        (True, True)
+    """
+
+    __slots__ = ("_items",)
+
+    def __init__(self, mapping: Mapping[float, float]) -> None:
+        self._items = tuple(sorted((float(k), float(v)) for k, v in mapping.items()))
+
+    def __getitem__(self, key: float) -> float:
+        for k, v in self._items:
+            if k == key:
+                return v
+        raise KeyError(key)
+
+    def __iter__(self):  # noqa: ANN204
+        return (k for k, _ in self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __hash__(self) -> int:
+        return hash(self._items)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, GainMap):
+            return self._items == other._items
+        return isinstance(other, Mapping) and dict(self._items) == {float(k): float(v) for k, v in other.items()}
+
+    def __repr__(self) -> str:
+        return f"GainMap({dict(self._items)!r})"
+
+    def __reduce__(self):  # noqa: ANN204
+        return (GainMap, (dict(self._items),))
 
 
 @dataclass(frozen=True)
@@ -86,6 +128,8 @@ class Convention:
     adaptive_k: bool = False
 
     def __post_init__(self) -> None:
+        if isinstance(self.gain, Mapping) and not isinstance(self.gain, GainMap):
+            object.__setattr__(self, "gain", GainMap(self.gain))  # hashable, compared by value
         if isinstance(self.gain, str) and self.gain not in GAINS:
             raise ValueError(f"gain={self.gain!r} is not known: use one of {GAINS}, a mapping or a callable")
         if not isinstance(self.gain, (str, Mapping)) and not callable(self.gain):

@@ -12,6 +12,7 @@ Example:
     (0.6885, 1.0)
 """
 
+from torch_rankeval.functional._api import evaluate
 from torch_rankeval.functional.average_precision import average_precision
 from torch_rankeval.functional.dcg import dcg, idcg, ndcg
 from torch_rankeval.functional.debiased import aggregate_ips_gains, ips_gains, position_debiased_dcg, position_debiased_ndcg
@@ -20,6 +21,7 @@ from torch_rankeval.functional.precision_recall import hit_rate, precision, r_pr
 from torch_rankeval.functional.reciprocal_rank import reciprocal_rank
 
 __all__ = [
+    "evaluate",
     "dcg",
     "idcg",
     "ndcg",

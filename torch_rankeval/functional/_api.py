@@ -1,27 +1,34 @@
-"""The common path of every public functional metric: resolve, check, rank once, reduce."""
+"""The functional API's path into the one evaluation loop (:class:`torch_rankeval.measures.MeasurePlan`)."""
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Sequence
+from typing import Any
 
-import torch
 from torch import Tensor
 
 from torch_rankeval.conventions import Convention
-from torch_rankeval.functional._inputs import check_reduction, finalize, parse_k, prepare
-from torch_rankeval.functional._ranking import RankedBatch, tie_split_values
+from torch_rankeval.functional._inputs import check_reduction, parse_k
 
-__all__ = ["evaluate"]
-
-ValuesFn = Callable[[RankedBatch, tuple], "tuple[Tensor, Tensor | None]"]
+__all__ = ["evaluate", "evaluate_family"]
 
 
-def evaluate(
-    name: str,
-    values_fn: ValuesFn,
+def _reduced(plan: Any, convention: Convention, preds: Tensor, target: Tensor, reduction: str, validate_args: bool,
+             name: str, **inputs: Tensor | int | None) -> Tensor:
+    """Run ``plan`` (a :class:`~torch_rankeval.measures.MeasurePlan`) and reduce: ``(C,)`` or, with
+    ``reduction="none"``, ``(N, C)`` (``(C,)`` for a single 1-D list)."""
+    values, empty, single = plan.values(preds, target, validate_args=validate_args, **inputs)
+    out = plan.reduce(
+        values, empty, action=convention.empty_target_action, reduction=reduction, validate_args=validate_args, name=name
+    )
+    return out[0] if reduction == "none" and single else out
+
+
+def evaluate_family(
+    key: str,
     preds: Tensor,
     target: Tensor,
-    k: object,
+    k: Any,
     *,
     convention: Convention,
     mask: Tensor | None = None,
@@ -30,25 +37,73 @@ def evaluate(
     n_relevant: Tensor | None = None,
     reduction: str = "mean",
     validate_args: bool = True,
-    uses_gain: bool = False,
+    name: str = "",
 ) -> Tensor:
-    """Run ``values_fn(ranked_batch, cutoffs) -> (values, empty)`` and apply policy and reduction.
+    """One measure family of the registry at the cutoffs ``k``, reduced: ``(K,)``, a scalar, or
+    per list with ``reduction="none"``."""
+    from torch_rankeval.measures import Measure, MeasurePlan  # the registry imports the kernels of this package
 
-    ``empty`` is ``None`` for metrics that have no empty case (DCG, IDCG): those are never
-    replaced or skipped.
-    """
     ks, keep_k = parse_k(k)
     check_reduction(reduction)
-    rb, single = prepare(
-        preds, target, convention=convention, mask=mask, ignore_index=ignore_index, ideal_target=ideal_target,
-        n_relevant=n_relevant, validate_args=validate_args, uses_gain=uses_gain,
+    out = _reduced(
+        MeasurePlan([Measure(key, c) for c in ks], convention), convention, preds, target, reduction, validate_args,
+        name or key, mask=mask, ignore_index=ignore_index, ideal_target=ideal_target, n_relevant=n_relevant,
     )
-    values, empty = tie_split_values(rb, lambda batch: values_fn(batch, ks))
-    if empty is None:
-        empty, action = torch.zeros_like(values, dtype=torch.bool), "neg"
-    else:
-        action = convention.empty_target_action
-        empty = empty.expand_as(values)
-    return finalize(
-        values, empty, action=action, reduction=reduction, validate_args=validate_args, single=single, keep_k=keep_k, name=name
+    return out if keep_k else out.squeeze(-1)
+
+
+def evaluate(
+    preds: Tensor,
+    target: Tensor,
+    metrics: str | Sequence[str],
+    k: int | Sequence[int] | None = None,
+    *,
+    mask: Tensor | None = None,
+    ignore_index: int | None = None,
+    ideal_target: Tensor | None = None,
+    n_relevant: Tensor | None = None,
+    judged: Tensor | None = None,
+    convention: str | Convention | None = None,
+    reduction: str = "mean",
+    validate_args: bool = True,
+    **conventions: Any,
+) -> dict[str, Tensor]:
+    """Many measures by name (any spelling of :mod:`torch_rankeval.measures`) from one ranking.
+
+    Args:
+        preds, target, mask, ignore_index, ideal_target, n_relevant: as in :func:`ndcg` and
+            :func:`average_precision`.
+        judged: ``(N, L)`` bool, False for documents without a relevance judgment (never relevant,
+            no gain; read by the measures of judged coverage such as ``bpref`` and ``Judged@k``).
+        metrics: names such as ``"ndcg@10"``, ``"nDCG@10"``, ``"ndcg_cut.10"``, ``"P(rel=2)@5"``, ``"map"``.
+        k: cutoffs for names written without one (None: each name's own default).
+        convention: a preset name or :class:`~torch_rankeval.conventions.Convention`; the keyword
+            arguments ``conventions`` (``gain=``, ``ties=``, ...) override it.
+        reduction: ``"mean"`` (each measure's summary over lists: the mean, the sum for counts, the
+            geometric mean for ``gm_map``), ``"sum"`` or ``"none"`` (per list).
+
+    Returns:
+        ``{name as written: value}``: scalars, or ``(N,)`` per list with ``reduction="none"``.
+
+    Example:
+        >>> import torch
+        >>> from torch_rankeval import functional as F
+        >>> preds, target = torch.tensor([[0.9, 0.8, 0.7]]), torch.tensor([[0, 2, 1]])
+        >>> out = F.evaluate(preds, target, ["nDCG@2", "mrr", "P(rel=2)@2"], convention="trec_eval")
+        >>> {name: round(v.item(), 4) for name, v in out.items()}
+        {'nDCG@2': 0.4796, 'mrr': 0.5, 'P(rel=2)@2': 0.5}
+    """
+    from torch_rankeval.conventions import resolve_convention
+    from torch_rankeval.measures import MeasurePlan, parse_measures
+
+    check_reduction(reduction)
+    conv = resolve_convention(convention, **conventions)
+    if isinstance(metrics, str):
+        metrics = [metrics]
+    ks, _ = parse_k(k)
+    plan = MeasurePlan(parse_measures(metrics, cutoffs=ks), conv)
+    out = _reduced(
+        plan, conv, preds, target, reduction, validate_args, ", ".join(plan.labels), mask=mask,
+        ignore_index=ignore_index, ideal_target=ideal_target, n_relevant=n_relevant, judged=judged,
     )
+    return {label: out[..., j] for j, label in enumerate(plan.labels)}

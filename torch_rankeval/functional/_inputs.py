@@ -116,6 +116,7 @@ def prepare(
     ignore_index: int | float | None = None,
     ideal_target: Tensor | None = None,
     n_relevant: Tensor | None = None,
+    judged: Tensor | None = None,
     validate_args: bool = True,
     uses_gain: bool = False,
     discounts: Tensor | None = None,
@@ -131,9 +132,17 @@ def prepare(
     if ignore_index is not None and (isinstance(ignore_index, bool) or not isinstance(ignore_index, (int, float))):
         raise TypeError(f"ignore_index must be an int (or float) grade value marking padding, got {ignore_index!r}")
     single = preds.ndim == 1
+    if judged is not None:
+        _check_tensor(judged, "judged")
+        if judged.dtype != torch.bool:
+            raise TypeError(f"judged must be a bool tensor (True = the document has a relevance judgment), got {judged.dtype}")
+        if judged.shape != preds.shape:
+            raise ValueError(f"judged must have the shape of preds {tuple(preds.shape)}, got {tuple(judged.shape)}")
+        _same_device(preds, judged, "judged")
     if single:
         preds, target = preds.unsqueeze(0), target.unsqueeze(0)
         mask = None if mask is None else mask.unsqueeze(0)
+        judged = None if judged is None else judged.unsqueeze(0)
     n = preds.shape[0]
     ideal_valid = None
     if ideal_target is not None:
@@ -167,12 +176,14 @@ def prepare(
         ideal_target=ideal_target,
         ideal_valid=ideal_valid,
         n_relevant=n_relevant,
+        judged=judged,
         discounts=discounts,
         gain=gain,
         dtype=dtype,
     )
     if validate_args:
-        checks = _value_checks(preds, target, valid, convention, ideal_target, ideal_valid, uses_gain)
+        graded = valid if judged is None else (judged if valid is None else valid & judged)  # grades that count
+        checks = _value_checks(preds, target, valid, graded, convention, ideal_target, ideal_valid, uses_gain)
         if n_relevant is not None:
             checks.append((
                 (ranked.rel.sum(-1) > ranked.n_relevant).any() | (n_relevant < 0).any(),
@@ -197,6 +208,7 @@ def _value_checks(
     preds: Tensor,
     target: Tensor,
     valid: Tensor | None,
+    graded: Tensor | None,
     convention: Convention,
     ideal_target: Tensor | None,
     ideal_valid: Tensor | None,
@@ -215,7 +227,7 @@ def _value_checks(
         "preds contains NaN or infinite scores at unmasked positions; fix the model output, or mark those "
         "documents as padding with mask=False",
     )]
-    grade_tensors = [(target, valid, "target")]
+    grade_tensors = [(target, graded, "target")]
     if ideal_target is not None:
         grade_tensors.append((ideal_target, ideal_valid, "ideal_target"))
     for t, v, name in grade_tensors:

@@ -56,6 +56,9 @@ class RankedBatch:
             that are not judged: 0, or excluded by ``ideal_valid``).
         ideal_valid: optional ``(N, M)`` bool for ``ideal_target``.
         n_relevant: optional ``(N,)`` number of relevant documents of each query.
+        judged: optional ``(N, L)`` bool, False for documents without a relevance judgment: they
+            are never relevant and gain nothing, and measures of judged coverage (bpref, Judged@k)
+            read them as ``rb.judged``; None: every real document is judged.
         discounts: optional precomputed discount table of length ``>= max(L, M)``.
         gain: optional gain function that replaces ``gain_fn(convention.gain)`` (e.g. one that
             reads a device-resident table).
@@ -72,6 +75,7 @@ class RankedBatch:
         ideal_target: Tensor | None = None,
         ideal_valid: Tensor | None = None,
         n_relevant: Tensor | None = None,
+        judged: Tensor | None = None,
         discounts: Tensor | None = None,
         gain: Callable[[Tensor], Tensor] | None = None,
         dtype: torch.dtype = torch.float32,
@@ -87,12 +91,13 @@ class RankedBatch:
         self.averaged = convention.ties == "average"
         self._inputs = dict(
             preds=preds, target=target, valid=valid, ideal_target=ideal_target, ideal_valid=ideal_valid,
-            n_relevant=n_relevant, discounts=discounts, gain=gain, dtype=dtype,
+            n_relevant=n_relevant, judged=judged, discounts=discounts, gain=gain, dtype=dtype,
         )
         self.tied_rows: Tensor | None = None  # set by split_ties(): rows to redo with tie averaging
         self.order, self._sorted_key = _rank(preds, target, valid, convention.ties)
         target = target.gather(-1, self.order).to(dtype)
         self.target = torch.where(self.valid, target, self._zero) if self._has_padding else target
+        self._judged = None if judged is None else judged.gather(-1, self.order) & self.valid
         self.positions = torch.arange(1, self.length + 1, dtype=dtype, device=self.device)
 
         max_len = self.length if ideal_target is None else max(self.length, ideal_target.shape[-1])
@@ -124,7 +129,8 @@ class RankedBatch:
         pick = lambda t: None if t is None else t[rows]  # noqa: E731
         return RankedBatch(
             i["preds"][rows], i["target"][rows], pick(i["valid"]), self.convention, ideal_target=pick(i["ideal_target"]),
-            ideal_valid=pick(i["ideal_valid"]), n_relevant=pick(i["n_relevant"]), discounts=i["discounts"],
+            ideal_valid=pick(i["ideal_valid"]), n_relevant=pick(i["n_relevant"]), judged=pick(i["judged"]),
+            discounts=i["discounts"],
             gain=i["gain"], dtype=i["dtype"],
         )
 
@@ -141,17 +147,28 @@ class RankedBatch:
         return self.cached("valid", lambda: ~torch.isnan(self._sorted_key))
 
     @property
+    def judged(self) -> Tensor:
+        """``(N, L)`` bool in ranked order: real documents with a relevance judgment."""
+        return self.valid if self._judged is None else self._judged
+
+    @property
     def rel(self) -> Tensor:
-        """Binary relevance in ranked order (padding is 0: its grade was zeroed)."""
-        return self.cached("rel", lambda: self._is_relevant(self.target).to(self.dtype))
+        """Binary relevance in ranked order (padding and unjudged documents are 0)."""
+
+        def make() -> Tensor:
+            rel = self._is_relevant(self.target)
+            return (rel if self._judged is None else rel & self._judged).to(self.dtype)
+
+        return self.cached("rel", make)
 
     @property
     def gains(self) -> Tensor:
-        """Gains in ranked order, 0 for padding."""
+        """Gains in ranked order, 0 for padding and unjudged documents."""
 
         def make() -> Tensor:
             g = self._gain(self.target)
-            return torch.where(self.valid, g, self._zero) if self._has_padding else g
+            keep = self._judged if self._judged is not None else (self.valid if self._has_padding else None)
+            return g if keep is None else torch.where(keep, g, self._zero)
 
         return self.cached("gains", make)
 

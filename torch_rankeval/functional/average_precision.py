@@ -8,7 +8,7 @@ import torch
 from torch import Tensor
 
 from torch_rankeval.conventions import Convention, resolve_convention
-from torch_rankeval.functional._api import evaluate
+from torch_rankeval.functional._api import evaluate_family
 from torch_rankeval.functional._ranking import RankedBatch, log_comb, prefix_sums
 
 __all__ = ["average_precision", "average_precision_values"]
@@ -83,6 +83,7 @@ def _retrieved_denominator_expectation(rb: RankedBatch, w: Tensor, ks: tuple) ->
 
 def average_precision_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
     """Per-query AP at each cutoff and the "no relevant document" flag, ``(N, K)`` / ``(N, 1)``."""
+    check_graded_cutoffs(conv, [k for k in ks if k is not None], rb.length)
     denominator, graded = conv.denominator, conv.graded
     w = rb.gains if graded else rb.rel
     if not graded and denominator == "retrieved_relevant" and rb.averaged:
@@ -177,12 +178,9 @@ def average_precision(
         convention, denominator=denominator, graded=graded, gain=gain, relevance_threshold=relevance_threshold,
         ties=ties, empty_target_action=empty_target_action,
     )
-    check_graded_cutoffs(conv, k, preds.shape[-1] if isinstance(preds, Tensor) else 0)
-    return evaluate(
-        "average_precision",
-        lambda rb, ks: average_precision_values(rb, ks, conv),
-        preds, target, k, convention=conv, mask=mask, ignore_index=ignore_index, ideal_target=ideal_target,
-        n_relevant=n_relevant, reduction=reduction, validate_args=validate_args, uses_gain=conv.graded,
+    return evaluate_family(
+        "map", preds, target, k, convention=conv, mask=mask, ignore_index=ignore_index, ideal_target=ideal_target,
+        n_relevant=n_relevant, reduction=reduction, validate_args=validate_args, name="average_precision",
     )
 
 

@@ -8,7 +8,7 @@ import torch
 from torch import Tensor
 
 from torch_rankeval.conventions import Convention, resolve_convention
-from torch_rankeval.functional._api import evaluate
+from torch_rankeval.functional._api import evaluate_family
 from torch_rankeval.functional._ranking import RankedBatch, prefix_sums
 
 __all__ = ["dcg", "idcg", "ndcg", "dcg_values", "idcg_values", "ndcg_values"]
@@ -37,15 +37,9 @@ def ndcg_values(rb: RankedBatch, ks: tuple) -> tuple[Tensor, Tensor]:
 
 
 def _run(which: str, preds: Tensor, target: Tensor, k: K, *, ideal_target: Tensor | None = None, mask, ignore_index, reduction, validate_args, convention, **conv) -> Tensor:  # noqa: ANN001
-    conv_ = resolve_convention(convention, **conv)
-    fns = {
-        "dcg": lambda rb, ks: (dcg_values(rb, ks), None),
-        "idcg": lambda rb, ks: (idcg_values(rb, ks), None),
-        "ndcg": ndcg_values,
-    }
-    return evaluate(
-        which, fns[which], preds, target, k, convention=conv_, mask=mask, ignore_index=ignore_index,
-        ideal_target=ideal_target, reduction=reduction, validate_args=validate_args, uses_gain=True,
+    return evaluate_family(
+        which, preds, target, k, convention=resolve_convention(convention, **conv), mask=mask,
+        ignore_index=ignore_index, ideal_target=ideal_target, reduction=reduction, validate_args=validate_args,
     )
 
 

@@ -8,7 +8,7 @@ import torch
 from torch import Tensor
 
 from torch_rankeval.conventions import Convention, resolve_convention
-from torch_rankeval.functional._api import evaluate
+from torch_rankeval.functional._api import evaluate_family
 from torch_rankeval.functional._ranking import RankedBatch, log_comb
 
 __all__ = [
@@ -107,9 +107,8 @@ def precision(
     conv = resolve_convention(
         convention, adaptive_k=adaptive_k, relevance_threshold=relevance_threshold, ties=ties, empty_target_action=empty_target_action
     )
-    return evaluate(
-        "precision", lambda rb, ks: precision_values(rb, ks, adaptive_k=conv.adaptive_k), preds, target, k,
-        convention=conv, mask=mask, ignore_index=ignore_index, ideal_target=ideal_target, n_relevant=n_relevant,
+    return evaluate_family(
+        "precision", preds, target, k, convention=conv, mask=mask, ignore_index=ignore_index, ideal_target=ideal_target, n_relevant=n_relevant,
         reduction=reduction, validate_args=validate_args,
     )
 
@@ -148,8 +147,8 @@ def recall(
         tensor(0.5000)
     """
     conv = resolve_convention(convention, relevance_threshold=relevance_threshold, ties=ties, empty_target_action=empty_target_action)
-    return evaluate(
-        "recall", recall_values, preds, target, k, convention=conv, mask=mask, ignore_index=ignore_index,
+    return evaluate_family(
+        "recall", preds, target, k, convention=conv, mask=mask, ignore_index=ignore_index,
         ideal_target=ideal_target, n_relevant=n_relevant, reduction=reduction, validate_args=validate_args,
     )
 
@@ -187,8 +186,8 @@ def hit_rate(
         tensor(0.6667)
     """
     conv = resolve_convention(convention, relevance_threshold=relevance_threshold, ties=ties, empty_target_action=empty_target_action)
-    return evaluate(
-        "hit_rate", hit_rate_values, preds, target, k, convention=conv, mask=mask, ignore_index=ignore_index,
+    return evaluate_family(
+        "hit_rate", preds, target, k, convention=conv, mask=mask, ignore_index=ignore_index,
         ideal_target=ideal_target, n_relevant=n_relevant, reduction=reduction, validate_args=validate_args,
     )
 
@@ -224,7 +223,7 @@ def r_precision(
         tensor(0.5000)
     """
     conv = resolve_convention(convention, relevance_threshold=relevance_threshold, ties=ties, empty_target_action=empty_target_action)
-    return evaluate(
-        "r_precision", r_precision_values, preds, target, None, convention=conv, mask=mask, ignore_index=ignore_index,
+    return evaluate_family(
+        "r_precision", preds, target, None, convention=conv, mask=mask, ignore_index=ignore_index,
         ideal_target=ideal_target, n_relevant=n_relevant, reduction=reduction, validate_args=validate_args,
     )

@@ -8,7 +8,7 @@ import torch
 from torch import Tensor
 
 from torch_rankeval.conventions import Convention, resolve_convention
-from torch_rankeval.functional._api import evaluate
+from torch_rankeval.functional._api import evaluate_family
 from torch_rankeval.functional._ranking import RankedBatch, log_comb
 
 __all__ = ["reciprocal_rank", "reciprocal_rank_values"]
@@ -76,8 +76,7 @@ def reciprocal_rank(
         tensor(0.6111)
     """
     conv = resolve_convention(convention, relevance_threshold=relevance_threshold, ties=ties, empty_target_action=empty_target_action)
-    return evaluate(
-        "reciprocal_rank", reciprocal_rank_values, preds, target, k, convention=conv, mask=mask,
-        ignore_index=ignore_index, ideal_target=ideal_target, n_relevant=n_relevant, reduction=reduction,
-        validate_args=validate_args,
+    return evaluate_family(
+        "mrr", preds, target, k, convention=conv, mask=mask, ignore_index=ignore_index, ideal_target=ideal_target,
+        n_relevant=n_relevant, reduction=reduction, validate_args=validate_args, name="reciprocal_rank",
     )

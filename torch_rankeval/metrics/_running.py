@@ -177,10 +177,18 @@ class RunningMeanMetric(Metric):
             )
         return empty_policy(values.to(torch.float64), empty, action)
 
+    def _transform(self, values: Tensor) -> Tensor:
+        """Per-list values as they enter the running sums (e.g. logarithms for a geometric mean)."""
+        return values
+
+    def _finish(self, sums: Tensor, counts: Tensor) -> Tensor:
+        """The reported values from the (synced) sums and counts: the means by default."""
+        return sums / counts
+
     def _accumulate(self, values: Tensor, empty: Tensor, ids: Tensor | None) -> None:
         """Add per-list values ``(N, V)`` (``empty`` flags them) to the running sums."""
         values, counted = self._policy(values, empty)
-        total, count = counted_sums(values, counted)
+        total, count = counted_sums(self._transform(values), counted)
         self.sums += total
         self.counts += count
         if self.keep_per_query:
@@ -199,7 +207,8 @@ class RunningMeanMetric(Metric):
         sums, counts = self.sums.clone(), self.counts.clone()
         pending = self._pending()
         if pending is not None:
-            total, count = counted_sums(*self._policy(pending[0], pending[1]))
+            values, counted = self._policy(pending[0], pending[1])
+            total, count = counted_sums(self._transform(values), counted)
             sums += total
             counts += count
         return sums, counts
@@ -216,7 +225,7 @@ class RunningMeanMetric(Metric):
                 UserWarning,
                 stacklevel=3,
             )
-        return (sums / counts).to(self.dtype)
+        return self._finish(sums, counts).to(self.dtype)
 
     def compute_per_query(self) -> dict[str, Tensor]:
         """Per-query values (requires ``keep_per_query=True``), synced across processes.

@@ -22,11 +22,9 @@ from torch import Tensor
 from torchmetrics.utilities.data import dim_zero_cat
 
 from torch_rankeval.conventions import Convention, discount_table, gain_table, mapped_gain, resolve_convention
-from torch_rankeval.functional._inputs import check_preds_target, parse_k, prepare
-from torch_rankeval.functional._ranking import RankedBatch, tie_split_values
-from torch_rankeval.functional.average_precision import check_graded_cutoffs
+from torch_rankeval.functional._inputs import check_preds_target, parse_k
 from torch_rankeval.functional.flat import group_by_query
-from torch_rankeval.functional.table import MetricKernel, kernel
+from torch_rankeval.measures import MeasurePlan, parse_measures
 from torch_rankeval.metrics._running import RunningMeanMetric
 
 __all__ = ["RankingMetrics"]
@@ -39,35 +37,22 @@ _FLAT_STATES = {  # name -> dtype, fixed so that every rank gathers the same dty
 }
 
 
-def _parse_metrics(metrics: str | Sequence[str], k: Any) -> list[tuple[MetricKernel, tuple, list[str]]]:
-    """``("ndcg", "map@10")`` with default cutoffs ``k`` -> [(kernel, cutoffs, result keys)], one
-    entry per kernel so that all its cutoffs come from one call."""
+def _plan(metrics: str | Sequence[str], k: Any, convention: Convention) -> MeasurePlan:
+    """The measure plan of ``metrics`` (any spelling of the registry) with default cutoffs ``k``."""
     if isinstance(metrics, str):
         metrics = (metrics,)
     if not isinstance(metrics, Sequence) or len(metrics) == 0:
         raise ValueError("metrics must be a non-empty sequence of metric names such as ('ndcg', 'map@10')")
-    default_ks, _ = parse_k(k)
-    grouped: dict[str, tuple[MetricKernel, list]] = {}
     for entry in metrics:
         if not isinstance(entry, str):
-            raise TypeError(f"metrics entries must be strings such as 'ndcg' or 'ndcg@10', got {entry!r}")
-        name, _, cut = entry.partition("@")
-        spec = kernel(name.strip())
-        if cut:
-            if not spec.has_cutoff:
-                raise ValueError(f"metric {entry!r}: {spec.name} takes no cutoff")
-            try:
-                ks = (int(cut),)
-            except ValueError:
-                raise ValueError(f"metric {entry!r}: the cutoff after '@' must be a positive int") from None
-            parse_k(ks[0], name=f"cutoff of {entry!r}")
-        else:
-            ks = default_ks if spec.has_cutoff else (None,)
-        _, seen = grouped.setdefault(spec.name, (spec, []))
-        seen.extend(c for c in ks if c not in seen)
-    return [
-        (spec, tuple(ks), [spec.name if c is None else f"{spec.name}@{c}" for c in ks]) for spec, ks in grouped.values()
-    ]
+            raise TypeError(f"metrics entries must be strings such as 'ndcg', 'ndcg@10' or 'nDCG@10', got {entry!r}")
+    ks, _ = parse_k(k)
+    measures = parse_measures(metrics, cutoffs=ks)
+    labels = [m.label for m in measures]
+    duplicated = sorted({label for label in labels if labels.count(label) > 1})
+    if duplicated:
+        raise ValueError(f"metrics {duplicated} name different measures with the same key; spell them apart")
+    return MeasurePlan(measures, convention)
 
 
 class RankingMetrics(RunningMeanMetric):
@@ -117,7 +102,6 @@ class RankingMetrics(RunningMeanMetric):
 
     _list_states: ClassVar[dict[str, torch.dtype]] = {**_FLAT_STATES, **RunningMeanMetric._list_states}
     _fixed_dtype_tensors: ClassVar[tuple[str, ...]] = ("_discounts", "_gain_keys", "_gain_values")
-    _split_ties = True  # values go through tie_split_values (subclasses with their own _values: False)
 
     def __init__(
         self,
@@ -154,17 +138,16 @@ class RankingMetrics(RunningMeanMetric):
                 raise TypeError(f"{flag} must be a bool, got {type(value).__name__}")
         if ignore_index is not None and (isinstance(ignore_index, bool) or not isinstance(ignore_index, (int, float))):
             raise TypeError(f"ignore_index must be an int grade value marking padding, got {ignore_index!r}")
-        self.specs = _parse_metrics(metrics, k)
+        self.plan = _plan(metrics, k, self.convention)
         self.ignore_index = ignore_index
         self.input_format = input_format
         self.whole_queries = whole_queries
         self.validate_args = validate_args
-        self._uses_gain = any(spec.uses_gain(self.convention) for spec, _, _ in self.specs)
         self._add_running_states(
-            [key for _, _, keys in self.specs for key in keys],
+            self.plan.labels,
             empty_target_action=self.convention.empty_target_action,
             keep_per_query=keep_per_query,
-            config=(self.convention, ignore_index, input_format, whole_queries),
+            config=(self.convention, self.plan.measures, ignore_index, input_format, whole_queries),
         )
 
         # Device-resident tables: non-persistent buffers that follow .to(device).
@@ -200,6 +183,7 @@ class RankingMetrics(RunningMeanMetric):
         mask: Tensor | None = None,
         ideal_target: Tensor | None = None,
         n_relevant: Tensor | None = None,
+        judged: Tensor | None = None,
     ) -> None:
         """Add a batch.
 
@@ -211,19 +195,21 @@ class RankingMetrics(RunningMeanMetric):
             mask: padded input: bool, False marks padding.
             ideal_target: padded input: ``(N, M)`` grades of all judged documents of each query.
             n_relevant: padded input: ``(N,)`` number of relevant documents of each query.
+            judged: padded input: ``(N, L)`` bool, False for documents without a relevance judgment
+                (never relevant, no gain; read by ``bpref``, ``Judged@k`` and the like).
         """
         check_preds_target(preds, target, mask)
         self._check_device(preds)
         flat = self._is_flat(preds, indexes)
         if flat:
-            if mask is not None or ideal_target is not None or n_relevant is not None:
+            if mask is not None or ideal_target is not None or n_relevant is not None or judged is not None:
                 raise ValueError(
-                    "mask, ideal_target and n_relevant apply to padded (N, L) input; flat input takes preds, target "
+                    "mask, ideal_target, n_relevant and judged apply to padded (N, L) input; flat input takes preds, target "
                     "and indexes (use ignore_index to drop documents)"
                 )
             self._update_flat(preds, target, indexes)
         else:
-            self._update_padded(preds, target, mask, ideal_target, n_relevant, indexes)
+            self._update_padded(preds, target, mask, ideal_target, n_relevant, indexes, judged)
 
     def _is_flat(self, preds: Tensor, indexes: Tensor | None) -> bool:
         if indexes is not None:
@@ -252,19 +238,21 @@ class RankingMetrics(RunningMeanMetric):
                 )
         return False
 
-    def _update_padded(self, preds, target, mask, ideal_target, n_relevant, ids) -> None:  # noqa: ANN001
-        length = preds.shape[-1] if ideal_target is None else max(preds.shape[-1], ideal_target.shape[-1])
-        check_graded_cutoffs(self.convention, [k for _, ks, _ in self.specs for k in ks if k is not None], preds.shape[-1])
-        rb, _ = prepare(
-            preds, target, convention=self.convention, mask=mask, ignore_index=self.ignore_index,
-            ideal_target=ideal_target, n_relevant=n_relevant, validate_args=self.validate_args,
-            uses_gain=self._uses_gain, discounts=self._discount_table(length), gain=self._gain(),
-            split_ties=self._split_ties,
-        )
-        values, empty = self._values(rb)
+    def _update_padded(self, preds, target, mask, ideal_target, n_relevant, ids, judged=None) -> None:  # noqa: ANN001
+        values, empty = self._batch(preds, target, mask, ideal_target, n_relevant, judged)
         if self.keep_per_query:
-            ids = self._generate_ids(rb.n_lists, values.device) if ids is None else ids.reshape(-1).long()
+            ids = self._generate_ids(values.shape[0], values.device) if ids is None else ids.reshape(-1).long()
         self._accumulate(values, empty, ids)
+
+    def _batch(self, preds, target, mask, ideal_target, n_relevant, judged=None) -> tuple[Tensor, Tensor]:  # noqa: ANN001
+        """Per-query values ``(N, V)`` of every reported key and their empty flags (the one evaluation loop)."""
+        length = preds.shape[-1] if ideal_target is None else max(preds.shape[-1], ideal_target.shape[-1])
+        values, empty, _ = self.plan.values(
+            preds, target, mask=mask, ignore_index=self.ignore_index, ideal_target=ideal_target,
+            n_relevant=n_relevant, judged=judged, validate_args=self.validate_args, discounts=self._discount_table(length),
+            gain=self._gain(),
+        )
+        return values, empty
 
     def _update_flat(self, preds: Tensor, target: Tensor, indexes: Tensor) -> None:
         if self.ignore_index is not None:
@@ -282,30 +270,18 @@ class RankingMetrics(RunningMeanMetric):
 
     def _add_flat_batch(self, preds: Tensor, target: Tensor, indexes: Tensor, *, accumulate: bool):
         ids, mask, (p, t) = group_by_query(indexes, preds, target)
-        length = p.shape[-1]
-        check_graded_cutoffs(self.convention, [k for _, ks, _ in self.specs for k in ks if k is not None], length)
-        rb, _ = prepare(
-            p, t, convention=self.convention, mask=mask, validate_args=self.validate_args, uses_gain=self._uses_gain,
-            discounts=self._discount_table(length), gain=self._gain(), split_ties=self._split_ties,
-        )
-        values, empty = self._values(rb)
+        values, empty = self._batch(p, t, mask, None, None)
         if accumulate:
             self._accumulate(values, empty, ids)
             return None
         return values, empty, ids
 
     # ------------------------------------------------------------------ reduction
-    def _values(self, rb: RankedBatch) -> tuple[Tensor, Tensor]:
-        """Per-query values ``(N, V)`` of every reported key, and their empty flags."""
-        return tie_split_values(rb, self._batch_values)
+    def _transform(self, values: Tensor) -> Tensor:
+        return self.plan.transform(values)
 
-    def _batch_values(self, rb: RankedBatch) -> tuple[Tensor, Tensor]:
-        values, empties = [], []
-        for spec, ks, _ in self.specs:
-            v, e = spec.values(rb, ks, self.convention)
-            values.append(v)
-            empties.append(torch.zeros_like(v, dtype=torch.bool) if e is None else e.expand_as(v))
-        return torch.cat(values, dim=1), torch.cat(empties, dim=1)
+    def _finish(self, sums: Tensor, counts: Tensor) -> Tensor:
+        return self.plan.finish(sums, counts)
 
     # ------------------------------------------------------------------ results
     def _pending(self) -> tuple[Tensor, Tensor, Tensor] | None:

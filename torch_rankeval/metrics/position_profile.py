@@ -99,7 +99,6 @@ class PositionProfile(RankingMetrics):
     """
 
     higher_is_better = None
-    _split_ties = False  # _values below ranks with the tie policy directly
     plot_lower_bound = None
     plot_upper_bound = None
 
@@ -135,9 +134,7 @@ class PositionProfile(RankingMetrics):
         self.ideal = ideal
         self.stats = PROFILE_STATS + (_PRESENT,)
         self.blocks = list(self.stats) + ([f"ideal_{s}" for s in self.stats] if ideal else [])
-        self.specs = []  # no kernel of the table: the values are per-position statistics
         self.keys = [f"{block}@{p}" for block in self.blocks for p in range(1, positions + 1)]
-        self._uses_gain = True  # negative grades under exp2 are rejected (validate_args)
         # Re-register the running states for the per-position values (replacing the "dcg" ones).
         self._add_running_states(
             self.keys, empty_target_action=self.convention.empty_target_action, keep_per_query=keep_per_query,
@@ -167,7 +164,8 @@ class PositionProfile(RankingMetrics):
         """
         super().update(preds, target, indexes, mask=mask, ideal_target=ideal_target)
 
-    def _update_padded(self, preds, target, mask, ideal_target, n_relevant, ids) -> None:
+    def _batch(self, preds, target, mask, ideal_target, n_relevant, judged=None) -> tuple[Tensor, Tensor]:  # noqa: ANN001
+        """Per-query per-position statistics (not the registry's measures: the profile's own values)."""
         length = preds.shape[-1] if ideal_target is None else max(preds.shape[-1], ideal_target.shape[-1])
         rb, single = prepare(
             preds, target, convention=self.convention, mask=mask, ignore_index=self.ignore_index,
@@ -180,10 +178,13 @@ class PositionProfile(RankingMetrics):
             judged = valid_mask(grades, None, self.ignore_index)
             judged = torch.ones_like(grades, dtype=torch.bool) if judged is None else judged
             ideal = (torch.where(judged, grades.to(rb.dtype), torch.zeros((), dtype=rb.dtype, device=grades.device)), judged)
-        values, empty = self._values(rb, ideal)
-        if self.keep_per_query:
-            ids = self._generate_ids(rb.n_lists, values.device) if ids is None else ids.reshape(-1).long()
-        self._accumulate(values, empty, ids)
+        return self._values(rb, ideal)
+
+    def _transform(self, values: Tensor) -> Tensor:
+        return values
+
+    def _finish(self, sums: Tensor, counts: Tensor) -> Tensor:
+        return sums / counts
 
     def _values(self, rb: RankedBatch, ideal: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor]:  # type: ignore[override]
         """Per-query values ``(N, blocks * P)`` and "absent" flags (True: no document at the position)."""

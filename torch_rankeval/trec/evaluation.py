@@ -18,11 +18,11 @@ __all__ = ["Output", "Evaluation", "evaluate"]
 
 @dataclass(frozen=True)
 class Output:
-    """One printed measure: a measure and one of its cutoffs, with its names.
+    """One printed measure with its names.
 
     Attributes:
         measure: the parsed :class:`~torch_rankeval.measures.Measure`.
-        index: which of the measure's cutoffs.
+        index: always 0 (a measure has one cutoff; kept for compatibility).
         name: the name as written (``"nDCG@10"`` or ``"ndcg_cut_10"``).
         trec_name: trec_eval's printed name where trec_eval has the measure, else ``name``.
     """
@@ -58,11 +58,15 @@ class Evaluation:
 
 
 def _as_measures(measures: Sequence[str | Measure] | str) -> list[Measure]:
+    """Names and parsed measures, in the given order (nicknames expand; exact duplicates drop)."""
     if isinstance(measures, str):
         measures = [measures]
-    names = [m for m in measures if isinstance(m, str)]
-    parsed = parse_measures(names) if names else []
-    return [m for m in measures if isinstance(m, Measure)] + parsed
+    out: list[Measure] = []
+    for m in measures:
+        for parsed in [m] if isinstance(m, Measure) else parse_measures([m]):
+            if not any(parsed == o and parsed.label == o.label for o in out):
+                out.append(parsed)
+    return out
 
 
 def evaluate(
@@ -122,16 +126,12 @@ def evaluate(
     per_query: dict[str, Tensor] = {}
     summary: dict[str, float | int | str] = {}
     for m in parsed:
-        for j, (name, trec_name) in enumerate(zip(m.names(), m.names("trec"))):
-            outputs.append(Output(m, j, name, trec_name))
-            if m.family.aggregate == "info":
-                summary[name] = run.tag
-            elif m.family.aggregate == "count":
-                summary[name] = len(batch.qids)
-            else:
-                v = values[name].cpu()
-                summary[name] = summarize(m, v)
-                if m.per_query:
-                    per_query[name] = v
+        outputs.append(Output(m, 0, m.label, m.trec_label))
+        if m.family.aggregate == "info":
+            summary[m.label] = run.tag
+            continue
+        v = values[m.label].cpu()
+        summary[m.label] = summarize(m, v)
+        if m.per_query:
+            per_query[m.label] = v
     return Evaluation(run.path or "run", run.tag, batch.qids, outputs, per_query, summary, batch.retrieved.cpu())
-

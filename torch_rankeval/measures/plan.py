@@ -1,0 +1,195 @@
+"""The one evaluation loop: measures -> prepared inputs -> one ranking per convention -> kernel
+values -> empty-query policy -> reduction.
+
+A :class:`MeasurePlan` is built once per configuration (a metric's ``__init__``, a functional call,
+a CLI run): it groups the measures by the convention they are computed under and, inside a group,
+by kernel, so that every cutoff of a kernel comes from one call and every measure of a convention
+from one ranking. :meth:`MeasurePlan.values` runs it on a batch; the functional API reduces the
+result (:meth:`MeasurePlan.reduce`), the Metric classes add it to their running sums, and the TREC
+evaluation keeps the per-query values.
+
+Example:
+    >>> import torch
+    >>> from torch_rankeval.conventions import DEFAULT
+    >>> from torch_rankeval.measures import parse_measures
+    >>> plan = MeasurePlan(parse_measures(["ndcg@3", "mrr", "precision(rel=2)@2"]), DEFAULT)
+    >>> values, empty, _ = plan.values(torch.tensor([[0.9, 0.5, 0.1]]), torch.tensor([[0, 2, 1]]))
+    >>> plan.labels, [round(v, 4) for v in values[0].tolist()]
+    (['ndcg@3', 'mrr', 'precision(rel=2)@2'], [0.659, 0.5, 0.5])
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from torch_rankeval.conventions import Convention
+from torch_rankeval.functional._inputs import counted_sums, empty_policy, prepare
+from torch_rankeval.functional._ranking import RankedBatch, tie_split_values
+from torch_rankeval.measures.registry import MIN_GEO_MEAN, Family, Measure
+
+__all__ = ["MeasurePlan"]
+
+
+@dataclass(frozen=True)
+class _Call:
+    """One kernel call: a family with its kernel parameters, the cutoffs, and the plan columns they fill."""
+
+    family: Family
+    kernel_params: tuple
+    cutoffs: tuple
+    columns: tuple[int, ...]
+
+
+class MeasurePlan:
+    """Measures compiled for one base convention.
+
+    Args:
+        measures: parsed measures (:func:`~torch_rankeval.measures.parse_measures`); each becomes
+            one output column named by its ``label``. Equal measures are computed once.
+        convention: the base convention; each measure adds its own settings
+            (:meth:`~torch_rankeval.measures.Measure.convention`).
+        negative_unjudged: TREC data: negative grades mark unjudged documents (gain 0, never relevant).
+
+    Attributes:
+        labels: the output names, one per column.
+        measures: the measure of each column.
+        aggregates: per column, ``"mean"``, ``"sum"`` or ``"gmean"``.
+
+    Raises:
+        ValueError: a measure that describes a run file (``runid``) rather than a ranking, or no measure.
+    """
+
+    def __init__(self, measures: Sequence[Measure], convention: Convention, *, negative_unjudged: bool = False) -> None:
+        measures = list(measures)
+        if not measures:
+            raise ValueError("no measure to compute: give at least one name such as 'ndcg@10'")
+        for m in measures:
+            if m.family.kernel is None:
+                raise ValueError(f"{m.label!r} describes a run file, not a ranking; only the TREC evaluation reports it")
+        self.measures = measures
+        self.labels = [m.label for m in measures]
+        self.aggregates = [m.family.aggregate for m in measures]
+        self.convention = convention
+        unique: dict[Measure, int] = {}
+        for m in measures:
+            unique.setdefault(m, len(unique))
+        self._columns = [unique[m] for m in measures]  # output column -> unique measure
+        self._identity = self._columns == list(range(len(measures)))
+        groups: dict[Convention, dict[tuple, list[tuple[Measure, int]]]] = {}
+        for m, j in unique.items():
+            conv = m.convention(convention, negative_unjudged=negative_unjudged)
+            calls = groups.setdefault(conv, {})
+            calls.setdefault((m.key, tuple(sorted(m.kernel_params().items()))), []).append((m, j))
+        self._groups: list[tuple[Convention, list[_Call]]] = []
+        for conv, calls in groups.items():
+            built = []
+            for (key, kparams), members in calls.items():
+                built.append(_Call(members[0][0].family, kparams, tuple(m.cutoff for m, _ in members), tuple(j for _, j in members)))
+            self._groups.append((conv, built))
+        self._n_unique = len(unique)
+        self.uses_gain = any(c.family.needs_gain(conv) for conv, calls in self._groups for c in calls)
+        self.cutoffs = sorted({m.cutoff for m in unique if m.cutoff is not None})
+        self.conventions = [conv for conv, _ in self._groups]
+
+    def __repr__(self) -> str:
+        return f"MeasurePlan({self.labels})"
+
+    # ------------------------------------------------------------------ values
+    def values(
+        self,
+        preds: Tensor,
+        target: Tensor,
+        *,
+        mask: Tensor | None = None,
+        ignore_index: int | float | None = None,
+        ideal_target: Tensor | None = None,
+        n_relevant: Tensor | None = None,
+        judged: Tensor | None = None,
+        validate_args: bool = True,
+        discounts: Tensor | None = None,
+        gain: Callable[[Tensor], Tensor] | None = None,
+    ) -> tuple[Tensor, Tensor, bool]:
+        """Per-query values ``(N, C)`` of every column, their "empty" flags ``(N, C)`` (a query
+        without relevant documents, for the measures that have that case) and whether the input
+        was a single 1-D list.
+
+        ``discounts`` and ``gain`` are optional device-resident tables of the base convention (the
+        Metric classes keep them as buffers); measures with their own gain build theirs."""
+        out: list[Tensor | None] = [None] * self._n_unique
+        empties: list[Tensor | None] = [None] * self._n_unique
+        single = False
+        for conv, calls in self._groups:
+            rb, single = prepare(
+                preds, target, convention=conv, mask=mask, ignore_index=ignore_index, ideal_target=ideal_target,
+                n_relevant=n_relevant, judged=judged, validate_args=validate_args, uses_gain=any(c.family.needs_gain(conv) for c in calls),
+                discounts=discounts, gain=gain if conv.gain == self.convention.gain else None,
+            )
+            values, empty = tie_split_values(rb, lambda batch, calls=calls, conv=conv: _run_calls(batch, calls, conv))
+            empty = empty.expand_as(values)
+            j = 0
+            for call in calls:
+                for col in call.columns:
+                    out[col], empties[col] = values[:, j], empty[:, j]
+                    j += 1
+        values = torch.stack(out, dim=1)  # type: ignore[arg-type]
+        empty = torch.stack(empties, dim=1)  # type: ignore[arg-type]
+        if not self._identity:
+            index = torch.tensor(self._columns, device=values.device)
+            values, empty = values.index_select(1, index), empty.index_select(1, index)
+        return values, empty, single
+
+    # ------------------------------------------------------------------ reduction
+    def transform(self, values: Tensor) -> Tensor:
+        """Per-query values as they are summed: ``log(max(v, 1e-5))`` for geometric means (trec_eval's floor)."""
+        if "gmean" not in self.aggregates:
+            return values
+        logs = torch.log(values.clamp(min=MIN_GEO_MEAN))
+        gmean = torch.tensor([a == "gmean" for a in self.aggregates], device=values.device)
+        return torch.where(gmean, logs, values)
+
+    def finish(self, sums: Tensor, counts: Tensor) -> Tensor:
+        """Summaries from column sums and counts: mean, sum, or geometric mean."""
+        means = sums / counts
+        if all(a == "mean" for a in self.aggregates):
+            return means
+        kind = self.aggregates
+        out = [sums[..., i] if a == "sum" else torch.exp(means[..., i]) if a == "gmean" else means[..., i] for i, a in enumerate(kind)]
+        return torch.stack(out, dim=-1)
+
+    def reduce(
+        self, values: Tensor, empty: Tensor, *, action: str, reduction: str, validate_args: bool = True, name: str = ""
+    ) -> Tensor:
+        """Apply the empty-query policy and the reduction (``"mean"``, ``"sum"``, ``"none"``) to
+        ``(N, C)`` values; returns ``(C,)`` (or ``(N, C)`` for ``"none"``), in the values' dtype."""
+        out_dtype = values.dtype
+        if action == "error" and bool(empty.any()):
+            raise ValueError(
+                f"{name or ', '.join(self.labels)}: {int(empty.any(-1).sum())} list(s) have no relevant document and "
+                "empty_target_action='error'; use 'neg', 'pos' or 'skip' to score them"
+            )
+        values, kept = empty_policy(values, empty, action)
+        if reduction == "none":
+            return values
+        total, count = counted_sums(self.transform(values), kept)
+        if reduction == "sum":
+            return total.to(out_dtype)
+        if validate_args and action == "skip" and bool((torch.as_tensor(count) == 0).any()):
+            warnings.warn(f"{name}: every list was skipped (no relevant documents); the mean is NaN", UserWarning, stacklevel=4)
+        count = torch.as_tensor(count, device=total.device).to(total.dtype).expand_as(total)
+        return self.finish(total, count).to(out_dtype)
+
+
+def _run_calls(rb: RankedBatch, calls: list[_Call], conv: Convention) -> tuple[Tensor, Tensor]:
+    values, empties = [], []
+    for call in calls:
+        v, e = call.family.kernel(rb, call.cutoffs, conv, **dict(call.kernel_params))  # type: ignore[misc]
+        values.append(v)
+        empties.append(torch.zeros_like(v, dtype=torch.bool) if e is None else e.expand_as(v))
+    if len(values) == 1:
+        return values[0], empties[0]
+    return torch.cat(values, dim=1), torch.cat(empties, dim=1)
