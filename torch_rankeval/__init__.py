@@ -12,6 +12,7 @@ Example:
 from __future__ import annotations
 
 import importlib
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
@@ -93,7 +94,9 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__) | set(_SUBMODULES))
+    """The public names and subpackages (loaded or not), not this module's helpers."""
+    loaded = {n for n, v in globals().items() if isinstance(v, ModuleType) and v.__name__.startswith(f"{__name__}.")}
+    return sorted({*__all__, *_SUBMODULES, *loaded})
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
