@@ -1,0 +1,20 @@
+"""Names of the conventions' and diagnostics' options, importable without torch.
+
+The command line lists these as argument choices in its ``--help``, which must answer without
+importing torch. :mod:`torch_rankeval.conventions` and :mod:`torch_rankeval.diagnostics` hold the
+same tuples (a test keeps them equal); plain strings only, no other imports here.
+
+Example:
+    >>> from torch_rankeval._choices import PRESET_NAMES, TIES
+    >>> PRESET_NAMES
+    ('lightgbm', 'sklearn', 'torchmetrics', 'trec_eval')
+    >>> "average" in TIES
+    True
+"""
+
+__all__ = ["GAINS", "INVERSION_STATS", "PRESET_NAMES", "TIES"]
+
+TIES = ("average", "first", "pessimistic", "optimistic")
+GAINS = ("exp2", "linear")
+PRESET_NAMES = ("lightgbm", "sklearn", "torchmetrics", "trec_eval")  # sorted(conventions.PRESETS)
+INVERSION_STATS = ("relevance", "gain", "relevant_share")
