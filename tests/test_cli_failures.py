@@ -303,7 +303,7 @@ def test_package_exports_are_lazy_and_complete():
 def test_torch_free_choices_equal_the_library_constants():
     from torch_rankeval import _choices, conventions, diagnostics
 
-    assert _choices.TIES == conventions.TIES
-    assert _choices.GAINS == conventions.GAINS
+    assert _choices.TIES is conventions.TIES
+    assert _choices.GAINS is conventions.GAINS
     assert _choices.PRESET_NAMES == tuple(sorted(conventions.PRESETS))
     assert _choices.INVERSION_STATS is diagnostics.INVERSION_STATS

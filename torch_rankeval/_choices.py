@@ -1,8 +1,9 @@
 """Names of the conventions' and diagnostics' options, importable without torch.
 
 The command line lists these as argument choices in its ``--help``, which must answer without
-importing torch. :mod:`torch_rankeval.conventions` and :mod:`torch_rankeval.diagnostics` hold the
-same tuples (a test keeps them equal); plain strings only, no other imports here.
+importing torch. :mod:`torch_rankeval.conventions` and :mod:`torch_rankeval.diagnostics` import them from here
+(the preset names are checked against ``conventions.PRESETS`` by a test); plain strings only, no
+other imports here.
 
 Example:
     >>> from torch_rankeval._choices import PRESET_NAMES, TIES
