@@ -89,7 +89,9 @@ def _api_cutoffs(cutoffs: Cutoffs) -> tuple[int | None, ...] | None:
     if cutoffs is None:
         return None
     out = tuple(cutoffs)
-    return None if out in ((), (None,)) else out
+    if not out:
+        raise ValueError("cutoffs is an empty sequence: give at least one cutoff, or (None,) for the whole list")
+    return out
 
 
 def parse_measures(names: str | Iterable[str], *, cutoffs: Cutoffs = None) -> list[Measure]:
@@ -97,8 +99,11 @@ def parse_measures(names: str | Iterable[str], *, cutoffs: Cutoffs = None) -> li
 
     Args:
         names: measure names in any spelling (see the module docstring).
-        cutoffs: the API's default cutoffs for names written without one (``None``: each name's
-            own default).
+        cutoffs: the API's default cutoffs for names written without one: a sequence such as
+            ``(5, 10)``, or ``(None,)`` for the whole list (what ``k=None`` means in the functional
+            API and the Metric classes); ``None`` gives each name its own default (trec_eval's
+            cutoffs for ``P``, ``recall``, ``ndcg_cut``, ``map_cut``, ``success``), as the command
+            line does. The nicknames (``official``, ``all_trec``) always mean trec_eval's sets.
 
     Exact duplicates (same measure and same output name) are dropped; the same measure written
     twice differently is kept under both names and computed once.
@@ -108,17 +113,20 @@ def parse_measures(names: str | Iterable[str], *, cutoffs: Cutoffs = None) -> li
         ['P_5', 'P_10', 'map']
         >>> [m.label for m in parse_measures("official")][:4]
         ['runid', 'num_q', 'num_ret', 'num_rel']
+        >>> [m.label for m in parse_measures(["recall", "P@3"], cutoffs=(None,))]   # k=None: the whole list
+        ['recall', 'P@3']
     """
     if isinstance(names, str):
         names = [names]
+    api = _api_cutoffs(cutoffs)
     out: list[Measure] = []
     seen: set[tuple[Measure, str]] = set()
     for name in names:
         if not isinstance(name, str):
             raise TypeError(f"a measure name must be a str, got {type(name).__name__} ({name!r})")
-        expanded = NICKNAMES.get(name.strip(), (name,))
-        for text in expanded:
-            for m in _parse(text, _api_cutoffs(cutoffs)):
+        nickname = NICKNAMES.get(name.strip())
+        for text in nickname or (name,):
+            for m in _parse(text, None if nickname else api):
                 if (m, m.label) not in seen:
                     seen.add((m, m.label))
                     out.append(m)
@@ -178,7 +186,7 @@ def _parse_trec(text: str, t: TrecName, params: str | None, api_cutoffs: tuple[i
     family = FAMILIES[t.family]
     if t.syntax == "cutoffs":
         if params is None:
-            if api_cutoffs is not None:  # a bare name takes the API's cutoffs, written name@k
+            if api_cutoffs is not None:  # a bare name takes the API's cutoffs, written name@k (or the whole list)
                 return [Measure(t.family, k, label=text if k is None else f"{text}@{k}") for k in api_cutoffs]
             return [Measure(t.family, k, label=f"{t.name}_{k}") for k in t.cutoffs]
         cutoffs = set()
