@@ -1,5 +1,6 @@
 """The torch-rankeval command line: trec_eval's expected outputs line for line, the other formats,
-bad inputs (a message, never a traceback) and `compare` against the stats functions."""
+tables that fit the terminal, and `compare` against the stats functions. Bad inputs, exit codes
+and start-up cost: tests/test_cli_failures.py."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import torch
 from tests.conftest import REPO
 from tests.trec_fixtures import random_collection, write_dicts
 from torch_rankeval import stats, trec
-from torch_rankeval.cli import COMMANDS, main
+from torch_rankeval.cli import EXIT_BAD_INPUT, SUBCOMMANDS, main
 
 
 def run_cli(*argv) -> tuple[int, str]:
@@ -152,20 +153,20 @@ def test_bad_files_exit_with_a_message(tmp_path, capsys, qrels_text, run_text, m
     (tmp_path / "run.txt").write_text(run_text)
     status, _ = run_cli("evaluate", tmp_path / "qrels.txt", tmp_path / "run.txt")
     err = capsys.readouterr().err
-    assert status == 1
+    assert status == EXIT_BAD_INPUT == 2
     assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
 def test_bad_measure_and_missing_file(tmp_path, capsys):
     qrels_path, run_path = write_dicts(tmp_path, *random_collection(2))
-    assert run_cli("evaluate", qrels_path, run_path, "-m", "ndcg_cutt.10")[0] == 1
+    assert run_cli("evaluate", qrels_path, run_path, "-m", "ndcg_cutt.10")[0] == 2
     assert "Did you mean 'ndcg_cut'" in capsys.readouterr().err
-    assert run_cli("evaluate", qrels_path, tmp_path / "missing.txt")[0] == 1
+    assert run_cli("evaluate", qrels_path, tmp_path / "missing.txt")[0] == 2
     assert "missing.txt: cannot open" in capsys.readouterr().err
-    assert run_cli("evaluate", qrels_path, run_path, "-l", "0")[0] == 1
+    assert run_cli("evaluate", qrels_path, run_path, "-l", "0")[0] == 2
     assert "-l/--level must be 1 or more" in capsys.readouterr().err
     if not torch.cuda.is_available():
-        assert run_cli("evaluate", qrels_path, run_path, "--device", "cuda")[0] == 1
+        assert run_cli("evaluate", qrels_path, run_path, "--device", "cuda")[0] == 2
         assert "CUDA is not available" in capsys.readouterr().err
 
 
@@ -173,7 +174,7 @@ def test_module_entry_point_and_console_script(tmp_path):
     """`python -m torch_rankeval` runs the CLI, and pyproject's console script points at it."""
     qrels_path, run_path = write_dicts(tmp_path, *random_collection(3))
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run(
+    done = subprocess.run(  # noqa: PLW1510 - the status is asserted
         [
             sys.executable,
             "-m",
@@ -192,14 +193,14 @@ def test_module_entry_point_and_console_script(tmp_path):
         cwd=tmp_path,
     )
     assert done.returncode == 0 and done.stdout.startswith("P_5")
-    bad = subprocess.run(
+    bad = subprocess.run(  # noqa: PLW1510 - the status is asserted
         [sys.executable, "-m", "torch_rankeval", "evaluate", str(qrels_path), str(tmp_path / "nope")],
         capture_output=True,
         text=True,
         env=env,
         cwd=tmp_path,
     )
-    assert bad.returncode == 1 and "Traceback" not in bad.stderr
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr and len(bad.stderr.splitlines()) == 1
     tomllib = pytest.importorskip("tomllib")
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts["torch-rankeval"] == "torch_rankeval.cli:main"
@@ -208,7 +209,7 @@ def test_module_entry_point_and_console_script(tmp_path):
 def test_stdin_run(tmp_path):
     qrels_path, run_path = write_dicts(tmp_path, *random_collection(4))
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run(
+    done = subprocess.run(  # noqa: PLW1510 - the status is asserted
         [sys.executable, "-m", "torch_rankeval", "evaluate", str(qrels_path), "-", "-m", "map", "--format", "trec"],
         input=run_path.read_text(),
         capture_output=True,
@@ -219,29 +220,39 @@ def test_stdin_run(tmp_path):
     assert done.stdout.split() == ["map", "all", f"{expected:.4f}"]
 
 
-def test_commands_are_a_table():
-    assert [c.name for c in COMMANDS] == ["evaluate", "compare"]
+def test_subcommands_are_one_table_of_modules():
+    """Every subcommand is a module with NAME, HELP, add_arguments and run; the parser is built from the table."""
+    assert [m.NAME for m in SUBCOMMANDS] == ["evaluate", "compare", "profile"]
+    assert [m.__name__ for m in SUBCOMMANDS] == [f"torch_rankeval.cli.{n}" for n in ("evaluate", "compare", "profile")]
+    for module in SUBCOMMANDS:
+        assert isinstance(module.HELP, str) and callable(module.add_arguments) and callable(module.run)
+    from torch_rankeval.cli import build_parser
+
+    choices = build_parser()._subparsers._group_actions[0].choices
+    assert list(choices) == ["evaluate", "compare", "profile"]
 
 
-def test_subcommand_modules_plug_in(monkeypatch, capsys):
-    """A module with add_parser(subparsers) that sets func becomes a subcommand (e.g. profile)."""
+def test_a_new_subcommand_is_one_entry(monkeypatch, capsys):
+    """A module with NAME/HELP/add_arguments/run added to SUBCOMMANDS becomes a subcommand, errors included."""
     import types
 
     from torch_rankeval import cli
 
-    module = types.ModuleType("fake_subcommand")
+    module = types.ModuleType("hello_subcommand")
+    module.NAME, module.HELP = "hello", "say hello"
+    module.add_arguments = lambda p: p.add_argument("name")
 
-    def add_parser(sub):
-        p = sub.add_parser("hello", help="say hello")
-        p.add_argument("name")
-        p.set_defaults(func=lambda args: print(f"hello {args.name}") or 3)
-        return p
+    def run(args, out):
+        if args.name == "nobody":
+            raise ValueError("nobody is not a name")
+        out.write(f"hello {args.name}\n")
+        return 0
 
-    module.add_parser = add_parser
-    monkeypatch.setitem(sys.modules, "fake_subcommand", module)
-    monkeypatch.setattr(cli, "SUBCOMMAND_MODULES", ["fake_subcommand", "module_that_is_not_installed"])
-    assert main(["hello", "world"]) == 3
-    assert capsys.readouterr().out == "hello world\n"
+    module.run = run
+    monkeypatch.setattr(cli, "SUBCOMMANDS", (*cli.SUBCOMMANDS, module))
+    assert run_cli("hello", "world") == (0, "hello world\n")
+    assert run_cli("hello", "nobody") == (2, "")
+    assert capsys.readouterr().err == "torch-rankeval hello: error: nobody is not a name\n"
 
 
 # ----------------------------------------------------------------------------- compare
@@ -313,5 +324,107 @@ def test_compare_without_scipy_skips_the_t_test(tmp_path, monkeypatch, capsys):
     assert status == 0
     assert json.loads(text)["comparisons"][0]["t_pvalue"] is None
     assert "t-test is skipped" in capsys.readouterr().err
-    assert run_cli("compare", qrels_path, *runs[:2], "--test", "t")[0] == 1
-    assert "needs scipy" in capsys.readouterr().err
+    assert run_cli("compare", qrels_path, *runs[:2], "--test", "t")[0] == 2
+    err = capsys.readouterr().err
+    assert "--test t needs scipy" in err and len(err.splitlines()) == 1
+
+
+# ----------------------------------------------------------------------------- tables that fit
+def _long_named_runs(tmp_path, n=3):
+    qrels, run = random_collection(11, n_queries=12)
+    folder = tmp_path / "experiments" / "2024-run-of-a-long-study"
+    folder.mkdir(parents=True)
+    qrels_path, _ = write_dicts(tmp_path, qrels, run)
+    paths = []
+    for k in range(n):
+        path = folder / f"bm25_plus_cross_encoder_reranker_variant_{k}.txt"
+        trec.write_run(path, {q: {d: s * (k + 1) + 0.01 * i for i, (d, s) in enumerate(docs.items())}
+                              for q, docs in run.items()}, tag=f"t{k}")  # fmt: skip
+        paths.append(path)
+    return qrels_path, paths
+
+
+def test_default_summary_fits_80_columns(tmp_path, monkeypatch):
+    """18 official measures, 3 runs with long paths: a row per measure, a column per run (labels, legend)."""
+    monkeypatch.setenv("COLUMNS", "80")
+    qrels_path, runs = _long_named_runs(tmp_path)
+    status, text = run_cli("evaluate", qrels_path, *runs)
+    assert status == 0
+    lines = text.splitlines()
+    assert max(map(len, lines)) <= 80
+    assert lines[:3] == [f"{label}: {path.name}" for label, path in zip("abc", runs)] and lines[3] == ""
+    assert lines[4].split() == ["measure", "a", "b", "c"]
+    table = {line.split()[0]: line.split()[1:] for line in lines[5:]}
+    results = [trec.evaluate(qrels_path, r, "official") for r in runs]
+    assert list(table) == [o.name for o in results[0].outputs]  # every official measure, in order
+    for name, cells in table.items():
+        for cell, result in zip(cells, results):
+            value = result.summary[name]
+            assert cell == (value if isinstance(value, str) else str(value) if isinstance(value, int) else f"{value:.4f}")
+
+
+def test_wide_terminal_and_short_names_keep_a_row_per_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "500")  # official: runid and 29 values (bpref, 11 interpolated precisions)
+    qrels_path, runs = _long_named_runs(tmp_path)
+    short = []
+    for k, path in enumerate(runs):
+        short.append(path.with_name(f"r{k}.txt"))
+        short[-1].write_text(path.read_text())
+    status, text = run_cli("evaluate", qrels_path, *short)
+    assert status == 0
+    header, *rows = text.splitlines()
+    assert header.split()[:4] == ["run", "runid", "num_q", "num_ret"] and len(header.split()) == 31
+    assert [row.split()[0] for row in rows] == ["r0.txt", "r1.txt", "r2.txt"]  # base names, not paths
+    monkeypatch.setenv("COLUMNS", "80")
+    _, text = run_cli("evaluate", qrels_path, *short)
+    assert text.splitlines()[0].split() == ["measure", "r0.txt", "r1.txt", "r2.txt"]  # no legend needed
+
+
+def test_per_query_table_wraps_its_measures(tmp_path, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    qrels_path, runs = _long_named_runs(tmp_path, n=2)
+    status, text = run_cli("evaluate", qrels_path, *runs, "-q")
+    assert status == 0
+    lines = text.splitlines()
+    assert max(map(len, lines)) <= 80 and lines[:2] == [f"a: {runs[0].name}", f"b: {runs[1].name}"]
+    cells: dict[tuple[str, str], dict[str, str]] = {}
+    header = None
+    for line in lines[3:]:
+        if not line:
+            header = None
+        elif header is None:
+            header = line.split()
+            assert header[:2] == ["run", "qid"]
+        else:
+            parts = line.split()
+            cells.setdefault((parts[0], parts[1]), {}).update(zip(header[2:], parts[2:]))
+    for label, path in zip("ab", runs):
+        result = trec.evaluate(qrels_path, path, "official")
+        for i, qid in enumerate(result.qids):
+            row = cells[(label, qid)]
+            assert list(row) == list(result.per_query)  # every measure with per-query values, once
+            for name, values in result.per_query.items():
+                integer = name.startswith("num_")
+                expected = str(round(values[i].item())) if integer else f"{values[i].item():.4f}"
+                assert row[name] == expected, (qid, name)
+
+
+def test_compare_table_fits_80_columns(tmp_path, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    qrels_path, runs = _long_named_runs(tmp_path)
+    measures = ["map", "P.5", "P.10", "ndcg_cut.10", "ndcg_cut.20", "recip_rank", "Rprec", "recall.100"]
+    argv = [a for m in measures for a in ("-m", m)]
+    status, text = run_cli("compare", qrels_path, *runs, *argv, "--resamples", "200")
+    assert status == 0
+    lines = text.splitlines()
+    assert max(map(len, lines)) <= 80
+    start = lines.index(f"a: {runs[0].name}")
+    assert lines[start : start + 4] == [f"{label}: {path.name}" for label, path in zip("abc", runs)] + [""]
+    assert lines[start + 4].split() == ["measure", "a", "b", "c"]
+    _, json_text = run_cli("compare", qrels_path, *runs, *argv, "--resamples", "200", "--format", "json")
+    data = json.loads(json_text)
+    table = {line.split()[0]: line.split()[1:] for line in lines[start + 5 : start + 5 + len(data["measures"])]}
+    assert list(table) == data["measures"]
+    for name, cells in table.items():
+        for run, cell in zip(data["runs"], cells):
+            assert cell.split("^")[0] == f"{run['means'][name]:.4f}"

@@ -97,7 +97,9 @@ def _api_cutoffs(cutoffs: Cutoffs) -> tuple[int | None, ...] | None:
     if cutoffs is None:
         return None
     out = tuple(cutoffs)
-    return None if out in ((), (None,)) else out
+    if not out:
+        raise ValueError("cutoffs is an empty sequence: give at least one cutoff, or (None,) for the whole list")
+    return out
 
 
 def parse_measures(names: str | Iterable[str], *, cutoffs: Cutoffs = None) -> list[Measure]:
@@ -105,8 +107,11 @@ def parse_measures(names: str | Iterable[str], *, cutoffs: Cutoffs = None) -> li
 
     Args:
         names: measure names in any spelling (see the module docstring).
-        cutoffs: the API's default cutoffs for names written without one (``None``: each name's
-            own default).
+        cutoffs: the API's default cutoffs for names written without one: a sequence such as
+            ``(5, 10)``, or ``(None,)`` for the whole list (what ``k=None`` means in the functional
+            API and the Metric classes); ``None`` gives each name its own default (trec_eval's
+            cutoffs for ``P``, ``recall``, ``ndcg_cut``, ``map_cut``, ``success``), as the command
+            line does. The nicknames (``official``, ``all_trec``) always mean trec_eval's sets.
 
     Exact duplicates (same measure and same output name) are dropped; the same measure written
     twice differently is kept under both names and computed once.
@@ -116,9 +121,12 @@ def parse_measures(names: str | Iterable[str], *, cutoffs: Cutoffs = None) -> li
         ['P_5', 'P_10', 'map']
         >>> [m.label for m in parse_measures("official")][:4]
         ['runid', 'num_q', 'num_ret', 'num_rel']
+        >>> [m.label for m in parse_measures(["recall", "P@3"], cutoffs=(None,))]   # k=None: the whole list
+        ['recall', 'P@3']
     """
     if isinstance(names, str):
         names = [names]
+    api = _api_cutoffs(cutoffs)
     out: list[Measure] = []
     seen: set[tuple[Measure, str]] = set()
     for name in names:
@@ -127,7 +135,7 @@ def parse_measures(names: str | Iterable[str], *, cutoffs: Cutoffs = None) -> li
         nickname = NICKNAMES.get(name.strip())
         expanded = (name,) if nickname is None else tuple(n for n in nickname if n in TREC_BY_NAME)
         for text in expanded:
-            for m in _parse(text, _api_cutoffs(cutoffs)):
+            for m in _parse(text, None if nickname else api):
                 if (m, m.label) not in seen:
                     seen.add((m, m.label))
                     out.append(m)
@@ -224,7 +232,7 @@ def _trec_none(text: str, t: TrecName, params: str | None, api_cutoffs) -> list[
 
 def _trec_cutoffs(text: str, t: TrecName, params: str | None, api_cutoffs) -> list[Measure]:
     if params is None:
-        if api_cutoffs is not None:  # a bare name takes the API's cutoffs, written name@k
+        if api_cutoffs is not None:  # a bare name takes the API's cutoffs, written name@k (or the whole list)
             return [Measure(t.family, k, label=text if k is None else f"{text}@{k}") for k in api_cutoffs]
         return [Measure(t.family, k, label=f"{t.name}_{k}") for k in t.defaults]
     cutoffs = set()

@@ -70,9 +70,8 @@ class MeasurePlan:
             raise ValueError("no measure to compute: give at least one name such as 'ndcg@10'")
         for m in measures:
             if m.family.kernel is None:
-                raise ValueError(
-                    f"{m.label!r} is not a number per ranking ({m.family.summary}); only the TREC evaluation reports it"
-                )
+                what = "describes a run file, not a ranking" if m.family.aggregate == "info" else "is a text per query"
+                raise ValueError(f"{m.label!r} {what}; only the TREC evaluation reports it")
         self.measures = measures
         self.labels = [m.label for m in measures]
         self.aggregates = [m.family.aggregate for m in measures]

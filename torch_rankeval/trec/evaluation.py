@@ -10,6 +10,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from torch_rankeval._choices import TREC_EVAL_VERSIONS as _TREC_EVAL_VERSIONS
 from torch_rankeval.measures import NICKNAMES, Measure, compute, parse_measures, summarize
 from torch_rankeval.measures.registry import TREC_BY_NAME
 from torch_rankeval.trec.io import PathLike, Qrels, Run, read_qrels, read_run
@@ -18,8 +19,9 @@ from torch_rankeval.trec.join import TrecBatch, to_tensors
 __all__ = ["TREC_EVAL_VERSIONS", "Evaluation", "Output", "evaluate", "relstrings", "trec_measures"]
 
 #: The trec_eval versions whose output :func:`evaluate` reproduces: ``"10.0"`` (the current one)
-#: and ``"9.0.8"`` (the one pytrec_eval and ir_measures compile in).
-TREC_EVAL_VERSIONS = ("10.0", "9.0.8")
+#: and ``"9.0.8"`` (the one pytrec_eval and ir_measures compile in). Defined torch-free in
+#: :mod:`torch_rankeval._choices` for the command line's ``--help``.
+TREC_EVAL_VERSIONS = _TREC_EVAL_VERSIONS
 
 
 @dataclass(frozen=True)
