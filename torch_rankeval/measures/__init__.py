@@ -91,7 +91,9 @@ def compute(
     Args:
         measures: parsed measures (:func:`parse_measures`).
         preds: ``(N, L)`` scores.
-        target: ``(N, L)`` integer grades; negative grades are unjudged (gain 0, never relevant).
+        target: ``(N, L)`` integer grades; negative grades are unjudged (gain 0, never relevant):
+            ``-2`` in the judgment pool but not judged (trec_eval's RELVALUE_UNJUDGED, which infAP
+            counts), any other negative grade absent from the qrels (``-1``, RELVALUE_NONPOOL).
         mask: ``(N, L)`` bool, False = padding.
         ideal_target: ``(N, M)`` grades of every judged document of each query (trec_eval's IDCG
             and relevant counts); negative entries are padding/unjudged.
