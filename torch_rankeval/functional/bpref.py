@@ -26,6 +26,7 @@ from torch import Tensor
 
 from torch_rankeval.conventions import Convention
 from torch_rankeval.functional._ranking import RankedBatch
+from torch_rankeval.functional._tie_stats import group_sums, judged
 
 __all__ = [
     "INFAP_EPSILON",
@@ -68,7 +69,7 @@ class JudgedNonRelevant:
 def _judged_nonrelevant(rb: RankedBatch) -> Tensor:
     """``(N, L)`` 1.0 where the ranked document is judged non-relevant (judged, grade ``>= 0``, not
     relevant), else 0.0."""
-    return rb.cached("judged_nonrelevant", lambda: ((rb.target >= 0) & rb.judged & (rb.rel == 0)).to(rb.dtype))
+    return rb.cached("judged_nonrelevant", lambda: ((rb.target >= 0) & judged(rb) & (rb.rel == 0)).to(rb.dtype))
 
 
 def _empty(rb: RankedBatch) -> Tensor:
@@ -118,9 +119,8 @@ def _bpref(rb: RankedBatch) -> Tensor:
     nonrel = _judged_nonrelevant(rb)
     r = rb.n_relevant.unsqueeze(-1)
     denominator = torch.minimum(rb.ideal_gains.sum(-1, keepdim=True), r).clamp(min=1)
-    above = rb.before_group(nonrel)  # judged non-relevant documents ranked above the tie group
+    inside, above = group_sums(rb, nonrel)  # judged non-relevant documents in / above the tie group
     if rb.averaged:
-        inside = rb.group_sum(nonrel)
         c = torch.minimum((r - above).clamp(min=0), inside + 1)
         expected = (c * above + c * (c - 1) / 2 + (inside + 1 - c) * r) / (inside + 1)
     else:  # groups of one: min(above, R)

@@ -19,6 +19,7 @@ from torch import Tensor
 
 from torch_rankeval.conventions import Convention
 from torch_rankeval.functional._ranking import RankedBatch
+from torch_rankeval.functional._tie_stats import group_sums
 
 __all__ = ["bing_values", "g_values", "ndcg_rel_values", "rndcg_values"]
 
@@ -62,8 +63,7 @@ def bing_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, T
     rel = rb.rel
     other = rb.valid.to(rb.dtype) - rel  # every non-relevant document, judged or not
     if rb.averaged:
-        above = rb.before_group(other)
-        inside = rb.group_sum(other)
+        inside, above = group_sums(rb, other)
         terms = 1.0 / torch.log2(2.0 + torch.arange(rb.length + 1, dtype=torch.float64, device=rb.device))
         table = torch.cat([terms.new_zeros(1), terms.cumsum(0)])  # table[t] = sum_{u < t} 1/log2(2 + u)
         lo, hi = above.long(), (above + inside).long() + 1

@@ -20,6 +20,7 @@ from torch import Tensor
 
 from torch_rankeval.conventions import Convention
 from torch_rankeval.functional._ranking import RankedBatch
+from torch_rankeval.functional._tie_stats import expected_relevant, group_bounds, group_sums
 
 __all__ = [
     "RECALL_LEVELS",
@@ -157,9 +158,10 @@ def rprec_mult_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Ten
     index = end.long() - 1
     rel = rb.rel
     if rb.averaged:
-        start = rb.group_start.gather(-1, index).to(rb.dtype)
-        share = rb.group_sum(rel).gather(-1, index) / rb.group_size.gather(-1, index)
-        found = rb.before_group(rel).gather(-1, index) + (end - start) * share
+        start, size = group_bounds(rb)
+        inside, above = group_sums(rb, rel)
+        share = inside.gather(-1, index) / size.gather(-1, index)
+        found = above.gather(-1, index) + (end - start.gather(-1, index)) * share
     else:
         found = rel.cumsum(-1).gather(-1, index)
     values = torch.where(c >= 1, found / c.clamp(min=1), torch.zeros_like(found))
@@ -180,7 +182,7 @@ def relative_precision_values(rb: RankedBatch, ks: tuple, conv: Convention) -> t
         >>> compute(parse_measures(["relative_P.1,2,5"]), preds, torch.tensor([[0, 1, 0, 1, 0]]))["relative_P_5"].tolist()
         [1.0]
     """
-    found = rb.expected_relevant(ks)
+    found = expected_relevant(rb, ks)
     r = rb.n_relevant.unsqueeze(-1)
     k = torch.tensor([math.inf if k is None else k for k in ks], dtype=rb.dtype, device=rb.device)
     k = torch.where(torch.isinf(k), rb.n_valid.unsqueeze(-1), k)
