@@ -13,6 +13,8 @@ import shutil
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from torch_rankeval._choices import TREC_EVAL_VERSIONS
+
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
@@ -93,6 +95,21 @@ def add_input_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="score queries of the qrels that a run does not answer as 0 (trec_eval -c)",
     )
+    parser.add_argument(
+        "-M",
+        "--max-docs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="evaluate only each query's first N ranked documents (trec_eval -M)",
+    )
+    parser.add_argument(
+        "--trec-eval-version",
+        choices=TREC_EVAL_VERSIONS,
+        default="10.0",
+        help="trec_eval version to reproduce: 10.0 (default) or 9.0.8 (pytrec_eval's: older recall-level rounding "
+        "of iprec_at_recall and 11pt_avg)",
+    )
     parser.add_argument("--device", default="cpu", help="where to compute: cpu (default), cuda or cuda:N")
     parser.add_argument(
         "--progress",
@@ -134,10 +151,11 @@ def device(name: str) -> torch.device:
 
 
 def measures(args: argparse.Namespace, default: Sequence[str]) -> list[Measure]:
-    """The parsed ``-m`` measures, or ``default`` when none is given."""
-    from torch_rankeval.measures import parse_measures
+    """The ``-m`` measures (or ``default`` when none is given), read as trec_eval reads them
+    (:func:`torch_rankeval.trec.trec_measures`)."""
+    from torch_rankeval.trec import trec_measures
 
-    return parse_measures(args.measures or list(default))
+    return trec_measures(args.measures or list(default), trec_eval_version=args.trec_eval_version)
 
 
 def evaluate_inputs(
@@ -162,10 +180,16 @@ def evaluate_inputs(
     dev = device(args.device)
     if args.level < 1:
         raise CommandError(f"-l/--level must be 1 or more (the minimum grade of a relevant document), got {args.level}")
+    if args.max_docs is not None and args.max_docs < 1:
+        raise CommandError(f"-M/--max-docs must be 1 or more (documents kept per query), got {args.max_docs}")
     qrels = read_qrels(args.qrels, progress=args.progress)
     runs = [read_run(path, progress=args.progress) for path in args.runs]
     results = [
-        evaluate(qrels, run, measures, relevance_level=args.level, complete=complete, device=dev) for run in runs
+        evaluate(
+            qrels, run, measures, relevance_level=args.level, complete=complete, max_docs=args.max_docs,
+            trec_eval_version=args.trec_eval_version, device=dev,
+        )
+        for run in runs
     ]
     return qrels, results
 

@@ -84,7 +84,7 @@ def format_trec_eval(result: Evaluation, *, per_query: bool = False, summary: bo
     """trec_eval's output lines for one run: ``measure<pad>\\tqid\\tvalue`` (``%-22s\\t%s\\t%6.4f``).
 
     Measures print in trec_eval's order; with ``per_query`` every query's values come first,
-    query by query, then the summary (``all``) lines.
+    query by query, then the summary (``all``) lines (:meth:`~torch_rankeval.trec.Evaluation.trec_lines`).
 
     Example:
         >>> from torch_rankeval.trec import Qrels, Run, evaluate
@@ -93,17 +93,7 @@ def format_trec_eval(result: Evaluation, *, per_query: bool = False, summary: bo
         >>> format_trec_eval(r)
         ['num_q                 \\tall\\t1', 'map                   \\tall\\t1.0000']
     """
-    outputs = sorted(result.outputs, key=lambda o: o.measure.sort_key())
-    lines = []
-    if per_query:
-        columns = [(o, result.per_query[o.name].tolist()) for o in outputs if o.name in result.per_query]
-        for i, qid in enumerate(result.qids):
-            for o, values in columns:
-                value = round(values[i]) if o.measure.family.integer else values[i]
-                lines.append(f"{o.trec_name:<22}\t{qid}\t{fmt(value)}")
-    if summary:
-        lines.extend(f"{o.trec_name:<22}\tall\t{fmt(result.summary[o.name])}" for o in outputs)
-    return lines
+    return result.trec_lines(per_query=per_query, summary=summary)
 
 
 def _table(results: list[Evaluation], per_query: bool, width: int) -> list[str]:
