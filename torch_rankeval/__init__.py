@@ -9,11 +9,13 @@ Example:
 from torch_rankeval import functional
 from torch_rankeval.conventions import PRESETS, Convention, presets
 from torch_rankeval.metrics import (
+    AUROC,
     DCG,
     IDCG,
     MAP,
     MRR,
     NDCG,
+    FallOut,
     HitRate,
     PositionDebiasedDCG,
     PositionDebiasedNDCG,
@@ -41,6 +43,8 @@ __all__ = [
     "Recall",
     "HitRate",
     "RPrecision",
+    "FallOut",
+    "AUROC",
     "PositionDebiasedNDCG",
     "PositionDebiasedDCG",
     "PositionProfile",

@@ -46,7 +46,7 @@ NICKNAMES: dict[str, tuple[str, ...]] = {
     "official": ("runid", "num_q", "num_ret", "num_rel", "num_rel_ret", "map", "gm_map", "Rprec", "recip_rank", "P"),
     "all_trec": (
         "runid", "num_q", "num_ret", "num_rel", "num_rel_ret", "map", "gm_map", "Rprec", "recip_rank", "P",
-        "recall", "ndcg", "ndcg_cut", "map_cut", "success",
+        "recall", "ndcg", "ndcg_cut", "map_cut", "success", "rbp", "rbp_resid", "unj",
     ),
 }
 
@@ -54,6 +54,7 @@ NICKNAMES: dict[str, tuple[str, ...]] = {
 _PRINTED_PARAMS = {
     "cutoffs": re.compile(r"^\d+(,\d+)*$"),
     "gains": re.compile(r"^-?\d+=[-+.\deE]+(,-?\d+=[-+.\deE]+)*$"),
+    "pairs": re.compile(r"^[-\w]+=[-+.\deE]+(,[-\w]+=[-+.\deE]+)*$"),
 }
 _AT_SYNTAX = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:\((?P<params>.*)\))?(?:@(?P<cutoff>[^@()]*))?$")
 _BY_IR: dict[str, Family] = {f.ir: f for f in FAMILIES.values() if f.ir}
@@ -176,11 +177,12 @@ def _printed(text: str) -> tuple[TrecName, str] | None:
 
 def _parse_trec(text: str, t: TrecName, params: str | None, api_cutoffs: tuple[int | None, ...] | None) -> list[Measure]:
     family = FAMILIES[t.family]
+    implied = t.defaults
     if t.syntax == "cutoffs":
         if params is None:
             if api_cutoffs is not None:  # a bare name takes the API's cutoffs, written name@k
-                return [Measure(t.family, k, label=text if k is None else f"{text}@{k}") for k in api_cutoffs]
-            return [Measure(t.family, k, label=f"{t.name}_{k}") for k in t.cutoffs]
+                return [Measure(t.family, k, implied, label=text if k is None else f"{text}@{k}") for k in api_cutoffs]
+            return [Measure(t.family, k, implied, label=f"{t.name}_{k}") for k in t.cutoffs]
         cutoffs = set()
         for part in params.split(","):
             try:
@@ -190,36 +192,57 @@ def _parse_trec(text: str, t: TrecName, params: str | None, api_cutoffs: tuple[i
             if k <= 0:
                 raise ValueError(f"measure {text!r}: cutoffs must be positive, got {part!r}")
             cutoffs.add(k)
-        return [Measure(t.family, k, label=f"{t.name}_{k}") for k in sorted(cutoffs)]
+        return [Measure(t.family, k, implied, label=f"{t.name}_{k}") for k in sorted(cutoffs)]
     if params is None:
         if api_cutoffs is not None and family.cutoff:
-            return [Measure(t.family, k, label=text if k is None else f"{text}@{k}") for k in api_cutoffs]
-        return [Measure(t.family, label=t.name)]
-    if t.syntax == "gains":
+            return [Measure(t.family, k, implied, label=text if k is None else f"{text}@{k}") for k in api_cutoffs]
+        return [Measure(t.family, params=implied, label=t.name)]
+    if t.syntax in ("gains", "pairs"):
         gains: dict[float, float] = {}
+        named: dict[str, float] = {}
         for part in params.split(","):
-            grade, eq, value = part.partition("=")
+            key, eq, value = part.partition("=")
             try:
-                g, v = float(int(grade)), float(value)
+                v = float(value)
             except ValueError:
+                v = None
+            if not eq or v is None:
+                hint = f" (for cutoffs use {t.name}_cut.10)" if t.syntax == "gains" else ""
+                raise ValueError(f"measure {text!r}: {part!r} is not 'grade=gain'; write e.g. {_example(t)}{hint}")
+            if re.fullmatch(r"[-+]?\d+", key):
+                if t.syntax == "pairs" and "gains" not in t.pairs:
+                    raise ValueError(f"measure {text!r}: trec_eval's {t.name} takes no gains; write e.g. {_example(t)}")
+                gains[float(int(key))] = v
+            elif t.syntax == "pairs" and key in t.pairs:
+                named[key] = v
+            else:
                 raise ValueError(
-                    f"measure {text!r}: gain {part!r} is not 'grade=gain' with an integer grade; write e.g. "
-                    f"{t.name}.0=0,1=1,2=3 (for cutoffs use {t.name}_cut.10)"
-                ) from None
-            if not eq:
-                raise ValueError(f"measure {text!r}: gain {part!r} is not 'grade=gain'")
-            gains[g] = v
+                    f"measure {text!r}: {key!r} is not {'an integer grade' if t.syntax == 'gains' else 'one of ' + repr(t.pairs)}"
+                    f"; write e.g. {_example(t)}" + (f" (for cutoffs use {t.name}_cut.10)" if t.syntax == "gains" else "")
+                )
+        given = {**dict(implied), **named, **({"gains": gains} if gains else {})}
         printed = f"{t.name}_{params}"
-        return [Measure(t.family, params=(("gains", gains),), label=printed, trec_label=printed)]
+        try:
+            return [Measure(t.family, params=tuple(given.items()), label=printed, trec_label=printed)]
+        except ValueError as err:
+            raise ValueError(str(err).replace(f"measure {t.family!r}", f"measure {text!r}")) from None
     raise ValueError(f"measure {text!r}: trec_eval's {t.name} takes no parameters")
 
 
-def _resolve(name: str) -> Family | None:
+def _example(t: TrecName) -> str:
+    if t.syntax == "gains":
+        return f"{t.name}.0=0,1=1,2=3"
+    return f"{t.name}.p=0.8" + (",0=0,1=0.5,2=1" if "gains" in t.pairs else "")
+
+
+def _resolve(name: str) -> tuple[Family | None, tuple]:
+    """The family a name means and the parameter values its spelling implies."""
     if name in _BY_IR:
-        return _BY_IR[name]
+        return _BY_IR[name], _BY_IR[name].ir_defaults
     if name in TREC_BY_NAME:
-        return FAMILIES[TREC_BY_NAME[name].family]
-    return _BY_ALIAS.get(name.lower())
+        t = TREC_BY_NAME[name]
+        return FAMILIES[t.family], t.defaults
+    return _BY_ALIAS.get(name.lower()), ()
 
 
 def _parse_at(text: str, api_cutoffs: tuple[int | None, ...] | None) -> list[Measure]:
@@ -227,7 +250,7 @@ def _parse_at(text: str, api_cutoffs: tuple[int | None, ...] | None) -> list[Mea
     if not match:
         raise _unknown(text)
     name, params_text, cutoff_text = match["name"], match["params"], match["cutoff"]
-    family = _resolve(name)
+    family, implied = _resolve(name)
     if family is None:
         raise _unknown(text)
     params: dict[str, Any] = literal_params(params_text, text) if params_text else {}
@@ -250,11 +273,11 @@ def _parse_at(text: str, api_cutoffs: tuple[int | None, ...] | None) -> list[Mea
     else:
         cutoffs = api_cutoffs if (api_cutoffs is not None and family.cutoff) else (None,)
     try:
-        measures = [Measure(family.key, k, tuple(params.items())) for k in cutoffs]
+        measures = [Measure(family.key, k, tuple({**dict(implied), **params}.items())) for k in cutoffs]
     except ValueError as err:
         raise ValueError(str(err).replace(f"measure {family.key!r}", f"measure {text!r}")) from None
     # The user's spelling of the name; parameters in canonical form; the cutoff as @k.
     return [
-        m.with_label(m._render(name) if params_text is not None else name + ("" if m.cutoff is None else f"@{m.cutoff}"))
+        m.with_label(m._render(name, implied) if params_text is not None else name + ("" if m.cutoff is None else f"@{m.cutoff}"))
         for m in measures
     ]

@@ -33,7 +33,11 @@ from torch_rankeval.conventions import Convention, GainMap, gain_fn, resolve_con
 from torch_rankeval.functional._ranking import RankedBatch
 from torch_rankeval.functional.average_precision import average_precision_values
 from torch_rankeval.functional.dcg import dcg_values, idcg_values, ndcg_values
+from torch_rankeval.functional.err import err_grade_checks, err_values
+from torch_rankeval.functional.judged import judged_values, unjudged_values
+from torch_rankeval.functional.pairwise import arp_values, auroc_values, fall_out_values, opa_values
 from torch_rankeval.functional.precision_recall import hit_rate_values, precision_values, r_precision_values, recall_values
+from torch_rankeval.functional.rbp import rbp_residual_values, rbp_values
 from torch_rankeval.functional.reciprocal_rank import reciprocal_rank_values
 
 __all__ = [
@@ -63,8 +67,9 @@ class Param:
 
     Attributes:
         name: the name in ir_measures' syntax (``P(rel=2)@5``).
-        kind: ``"positive"`` (a number > 0), ``"gains"`` (a mapping ``{grade: gain}``),
-            ``"choice"`` (one of ``choices``), ``"probability"`` (a number in (0, 1)).
+        kind: ``"positive"`` (a number > 0), ``"integer"`` (an int >= 1), ``"gains"`` (a mapping
+            ``{grade: gain}``), ``"choice"`` (one of ``choices``), ``"probability"`` (a number in
+            (0, 1)), ``"fraction"`` (a number in (0, 1]).
         doc: what it means.
         default: the value when not given (``None``: the API's convention decides).
         choices: the accepted values of a ``"choice"``.
@@ -93,6 +98,14 @@ class Param:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
                 raise ValueError(f"measure {where!r}: {self.name} must be a number in (0, 1) ({self.doc}), got {value!r}")
             return float(value)
+        if self.kind == "fraction":
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+                raise ValueError(f"measure {where!r}: {self.name} must be a number in (0, 1] ({self.doc}), got {value!r}")
+            return float(value)
+        if self.kind == "integer":
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not float(value).is_integer() or value < 1:
+                raise ValueError(f"measure {where!r}: {self.name} must be an integer >= 1 ({self.doc}), got {value!r}")
+            return int(value)
         if self.kind == "choice":
             if value not in self.choices:
                 raise ValueError(f"measure {where!r}: {self.name} must be one of {list(self.choices)}, got {value!r}")
@@ -131,6 +144,15 @@ def _num(x: float) -> str:
 _REL = Param("rel", "positive", "the minimum grade of a relevant document", convention="relevance_threshold")
 _GAINS = Param("gains", "gains", "gain of each grade; grades not listed keep their grade as gain", convention="gain")
 _DCG = Param("dcg", "choice", "'log2': linear gain, 'exp-log2': 2**grade - 1", choices=("log2", "exp-log2"), convention="gain")
+_PERSISTENCE = Param("p", "probability", "persistence: the chance to read on after each document", default=0.9)
+_RBP_REL = Param("rel", "positive", "binary utility: 1 for grades >= rel (default: graded, as trec_eval)")
+_RBP_GAINS = Param("gains", "gains", "utility of each grade before trec_eval's rescaling to [0, 1]")
+_TAIL = Param(
+    "tail", "choice", "'always': add p**n, the weight past the ranking (Moffat & Zobel); 'if_unjudged': only when "
+    "the ranking holds an unjudged document (trec_eval 10.0)", default="always", choices=("always", "if_unjudged"),
+)
+_MAX_GRADE = Param("max_grade", "integer", "the top grade: stopping probability (2**grade - 1) / 2**max_grade", default=4)
+_MAX_FPR = Param("max_fpr", "fraction", "standardised partial AUC over false-positive rates [0, max_fpr]")
 
 
 # ----------------------------------------------------------------------------- kernels
@@ -190,6 +212,46 @@ def _num_rel_ret(rb: RankedBatch, ks: tuple, conv: Convention) -> Values:
     return rb.rel.sum(-1, keepdim=True).expand(-1, len(ks)), None
 
 
+def _err(rb: RankedBatch, ks: tuple, conv: Convention, *, max_grade: int = 4) -> Values:
+    return err_values(rb, ks, max_grade=max_grade)
+
+
+def _err_checks(rb: RankedBatch, *, max_grade: int = 4) -> list:
+    return err_grade_checks(rb, max_grade=max_grade)
+
+
+def _rbp(rb: RankedBatch, ks: tuple, conv: Convention, *, p: float = 0.9, rel: float | None = None, gains: Any = None) -> Values:
+    return rbp_values(rb, ks, p=p, rel=rel, gains=gains)
+
+
+def _rbp_residual(rb: RankedBatch, ks: tuple, conv: Convention, *, p: float = 0.9, tail: str = "always") -> Values:
+    return rbp_residual_values(rb, ks, p=p, tail=tail)
+
+
+def _judged(rb: RankedBatch, ks: tuple, conv: Convention) -> Values:
+    return judged_values(rb, ks, adaptive_k=conv.adaptive_k)
+
+
+def _unjudged(rb: RankedBatch, ks: tuple, conv: Convention) -> Values:
+    return unjudged_values(rb, ks, adaptive_k=conv.adaptive_k)
+
+
+def _fall_out(rb: RankedBatch, ks: tuple, conv: Convention) -> Values:
+    return fall_out_values(rb, ks)
+
+
+def _auroc(rb: RankedBatch, ks: tuple, conv: Convention, *, max_fpr: float | None = None) -> Values:
+    return auroc_values(rb, ks, max_fpr=max_fpr)
+
+
+def _opa(rb: RankedBatch, ks: tuple, conv: Convention) -> Values:
+    return opa_values(rb, ks)
+
+
+def _arp(rb: RankedBatch, ks: tuple, conv: Convention) -> Values:
+    return arp_values(rb, ks)
+
+
 # ----------------------------------------------------------------------------- families
 @dataclass(frozen=True)
 class Family:
@@ -209,6 +271,10 @@ class Family:
         per_query: whether trec_eval prints a value per query.
         uses_gain: ``"always"``, ``"graded"`` (when the convention's ``graded`` is set) or ``"never"``.
         oracle: the independent implementation the tests compare against (for the README table).
+        ir_defaults: parameter values that ir_measures' spelling (``ir``) implies where they differ
+            from the library's defaults (``RBP`` is ``p=0.8`` in ir_measures, ``rbp`` is trec_eval's 0.9).
+        check: optional ``(ranked_batch, **kernel_params) -> [(flag tensor, message)]``: value checks
+            of the inputs that the plan resolves with its other checks when ``validate_args`` is set.
     """
 
     key: str
@@ -222,6 +288,8 @@ class Family:
     per_query: bool = True
     uses_gain: str = "never"
     oracle: str = ""
+    ir_defaults: tuple[tuple[str, Any], ...] = ()
+    check: Callable[..., list] | None = None
 
     @property
     def integer(self) -> bool:
@@ -268,6 +336,27 @@ FAMILIES: dict[str, Family] = _families(
     Family("dcg", _dcg, "discounted cumulative gain", params=(_GAINS, _DCG), uses_gain="always",
            oracle="hand-computed, sklearn"),
     Family("idcg", _idcg, "ideal DCG", params=(_GAINS, _DCG), uses_gain="always", oracle="hand-computed"),
+    Family("err", _err, "expected reciprocal rank (cascade model, gdeval's gain)", ir="ERR",
+           aliases=("expected_reciprocal_rank",), params=(_MAX_GRADE,), check=_err_checks,
+           oracle="gdeval (via ir_measures), tie orders enumerated"),
+    Family("rbp", _rbp, "rank-biased precision", ir="RBP", aliases=("rank_biased_precision",),
+           params=(_PERSISTENCE, _RBP_REL, _RBP_GAINS), ir_defaults=(("p", 0.8),),
+           oracle="trec_eval 10.0 expected outputs, cwl_eval (via ir_measures), tie orders enumerated"),
+    Family("rbp_residual", _rbp_residual, "RBP's residual: weight of unjudged documents and of the unread tail",
+           aliases=("rbp_res",), params=(_PERSISTENCE, _TAIL),
+           oracle="trec_eval 10.0 expected outputs, cwl_eval's residual, hand-computed"),
+    Family("judged", _judged, "share of the top k that is judged", ir="Judged", aliases=("judged_rate",),
+           oracle="ir_measures"),
+    Family("unjudged", _unjudged, "share of the top k that is retrieved but unjudged", aliases=("unjudged_rate",),
+           oracle="trec_eval 10.0 expected outputs, ir_measures (1 - Judged)"),
+    Family("fall_out", _fall_out, "share of the non-relevant documents found in the top k", aliases=("fallout",),
+           oracle="torchmetrics"),
+    Family("auroc", _auroc, "area under the ROC curve of the top k (tied scores count half)",
+           aliases=("auc", "retrieval_auroc"), params=(_MAX_FPR,), oracle="torchmetrics, sklearn"),
+    Family("opa", _opa, "ordered pair accuracy: share of differently graded pairs in the right order",
+           aliases=("ordered_pair_accuracy",), cutoff=False, oracle="TF-Ranking's formula, hand-computed"),
+    Family("arp", _arp, "average relevance position: mean rank weighted by grade (lower is better)",
+           aliases=("average_relevance_position",), cutoff=False, oracle="TF-Ranking's formula, hand-computed"),
 )
 
 
@@ -281,13 +370,18 @@ class TrecName:
         family: the :data:`FAMILIES` key.
         cutoffs: trec_eval's default cutoffs; ``()``: the spelling takes no cutoff.
         syntax: what ``name.PARAMS`` holds: ``"cutoffs"`` (``P.5,10``), ``"gains"``
-            (``ndcg.0=0,1=1,2=3``) or ``"none"``.
+            (``ndcg.0=0,1=1,2=3``), ``"pairs"`` (``rbp.p=0.8,2=1``: the parameters named in ``pairs``,
+            and integer grades mapped to gains when ``pairs`` holds ``"gains"``) or ``"none"``.
+        defaults: parameter values the trec_eval name implies where they differ from the family's
+            defaults (``rbp_resid`` is the family ``rbp_residual`` with ``tail="if_unjudged"``).
     """
 
     name: str
     family: str
     cutoffs: tuple[int, ...] = ()
     syntax: str = "none"
+    defaults: tuple[tuple[str, Any], ...] = ()
+    pairs: tuple[str, ...] = ()
 
 
 TREC_NAMES: tuple[TrecName, ...] = (
@@ -306,6 +400,10 @@ TREC_NAMES: tuple[TrecName, ...] = (
     TrecName("ndcg_cut", "ndcg", TREC_CUTOFFS, "cutoffs"),
     TrecName("map_cut", "map", TREC_CUTOFFS, "cutoffs"),
     TrecName("success", "hit_rate", (1, 5, 10), "cutoffs"),
+    # trec_eval 10.0 prints these last (after num_nonrel_judged_ret), in this order.
+    TrecName("rbp", "rbp", (), "pairs", pairs=("p", "gains")),
+    TrecName("rbp_resid", "rbp_residual", (), "pairs", (("tail", "if_unjudged"),), pairs=("p",)),
+    TrecName("unj", "unjudged", (5, 10, 20), "cutoffs"),
 )
 TREC_BY_NAME: dict[str, TrecName] = {t.name: t for t in TREC_NAMES}
 TREC_ORDER: dict[str, int] = {t.name: i for i, t in enumerate(TREC_NAMES)}
@@ -368,7 +466,9 @@ class Measure:
         for name in given:
             if family.param(name) is None:
                 raise ValueError(f"measure {self.key!r} takes no parameter {name!r}")
-        params = tuple(sorted((n, family.param(n).coerce(v, self.key)) for n, v in given.items()))  # type: ignore[union-attr]
+        coerced = ((n, family.param(n).coerce(v, self.key)) for n, v in given.items())  # type: ignore[union-attr]
+        # A value equal to the parameter's default is the default: RBP(p=0.9) and rbp are one measure.
+        params = tuple(sorted((n, v) for n, v in coerced if v != family.param(n).default))  # type: ignore[union-attr]
         object.__setattr__(self, "params", params)
         if not self.label:
             object.__setattr__(self, "label", self.canonical())
@@ -388,9 +488,20 @@ class Measure:
         p = self.family.param(name)
         return None if p is None else p.default
 
-    def _render(self, name: str) -> str:
+    def differing(self, defaults: tuple[tuple[str, Any], ...] = ()) -> list[tuple[str, Any]]:
+        """The parameters whose values differ from what a spelling implies (``defaults`` over the
+        family's defaults), sorted by name: what that spelling must write out."""
+        implied = dict(defaults)
+        out = []
+        for p in sorted(self.family.params, key=lambda q: q.name):
+            value = self.param(p.name)
+            if value is not None and value != implied.get(p.name, p.default):
+                out.append((p.name, value))
+        return out
+
+    def _render(self, name: str, defaults: tuple[tuple[str, Any], ...] = ()) -> str:
         family = self.family
-        params = ",".join(f"{n}={family.param(n).render(v)}" for n, v in self.params)  # type: ignore[union-attr]
+        params = ",".join(f"{n}={family.param(n).render(v)}" for n, v in self.differing(defaults))  # type: ignore[union-attr]
         return name + (f"({params})" if params else "") + ("" if self.cutoff is None else f"@{self.cutoff}")
 
     def canonical(self) -> str:
@@ -398,31 +509,33 @@ class Measure:
         return self._render(self.key)
 
     def ir_name(self) -> str:
-        """ir_measures' spelling (``"P(rel=2)@5"``); the library key where ir_measures has none."""
-        return self._render(self.family.ir or self.key)
+        """ir_measures' spelling (``"P(rel=2)@5"``, ``"RBP(p=0.9)"``); the library key where ir_measures has none."""
+        if self.family.ir:
+            return self._render(self.family.ir, self.family.ir_defaults)
+        return self._render(self.key)
 
     def trec_spelling(self) -> TrecName | None:
         """The trec_eval name that expresses this measure, or None (``RR@10``, ``P(rel=2)@5``)."""
-        given = dict(self.params)
         for t in TREC_NAMES:
             if t.family != self.key or (self.cutoff is None) != (not t.cutoffs):
                 continue
-            if set(given) - ({"gains"} if t.syntax == "gains" else set()):
+            if {n for n, _ in self.differing(t.defaults)} - _expressible(t, self.family):
                 continue
             return t
         return None
 
     def trec_name(self) -> str:
-        """trec_eval's printed name (``"ndcg_cut_10"``, ``"ndcg_0=0,1=1"``), or :meth:`ir_name`."""
+        """trec_eval's printed name (``"ndcg_cut_10"``, ``"ndcg_0=0,1=1"``, ``"rbp_p=0.8"``), or :meth:`ir_name`."""
         t = self.trec_spelling()
         if t is None:
             return self.ir_name()
         if self.cutoff is not None:
             return f"{t.name}_{self.cutoff}"
+        pairs = [f"{n}={_num(v)}" for n, v in self.differing(t.defaults) if n != "gains"]
         gains = self.param("gains")
         if gains is not None:
-            return f"{t.name}_" + ",".join(f"{_num(g)}={_num(v)}" for g, v in gains.items())
-        return t.name
+            pairs += [f"{_num(g)}={_num(v)}" for g, v in gains.items()]
+        return f"{t.name}_" + ",".join(pairs) if pairs else t.name
 
     def with_label(self, label: str, trec_label: str = "") -> Measure:
         return Measure(self.key, self.cutoff, self.params, label, trec_label)
@@ -471,9 +584,21 @@ class Measure:
         return resolve_convention(base, **overrides) if overrides else base
 
     def kernel_params(self) -> dict[str, Any]:
-        """The parameters the kernel takes as keyword arguments (those that set no convention)."""
-        family = self.family
-        return {n: v for n, v in self.params if family.param(n).convention is None}  # type: ignore[union-attr]
+        """The parameters the kernel takes as keyword arguments (those that set no convention), with
+        their defaults filled in."""
+        out = {}
+        for p in self.family.params:
+            value = self.param(p.name)
+            if p.convention is None and value is not None:
+                out[p.name] = value
+        return out
+
+
+def _expressible(t: TrecName, family: Family) -> set[str]:
+    """The parameters a trec_eval spelling can write: gains after ``ndcg.``, its named pairs after ``rbp.``."""
+    if t.syntax == "gains":
+        return {"gains"}
+    return set(t.pairs)
 
 
 _FIRST_TREC: dict[str, int] = {}
