@@ -484,15 +484,22 @@ def test_every_api_gives_the_same_values(tmp_path):
         assert cli[name] == pytest.approx(res.summary[name], abs=1e-12), name
 
 
-def test_callback_logs_the_new_measures():
-    pytest.importorskip("lightning")
+def test_callback_logs_the_new_measures(tmp_path):
+    pl = pytest.importorskip("lightning.pytorch")
+    from tests.lightning_helpers import LinearRanker, dataset, loader
     from torch_rankeval.lightning import RankingMetricsCallback
 
-    callback = RankingMetricsCallback(metrics=("ERR@10", "RBP", "opa"))
-    assert callback is not None
-    metric = RankingMetrics(metrics=("ERR@10", "RBP", "opa"))
-    metric.update(torch.tensor([[0.9, 0.1]]), torch.tensor([[1, 0]]))
-    assert set(metric.compute()) == {"ERR@10", "RBP", "opa"}
+    data, model = dataset(9, seed=2), LinearRanker()
+    names = ("ERR@10", "RBP", "opa", "auroc@5")
+    callback = RankingMetricsCallback(metrics=names, k=None)
+    trainer = pl.Trainer(callbacks=[callback], accelerator="cpu", devices=1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                         enable_model_summary=False, default_root_dir=tmp_path, num_sanity_val_steps=0)
+    (val,) = trainer.validate(model, loader(data, 4, exact=True), verbose=False)
+    batch = data.padded()
+    with torch.no_grad():
+        truth = F.evaluate(model(batch["features"]), batch["target"], list(names), mask=batch["mask"])
+    for name in names:
+        assert val[f"val/{name}"] == pytest.approx(truth[name].item(), abs=1e-6), name
 
 
 def test_fullgraph_compile_of_the_new_kernels():

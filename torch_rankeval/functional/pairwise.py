@@ -106,10 +106,15 @@ def auroc_values(rb: RankedBatch, ks: tuple, *, max_fpr: float | None = None) ->
         r = between(cs_r, s, e)
         m = torch.where(valid[:, i : i + 1], (i + 1 - s).to(f64), torch.zeros_like(n))  # padding adds no document
         r0, u0, c0 = cs_r.gather(-1, s), cs_u.gather(-1, s), cs_credit.gather(-1, s)
-        h = torch.arange(i + 2, dtype=f64, device=rb.device)  # relevant documents the cutoff keeps of the group
-        ok = (h <= r) & (h <= m) & (m - h <= n - r)
-        hh, lh = torch.where(ok, h, 0.0), torch.where(ok, m - h, 0.0)
-        prob = torch.where(ok, torch.exp(log_comb(torch.where(ok, r, hh), hh) + log_comb(torch.where(ok, n - r, lh), lh) - log_comb(n, m)), 0.0)
+        if i == rb.length - 1:  # the whole list: the last group is kept whole (or is padding)
+            hh = torch.where(m > 0, r, torch.zeros_like(r))
+            lh, prob = m - hh, torch.ones_like(r)
+        else:
+            h = torch.arange(i + 2, dtype=f64, device=rb.device)  # relevant documents the cutoff keeps of the group
+            ok = (h <= r) & (h <= m) & (m - h <= n - r)
+            hh, lh = torch.where(ok, h, 0.0), torch.where(ok, m - h, 0.0)
+            log_p = log_comb(torch.where(ok, r, hh), hh) + log_comb(torch.where(ok, n - r, lh), lh) - log_comb(n, m)
+            prob = torch.where(ok, torch.exp(log_p), 0.0)
         R, U = r0 + hh, u0 + lh
         if max_fpr is None or max_fpr >= 1:
             area = c0 + lh * r0 + hh * lh / 2
