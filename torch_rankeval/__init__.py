@@ -36,6 +36,8 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
             "Recall",
             "HitRate",
             "RPrecision",
+            "FallOut",
+            "AUROC",
             "PositionDebiasedNDCG",
             "PositionDebiasedDCG",
             "PositionProfile",
@@ -65,6 +67,8 @@ __all__ = [
     "PRESETS",
     "Convention",
     "HitRate",
+    "AUROC",
+    "FallOut",
     "PositionDebiasedDCG",
     "PositionDebiasedNDCG",
     "PositionProfile",
@@ -103,11 +107,13 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from torch_rankeval import functional
     from torch_rankeval.conventions import PRESETS, Convention, presets
     from torch_rankeval.metrics import (
+        AUROC,
         DCG,
         IDCG,
         MAP,
         MRR,
         NDCG,
+        FallOut,
         HitRate,
         PositionDebiasedDCG,
         PositionDebiasedNDCG,

@@ -193,11 +193,11 @@ def _printed(text: str) -> tuple[TrecName, str] | None:
     return None
 
 
-def _bare(text: str, t: TrecName, api_cutoffs: tuple[int | None, ...] | None) -> list[Measure] | None:
-    """A name without parameters: the API's cutoffs where the family takes a cutoff, else None."""
+def _bare(text: str, t: TrecName, api_cutoffs: tuple[int | None, ...] | None) -> list[Measure]:
+    """A name without parameters: the API's cutoffs where the family takes a cutoff, else one measure."""
     if api_cutoffs is not None and FAMILIES[t.family].cutoff:
-        return [Measure(t.family, k, label=text if k is None else f"{text}@{k}") for k in api_cutoffs]
-    return None
+        return [Measure(t.family, k, t.implied, label=text if k is None else f"{text}@{k}") for k in api_cutoffs]
+    return [Measure(t.family, params=t.implied, label=t.name)]
 
 
 def _numbers(text: str, t: TrecName, params: str) -> list[float]:
@@ -227,14 +227,14 @@ def _plain(x: float) -> str:
 def _trec_none(text: str, t: TrecName, params: str | None, api_cutoffs) -> list[Measure]:
     if params is not None:
         raise ValueError(f"measure {text!r}: trec_eval's {t.name} takes no parameters")
-    return _bare(text, t, api_cutoffs) or [Measure(t.family, label=t.name)]
+    return _bare(text, t, api_cutoffs)
 
 
 def _trec_cutoffs(text: str, t: TrecName, params: str | None, api_cutoffs) -> list[Measure]:
     if params is None:
         if api_cutoffs is not None:  # a bare name takes the API's cutoffs, written name@k (or the whole list)
-            return [Measure(t.family, k, label=text if k is None else f"{text}@{k}") for k in api_cutoffs]
-        return [Measure(t.family, k, label=f"{t.name}_{k}") for k in t.defaults]
+            return [Measure(t.family, k, t.implied, label=text if k is None else f"{text}@{k}") for k in api_cutoffs]
+        return [Measure(t.family, k, t.implied, label=f"{t.name}_{k}") for k in t.defaults]
     cutoffs = set()
     for part in params.split(","):
         try:
@@ -244,7 +244,7 @@ def _trec_cutoffs(text: str, t: TrecName, params: str | None, api_cutoffs) -> li
         if k <= 0:
             raise ValueError(f"measure {text!r}: cutoffs must be positive, got {part!r}")
         cutoffs.add(k)
-    return [Measure(t.family, k, label=f"{t.name}_{k}") for k in sorted(cutoffs)]
+    return [Measure(t.family, k, t.implied, label=f"{t.name}_{k}") for k in sorted(cutoffs)]
 
 
 def _trec_levels(text: str, t: TrecName, params: str | None, api_cutoffs) -> list[Measure]:
@@ -264,7 +264,7 @@ def _trec_values(text: str, t: TrecName, params: str | None, api_cutoffs) -> lis
     """One measure whose parameter holds the values (``utility.1,-1,0,0``; one value for a scalar
     parameter, ``set_F.0.5``), printed ``name_PARAMS`` with the parameters as written."""
     if params is None:
-        return _bare(text, t, api_cutoffs) or [Measure(t.family, label=t.name)]
+        return _bare(text, t, api_cutoffs)
     values = _numbers(text, t, params)
     param = FAMILIES[t.family].param(t.param)
     if param is not None and param.kind != "numbers":
@@ -282,7 +282,7 @@ def _trec_values(text: str, t: TrecName, params: str | None, api_cutoffs) -> lis
 
 def _trec_gains(text: str, t: TrecName, params: str | None, api_cutoffs) -> list[Measure]:
     if params is None:
-        return _bare(text, t, api_cutoffs) or [Measure(t.family, label=t.name)]
+        return _bare(text, t, api_cutoffs)
     gains: dict[float, float] = {}
     for part in params.split(","):
         grade, eq, value = part.partition("=")
@@ -302,18 +302,30 @@ def _trec_gains(text: str, t: TrecName, params: str | None, api_cutoffs) -> list
 
 
 def _trec_pairs(text: str, t: TrecName, params: str | None, api_cutoffs) -> list[Measure]:
-    """Named parameters ``name=value,...`` (trec_eval's ``rbp.p=0.8``)."""
+    """Named parameters ``name=value,...`` (trec_eval's ``rbp.p=0.8``), the ones in ``t.pairs``, and
+    integer grades mapped to gains (``rbp.p=0.8,2=1``) when ``t.pairs`` holds ``"gains"``."""
     if params is None:
-        return _bare(text, t, api_cutoffs) or [Measure(t.family, label=t.name)]
-    given: dict[str, float] = {}
+        return _bare(text, t, api_cutoffs)
+    example = f"{t.name}.p=0.8" + (",0=0,1=0.5,2=1" if "gains" in t.pairs else "")
+    gains: dict[float, float] = {}
+    named: dict[str, float] = {}
     for part in params.split(","):
-        name, eq, value = part.partition("=")
+        key, eq, value = part.partition("=")
         try:
-            given[name] = float(value)
+            v = float(value)
         except ValueError:
-            raise ValueError(f"measure {text!r}: {part!r} is not 'name=number'") from None
-        if not eq or not name:
-            raise ValueError(f"measure {text!r}: {part!r} is not 'name=number'")
+            v = None
+        if not eq or v is None:
+            raise ValueError(f"measure {text!r}: {part!r} is not 'name=number'; write e.g. {example}")
+        if re.fullmatch(r"[-+]?\d+", key):
+            if "gains" not in t.pairs:
+                raise ValueError(f"measure {text!r}: trec_eval's {t.name} takes no gains; write e.g. {example}")
+            gains[float(int(key))] = v
+        elif key in t.pairs:
+            named[key] = v
+        else:
+            raise ValueError(f"measure {text!r}: {key!r} is not one of {[n for n in t.pairs if n != 'gains']} or a grade; write e.g. {example}")
+    given = {**dict(t.implied), **named, **({"gains": gains} if gains else {})}
     printed = f"{t.name}_{params}"
     try:
         return [Measure(t.family, params=tuple(given.items()), label=printed, trec_label=printed)]
@@ -337,12 +349,14 @@ def _parse_trec(text: str, t: TrecName, params: str | None, api_cutoffs: tuple[i
     return _TREC_PARSERS[t.syntax](text, t, params, api_cutoffs)
 
 
-def _resolve(name: str) -> Family | None:
+def _resolve(name: str) -> tuple[Family | None, tuple]:
+    """The family a name means and the parameter values its spelling implies."""
     if name in _BY_IR:
-        return _BY_IR[name]
+        return _BY_IR[name], _BY_IR[name].ir_defaults
     if name in TREC_BY_NAME:
-        return FAMILIES[TREC_BY_NAME[name].family]
-    return _BY_ALIAS.get(name.lower())
+        t = TREC_BY_NAME[name]
+        return FAMILIES[t.family], t.implied
+    return _BY_ALIAS.get(name.lower()), ()
 
 
 def _parse_at(text: str, api_cutoffs: tuple[int | None, ...] | None) -> list[Measure]:
@@ -350,7 +364,7 @@ def _parse_at(text: str, api_cutoffs: tuple[int | None, ...] | None) -> list[Mea
     if not match:
         raise _unknown(text)
     name, params_text, cutoff_text = match["name"], match["params"], match["cutoff"]
-    family = _resolve(name)
+    family, implied = _resolve(name)
     if family is None:
         raise _unknown(text)
     params: dict[str, Any] = literal_params(params_text, text) if params_text else {}
@@ -379,13 +393,13 @@ def _parse_at(text: str, api_cutoffs: tuple[int | None, ...] | None) -> list[Mea
     else:
         cutoffs = api_cutoffs if (api_cutoffs is not None and family.cutoff) else (None,)
     try:
-        measures = [Measure(family.key, k, tuple(params.items())) for k in cutoffs]
+        measures = [Measure(family.key, k, tuple({**dict(implied), **params}.items())) for k in cutoffs]
     except ValueError as err:
         raise ValueError(str(err).replace(f"measure {family.key!r}", f"measure {text!r}")) from None
     # The user's spelling of the name; parameters in canonical form; the cutoff as @k.
     return [
         m.with_label(
-            m._render(name) if params_text is not None or family.at != "cutoff"
+            m._render(name, implied) if params_text is not None or family.at != "cutoff"
             else name + ("" if m.cutoff is None else f"@{m.cutoff}")
         )
         for m in measures

@@ -138,6 +138,8 @@ class MeasurePlan:
                 n_relevant=n_relevant, judged=judged, validate_args=validate_args, uses_gain=any(c.family.needs_gain(conv) for c in calls),
                 discounts=discounts, gain=gain if conv.gain == self.convention.gain else None,
             )
+            if validate_args:
+                _family_checks(rb, calls)
             values, empty = tie_split_values(rb, lambda batch, calls=calls, conv=conv: _run_calls(batch, calls, conv))
             empty = empty.expand_as(values)
             j = 0
@@ -191,6 +193,17 @@ class MeasurePlan:
             warnings.warn(f"{name}: every list was skipped (no relevant documents); the mean is NaN", UserWarning, stacklevel=4)
         count = torch.as_tensor(count, device=total.device).to(total.dtype).expand_as(total)
         return self.finish(total, count).to(out_dtype)
+
+
+def _family_checks(rb: RankedBatch, calls: list[_Call]) -> None:
+    """The value checks some families declare (e.g. ERR's grade range), resolved in one host sync."""
+    checks = [c for call in calls if call.family.check is not None for c in call.family.check(rb, **dict(call.kernel_params))]
+    if not checks:
+        return
+    flags = torch.stack([flag.reshape(()) for flag, _ in checks]).tolist()
+    for flag, (_, message) in zip(flags, checks):
+        if flag:
+            raise ValueError(message)
 
 
 def _run_calls(rb: RankedBatch, calls: list[_Call], conv: Convention) -> tuple[Tensor, Tensor]:

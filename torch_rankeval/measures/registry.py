@@ -46,7 +46,11 @@ from torch_rankeval.functional.interpolated import (
     rprec_mult_values,
     yaap_values,
 )
+from torch_rankeval.functional.err import err_grade_checks, err_values
+from torch_rankeval.functional.judged import judged_values, unjudged_values
+from torch_rankeval.functional.pairwise import arp_values, auroc_values, fall_out_values, opa_values
 from torch_rankeval.functional.precision_recall import hit_rate_values, precision_values, r_precision_values, recall_values
+from torch_rankeval.functional.rbp import rbp_residual_values, rbp_values
 from torch_rankeval.functional.reciprocal_rank import reciprocal_rank_values
 from torch_rankeval.functional.set_measures import (
     UTILITY_COEFFICIENTS,
@@ -90,7 +94,8 @@ class Param:
         kind: ``"positive"`` (a number > 0), ``"nonnegative"`` (a number >= 0), ``"number"`` (any
             finite number), ``"count"`` (an integer >= 1), ``"numbers"`` (a sequence of finite
             numbers, ``size`` of them when set), ``"gains"`` (a mapping ``{grade: gain}``),
-            ``"choice"`` (one of ``choices``), ``"probability"`` (a number in (0, 1)).
+            ``"choice"`` (one of ``choices``), ``"probability"`` (a number in (0, 1)),
+            ``"fraction"`` (a number in (0, 1]).
         doc: what it means.
         default: the value when not given (``None``: the API's convention decides). A given value
             equal to the default is dropped, so ``set_F`` and ``set_F.1`` are one measure.
@@ -145,6 +150,10 @@ class Param:
         if self.kind == "probability":
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
                 raise ValueError(f"measure {where!r}: {self.name} must be a number in (0, 1) ({self.doc}), got {value!r}")
+            return float(value)
+        if self.kind == "fraction":
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+                raise ValueError(f"measure {where!r}: {self.name} must be a number in (0, 1] ({self.doc}), got {value!r}")
             return float(value)
         if self.kind == "choice":
             if value not in self.choices:
@@ -201,6 +210,15 @@ _COEFFICIENTS = Param(
 )
 _BETA = Param("beta", "nonnegative", "the weight of recall against precision", default=1)
 _LENGTH = Param("length", "count", "the number of ranks shown", default=10)
+_PERSISTENCE = Param("p", "probability", "persistence: the chance to read on after each document", default=0.9)
+_RBP_REL = Param("rel", "positive", "binary utility: 1 for grades >= rel (default: graded, as trec_eval)")
+_RBP_GAINS = Param("gains", "gains", "utility of each grade before trec_eval's rescaling to [0, 1]")
+_TAIL = Param(
+    "tail", "choice", "'always': add p**n, the weight past the ranking (Moffat & Zobel); 'if_unjudged': only when "
+    "the ranking holds an unjudged document (trec_eval 10.0)", default="always", choices=("always", "if_unjudged"),
+)
+_MAX_GRADE = Param("max_grade", "count", "the top grade: stopping probability (2**grade - 1) / 2**max_grade", default=4)
+_MAX_FPR = Param("max_fpr", "fraction", "standardised partial AUC over false-positive rates [0, max_fpr]")
 
 
 # ----------------------------------------------------------------------------- kernels
@@ -260,6 +278,46 @@ def _num_rel_ret(rb: RankedBatch, ks: tuple, conv: Convention) -> Values:
     return rb.rel.sum(-1, keepdim=True).expand(-1, len(ks)), None
 
 
+def _err(rb: RankedBatch, ks: tuple, conv: Convention, *, max_grade: int = 4) -> Values:
+    return err_values(rb, ks, max_grade=max_grade)
+
+
+def _err_checks(rb: RankedBatch, *, max_grade: int = 4) -> list:
+    return err_grade_checks(rb, max_grade=max_grade)
+
+
+def _rbp(rb: RankedBatch, ks: tuple, conv: Convention, *, p: float = 0.9, rel: float | None = None, gains: Any = None) -> Values:
+    return rbp_values(rb, ks, p=p, rel=rel, gains=gains)
+
+
+def _rbp_residual(rb: RankedBatch, ks: tuple, conv: Convention, *, p: float = 0.9, tail: str = "always") -> Values:
+    return rbp_residual_values(rb, ks, p=p, tail=tail)
+
+
+def _judged(rb: RankedBatch, ks: tuple, conv: Convention) -> Values:
+    return judged_values(rb, ks, adaptive_k=conv.adaptive_k)
+
+
+def _unjudged(rb: RankedBatch, ks: tuple, conv: Convention) -> Values:
+    return unjudged_values(rb, ks, adaptive_k=conv.adaptive_k)
+
+
+def _fall_out(rb: RankedBatch, ks: tuple, conv: Convention) -> Values:
+    return fall_out_values(rb, ks)
+
+
+def _auroc(rb: RankedBatch, ks: tuple, conv: Convention, *, max_fpr: float | None = None) -> Values:
+    return auroc_values(rb, ks, max_fpr=max_fpr)
+
+
+def _opa(rb: RankedBatch, ks: tuple, conv: Convention) -> Values:
+    return opa_values(rb, ks)
+
+
+def _arp(rb: RankedBatch, ks: tuple, conv: Convention) -> Values:
+    return arp_values(rb, ks)
+
+
 # ----------------------------------------------------------------------------- families
 @dataclass(frozen=True)
 class Family:
@@ -288,6 +346,10 @@ class Family:
             non-relevant documents); ``None``: the convention's.
         ties_average: whether the kernel gives the exact expected value over the orders of tied
             documents; without it, ``ties="average"`` is refused when the measure is planned.
+        ir_defaults: parameter values that ir_measures' spelling (``ir``) implies where they differ
+            from the library's defaults (``RBP`` is ``p=0.8`` in ir_measures, ``rbp`` is trec_eval's 0.9).
+        check: optional ``(ranked_batch, **kernel_params) -> [(flag tensor, message)]``: value checks
+            of the inputs that the plan resolves with its other checks when ``validate_args`` is set.
     """
 
     key: str
@@ -304,6 +366,8 @@ class Family:
     at: str = "cutoff"
     gain: Callable[[Any], Any] | None = None
     ties_average: bool = True
+    ir_defaults: tuple[tuple[str, Any], ...] = ()
+    check: Callable[..., list] | None = None
 
     @property
     def integer(self) -> bool:
@@ -395,6 +459,27 @@ FAMILIES: dict[str, Family] = _families(
            "documents", cutoff=False, params=(_REL,), ties_average=False, oracle="trec_eval's loop written out"),
     Family("relstring", None, "the grades of the top documents as text (trec_eval -q only)", cutoff=False,
            params=(_LENGTH,), aggregate="text", oracle="trec_eval's test outputs"),
+    Family("err", _err, "expected reciprocal rank (cascade model, gdeval's gain)", ir="ERR",
+           aliases=("expected_reciprocal_rank",), params=(_MAX_GRADE,), check=_err_checks,
+           oracle="gdeval (via ir_measures), tie orders enumerated"),
+    Family("rbp", _rbp, "rank-biased precision", ir="RBP", aliases=("rank_biased_precision",),
+           params=(_PERSISTENCE, _RBP_REL, _RBP_GAINS), ir_defaults=(("p", 0.8),),
+           oracle="trec_eval 10.0 expected outputs, cwl_eval (via ir_measures), tie orders enumerated"),
+    Family("rbp_residual", _rbp_residual, "RBP's residual: weight of unjudged documents and of the unread tail",
+           aliases=("rbp_res",), params=(_PERSISTENCE, _TAIL),
+           oracle="trec_eval 10.0 expected outputs, cwl_eval's residual, hand-computed"),
+    Family("judged", _judged, "share of the top k that is judged", ir="Judged", aliases=("judged_rate",),
+           oracle="ir_measures"),
+    Family("unjudged", _unjudged, "share of the top k that is retrieved but unjudged", aliases=("unjudged_rate",),
+           oracle="trec_eval 10.0 expected outputs, ir_measures (1 - Judged)"),
+    Family("fall_out", _fall_out, "share of the non-relevant documents found in the top k", aliases=("fallout",),
+           oracle="torchmetrics"),
+    Family("auroc", _auroc, "area under the ROC curve of the top k (tied scores count half)",
+           aliases=("auc", "retrieval_auroc"), params=(_MAX_FPR,), oracle="torchmetrics, sklearn"),
+    Family("opa", _opa, "ordered pair accuracy: share of differently graded pairs in the right order",
+           aliases=("ordered_pair_accuracy",), cutoff=False, oracle="TF-Ranking's formula, hand-computed"),
+    Family("arp", _arp, "average relevance position: mean rank weighted by grade (lower is better)",
+           aliases=("average_relevance_position",), cutoff=False, oracle="TF-Ranking's formula, hand-computed"),
 )
 
 
@@ -412,10 +497,14 @@ class TrecName:
         syntax: what ``name.PARAMS`` holds, one of :data:`TREC_SYNTAXES`: ``"cutoffs"``
             (``P.5,10``), ``"levels"`` (``iprec_at_recall.0.1,0.25``: one measure per level),
             ``"gains"`` (``ndcg.0=0,1=1,2=3``), ``"values"`` (``utility.1,-1,0,0``: one measure, the
-            values in order), ``"pairs"`` (``rbp.p=0.8``: named parameters) or ``"none"``.
+            values in order), ``"pairs"`` (``rbp.p=0.8,2=1``: the parameters named in ``pairs``, and
+            integer grades mapped to gains when ``pairs`` holds ``"gains"``) or ``"none"``.
         param: the measure's field that the syntax fills: ``"cutoff"`` or a parameter name.
         since: the trec_eval version that introduced the name (``official`` and ``all_trec`` of an
             older version leave it out).
+        implied: parameter values the trec_eval name implies where they differ from the family's
+            defaults (``rbp_resid`` is the family ``rbp_residual`` with ``tail="if_unjudged"``).
+        pairs: the parameter names a ``"pairs"`` syntax accepts.
     """
 
     name: str
@@ -424,6 +513,8 @@ class TrecName:
     syntax: str = "none"
     param: str = "cutoff"
     since: str = "9.0.8"
+    implied: tuple[tuple[str, Any], ...] = ()
+    pairs: tuple[str, ...] = ()
 
     @property
     def cutoffs(self) -> tuple:
@@ -487,8 +578,12 @@ def _render_values(t: TrecName, m: Measure) -> str:
 
 
 def _render_pairs(t: TrecName, m: Measure) -> str:
-    given = _given(m)
-    return t.name if not given else f"{t.name}_" + ",".join(f"{n}={_num(v)}" for n, v in given.items())
+    """``rbp_p=0.8,2=1``: the named parameters that differ from what the name implies, then the gains."""
+    pairs = [f"{n}={_num(v)}" for n, v in m.differing(t.implied) if n != "gains" and m.family.param(n).trec]  # type: ignore[union-attr]
+    gains = m.param("gains")
+    if gains is not None:
+        pairs += [f"{_num(g)}={_num(v)}" for g, v in gains.items()]
+    return f"{t.name}_" + ",".join(pairs) if pairs else t.name
 
 
 _NUMBER = r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?"
@@ -540,10 +635,9 @@ TREC_NAMES: tuple[TrecName, ...] = (
     TrecName("set_F", "set_f", (), "values", "beta"),
     TrecName("num_nonrel_judged_ret", "num_nonrel_judged_ret"),
     TrecName("yaap", "yaap"),
-    # trec_eval 10.0's RBP and unjudged share: reserved here in trec_eval's output order; the
-    # families (branch beyondtrec) activate the rows (rename the family keys here if they differ).
-    TrecName("rbp", "rbp", (), "pairs", since="10.0"),
-    TrecName("rbp_resid", "rbp_resid", (), "pairs", since="10.0"),
+    # trec_eval 10.0's RBP, its residual and the unjudged share, last in its output order.
+    TrecName("rbp", "rbp", (), "pairs", since="10.0", pairs=("p", "gains")),
+    TrecName("rbp_resid", "rbp_residual", (), "pairs", since="10.0", implied=(("tail", "if_unjudged"),), pairs=("p",)),
     TrecName("unj", "unjudged", (5, 10, 20), "cutoffs", since="10.0"),
 )
 #: The active trec_eval spellings by name.
@@ -609,7 +703,7 @@ class Measure:
             if family.param(name) is None:
                 raise ValueError(f"measure {self.key!r} takes no parameter {name!r}")
         coerced = ((n, family.param(n).coerce(v, self.key)) for n, v in given.items())  # type: ignore[union-attr]
-        # A value equal to the default is left out: set_F and set_F.1 are one measure.
+        # A value equal to the parameter's default is the default: set_F and set_F.1, RBP(p=0.9) and rbp are one measure.
         params = tuple(sorted((n, v) for n, v in coerced if v != family.param(n).default))  # type: ignore[union-attr]
         object.__setattr__(self, "params", params)
         if family.at != "cutoff" and self.param(family.at) is None:
@@ -633,10 +727,23 @@ class Measure:
         p = self.family.param(name)
         return None if p is None else p.default
 
-    def _render(self, name: str) -> str:
+    def differing(self, defaults: tuple[tuple[str, Any], ...] = ()) -> list[tuple[str, Any]]:
+        """The parameters whose values differ from what a spelling implies (``defaults`` over the
+        family's defaults), sorted by name: what that spelling must write out."""
+        implied = dict(defaults)
+        out = []
+        for p in sorted(self.family.params, key=lambda q: q.name):
+            value = self.param(p.name)
+            if value is not None and value != implied.get(p.name, p.default):
+                out.append((p.name, value))
+        return out
+
+    def _render(self, name: str, implied: tuple[tuple[str, Any], ...] = ()) -> str:
         family = self.family
         at = family.at
-        params = ",".join(f"{n}={family.param(n).render(v)}" for n, v in self.params if n != at)  # type: ignore[union-attr]
+        params = ",".join(
+            f"{n}={family.param(n).render(v)}" for n, v in self.differing(implied) if n != at  # type: ignore[union-attr]
+        )
         where = self.at_value
         return name + (f"({params})" if params else "") + ("" if where is None else f"@{_num(where)}")
 
@@ -652,18 +759,19 @@ class Measure:
         return self._render(self.key)
 
     def ir_name(self) -> str:
-        """ir_measures' spelling (``"P(rel=2)@5"``); the library key where ir_measures has none."""
-        return self._render(self.family.ir or self.key)
+        """ir_measures' spelling (``"P(rel=2)@5"``, ``"RBP(p=0.9)"``); the library key where ir_measures has none."""
+        if self.family.ir:
+            return self._render(self.family.ir, self.family.ir_defaults)
+        return self._render(self.key)
 
     def trec_spelling(self) -> TrecName | None:
         """The trec_eval name that expresses this measure, or None (``RR@10``, ``P(rel=2)@5``)."""
-        given = set(_given(self))
         for t in TREC_NAMES:
             if t.family != self.key or not t.active or (self.cutoff is not None) != (t.syntax == "cutoffs"):
                 continue
-            if t.syntax == "pairs":
-                return t
-            if given - ({t.param} if t.syntax in ("levels", "gains", "values") else set()):
+            shown = {n for n, _ in self.differing(t.implied) if self.family.param(n).trec}  # type: ignore[union-attr]
+            expressible = set(t.pairs) if t.syntax == "pairs" else {t.param} if t.syntax in ("levels", "gains", "values") else set()
+            if shown - expressible:
                 continue
             return t
         return None
@@ -725,9 +833,14 @@ class Measure:
         return resolve_convention(base, **overrides) if overrides else base
 
     def kernel_params(self) -> dict[str, Any]:
-        """The parameters the kernel takes as keyword arguments (those that set no convention)."""
-        family = self.family
-        return {n: v for n, v in self.params if family.param(n).convention is None}  # type: ignore[union-attr]
+        """The parameters the kernel takes as keyword arguments (those that set no convention), with
+        their defaults filled in."""
+        out = {}
+        for p in self.family.params:
+            value = self.param(p.name)
+            if p.convention is None and value is not None:
+                out[p.name] = value
+        return out
 
 
 _FIRST_TREC: dict[str, int] = {}
