@@ -10,6 +10,7 @@ import math
 import pytest
 import torch
 
+from torch_rankeval.functional import _topk
 from torch_rankeval.functional._topk import entry_ranks, topk_view
 from torch_rankeval.functional.sparse import SparseTarget
 
@@ -248,6 +249,26 @@ def test_large_ties_and_small_chunks_validated_and_not():
             chunk_elements=1,
         )
         check_view(view, scores, grades, excluded, 10, ties, "exp2", None)
+
+
+def test_long_rows_few_exclusions_take_the_raw_topk_path(monkeypatch):
+    # validated, and the excluded count per row (<= 6) is small next to L = 80: the view takes the top
+    # W + 1 + 6 raw scores and drops the excluded ones (no copy of the scores); it must equal a full sort
+    g = torch.Generator().manual_seed(12)
+    scores = torch.randint(0, 6, (9, 80), generator=g).float()
+    grades = torch.where(torch.rand(9, 80, generator=g) < 0.1, torch.randint(1, 3, (9, 80), generator=g), 0)
+    excluded = torch.zeros(9, 80, dtype=torch.bool)
+    for r in range(9):
+        excluded[r, torch.randperm(80, generator=g)[: r % 7]] = True
+    excluded[0, scores[0] == scores[0].max()] = True  # the best items excluded
+    calls = []
+    real = _topk._top_skipping
+    monkeypatch.setattr(_topk, "_top_skipping", lambda *a: calls.append(1) or real(*a))
+    for ties, k, kind in itertools.product(("average", "first", "pessimistic"), (1, 5, 12), ("dense", "sparse")):
+        exclude = excluded if kind == "dense" else excluded.to_sparse()
+        view = topk_view(scores, k, target=grades.to_sparse(), exclude=exclude, ties=ties)
+        check_view(view, scores, grades, excluded, k, ties, "exp2", None)
+    assert len(calls) == 12  # k = 1 and 5; with k = 12 the window would pass L // 4: the copying path
 
 
 # ---------------------------------------------------------------------------------------- hand-computed examples

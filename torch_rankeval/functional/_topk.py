@@ -19,26 +19,31 @@ group's first members by item index; ``"pessimistic"`` / ``"optimistic"`` order 
 increasing / decreasing grade, then index, and fully sort the rows whose boundary group extends past
 ``W``.
 
-**When is the row pass needed.** ``topk`` takes ``W + 1`` items; a row's boundary group extends past
-``W`` (*spills*) only when the ``(W + 1)``-th score equals ``v``. With ``validate_args=True`` the one
-host sync of the value checks also reads which rows spill, and only those rows get the row pass (none
-with continuous scores). With ``validate_args=False`` there is no sync, so every row gets the row pass
-(one more read of the scores, in row chunks): same values, no host sync.
+**Host syncs and the row pass.** ``topk`` takes ``W + 1`` items; a row's boundary group extends past
+``W`` (*spills*) only when the ``(W + 1)``-th score equals ``v``. With ``validate_args=True`` there are
+two small host syncs: the value checks (with the largest excluded count per row), then the indices
+of the spilled rows; only those rows get the row pass (none with continuous scores). With
+``validate_args=False`` there is no host sync, so every row gets the row pass (one more read of the
+scores, in row chunks): same values.
 
-**Memory.** Peak extra memory: one ``(N, L)`` copy of the scores when ``exclude`` is given (excluded
-items set to ``-inf``; none without ``exclude``), bool masks and ``(N, W)`` outputs; the row pass works
-on row chunks of at most ``chunk_elements`` items (a copy of the chunk's scores, a bool mask, for
-``ties="first"`` an int32 key, for a dense target its chunk's gains), after the full copy is freed. A
-dense target adds chunk-sized temporaries for its per-row counts and ideal gains; a sparse target adds
-only ``(nnz,)`` tensors. ``"pessimistic"`` / ``"optimistic"`` sort the spilled rows (all rows when
-unvalidated): an int64 ``(R, L)`` permutation per chunk.
+**Memory.** Validated, with ``exclude`` and a largest excluded count ``E`` per row such that
+``W + 1 + E <= L / 4`` (e.g. 50 seen items out of 50,000): no copy of the scores at all -- ``topk(W + 1
++ E)`` of the raw scores, then the excluded items are dropped. Otherwise, with ``exclude``: one
+``(N, L)`` copy of the scores with ``-inf`` at excluded items (the only full-size temporary; none
+without ``exclude``). Beyond that: ``(N, W)`` outputs, the score check's reduction, and the row pass,
+which works on row chunks of at most ``chunk_elements`` items after the copy is freed (a bool mask
+of the chunk, for ``ties="first"`` an int32 key, for a dense target its chunk's gains; the chunk's
+scores are a view, not a copy, when all rows are read). A dense target adds chunk-sized temporaries
+for its per-row counts and ideal gains; a sparse target adds only ``(nnz,)`` tensors.
+``"pessimistic"`` / ``"optimistic"`` fully sort the spilled rows (every row when unvalidated): the
+documented fallback, an int64 ``(R, L)`` permutation per chunk.
 
 **Excluded items** are never ranked and never counted: they rank after every other item and the
 positions ``>= n_valid`` (``n_valid`` = ``L`` minus the excluded count) are marked invalid. An
 excluded item that is also in the target is not relevant and not in the ideal ranking.
 
-Scores must be finite at non-excluded items (checked with ``validate_args=True``; NaN / ``-inf`` scores
-are otherwise undefined behaviour, as in the dense path).
+Scores must be finite at non-excluded items (checked with ``validate_args=True``, as in the dense
+path; unvalidated NaN / infinite scores give undefined results). Excluded items may hold any score.
 """
 
 from __future__ import annotations
@@ -419,12 +424,33 @@ def topk_view(
             "absent item as grade 0; use a threshold above 0 or a dense target"
         )
 
-    # ---- the one (N, L) temporary, and the top W + 1
-    key = _apply_exclude(preds, ex)
+    # ---- value checks (validated: one host sync, which also reads the largest excluded count)
+    n_excluded = _excluded_count(ex, n, device)
+    n_valid = length - n_excluded
     top_n = min(width + 1, length)
-    vals, idx = torch.topk(key, top_n, dim=-1)
-    del key
-    n_valid = length - _excluded_count(ex, n, device)
+    most_excluded = 0
+    if validate_args:
+        _target_checks(checks, st, dense, ex, gain, gain_f, dtype, device)
+        screen = _score_screen(preds).to(torch.int64).reshape(1)
+        host = resolve_checks(
+            checks, extra=torch.cat([screen, n_excluded.max().reshape(1) if n else screen.new_zeros(1)])
+        )
+        if bool(host[0]) and bool(_any_unexcluded(~torch.isfinite(preds), ex)):
+            raise ValueError(
+                "preds contains NaN or infinite scores at items that are not excluded; fix the model output, or "
+                "exclude those items with exclude="
+            )
+        most_excluded = int(host[1])
+
+    # ---- the top W + 1 non-excluded items of each row
+    if ex is not None and validate_args and top_n + most_excluded <= max(length // 4, top_n):
+        # Known bound on the excluded items per row: take them along from the raw scores and drop
+        # them (no copy of the scores at all).
+        vals, idx = _top_skipping(preds, ex, top_n + most_excluded, top_n)
+    else:  # the one (N, L) temporary: the scores with -inf at excluded items
+        key = _apply_exclude(preds, ex)
+        vals, idx = torch.topk(key, top_n, dim=-1)
+        del key
     positions = torch.arange(width, device=device)
     valid = positions < n_valid.unsqueeze(-1)
     has = n_valid > 0
@@ -437,19 +463,8 @@ def topk_view(
         spilled = has & (n_valid > width) & (vals[:, width] == v)
     else:
         spilled = torch.zeros(n, dtype=torch.bool, device=device)
-
-    # ---- value checks and the spilled rows: one host sync (validated only)
-    pass_rows: Tensor | None = None
-    if validate_args:
-        screen = _score_screen(preds)
-        _target_checks(checks, st, dense, ex, gain, gain_f, dtype, device)
-        host = resolve_checks(checks, extra=torch.cat([screen.reshape(1), spilled]))
-        if bool(host[0]) and bool(_any_unexcluded(~torch.isfinite(preds), ex)):
-            raise ValueError(
-                "preds contains NaN or infinite scores at items that are not excluded; fix the model output, or "
-                "exclude those items with exclude="
-            )
-        pass_rows = host[1:].nonzero().squeeze(-1).to(device)
+    # validated: only the rows whose boundary group spills get the row pass (a second, small sync)
+    pass_rows = spilled.nonzero().squeeze(-1) if validate_args else None
 
     # ---- order inside the view (deterministic policies) and the row pass
     items = idx[:, :width]
@@ -533,6 +548,16 @@ def topk_view(
         st, dense, ex, n_valid, width, gain_f, dtype, relevance_threshold, chunk_elements
     )
     return view
+
+
+def _top_skipping(preds: Tensor, ex: Tensor | SparseTarget, width: int, keep: int) -> tuple[Tensor, Tensor]:
+    """The ``keep`` best non-excluded items of each row from ``topk(width)`` of the raw scores, where
+    ``width - keep`` bounds the excluded items of any row; excluded slots go last (as ``-inf``)."""
+    vals, idx = torch.topk(preds, width, dim=-1)
+    excluded = ex.lookup(idx) if isinstance(ex, SparseTarget) else ex.gather(1, idx)
+    vals = vals.masked_fill(excluded, float("-inf"))
+    order = torch.sort(excluded.to(torch.uint8), dim=-1, stable=True).indices[:, :keep]  # keeps the score order
+    return vals.gather(1, order), idx.gather(1, order)
 
 
 def _score_screen(preds: Tensor) -> Tensor:

@@ -101,21 +101,21 @@ def is_relevant(grades: Tensor, threshold: float | None = None) -> Tensor:
 def resolve_checks(checks: list[Check], extra: Tensor | None = None) -> Tensor | None:
     """Resolve value checks in ONE host sync and raise the first failing one (``ValueError``).
 
-    ``extra`` (a 1-D bool tensor) rides along in the same transfer and comes back on the host (None
-    when not given). Used by the validated entry points; unvalidated calls never get here.
+    ``extra`` (a 1-D bool or integer tensor) rides along in the same transfer and comes back on the
+    host as int64 (None when not given). Used by the validated entry points; unvalidated calls never get here.
 
     Example:
         >>> import torch
-        >>> resolve_checks([(torch.tensor(False), "fine")], extra=torch.tensor([True, False]))
-        tensor([ True, False])
+        >>> resolve_checks([(torch.tensor(False), "fine")], extra=torch.tensor([7, 0]))
+        tensor([7, 0])
         >>> resolve_checks([(torch.tensor(True), "target has negative grades")])
         Traceback (most recent call last):
         ...
         ValueError: target has negative grades
     """
-    flags = [flag.reshape(1).to(torch.bool) for flag, _ in checks]
+    flags = [flag.reshape(1).to(torch.int64) for flag, _ in checks]
     if extra is not None:
-        flags.append(extra.reshape(-1).to(torch.bool))
+        flags.append(extra.reshape(-1).to(torch.int64))
     if not flags:
         return None
     device = flags[0].device
