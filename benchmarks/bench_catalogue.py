@@ -330,7 +330,8 @@ def main() -> None:
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(report, indent=2))
     print(
-        f"load average before/after: {report['machine']['load_average_before']} / {report['machine']['load_average_after']}"
+        f"load average before/after: {report['machine']['load_average_before']} / "
+        f"{report['machine']['load_average_after']}"
     )
     print(f"written to {args.json}")
 

@@ -359,8 +359,10 @@ def test_exclude_type_error_message():
 
 # ---------------------------------------------------------------------------------------- entry ranks
 @pytest.mark.parametrize("exclude_kind", ["none", "dense", "sparse"])
-@pytest.mark.parametrize("validate_args", [True, False])
-def test_entry_ranks_against_brute_force(exclude_kind, validate_args):
+@pytest.mark.parametrize("mode", ["validated", "unvalidated", "unvalidated_with_bound"])
+def test_entry_ranks_against_brute_force(exclude_kind, mode):
+    validate_args = mode == "validated"
+    bound = 12 if mode == "unvalidated_with_bound" else None
     for seed, tie_levels in itertools.product(range(4), (2, 4, 0)):
         scores, grades, excluded = random_case(seed + 50, n=7, length=12, tie_levels=tie_levels)
         if exclude_kind == "none":
@@ -371,7 +373,8 @@ def test_entry_ranks_against_brute_force(exclude_kind, validate_args):
             exclude=_exclude(excluded, exclude_kind),
             gain="linear",
             validate_args=validate_args,
-            chunk_elements=25,
+            chunk_elements=25 * (1 + seed),
+            max_entries_per_row=bound,
         )
         s, g, e = scores.double().tolist(), grades.tolist(), excluded.tolist()
         for i, (row, item) in enumerate(zip(r.target.rows.tolist(), r.target.items.tolist())):
@@ -394,6 +397,28 @@ def test_entry_ranks_against_brute_force(exclude_kind, validate_args):
         assert r.n_valid.tolist() == (~excluded).sum(-1).tolist()
 
 
-def test_entry_ranks_needs_a_sparse_target():
+def test_entry_ranks_needs_a_sparse_target_and_a_true_bound():
     with pytest.raises(TypeError, match="needs a sparse target"):
         entry_ranks(torch.rand(2, 3), torch.ones(2, 3))
+    with pytest.raises(ValueError, match="max_entries_per_row=1 but a row of the target has 2 entries"):
+        entry_ranks(torch.rand(2, 3), torch.tensor([[1, 1, 0], [0, 0, 1]]).to_sparse(), max_entries_per_row=1)
+
+
+# ---------------------------------------------------------------------------------------- no host sync
+def test_unvalidated_view_compiles_with_fullgraph():
+    """validate_args=False: no host sync and no data-dependent shape (dense inputs; fullgraph=True
+    fails on either), and the compiled view equals the eager one."""
+    torch._dynamo.reset()
+    scores, grades, excluded = random_case(21, n=6, length=12)
+
+    def fn(p, t, e):
+        v = topk_view(p, 4, target=t, exclude=e, validate_args=False, chunk_elements=30)
+        return v.items, v.group_size, v.group_relevant, v.group_gain, v.relevant_before, v.n_relevant, v.ideal_gains
+
+    compiled = torch.compile(fn, fullgraph=True, backend="aot_eager")
+    got, want = compiled(scores, grades, excluded), fn(scores, grades, excluded)
+    for g, w in zip(got[1:], want[1:]):
+        torch.testing.assert_close(g, w)
+    # items inside a tie group may differ between the two runs; the view is checked against brute force
+    view = topk_view(scores, 4, target=grades, exclude=excluded, validate_args=False)
+    check_view(view, scores, grades, excluded, 4, "average", "exp2", None)

@@ -869,15 +869,20 @@ def entry_ranks(
     dtype: torch.dtype | None = None,
     validate_args: bool = True,
     chunk_elements: int = DEFAULT_CHUNK_ELEMENTS,
+    max_entries_per_row: int | None = None,
 ) -> EntryRanks:
     """For every entry of a sparse target, the number of items scored above it and tied with it in its
     row -- the ranks of the relevant items, which is all a metric without a cutoff (full AP, nDCG,
     RR) needs -- without sorting any row.
 
-    Each entry is compared with its whole row, in chunks of at most ``chunk_elements // L`` entries
-    (``O(nnz x L)`` comparisons, bounded memory: one ``(N, L)`` copy of the scores when ``exclude``
-    is given, plus a chunk). The statistics among the entries themselves (relevant count / gains
-    above and tied) come from one sort of the ``nnz`` entries.
+    Each entry is compared with its whole row (``O(nnz x L)`` comparisons, no sort). With a bound ``M``
+    on the entries per row (read in the validation's host sync, or given as ``max_entries_per_row``),
+    row chunks are compared in place against their rows' entries padded to ``(R, M)``: an ``(R, M, L)``
+    bool chunk of at most ``chunk_elements`` elements, no copy of the scores. Without one
+    (``validate_args=False`` and no bound given), chunks of ``chunk_elements // L`` entries gather a
+    copy of their rows (several times slower). Plus one ``(N, L)`` copy of the scores when
+    ``exclude`` is given. The statistics among the entries themselves (relevant count / gains above
+    and tied) come from one sort of the ``nnz`` entries.
 
     Args:
         preds: ``(N, L)`` scores.
@@ -885,6 +890,8 @@ def entry_ranks(
             :class:`~torch_rankeval.functional.sparse.SparseTarget`; for a dense target, convert with
             ``SparseTarget.from_dense`` (a host sync).
         exclude, gain, relevance_threshold, dtype, validate_args, chunk_elements: as in :func:`topk_view`.
+        max_entries_per_row: a bound on the target's entries in any row (e.g. ``m`` of the ``(N, m)`` id
+            lists the target was built from); with ``validate_args=False`` it is trusted, not checked.
 
     Example:
         >>> import torch
@@ -929,17 +936,25 @@ def entry_ranks(
     nnz = st.nnz
     counted = st.counted_mask()
     key = _apply_exclude(preds, ex)
-    above = torch.zeros(nnz, dtype=torch.int64, device=device)
-    tied = torch.zeros(nnz, dtype=torch.int64, device=device)
     entry_scores = key[st.rows, st.items] if nnz else key.new_zeros(0)
-    step = max(1, chunk_elements // length)
-    for a in range(0, nnz, step):
-        b = min(a + step, nnz)
-        block = key.index_select(0, st.rows[a:b])
-        t = entry_scores[a:b].unsqueeze(-1)
-        above[a:b] = (block > t).sum(-1, dtype=torch.int32)
-        tied[a:b] = (block == t).sum(-1, dtype=torch.int32)
-        del block
+    if nnz and (validate_args or max_entries_per_row is not None):
+        crow = st.crow.cpu()  # validated: a host sync (N + 1 numbers) that gives the chunks their extents
+        per_row = int((crow[1:] - crow[:-1]).max()) if n else 0
+        if max_entries_per_row is not None and validate_args and per_row > max_entries_per_row:
+            raise ValueError(f"max_entries_per_row={max_entries_per_row} but a row of the target has {per_row} entries")
+        bound = per_row if validate_args else max_entries_per_row
+        above, tied = _padded_counts(key, st, entry_scores, crow if validate_args else None, bound, chunk_elements)
+    else:
+        above = torch.zeros(nnz, dtype=torch.int64, device=device)
+        tied = torch.zeros(nnz, dtype=torch.int64, device=device)
+        step = max(1, chunk_elements // length)
+        for a in range(0, nnz, step):
+            b = min(a + step, nnz)
+            block = key.index_select(0, st.rows[a:b])
+            t = entry_scores[a:b].unsqueeze(-1)
+            above[a:b] = (block > t).sum(-1, dtype=torch.int32)
+            tied[a:b] = (block == t).sum(-1, dtype=torch.int32)
+            del block
     del key
     zero_i = torch.zeros((), dtype=torch.int64, device=device)
     above, tied = torch.where(counted, above, zero_i), torch.where(counted, tied, zero_i)
@@ -963,6 +978,49 @@ def entry_ranks(
         n_relevant=st.n_relevant(relevance_threshold).to(dtype),
         n_valid=n_valid,
     )
+
+
+def _padded_counts(
+    key: Tensor, st: SparseTarget, entry_scores: Tensor, crow: Tensor | None, bound: int, chunk_elements: int
+) -> tuple[Tensor, Tensor]:
+    """(above, tied) per entry: row chunks compared in place with their entries padded to ``bound``
+    per row (NaN padding compares False). ``crow`` on the host gives each chunk its entry range;
+    without it every chunk scatters all entries (entries of other rows go to a sink)."""
+    n, length = key.shape
+    device = key.device
+    nnz = st.nnz
+    bound = max(bound, 1)
+    above = torch.zeros(nnz, dtype=torch.int64, device=device)
+    tied = torch.zeros(nnz, dtype=torch.int64, device=device)
+    slot_all = torch.arange(nnz, device=device) - st.crow.index_select(0, st.rows)  # position within its row
+    size = max(1, chunk_elements // (bound * length))
+    for r0 in range(0, n, size):
+        r1 = min(r0 + size, n)
+        if crow is not None:
+            e0, e1 = int(crow[r0]), int(crow[r1])
+            if e0 == e1:
+                continue
+            entries = slice(e0, e1)
+            local = (st.rows[entries] - r0) * bound + slot_all[entries]
+        else:  # no host extents: every entry, those of other rows into a sink slot
+            entries = slice(0, nnz)
+            inside = (st.rows >= r0) & (st.rows < r1) & (slot_all < bound)
+            local = torch.where(inside, (st.rows - r0) * bound + slot_all, (r1 - r0) * bound)
+        thresholds = torch.full(((r1 - r0) * bound + 1,), float("nan"), dtype=key.dtype, device=device)
+        thresholds.scatter_(0, local, entry_scores[entries])
+        t = thresholds[:-1].view(r1 - r0, bound, 1)
+        block = key[r0:r1].unsqueeze(1)  # a view: no copy
+        a = (block > t).sum(-1, dtype=torch.int32).view(-1)
+        e = (block == t).sum(-1, dtype=torch.int32).view(-1)
+        if crow is not None:
+            above[entries] = a.index_select(0, local).to(torch.int64)
+            tied[entries] = e.index_select(0, local).to(torch.int64)
+        else:
+            a_ext = torch.cat([a, a.new_zeros(1)]).index_select(0, local).to(torch.int64)
+            e_ext = torch.cat([e, e.new_zeros(1)]).index_select(0, local).to(torch.int64)
+            above = torch.where(inside, a_ext, above)
+            tied = torch.where(inside, e_ext, tied)
+    return above, tied
 
 
 def _entry_group_stats(
