@@ -268,7 +268,19 @@ def test_long_rows_few_exclusions_take_the_raw_topk_path(monkeypatch):
         exclude = excluded if kind == "dense" else excluded.to_sparse()
         view = topk_view(scores, k, target=grades.to_sparse(), exclude=exclude, ties=ties)
         check_view(view, scores, grades, excluded, k, ties, "exp2", None)
-    assert len(calls) == 12  # k = 1 and 5; with k = 12 the window would pass L // 4: the copying path
+        # unvalidated with a trusted bound: the same path, no host sync
+        bound = int(excluded.sum(-1).max())
+        view = topk_view(
+            scores,
+            k,
+            target=grades.to_sparse(),
+            exclude=exclude,
+            ties=ties,
+            validate_args=False,
+            max_excluded_per_row=bound,
+        )
+        check_view(view, scores, grades, excluded, k, ties, "exp2", None)
+    assert len(calls) == 24  # k = 1 and 5; with k = 12 the window would pass L // 4: the copying path
 
 
 # ---------------------------------------------------------------------------------------- hand-computed examples
@@ -350,6 +362,8 @@ def test_errors_name_the_argument():
         assert topk_view(bad, 2, exclude=exclude).n_valid.tolist() == [4, 3]
     with pytest.raises(ValueError, match="NaN or infinite scores"):
         topk_view(bad, 2, exclude=torch.zeros(2, 4, dtype=torch.bool).to_sparse())
+    with pytest.raises(ValueError, match="max_excluded_per_row=0 but a row of exclude has 1 excluded items"):
+        topk_view(bad, 2, exclude=ex, max_excluded_per_row=0)
 
 
 def test_exclude_type_error_message():

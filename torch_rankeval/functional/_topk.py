@@ -26,9 +26,10 @@ of the spilled rows; only those rows get the row pass (none with continuous scor
 ``validate_args=False`` there is no host sync, so every row gets the row pass (one more read of the
 scores, in row chunks): same values.
 
-**Memory.** Validated, with ``exclude`` and a largest excluded count ``E`` per row such that
-``W + 1 + E <= L / 4`` (e.g. 50 seen items out of 50,000): no copy of the scores at all -- ``topk(W + 1
-+ E)`` of the raw scores, then the excluded items are dropped. Otherwise, with ``exclude``: one
+**Memory.** With ``exclude`` and a known largest excluded count ``E`` per row (read by the validation
+sync, or given as ``max_excluded_per_row``) such that ``W + 1 + E <= L / 4`` (e.g. 50 seen items out
+of 50,000): no copy of the scores at all -- ``topk(W + 1 + E)`` of the raw scores, then the excluded
+items are dropped. Otherwise, with ``exclude``: one
 ``(N, L)`` copy of the scores with ``-inf`` at excluded items (the only full-size temporary; none
 without ``exclude``). Beyond that: ``(N, W)`` outputs, the score check's reduction, and the row pass,
 which works on row chunks of at most ``chunk_elements`` items after the copy is freed (a bool mask
@@ -361,6 +362,7 @@ def topk_view(
     dtype: torch.dtype | None = None,
     validate_args: bool = True,
     chunk_elements: int = DEFAULT_CHUNK_ELEMENTS,
+    max_excluded_per_row: int | None = None,
 ) -> TopKView:
     """Rank only the top ``min(k, L)`` items of each row, with exact tie-group statistics.
 
@@ -381,6 +383,10 @@ def topk_view(
             sync that also finds the rows whose boundary group spills past ``W``. False: no host
             sync; every row gets the row pass.
         chunk_elements: bound on ``rows x L`` of one chunk of the row pass.
+        max_excluded_per_row: a bound on the excluded items of any row (e.g. ``m`` of the ``(N, m)`` id
+            lists ``exclude`` was built from). Validated calls read the true maximum anyway (and raise
+            if the bound is wrong); unvalidated calls trust it, and with it skip the copy of the
+            scores (see "Memory" in the module docstring).
 
     Returns:
         A :class:`TopKView`.
@@ -428,7 +434,11 @@ def topk_view(
     n_excluded = _excluded_count(ex, n, device)
     n_valid = length - n_excluded
     top_n = min(width + 1, length)
-    most_excluded = 0
+    if max_excluded_per_row is not None and (
+        isinstance(max_excluded_per_row, bool) or not isinstance(max_excluded_per_row, int) or max_excluded_per_row < 0
+    ):
+        raise ValueError(f"max_excluded_per_row must be a non-negative int or None, got {max_excluded_per_row!r}")
+    most_excluded: int | None = None
     if validate_args:
         _target_checks(checks, st, dense, ex, gain, gain_f, dtype, device)
         screen = _score_screen(preds).to(torch.int64).reshape(1)
@@ -441,9 +451,15 @@ def topk_view(
                 "exclude those items with exclude="
             )
         most_excluded = int(host[1])
+        if max_excluded_per_row is not None and most_excluded > max_excluded_per_row:
+            raise ValueError(
+                f"max_excluded_per_row={max_excluded_per_row} but a row of exclude has {most_excluded} excluded items"
+            )
+    elif max_excluded_per_row is not None:
+        most_excluded = max_excluded_per_row
 
     # ---- the top W + 1 non-excluded items of each row
-    if ex is not None and validate_args and top_n + most_excluded <= max(length // 4, top_n):
+    if ex is not None and most_excluded is not None and top_n + most_excluded <= max(length // 4, top_n):
         # Known bound on the excluded items per row: take them along from the raw scores and drop
         # them (no copy of the scores at all).
         vals, idx = _top_skipping(preds, ex, top_n + most_excluded, top_n)
