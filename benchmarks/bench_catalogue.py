@@ -7,6 +7,7 @@ targets. Every case runs in its own subprocess on the same seeded data, so its p
     python benchmarks/bench_catalogue.py                     # CPU, all cases
     python benchmarks/bench_catalogue.py --device cuda       # the torch cases on the GPU
     python benchmarks/bench_catalogue.py --quick             # 100 users x 5,000 items: checks the script
+    python benchmarks/bench_catalogue.py --interleave 8      # fast cases in one process, in turn: min times
 
 Cases (time = median, or with ``--stat min`` the minimum, of ``--repeats`` runs; torchmetrics and the
 dense path (both one run: they take minutes) are the whole computation of all three metrics):
@@ -50,6 +51,7 @@ import warnings
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # this checkout's torch_rankeval, not an installed one
 K = 20
 CASES = (
     "floor", "dense", "torchmetrics", "topk_select", "topk_view", "topk_view_unvalidated", "topk_view_unvalidated_bound",
@@ -282,6 +284,34 @@ def run_case(args) -> dict:
     }
 
 
+def interleaved(args) -> dict:
+    """The fast cases in ONE process, called in turn ``--interleave`` times; the minimum time of each.
+    On a shared machine whose load drifts during a run this compares the cases under the same
+    conditions (memory is not measured here: use the per-process mode)."""
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    warnings.filterwarnings("ignore", message="Sparse")
+    scores, rel_ids, seen_ids = make_data(args.users, args.items, args.relevant, args.seen, args.device)
+    sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
+    names = [c for c in args.cases.split(",") if c in FAST]
+    runs = {name: build_case(name, scores, rel_ids, seen_ids, args)[0] for name in names}
+    best = dict.fromkeys(names, float("inf"))
+    for _ in range(args.interleave):
+        for name, run in runs.items():
+            sync()
+            t0 = time.perf_counter()
+            run()
+            sync()
+            best[name] = min(best[name], time.perf_counter() - t0)
+    return best
+
+
+FAST = ("floor", "topk_select", "topk_view", "topk_view_unvalidated", "topk_view_unvalidated_bound", "view_reductions",
+        "exposure")  # fmt: skip
+
+
 # ---------------------------------------------------------------------------------------- parent
 def child(args, case: str) -> dict:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
@@ -315,12 +345,21 @@ def main() -> None:
     parser.add_argument("--cases", default=",".join(CASES))
     parser.add_argument("--quick", action="store_true", help="100 users x 5,000 items, 2 repeats")
     parser.add_argument("--json", default=str(REPO / "benchmarks" / "results" / "bench_catalogue.json"))
+    parser.add_argument(
+        "--interleave", type=int, default=0, help="run the fast cases in one process, in turn, this many rounds"
+    )
     parser.add_argument("--case", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.quick:
         args.users, args.items, args.repeats, args.tm_users = 100, 5_000, 2, 50
     if args.case:
         print(json.dumps(run_case(args)))
+        return
+    if args.interleave:
+        best = interleaved(args)
+        for name, seconds in best.items():
+            ratio = f"{seconds / best['floor']:6.2f}x floor" if "floor" in best else ""
+            print(f"{name:<28} {seconds:8.3f} s (min of {args.interleave})   {ratio}")
         return
 
     import torch
