@@ -54,9 +54,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # this checkout's torch_rankeval, not an installed one
 K = 20
 CASES = (
-    "floor", "dense", "torchmetrics", "topk_select", "topk_view", "topk_view_unvalidated", "topk_view_unvalidated_bound",
-    "view_reductions", "ours",
-    "entry_ranks", "exposure",
+    "floor", "dense", "torchmetrics", "topk_select", "topk_view", "topk_view_unvalidated",
+    "topk_view_unvalidated_bound", "view_reductions", "ours", "entry_ranks", "exposure",
 )  # fmt: skip
 
 
