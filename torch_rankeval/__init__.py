@@ -41,6 +41,7 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
             "PositionDebiasedNDCG",
             "PositionDebiasedDCG",
             "PositionProfile",
+            "ItemExposure",
         )
     },
 }
@@ -58,28 +59,7 @@ _SUBMODULES = (
     "trec",
 )
 
-__all__ = [
-    "DCG",
-    "IDCG",
-    "MAP",
-    "MRR",
-    "NDCG",
-    "PRESETS",
-    "Convention",
-    "HitRate",
-    "AUROC",
-    "FallOut",
-    "PositionDebiasedDCG",
-    "PositionDebiasedNDCG",
-    "PositionProfile",
-    "Precision",
-    "RPrecision",
-    "RankingMetrics",
-    "Recall",
-    "__version__",
-    "functional",
-    "presets",
-]
+__all__ = sorted([*_EXPORTS, "__version__"])
 
 
 def __getattr__(name: str) -> Any:
@@ -115,6 +95,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         NDCG,
         FallOut,
         HitRate,
+        ItemExposure,
         PositionDebiasedDCG,
         PositionDebiasedNDCG,
         PositionProfile,
