@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from torch_rankeval.functional.bpref import POOLED_UNJUDGED
 from torch_rankeval.trec._join_kernels import docno_keys, padded_join, ranking_order, same_docno
 from torch_rankeval.trec._text import TrecFormatError, decode
 from torch_rankeval.trec.io import Qrels, Run, _two_lines
@@ -37,8 +38,9 @@ class TrecBatch:
         preds: ``(N, L)`` float64 scores; each row holds a query's documents in trec_eval's ranking
             order (score descending, ties by docno descending). It may share memory with the
             run's ``score`` array.
-        target: ``(N, L)`` int64 grades; ``-1``: not judged (absent from the qrels, or a negative
-            grade) or padding.
+        target: ``(N, L)`` int64 grades; ``-1``: absent from the qrels (trec_eval's
+            RELVALUE_NONPOOL) or padding; ``-2``: a negative grade in the qrels, in the judgment
+            pool but not judged (trec_eval's RELVALUE_UNJUDGED). Both are unjudged.
         mask: ``(N, L)`` bool, False = padding.
         ideal_target: ``(N, M)`` int64 grades of every judged document of each query, ``-1``
             for padding and negative grades.
@@ -260,7 +262,7 @@ class _Join:
         relevance = self.qrels.relevance[self.judged_rows]
         preds = torch.from_numpy(layout.scatter(pick(self.score, pos), 0.0, np.float64))
         target = np.full(k * layout.width, -1, dtype=np.int64)
-        target[run_flat] = np.maximum(relevance[judged(qrels_flat)], -1)
+        target[run_flat] = _run_grades(relevance[judged(qrels_flat)])
         ideal = ideal_layout.scatter(np.maximum(pick(relevance, jpos), -1), -1, np.int64)
         return TrecBatch(
             [self.qids[i] for i in rows.tolist()] if not everything else list(self.qids),
@@ -272,6 +274,13 @@ class _Join:
             self.run.tag,
             torch.from_numpy(np.asarray(rows, dtype=np.int64)),
         )
+
+
+def _run_grades(relevance: np.ndarray) -> np.ndarray:
+    """The grades of retrieved documents found in the qrels: a negative grade becomes ``POOLED_UNJUDGED``
+    (-2: in the judgment pool but not judged, trec_eval's RELVALUE_UNJUDGED); documents absent from
+    the qrels stay -1 (RELVALUE_NONPOOL). infAP and relstring tell the two apart."""
+    return np.where(relevance < 0, POOLED_UNJUDGED, relevance)
 
 
 def to_tensors(qrels: Qrels, run: Run, *, complete: bool = False) -> TrecBatch:
