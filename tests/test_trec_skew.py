@@ -290,3 +290,23 @@ def test_skewed_file_read_in_small_blocks(tmp_path):
         part = read_table(run_path, "run", block_bytes=block)
         assert part.docno.width == whole.docno.width and part.docno.tolist() == whole.docno.tolist()
         assert np.array_equal(part.docno.long, whole.docno.long)
+
+
+@pytest.mark.parametrize("complete", [False, True])
+def test_trec_eval_collection_in_forced_buckets_equals_one_batch(trec_eval_test_dir, monkeypatch, complete):
+    """trec_eval's own test collection, every measure and relstring, with queries forced into
+    length buckets: the same values (to the last bits of a sum) and texts as one padded batch."""
+    qrels = trec.read_qrels(trec_eval_test_dir / "qrels.test")
+    run = trec.read_run(trec_eval_test_dir / "results.test")
+    measures = ["all_trec", "relstring.30"]
+    whole = trec.evaluate(qrels, run, measures, complete=complete, max_docs=700)
+    monkeypatch.setattr(join, "PADDING_FACTOR", 0.0)
+    assert len(list(trec.to_batches(qrels, run, complete=complete))) > 1
+    bucketed = trec.evaluate(qrels, run, measures, complete=complete, max_docs=700)
+    assert bucketed.qids == whole.qids and bucketed.text == whole.text
+    assert bucketed.per_query.keys() == whole.per_query.keys()
+    for name, values in whole.per_query.items():
+        np.testing.assert_allclose(
+            bucketed.per_query[name].numpy(), values.numpy(), rtol=1e-13, atol=1e-15, err_msg=name
+        )
+    assert bucketed.trec_lines(per_query=True) == whole.trec_lines(per_query=True)
