@@ -23,7 +23,7 @@ from torchmetrics.utilities.data import dim_zero_cat
 
 from torch_rankeval.conventions import Convention, discount_table, gain_table, mapped_gain, resolve_convention
 from torch_rankeval.functional._inputs import check_preds_target, parse_k
-from torch_rankeval.functional.flat import group_by_query
+from torch_rankeval.functional.flat import group_by_query_buckets
 from torch_rankeval.measures import MeasurePlan, parse_measures
 from torch_rankeval.metrics._running import RunningMeanMetric
 
@@ -272,8 +272,15 @@ class RankingMetrics(RunningMeanMetric):
         self.flat_indexes.append(indexes.to(torch.int64))
 
     def _add_flat_batch(self, preds: Tensor, target: Tensor, indexes: Tensor, *, accumulate: bool):
-        ids, mask, (p, t) = group_by_query(indexes, preds, target)
-        values, empty = self._batch(p, t, mask, None, None)
+        # Queries in length buckets, each padded to its own longest: memory follows the documents.
+        ids, buckets = group_by_query_buckets(indexes, preds, target)
+        parts = [(rows, *self._batch(p, t, mask, None, None)) for rows, mask, (p, t) in buckets]
+        if len(parts) == 1:
+            _, values, empty = parts[0]
+        else:  # back in query-id order
+            back = torch.argsort(torch.cat([r for r, _, _ in parts]))
+            values = torch.cat([v for _, v, _ in parts]).index_select(0, back)
+            empty = torch.cat([e for _, _, e in parts]).index_select(0, back)
         if accumulate:
             self._accumulate(values, empty, ids)
             return None

@@ -31,7 +31,7 @@ and relevant counts). :func:`evaluate` computes measures on them:
 from torch_rankeval.trec._text import TrecFormatError
 from torch_rankeval.trec.evaluation import TREC_EVAL_VERSIONS, Evaluation, Output, evaluate, trec_measures
 from torch_rankeval.trec.io import Qrels, Run, read_qrels, read_run, write_qrels, write_run
-from torch_rankeval.trec.join import TrecBatch, to_tensors
+from torch_rankeval.trec.join import TrecBatch, TrecBatches, to_batches, to_tensors
 
 __all__ = [
     "TrecFormatError",
@@ -42,7 +42,9 @@ __all__ = [
     "write_qrels",
     "write_run",
     "TrecBatch",
+    "TrecBatches",
     "to_tensors",
+    "to_batches",
     "Output",
     "Evaluation",
     "evaluate",

@@ -1,12 +1,14 @@
 """Vectorised joins for TREC data: trec_eval's ranking order, duplicate detection and the qrels
 lookup. No Python loop runs per line or per query.
 
-Docnos are NUL-padded byte rows whose width is a multiple of 8. Viewed as native 64-bit words
-(no copy) they hash and compare for equality; only where order matters (documents tied on score,
+Docnos are :class:`~torch_rankeval.trec._text.Strings`: a NUL-padded head of a few 8-byte words
+per row plus, for the rare longer docnos, a tail buffer. Viewed as native 64-bit words (no copy)
+the head hashes and compares for equality; only where order matters (documents tied on score,
 which trec_eval orders by docno) are the words converted to big-endian, order-preserving keys,
-so comparing key tuples compares docnos as C's ``strcmp`` does. Lookups and duplicate checks go
-through a 64-bit hash of ``(query, docno)``, and every hash match is confirmed on the exact bytes,
-so a hash collision can never pair two different documents.
+so comparing key tuples compares docnos as C's ``strcmp`` does; rows still tied on their head are
+refined word by word on their tails (only those rows, only as far as they stay tied). Lookups and
+duplicate checks go through a 64-bit hash of the whole docno, and every hash match is confirmed
+on the exact bytes, so a hash collision can never pair two different documents.
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from torch_rankeval.trec._text import Strings
+
 __all__ = [
-    "words",
     "order_keys",
     "lexsort",
+    "sort_by_docno",
     "sorted_by_query_and_docno",
     "Order",
     "ranking_order",
@@ -32,11 +36,6 @@ _SIGN = np.uint64(1 << 63)
 _M1 = np.uint64(0x9E3779B97F4A7C15)
 _M2 = np.uint64(0xBF58476D1CE4E5B9)
 _M3 = np.uint64(0x94D049BB133111EB)
-
-
-def words(docno: np.ndarray) -> np.ndarray:
-    """``(n, W/8)`` uint64 view of a NUL-padded ``(n, W)`` docno matrix (no copy when contiguous)."""
-    return np.ascontiguousarray(docno).view(np.uint64)
 
 
 def order_keys(docno: np.ndarray, columns: int | None = None) -> np.ndarray:
@@ -60,55 +59,130 @@ def lexsort(keys: list[np.ndarray]) -> np.ndarray:
     return order.numpy()
 
 
-def sorted_by_query_and_docno(qid: np.ndarray, docno: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Order by (qid ascending, docno descending) and, per sorted neighbour pair, whether both are equal."""
-    keys = order_keys(docno)
-    cols = [qid] + [~keys[:, c] for c in range(keys.shape[1])]
+def sort_by_docno(
+    prefix: list[np.ndarray], docno: Strings, rows: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Stable order of ``rows`` (default: all) by the int64 keys ``prefix`` (ascending, most
+    significant first), then docno descending (bytes, as ``strcmp``); and, per sorted neighbour
+    pair, whether both are equal on every key and on the docno.
+
+    ``prefix`` keys are aligned with ``rows``. The head words are sorted at once; rows still tied
+    on their head and holding a tail are refined word by word, each pass only over the rows still
+    tied, so the cost follows the tied bytes and never the longest docno.
+    """
+    head = docno.head if rows is None else docno.head[rows]
+    keys = order_keys(head)
+    cols = list(prefix) + [~keys[:, c] for c in range(keys.shape[1])]
     order = lexsort(cols)
     same = np.ones(max(len(order) - 1, 0), dtype=bool)
     for k in cols:
         ks = k[order]
         same &= ks[1:] == ks[:-1]
+    if docno.has_tail and same.any():
+        _refine_tails(order, same, docno, np.arange(len(docno)) if rows is None else rows)
     return order, same
 
 
-def _hash(w: np.ndarray) -> np.ndarray:
+def _segments(equal: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """For ``n`` sorted items whose neighbours are ``equal``: which items share a run with a
+    neighbour, and each item's run number."""
+    member = np.zeros(n, dtype=bool)
+    member[:-1] |= equal
+    member[1:] |= equal
+    start = np.ones(n, dtype=bool)
+    start[1:] = ~equal
+    return member, np.cumsum(start)
+
+
+def _refine_tails(order: np.ndarray, same: np.ndarray, docno: Strings, rows: np.ndarray) -> None:
+    """Reorder (in place) the runs of ``order`` that are equal on their head by the docnos' tails
+    (descending), and set ``same`` for their neighbour pairs."""
+    c = docno.width // 8
+    member, seg = _segments(same, len(order))
+    pos, seg = np.flatnonzero(member), seg[member]
+    while len(pos):
+        # Runs whose members all end before word c are equal docnos: they leave the refinement.
+        words = docno.n_words(rows[order[pos]])
+        first = np.flatnonzero(np.concatenate([[True], seg[1:] != seg[:-1]]))
+        longest = np.maximum.reduceat(words, first)
+        live = np.repeat(longest > c, np.diff(np.append(first, len(pos))))
+        pos, seg = pos[live], seg[live]
+        if not len(pos):
+            break
+        w = docno.word(rows[order[pos]], c, order=True)
+        sub = lexsort([seg, ~w])
+        order[pos] = order[pos][sub]
+        w = w[sub]
+        inner = seg[1:] == seg[:-1]  # pairs inside a run (positions of a run are contiguous)
+        equal = inner & (w[1:] == w[:-1])
+        same[pos[:-1][inner]] = equal[inner]
+        member, seg = _segments(equal, len(pos))
+        pos, seg = pos[member], seg[member]
+        c += 1
+
+
+def sorted_by_query_and_docno(qid: np.ndarray, docno: Strings) -> tuple[np.ndarray, np.ndarray]:
+    """Order by (qid ascending, docno descending) and, per sorted neighbour pair, whether both are equal."""
+    return sort_by_docno([qid], docno)
+
+
+def _hash(docno: Strings) -> np.ndarray:
     """A 64-bit mix of each row's docno words (splitmix64 rounds). All-zero words, which are only
-    ever padding, leave the hash unchanged, so the hash does not depend on the padded width."""
+    ever padding, leave the hash unchanged, so the hash depends on the docno alone, not on how it
+    is stored (head width, tail)."""
+    w = np.ascontiguousarray(docno.head).view(np.uint64)
     h = np.zeros(len(w), dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        for c in range(w.shape[1]):
-            col = w[:, c]
-            mixed = (h ^ col) * _M1
-            mixed ^= mixed >> np.uint64(30)
-            mixed *= _M2
-            mixed ^= mixed >> np.uint64(27)
-            mixed *= _M3
-            mixed ^= mixed >> np.uint64(31)
-            h = mixed if c == 0 else np.where(col != 0, mixed, h)
+    for c in range(w.shape[1]):
+        col = w[:, c]
+        h = _mix(h, col, first=c == 0)
+    if docno.has_tail:
+        rows = docno.long
+        words = docno.n_words(rows)
+        c = w.shape[1]
+        hl = h[rows]
+        while len(rows):
+            hl = _mix(hl, docno.word(rows, c), first=False)
+            c += 1
+            more = words > c
+            h[rows[~more]] = hl[~more]
+            rows, words, hl = rows[more], words[more], hl[more]
     return h.view(np.int64)
 
 
-def docno_keys(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
-    """Comparable int64 keys for two docno matrices and whether equal keys mean equal docnos.
+def _mix(h: np.ndarray, col: np.ndarray, *, first: bool) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        mixed = (h ^ col) * _M1
+        mixed ^= mixed >> np.uint64(30)
+        mixed *= _M2
+        mixed ^= mixed >> np.uint64(27)
+        mixed *= _M3
+        mixed ^= mixed >> np.uint64(31)
+    return mixed if first else np.where(col != 0, mixed, h)
+
+
+def docno_keys(a: Strings, b: Strings) -> tuple[np.ndarray, np.ndarray, bool]:
+    """Comparable int64 keys for two docno sets and whether equal keys mean equal docnos.
 
     Docnos of at most 8 bytes are their own (exact) key; longer ones are hashed and equal keys
-    must be confirmed on the bytes.
+    must be confirmed on the bytes (:func:`same_docno`).
     """
-    wa, wb = words(a), words(b)
-    if max(wa.shape[1], wb.shape[1]) == 1:
-        return wa[:, 0].view(np.int64), wb[:, 0].view(np.int64), True
-    return _hash(wa), _hash(wb), False
+    if a.width == b.width == 8 and not a.has_tail and not b.has_tail:
+        return a.head.view(np.int64)[:, 0], b.head.view(np.int64)[:, 0], True
+    return _hash(a), _hash(b), False
 
 
-def same_docno(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Row-wise equality of two docno matrices of possibly different padded widths."""
-    wa, wb = words(a), words(b)
-    c = min(wa.shape[1], wb.shape[1])
-    same = (wa[:, :c] == wb[:, :c]).all(1)
-    for extra in (wa[:, c:], wb[:, c:]):
-        if extra.shape[1]:
-            same &= (extra == 0).all(1)
+def same_docno(a: Strings, rows_a: np.ndarray, b: Strings, rows_b: np.ndarray) -> np.ndarray:
+    """Whether docno ``a[rows_a[i]]`` equals ``b[rows_b[i]]``, for each ``i``."""
+    c = min(a.width, b.width)
+    same = (a.head[rows_a, :c] == b.head[rows_b, :c]).all(1)
+    words = np.maximum(a.n_words(rows_a), b.n_words(rows_b))
+    todo = np.flatnonzero(same & (words > c // 8))
+    c //= 8
+    while len(todo):
+        equal = a.word(rows_a[todo], c) == b.word(rows_b[todo], c)
+        same[todo[~equal]] = False
+        c += 1
+        todo = todo[equal & (words[todo] > c)]
     return same
 
 
@@ -221,8 +295,12 @@ class Order:
             out[self.positions] = self.sources
         return out
 
-    def apply(self, x: np.ndarray, *, tie_invariant: bool = False) -> np.ndarray:
+    def apply(self, x: np.ndarray | Strings, *, tie_invariant: bool = False) -> np.ndarray | Strings:
         """``x`` in this order. ``tie_invariant``: ``x`` is equal within ties (scores)."""
+        if isinstance(x, Strings):
+            if self.full is not None:
+                return x.take(self.full)
+            return x if self.positions is None else x.replaced(self.positions, self.sources)
         if self.full is not None:
             return x[self.full]
         if self.positions is None or tie_invariant:
@@ -232,7 +310,7 @@ class Order:
         return out
 
 
-def ranking_order(qid: np.ndarray, score: np.ndarray, docno: np.ndarray) -> tuple[Order, np.ndarray]:
+def ranking_order(qid: np.ndarray, score: np.ndarray, docno: Strings) -> tuple[Order, np.ndarray]:
     """Row order by query, then trec_eval's ranking: score descending, ties by docno descending.
 
     Returns the :class:`Order` and where each query's rows start in that order. Runs are usually
@@ -262,8 +340,7 @@ def ranking_order(qid: np.ndarray, score: np.ndarray, docno: np.ndarray) -> tupl
         starts[1:] = ~tie[positions[1:] - 1]
         group = np.cumsum(starts)
         rows = positions if order.full is None else order.full[positions]
-        keys = order_keys(docno[rows])
-        sorted_rows = rows[lexsort([group] + [~keys[:, c] for c in range(keys.shape[1])])]
+        sorted_rows = rows[sort_by_docno([group], docno, rows)[0]]
         if order.full is None:
             order.positions, order.sources = positions, sorted_rows
         else:

@@ -2,15 +2,19 @@
 
 A file is read in blocks of a few megabytes that end at a line boundary. Each block is tokenised
 with numpy (whitespace transitions -> token boundaries, newlines -> lines), the wanted fields are
-gathered into fixed-width byte matrices, and numbers are parsed column-wise: no Python code runs per
-line. Scores take Clinger's exact fast path (at most 2^53 as a decimal mantissa, at most 22
-fraction digits: one correctly rounded division, the same double as C's ``strtod``); other
-spellings (exponents, long mantissas) go through numpy's exact string conversion.
+gathered into byte matrices, and numbers are parsed column-wise: no Python code runs per line.
+Docnos and query ids are stored as wide as most of them need, not as wide as the longest: the
+bytes beyond that width of the few longer ones go to a separate buffer (:class:`Strings`), so
+memory follows the file's size whatever one line holds. Scores take Clinger's exact fast path (at
+most 2^53 as a decimal mantissa, at most 22 fraction digits: one correctly rounded division, the
+same double as C's ``strtod``); other spellings (exponents, long mantissas) go through numpy's
+exact string conversion.
 
 Rules follow trec_eval: fields are separated by any whitespace, blank lines are skipped, a line
 whose first token starts with ``#`` is a comment, run lines have at least six fields (later fields
 are ignored) and the run tag comes from the last line. Qrels lines have exactly four fields with an
-integer grade. Errors name the file and line.
+integer grade. A UTF-8 byte-order mark at the start of a file (or of stdin) is skipped; a UTF-16
+or UTF-32 file is an error (convert it to UTF-8). Errors name the file and line.
 """
 
 from __future__ import annotations
@@ -26,7 +30,15 @@ from typing import BinaryIO, Callable, Iterator
 
 import numpy as np
 
-__all__ = ["TrecFormatError", "Table", "read_table", "progress_bar", "BLOCK_BYTES", "PROGRESS_MIN_BYTES"]
+__all__ = [
+    "TrecFormatError",
+    "Strings",
+    "Table",
+    "read_table",
+    "progress_bar",
+    "BLOCK_BYTES",
+    "PROGRESS_MIN_BYTES",
+]
 
 BLOCK_BYTES = 4 << 20
 PROGRESS_MIN_BYTES = 64 << 20
@@ -40,6 +52,255 @@ class TrecFormatError(ValueError):
     """A qrels or run file that cannot be read; the message names the file and the line."""
 
 
+# Shared read-only empties: strings without tails (nearly all) allocate nothing for them.
+_NO_ROWS = np.zeros(0, dtype=np.int64)
+_NO_BYTES = np.zeros(0, dtype=np.uint8)
+_NO_OFFSETS = np.zeros(1, dtype=np.int64)
+_ONE_WORD = np.ones(1, dtype=np.int64)
+for _empty in (_NO_ROWS, _NO_BYTES, _NO_OFFSETS, _ONE_WORD):
+    _empty.flags.writeable = False
+
+
+class Strings:
+    """Byte strings (docnos, query ids) stored without padding to the longest one.
+
+    The first ``width`` bytes of every string sit in a NUL-padded ``(n, width)`` uint8 matrix
+    ``head`` (``width`` a multiple of 8, chosen by :func:`head_width` so that the matrix takes at
+    most about twice the strings' own bytes); the bytes beyond ``width`` of the few longer strings
+    are concatenated in ``tail``: ``long`` lists those rows (ascending) and ``tail_offsets`` where
+    each one's tail starts. So one 10,000-byte docno costs 10,000 bytes, not 10,000 per line.
+    Strings hold no NUL byte (NUL is padding; the readers split fields at every byte up to 0x20).
+
+    Example:
+        >>> s = Strings.from_bytes([b"d1", b"a-much-longer-docno", b"d22"], width=8)
+        >>> s.width, s.long.tolist(), s.tail.tobytes(), s.tolist()
+        (8, [1], b'onger-docno', [b'd1', b'a-much-longer-docno', b'd22'])
+        >>> s.take(np.array([1, 1, 0])).tolist()
+        [b'a-much-longer-docno', b'a-much-longer-docno', b'd1']
+    """
+
+    __slots__ = ("head", "long", "tail", "tail_offsets")
+
+    def __init__(
+        self,
+        head: np.ndarray,
+        long: np.ndarray | None = None,
+        tail: np.ndarray | None = None,
+        tail_offsets: np.ndarray | None = None,
+    ) -> None:
+        self.head = head
+        self.long = _NO_ROWS if long is None else long
+        self.tail = _NO_BYTES if tail is None else tail
+        self.tail_offsets = _NO_OFFSETS if tail_offsets is None else tail_offsets
+
+    def __len__(self) -> int:
+        return self.head.shape[0]
+
+    @property
+    def width(self) -> int:
+        """Bytes per row of ``head`` (a multiple of 8)."""
+        return self.head.shape[1]
+
+    @property
+    def has_tail(self) -> bool:
+        return len(self.long) > 0
+
+    @property
+    def nbytes(self) -> int:
+        return self.head.nbytes + self.long.nbytes + self.tail.nbytes + self.tail_offsets.nbytes
+
+    @classmethod
+    def from_bytes(cls, items: list[bytes], width: int | None = None) -> Strings:
+        """Strings from Python bytes objects (``width``: the head width, default :func:`head_width`)."""
+        lengths = np.fromiter(map(len, items), dtype=np.int64, count=len(items))
+        buf = np.frombuffer(b"".join(items), dtype=np.uint8)
+        starts = np.cumsum(lengths) - lengths
+        return split_strings(buf, starts, lengths, head_width(lengths) if width is None else width)
+
+    # ------------------------------------------------------------------ rows
+    def _tail_rows(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For each row: its index in ``long`` (clipped) and whether it has a tail."""
+        pos = np.minimum(np.searchsorted(self.long, rows), len(self.long) - 1)
+        return pos, self.long[pos] == rows
+
+    def take(self, index: np.ndarray) -> Strings:
+        """The strings at integer positions ``index``."""
+        index = np.asarray(index)
+        if index.dtype == np.bool_:
+            index = np.flatnonzero(index)
+        head = self.head[index]
+        if not self.has_tail:
+            return Strings(head)
+        pos, member = self._tail_rows(index)
+        rows = np.flatnonzero(member)
+        src = pos[rows]
+        start = self.tail_offsets[src]
+        lengths = self.tail_offsets[src + 1] - start
+        offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        gather = np.repeat(start - offsets[:-1], lengths) + np.arange(offsets[-1])
+        return Strings(head, rows.astype(np.int64), self.tail[gather], offsets)
+
+    def replaced(self, positions: np.ndarray, sources: np.ndarray) -> Strings:
+        """A copy whose rows ``positions`` hold the strings of rows ``sources`` (a permutation of them)."""
+        if self.has_tail:
+            index = np.arange(len(self))
+            index[positions] = sources
+            return self.take(index)
+        head = self.head.copy()
+        head[positions] = self.head[sources]
+        return Strings(head)
+
+    def item(self, i: int) -> bytes:
+        """The string of row ``i``."""
+        out = self.head[i].tobytes().rstrip(b"\0")
+        if self.has_tail:
+            pos, member = self._tail_rows(np.array([i]))
+            if member[0]:
+                out += self.tail[self.tail_offsets[pos[0]] : self.tail_offsets[pos[0] + 1]].tobytes()
+        return out
+
+    def tolist(self) -> list[bytes]:
+        """Every string, as bytes."""
+        out = np.ascontiguousarray(self.head).view(f"S{self.width}").ravel().tolist()
+        for j, i in enumerate(self.long.tolist()):
+            out[i] += self.tail[self.tail_offsets[j] : self.tail_offsets[j + 1]].tobytes()
+        return out
+
+    # ------------------------------------------------------------------ 8-byte words
+    def n_words(self, rows: np.ndarray) -> np.ndarray:
+        """An upper bound of each row's number of 8-byte words (exact for rows with a tail)."""
+        out = np.full(len(rows), self.width // 8, dtype=np.int64)
+        if self.has_tail:
+            pos, member = self._tail_rows(rows)
+            tail = self.tail_offsets[pos + 1] - self.tail_offsets[pos]
+            out[member] += (tail[member] + 7) // 8
+        return out
+
+    def word(self, rows: np.ndarray, c: int, order: bool = False) -> np.ndarray:
+        """Word ``c`` (bytes ``8c .. 8c+7``, NUL past the end) of each row: native uint64 words, or
+        with ``order=True`` int64 keys whose order is the bytes' order (big-endian, sign flipped)."""
+        dtype = ">u8" if order else np.uint64
+        hw = self.width // 8
+        if c < hw:
+            out = np.ascontiguousarray(self.head[rows, 8 * c : 8 * c + 8]).view(dtype).ravel()
+        else:
+            out = np.zeros(len(rows), dtype=dtype)
+            if self.has_tail:
+                pos, member = self._tail_rows(rows)
+                start = self.tail_offsets[pos] + 8 * (c - hw)
+                count = np.clip(self.tail_offsets[pos + 1] - start, 0, 8)
+                sel = np.flatnonzero(member & (count > 0))
+                if len(sel):
+                    offsets = np.arange(8)
+                    index = np.minimum(start[sel, None] + offsets, len(self.tail) - 1)
+                    b = self.tail[index]
+                    b[offsets >= count[sel, None]] = 0
+                    out[sel] = b.view(dtype).ravel()
+        if order:
+            return (out.astype(np.uint64) ^ np.uint64(1 << 63)).view(np.int64)
+        return out
+
+    # ------------------------------------------------------------------ layout
+    def rewidth(self, width: int) -> Strings:
+        """The same strings with another head width."""
+        if width == self.width:
+            return self
+        if width > self.width and not self.has_tail:
+            head = np.zeros((len(self), width), dtype=np.uint8)
+            head[:, : self.width] = self.head
+            return Strings(head)
+        # Rebuild from the strings' own bytes (their head bytes, then their tails).
+        nonzero = self.head != 0
+        head_len = nonzero.sum(1)
+        lengths = head_len.copy()
+        tail_len = np.diff(self.tail_offsets)
+        lengths[self.long] += tail_len
+        offsets = np.zeros(len(self) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        buf = np.empty(offsets[-1], dtype=np.uint8)
+        head_at = np.repeat(offsets[:-1] - (np.cumsum(head_len) - head_len), head_len) + np.arange(head_len.sum())
+        buf[head_at] = self.head[nonzero]
+        tail_at = offsets[self.long] + head_len[self.long]
+        buf[np.repeat(tail_at - self.tail_offsets[:-1], tail_len) + np.arange(len(self.tail))] = self.tail
+        return split_strings(buf, offsets[:-1], lengths, width)
+
+    @staticmethod
+    def concat(parts: list[Strings]) -> Strings:
+        """The rows of several :class:`Strings` of one width, one after the other."""
+        if len(parts) == 1:
+            return parts[0]
+        head = np.concatenate([p.head for p in parts])
+        sizes = np.cumsum([0] + [len(p) for p in parts])
+        tails = np.cumsum([0] + [len(p.tail) for p in parts])
+        long = np.concatenate([p.long + s for p, s in zip(parts, sizes)])
+        offsets = np.concatenate([np.zeros(1, dtype=np.int64)] + [p.tail_offsets[1:] + t for p, t in zip(parts, tails)])
+        return Strings(head, long.astype(np.int64), np.concatenate([p.tail for p in parts]), offsets)
+
+
+def words_of(lengths: np.ndarray) -> np.ndarray:
+    """8-byte words of strings of these lengths (at least one)."""
+    return np.maximum((lengths + 7) // 8, 1)
+
+
+def word_sizes(words: np.ndarray) -> np.ndarray:
+    """The distinct values of ``words`` (small non-negative ints), ascending: a bincount, not a sort."""
+    return np.flatnonzero(np.bincount(words)) if len(words) else words[:0]
+
+
+def head_width(
+    lengths: np.ndarray | None = None, *, n: int = 0, words: int = 0, sizes: np.ndarray | None = None
+) -> int:
+    """Head width (bytes) for strings of these ``lengths`` (or ``n`` strings of ``words`` 8-byte
+    words in all, whose distinct sizes in words are ``sizes``): the widest string's size among
+    those that every string can be padded to within twice the strings' own words.
+
+    Example:
+        >>> head_width(np.array([3, 7, 12])), head_width(np.array([20] * 1000 + [10_000]))
+        (16, 24)
+    """
+    if lengths is not None:
+        if not len(lengths) or lengths.max() <= 8:
+            return 8
+        w = words_of(lengths)
+        n, words, sizes = len(w), int(w.sum()), word_sizes(w)
+    if n == 0 or sizes is None or not len(sizes):
+        return 8
+    fits = sizes[sizes * n <= 2 * words]
+    return 8 * int(fits.max()) if len(fits) else 8
+
+
+def split_columns(
+    buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray, width: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Strings ``buf[starts[i] : starts[i] + lengths[i]]`` as a NUL-padded ``(width, n)`` column
+    matrix of their first ``width`` bytes (one contiguous row per byte position, so that
+    per-position loops are plain vector operations), plus ``(long, tail, tail_offsets)`` of the
+    longer ones (see :class:`Strings`)."""
+    filled = min(width, int(lengths.max())) if len(lengths) else 0
+    cols = np.empty((width, len(starts)), dtype=np.uint8)
+    cols[filled:] = 0
+    last = len(buf) - 1
+    for j in range(filled):
+        col = buf[np.minimum(starts + j, last)]
+        col[lengths <= j] = 0
+        cols[j] = col
+    long = np.flatnonzero(lengths > width)
+    if not len(long):
+        return cols, _NO_ROWS, _NO_BYTES, _NO_OFFSETS
+    offsets = np.zeros(len(long) + 1, dtype=np.int64)
+    tail_len = lengths[long] - width
+    np.cumsum(tail_len, out=offsets[1:])
+    tail = buf[np.repeat(starts[long] + width - offsets[:-1], tail_len) + np.arange(offsets[-1])]
+    return cols, long.astype(np.int64), tail, offsets
+
+
+def split_strings(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray, width: int) -> Strings:
+    """:class:`Strings` of the byte ranges ``buf[starts[i] : starts[i] + lengths[i]]``."""
+    cols, long, tail, offsets = split_columns(buf, starts, lengths, width)
+    return Strings(np.ascontiguousarray(cols.T), long, tail, offsets)
+
+
 @dataclass
 class Table:
     """The fields read from a qrels or run file, one entry per content line.
@@ -47,7 +308,7 @@ class Table:
     Attributes:
         qid: ``(n,)`` int64 index into ``qid_names`` (in order of first appearance).
         qid_names: the distinct query ids as bytes.
-        docno: ``(n, W)`` uint8 docnos, NUL-padded to a width that is a multiple of 8.
+        docno: the docnos (:class:`Strings`).
         value: ``(n,)`` int64 grades (qrels) or float64 scores (run).
         line: ``(n,)`` int64 1-based line numbers in the file.
         tag: the run tag of the last line (runs), else ``None``.
@@ -55,7 +316,7 @@ class Table:
 
     qid: np.ndarray
     qid_names: list[bytes]
-    docno: np.ndarray
+    docno: Strings
     value: np.ndarray
     line: np.ndarray
     tag: bytes | None = None
@@ -127,14 +388,34 @@ def _open(path: str | os.PathLike) -> Iterator[tuple[BinaryIO, BinaryIO, int | N
             yield raw, raw, size
 
 
+_UTF8_BOM = b"\xef\xbb\xbf"
+_OTHER_BOMS = {
+    b"\xff\xfe\x00\x00": "UTF-32",
+    b"\x00\x00\xfe\xff": "UTF-32",
+    b"\xff\xfe": "UTF-16",
+    b"\xfe\xff": "UTF-16",
+}
+
+
 def _blocks(stream: BinaryIO, path: str, block_bytes: int) -> Iterator[bytes]:
-    """Blocks of whole lines (each ends with a newline)."""
+    """Blocks of whole lines (each ends with a newline); a leading UTF-8 byte-order mark is dropped."""
     rest = b""
+    first = True
     while True:
         try:
             data = stream.read(block_bytes)
+            while first and data and len(data) < 4:  # enough bytes to recognise a byte-order mark
+                more = stream.read(block_bytes)
+                if not more:
+                    break
+                data += more
         except (OSError, EOFError, gzip.BadGzipFile) as exc:
             raise TrecFormatError(f"{path}: cannot read: {exc}") from None
+        if first:
+            first = False
+            data = _drop_bom(data, path)
+            if not data:
+                continue
         if not data:
             break
         data = rest + data if rest else data
@@ -146,6 +427,19 @@ def _blocks(stream: BinaryIO, path: str, block_bytes: int) -> Iterator[bytes]:
         yield data[:cut]
     if rest:
         yield rest + b"\n"
+
+
+def _drop_bom(data: bytes, path: str) -> bytes:
+    """The first bytes of a file without a UTF-8 byte-order mark; other byte-order marks are errors."""
+    if data.startswith(_UTF8_BOM):
+        return data[len(_UTF8_BOM) :]
+    for bom, encoding in _OTHER_BOMS.items():
+        if data.startswith(bom):
+            raise TrecFormatError(
+                f"{path}: the file is {encoding}-encoded (it starts with a {encoding} byte-order mark); "
+                f"TREC files are read as UTF-8 or ASCII: convert it, e.g. with iconv -f {encoding} -t UTF-8"
+            )
+    return data
 
 
 def _tokenize(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -287,8 +581,15 @@ def _parse_block(kind: _Kind, block: bytes) -> tuple[tuple | None, int]:
         raise _LineError(i + 1, f"expected {want} fields {kind.fields}, found {found}", _line_text(a, newlines, i))
     lines = content + 1
     base = first[content]
-    qm, _ = _columns(a, starts[base], ends[base])
-    dm, _ = _columns(a, starts[base + 2], ends[base + 2])
+    q_start, q_len = starts[base], ends[base] - starts[base]
+    qm, q_long, q_tail, q_offsets = split_columns(a, q_start, q_len, head_width(q_len))
+    d_start, d_len = starts[base + 2], ends[base + 2] - starts[base + 2]
+    if d_len.max() <= 8:  # the common case: one word each
+        d_stats = (len(d_len), len(d_len), _ONE_WORD)
+    else:
+        d_words = words_of(d_len)
+        d_stats = (len(d_words), int(d_words.sum()), word_sizes(d_words))
+    docno = split_strings(a, d_start, d_len, head_width(n=d_stats[0], words=d_stats[1], sizes=d_stats[2]))
     vm, vlen = _columns(a, starts[base + kind.value_field], ends[base + kind.value_field])
     values = _parse_values(kind, vm, vlen, lines)
 
@@ -297,16 +598,21 @@ def _parse_block(kind: _Kind, block: bytes) -> tuple[tuple | None, int]:
     head[0] = True
     for c in qm:
         head[1:] |= c[1:] != c[:-1]
+    if len(q_long):  # query ids longer than the head: compare their tails too
+        tails = np.full(len(content), b"", dtype=object)
+        tails[q_long] = [q_tail[q_offsets[j] : q_offsets[j + 1]].tobytes() for j in range(len(q_long))]
+        head[1:] |= tails[1:] != tails[:-1]
     heads = np.flatnonzero(head)
-    names, inverse = np.unique(
-        np.ascontiguousarray(qm[:, heads].T).view(f"S{qm.shape[0]}").ravel(), return_inverse=True
-    )
+    head_names = np.ascontiguousarray(qm[:, heads].T).view(f"S{qm.shape[0]}").ravel()
+    if len(q_long):
+        head_names = np.array([bytes(h) + t for h, t in zip(head_names.tolist(), tails[heads])], dtype=object)
+    names, inverse = np.unique(head_names, return_inverse=True)
     qid = inverse.ravel()[np.cumsum(head) - 1]
     tag = None
     if kind.what == "run":
         last = int(first[content[-1]]) + 5
         tag = a[starts[last] : ends[last]].tobytes()
-    return (names, qid, np.ascontiguousarray(dm.T), values, lines, tag), len(newlines)
+    return (names, qid, docno, values, lines, tag, d_stats), len(newlines)
 
 
 def read_table(
@@ -331,9 +637,9 @@ def read_table(
         nonlocal line0, tag
         parsed, n_lines = result
         if parsed is not None:
-            names, qid, docno, values, lines, block_tag = parsed
+            names, qid, docno, values, lines, block_tag, stats = parsed
             ids = np.array([qid_ids.setdefault(bytes(n), len(qid_ids)) for n in names], dtype=np.int64)
-            parts.append((ids[qid], docno, values, lines + line0))
+            parts.append((ids[qid], docno, values, lines + line0, stats))
             tag = block_tag if block_tag is not None else tag
         line0 += n_lines
 
@@ -365,12 +671,13 @@ def read_table(
             close()
     if not parts:
         raise TrecFormatError(f"{name}: no {spec.what} lines (the file is empty or holds only comments)")
-    width = _round8(max(p[1].shape[1] for p in parts))
-    docno = np.zeros((sum(len(p[0]) for p in parts), width), dtype=np.uint8)
-    offset = 0
-    for p in parts:
-        docno[offset : offset + len(p[0]), : p[1].shape[1]] = p[1]
-        offset += len(p[0])
+    # One head width for the whole file, chosen from every block's docno sizes (blocks chose their own).
+    width = head_width(
+        n=sum(p[4][0] for p in parts),
+        words=sum(p[4][1] for p in parts),
+        sizes=np.unique(np.concatenate([p[4][2] for p in parts])),
+    )
+    docno = Strings.concat([p[1].rewidth(width) for p in parts])
     return Table(
         qid=np.concatenate([p[0] for p in parts]),
         qid_names=list(qid_ids),
@@ -379,11 +686,6 @@ def read_table(
         line=np.concatenate([p[3] for p in parts]),
         tag=tag,
     )
-
-
-def _round8(width: int) -> int:
-    """Docno matrices are padded to whole 8-byte words (one int64 key column per word)."""
-    return max(8, -(-width // 8) * 8)
 
 
 def decode(name: bytes) -> str:
@@ -396,16 +698,22 @@ def encode(name: str) -> bytes:
 
 
 def table_from_rows(qids: list[str], docnos: list[str], values: np.ndarray, tag: str | None = None) -> Table:
-    """A :class:`Table` from Python rows (used by ``from_dict``)."""
+    """A :class:`Table` from Python rows (used by ``from_dict``).
+
+    Raises:
+        ValueError: a query id or docno holds a NUL character (C strings, and trec_eval, end there).
+    """
     qid_ids: dict[bytes, int] = {}
     qid = np.array([qid_ids.setdefault(encode(q), len(qid_ids)) for q in qids], dtype=np.int64)
     encoded = [encode(d) for d in docnos]
-    width = _round8(max((len(d) for d in encoded), default=1))
-    docno = np.frombuffer(b"".join(d.ljust(width, b"\0") for d in encoded), dtype=np.uint8).reshape(len(encoded), width)
+    for what, names in (("query id", list(qid_ids)), ("docno", encoded)):
+        bad = next((name for name in names if b"\0" in name), None)
+        if bad is not None:
+            raise ValueError(f"{what} {decode(bad)!r} holds a NUL character, which cannot be part of a TREC field")
     return Table(
         qid,
         list(qid_ids),
-        docno.copy(),
+        Strings.from_bytes(encoded),
         values,
         np.zeros(len(qid), dtype=np.int64),
         None if tag is None else encode(tag),

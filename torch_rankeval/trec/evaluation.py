@@ -14,7 +14,7 @@ from torch_rankeval._choices import TREC_EVAL_VERSIONS as _TREC_EVAL_VERSIONS
 from torch_rankeval.measures import NICKNAMES, Measure, compute, parse_measures, summarize
 from torch_rankeval.measures.registry import TREC_BY_NAME
 from torch_rankeval.trec.io import PathLike, Qrels, Run, read_qrels, read_run
-from torch_rankeval.trec.join import TrecBatch, to_tensors
+from torch_rankeval.trec.join import TrecBatch, to_batches, to_tensors
 
 __all__ = ["TREC_EVAL_VERSIONS", "Evaluation", "Output", "evaluate", "relstrings", "trec_measures"]
 
@@ -229,44 +229,59 @@ def evaluate(
     qrels = qrels if isinstance(qrels, Qrels) else read_qrels(qrels)
     run = run if isinstance(run, Run) else read_run(run)
     parsed = trec_measures(measures, trec_eval_version=trec_eval_version)
-    batch = to_tensors(qrels, run, complete=complete)
-    if max_docs is not None and batch.preds.shape[-1] > max_docs:
-        keep = slice(0, int(max_docs))
-        batch = TrecBatch(
-            batch.qids, batch.preds[:, keep], batch.target[:, keep], batch.mask[:, keep], batch.ideal_target,
-            batch.retrieved, batch.runid,
+    lengths = {m.label: int(m.param("length")) for m in parsed if m.family.aggregate == "text"}
+    # Queries are evaluated in length buckets (memory follows the data, not the longest query)
+    # and their values put back in trec_eval's query order.
+    joined = to_batches(qrels, run, complete=complete)
+    n = len(joined.qids)
+    values: dict[str, Tensor] = {}
+    text: dict[str, list[str]] = {name: [""] * n for name in lengths}
+    for batch in joined:
+        rows = batch.rows
+        if max_docs is not None and batch.preds.shape[-1] > max_docs:
+            keep = slice(0, int(max_docs))
+            batch = TrecBatch(
+                batch.qids, batch.preds[:, keep], batch.target[:, keep], batch.mask[:, keep], batch.ideal_target,
+                batch.retrieved, batch.runid, rows,
+            )
+        for name, length in lengths.items():
+            for i, line in zip(rows.tolist(), relstrings(batch, length)):
+                text[name][i] = line
+        if device is not None:
+            batch = batch.to(device)
+        bucket = compute(
+            parsed,
+            batch.preds,
+            batch.target,
+            mask=batch.mask,
+            ideal_target=batch.ideal_target,
+            relevance_level=relevance_level,
+            validate_args=False,
         )
-    if device is not None:
-        batch = batch.to(device)
-    values = compute(
-        parsed,
-        batch.preds,
-        batch.target,
-        mask=batch.mask,
-        ideal_target=batch.ideal_target,
-        relevance_level=relevance_level,
-        validate_args=False,
-    )
+        for name, v in bucket.items():
+            v = v.cpu()
+            if len(rows) == n:  # one bucket: every query, in order
+                values[name] = v
+            else:
+                values.setdefault(name, v.new_zeros(n))[rows] = v
     outputs: list[Output] = []
     texts: list[Output] = []
     per_query: dict[str, Tensor] = {}
-    text: dict[str, list[str]] = {}
     summary: dict[str, float | int | str] = {}
     for m in parsed:
         out = Output(m, 0, m.label, m.trec_label)
         if m.family.aggregate == "text":
             texts.append(out)
-            text[m.label] = relstrings(batch, int(m.param("length")))
             continue
         outputs.append(out)
         if m.family.aggregate == "info":
             summary[m.label] = run.tag
             continue
-        v = values[m.label].cpu()
+        v = values[m.label]
         summary[m.label] = summarize(m, v)
         if m.per_query:
             per_query[m.label] = v
     return Evaluation(
-        run.path or "run", run.tag, batch.qids, outputs, per_query, summary, batch.retrieved.cpu(), texts, text,
+        run.path or "run", run.tag, joined.qids, outputs, per_query, summary, joined.retrieved, texts, text,
         trec_eval_version,
     )

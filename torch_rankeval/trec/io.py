@@ -12,13 +12,15 @@ and the line.
 from __future__ import annotations
 
 import gzip
+import math
 import os
+import re
 from collections.abc import Mapping
 
 import numpy as np
 
 from torch_rankeval.trec._join_kernels import sorted_by_query_and_docno
-from torch_rankeval.trec._text import Table, TrecFormatError, decode, encode, read_table, table_from_rows
+from torch_rankeval.trec._text import Strings, Table, TrecFormatError, decode, encode, read_table, table_from_rows
 
 __all__ = ["TrecFormatError", "Qrels", "Run", "read_qrels", "read_run", "write_qrels", "write_run", "PathLike"]
 
@@ -45,7 +47,7 @@ class _Judgments:
     path: str | None
     qids: list[str]
     qid: np.ndarray
-    docno: np.ndarray
+    docno: Strings
     line: np.ndarray
 
     def __len__(self) -> int:
@@ -53,8 +55,7 @@ class _Judgments:
 
     def docnos(self) -> list[str]:
         """The docno of every row, as text."""
-        strings = np.ascontiguousarray(self.docno).view(f"S{self.docno.shape[1]}").ravel()
-        return [decode(bytes(s)) for s in strings]
+        return [decode(s) for s in self.docno.tolist()]
 
     def _rows(self, values: np.ndarray) -> dict[str, dict[str, object]]:
         out: dict[str, dict[str, object]] = {q: {} for q in self.qids}
@@ -72,7 +73,8 @@ class Qrels(_Judgments):
     Attributes:
         qids: distinct query ids, sorted.
         qid: ``(n,)`` int64 index into ``qids`` of each row.
-        docno: ``(n, W)`` uint8 docnos (NUL-padded bytes).
+        docno: the docnos (:class:`~torch_rankeval.trec._text.Strings`: bytes without padding to
+            the longest); :meth:`docnos` gives them as text.
         relevance: ``(n,)`` int64 grades; negative grades mean "judged as unjudged" (trec_eval).
         line: ``(n,)`` int64 1-based line numbers in the file (0 when built from a dict).
         path: the file read, or ``None``.
@@ -91,11 +93,11 @@ class Qrels(_Judgments):
         if same.any():
             i = int(np.flatnonzero(same)[0])
             a, b = order[i], order[i + 1]
-            docno = decode(table.docno[a].tobytes().rstrip(b"\0"))
+            docno = decode(table.docno.item(a))
             where = _two_lines(path, (int(table.line[a]), int(table.line[b])))
             raise TrecFormatError(f"{where}: duplicate judgment of document {docno!r} for query {self.qids[qid[a]]!r}")
         self.qid = qid[order]
-        self.docno = table.docno[order]
+        self.docno = table.docno.take(order)
         self.relevance = table.value[order]
         self.line = table.line[order]
 
@@ -125,7 +127,7 @@ class Run(_Judgments):
     Attributes:
         qids: distinct query ids, sorted.
         qid: ``(n,)`` int64 index into ``qids`` of each row.
-        docno: ``(n, W)`` uint8 docnos.
+        docno: the docnos (:class:`~torch_rankeval.trec._text.Strings`); :meth:`docnos` gives them as text.
         score: ``(n,)`` float64 scores (parsed exactly, as C's ``strtod``).
         line: ``(n,)`` int64 1-based line numbers (0 when built from a dict).
         tag: the run tag of the file's last line (trec_eval's ``runid``).
@@ -212,8 +214,45 @@ def _open_text(path: PathLike):
     )
 
 
+# Bytes up to 0x20 (the readers' field separators: whitespace and control characters) and any
+# Unicode whitespace (which other readers, pytrec_eval's among them, split on).
+_NOT_IN_FIELD = re.compile(r"[\x00-\x20\s]")
+
+
+def _field(what: str, name: object, where: str) -> str:
+    """``name`` checked as one field of a TREC line: it must read back as itself."""
+    if isinstance(name, (int, np.integer)) and not isinstance(name, bool):
+        name = str(name)
+    if not isinstance(name, str):
+        raise TypeError(f"{what} {where}must be a str, got {type(name).__name__} {name!r}")
+    if not name:
+        raise ValueError(f"{what} {where}is empty; an empty field cannot be written to a TREC file")
+    bad = _NOT_IN_FIELD.search(name)
+    if bad is not None:
+        raise ValueError(
+            f"{what} {name!r} {where}holds whitespace or a control character ({bad.group()!r} at position "
+            f"{bad.start()}); TREC files separate fields by whitespace, so it would not read back: replace it "
+            "(e.g. with '_')"
+        )
+    if what == "query id" and name[0] in "#\ufeff":
+        reason = "marks a comment line" if name[0] == "#" else "is a byte-order mark"
+        raise ValueError(f"query id {name!r} starts with {name[0]!r}, which {reason} when read back: rename it")
+    try:
+        encode(name)
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"{what} {name!r} {where}cannot be encoded as UTF-8: {exc.reason}") from None
+    return name
+
+
 def write_qrels(path: PathLike, qrels: Qrels | Mapping[str, Mapping[str, int]]) -> None:
     """Write qrels as ``qid 0 docno grade`` lines (gzip when ``path`` ends in ``.gz``).
+
+    What is written reads back as the same judgments (:func:`read_qrels`).
+
+    Raises:
+        ValueError: a query id or docno is empty, holds whitespace or a control character (it
+            would split into several fields), or a query id starts with ``#`` (a comment when read).
+        TypeError: a grade is not an int.
 
     Example:
         >>> import os, tempfile
@@ -221,8 +260,18 @@ def write_qrels(path: PathLike, qrels: Qrels | Mapping[str, Mapping[str, int]]) 
         >>> write_qrels(path, {"q1": {"d1": 1}})
         >>> open(path).read()
         'q1 0 d1 1\\n'
+        >>> write_qrels(path, {"q 1": {"d1": 1}})  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: query id 'q 1' holds whitespace or a control character (' ' at position 1); ...
     """
     data = qrels.to_dict() if isinstance(qrels, Qrels) else qrels
+    for q, docs in data.items():  # everything is checked before the file is touched
+        q = _field("query id", q, "")
+        for d, g in docs.items():
+            d = _field("docno", d, f"of query {q!r} ")
+            if isinstance(g, bool) or not isinstance(g, (int, np.integer)):
+                raise TypeError(f"qrels[{q!r}][{d!r}] must be an int grade, got {g!r}")
     with _open_text(path) as f:
         for q, docs in data.items():
             f.writelines(f"{q} 0 {d} {int(g)}\n" for d, g in docs.items())
@@ -230,7 +279,13 @@ def write_qrels(path: PathLike, qrels: Qrels | Mapping[str, Mapping[str, int]]) 
 
 def write_run(path: PathLike, run: Run | Mapping[str, Mapping[str, float]], tag: str | None = None) -> None:
     """Write a run as ``qid Q0 docno rank score tag`` lines, ranked as trec_eval ranks them
-    (score descending, then docno descending). Scores are written so that they read back exactly.
+    (score descending, then docno descending). Scores are written so that they read back exactly:
+    :func:`read_run` gives back the same run.
+
+    Raises:
+        ValueError: a query id, docno or the tag is empty or holds whitespace or a control
+            character (it would split into several fields), a query id starts with ``#`` (a
+            comment when read), or a score is not a finite number.
 
     Example:
         >>> import os, tempfile
@@ -245,12 +300,16 @@ def write_run(path: PathLike, run: Run | Mapping[str, Mapping[str, float]], tag:
         data, tag = run.to_dict(), tag or run.tag
     else:
         data = run
-    tag = tag or "torch_rankeval"
-    if any(c.isspace() for c in tag) or not tag:
-        raise ValueError(f"tag must be a non-empty word without whitespace, got {tag!r}")
+    tag = _field("tag", tag or "torch_rankeval", "")
+    for q, docs in data.items():  # everything is checked before the file is touched
+        q = _field("query id", q, "")
+        for d, s in docs.items():
+            d = _field("docno", d, f"of query {q!r} ")
+            if not math.isfinite(float(s)):
+                raise ValueError(f"run[{q!r}][{d!r}] is {s!r}: scores must be finite numbers")
     with _open_text(path) as f:
         for q, docs in data.items():
-            ranked = sorted(docs.items(), key=lambda item: (-float(item[1]), _DescendingBytes(item[0])))
+            ranked = sorted(docs.items(), key=lambda item: (-float(item[1]), _DescendingBytes(str(item[0]))))
             f.writelines(f"{q} Q0 {d} {r} {float(s)!r} {tag}\n" for r, (d, s) in enumerate(ranked, 1))
 
 
