@@ -120,13 +120,13 @@ def prepare(
     uses_gain: bool = False,
     discounts: Tensor | None = None,
     gain: Callable[[Tensor], Tensor] | None = None,
-    split_ties: bool = True,
+    width: int | None = None,
 ) -> tuple[RankedBatch, bool]:
     """Check the inputs and rank them; returns the ranked batch and whether the input was 1-D.
 
-    With ``validate_args`` and ``split_ties``, lists without tied scores are switched to the
-    deterministic path (see :meth:`RankedBatch.split_ties`); the caller must then compute values
-    through :func:`tie_split_values`."""
+    ``width``: how many leading ranked positions the caller's cutoffs need (None: the whole list),
+    so that tie statistics are computed once for all metrics. ``validate_args`` adds the checks
+    that read values, resolved in one host sync; the ranked batch is the same either way."""
     check_preds_target(preds, target, mask)
     if ignore_index is not None and (isinstance(ignore_index, bool) or not isinstance(ignore_index, (int, float))):
         raise TypeError(f"ignore_index must be an int (or float) grade value marking padding, got {ignore_index!r}")
@@ -170,26 +170,20 @@ def prepare(
         discounts=discounts,
         gain=gain,
         dtype=dtype,
+        width=width,
     )
     if validate_args:
         checks = _value_checks(preds, target, valid, convention, ideal_target, ideal_valid, uses_gain)
         if n_relevant is not None:
             checks.append((
-                (ranked.rel.sum(-1) > ranked.n_relevant).any() | (n_relevant < 0).any(),
+                (ranked.n_relevant_in_list > ranked.n_relevant).any() | (n_relevant < 0).any(),
                 "n_relevant is smaller than the number of relevant documents found in the list (or negative): "
                 "it must count all relevant documents of each query, retrieved or not",
             ))
-        # The checks need one host sync anyway; the same sync tells whether any score is tied. Lists
-        # without ties then take the cheaper deterministic path (identical values) and only the
-        # lists with ties are averaged (see tie_split_values).
-        tied = ranked.tied() if ranked.averaged and split_ties else None
-        no = torch.zeros((), dtype=torch.bool, device=preds.device)
-        flags = torch.stack([flag.to(preds.device) for flag, _ in checks] + [no if tied is None else tied.any()]).tolist()
+        flags = torch.stack([flag.to(preds.device) for flag, _ in checks]).tolist()  # the one host sync
         for i, (flag, (_, message)) in enumerate(zip(flags, checks)):
             if flag and not (i == 0 and valid is None and bool(torch.isfinite(preds).all())):
                 raise ValueError(message)
-        if tied is not None:
-            ranked.split_ties(tied if flags[-1] else None)
     return ranked, single
 
 

@@ -1,13 +1,41 @@
-"""The ranking core: rank a padded batch once, then every metric is a reduction over that view.
+"""The ranking core: rank a padded batch once; every metric is a reduction over that *ranked view*.
 
-Tie handling is built into the view. With ``ties="average"`` the documents that share a score form a
-*tie group*; every metric is the exact expected value over all orders of the documents inside each
-group (McSherry & Najork, ECIR 2008). For metrics that are linear in the ranked relevance (DCG,
-precision, recall) this means "replace each position's value by its group mean". AP, RR and
-hit-rate need the group's size, its relevant count and the relevant count before it; the kernels
-below use closed forms (hypergeometric where a cutoff splits a group). Other tie policies give
-groups of size one, for which the same formulas reduce to the plain deterministic metric.
+**Tie handling.** With ``ties="average"`` the documents that share a score form a *tie group*, and
+every metric is the exact expected value over all orders of the documents inside each group
+(McSherry & Najork, ECIR 2008). Under a uniformly random order the expected value at every slot
+of a group is the group mean, so DCG@k, P@k and R@k are sums over the first ``k`` positions of
+``group sum / group size`` (times the discount); AP's expected per-slot term is
+``(A + B (j - 1)) / p`` with ``A``, ``B`` built from the group's sums (see
+:mod:`~torch_rankeval.functional.average_precision`); RR and hit rate multiply per-slot ratios of
+the group's size and relevant count; R-precision and AP's retrieved-relevant denominator read the
+group the cutoff ends in. Other tie policies give groups of size one, for which the same formulas
+reduce to the deterministic metric.
 
+**One path.** The group statistics of every position come from the sorted keys by scans: group
+starts with a ``cummax``, group ends with a reversed ``cummin``, group and before-group sums by
+gathering prefix sums at those bounds. There is no scatter, no per-group table, no data-dependent
+branch, shape or host sync: a batch with ties costs what a batch without ties costs, and the path
+compiles with ``torch.compile(fullgraph=True)``. Relevance is counted in integers and gains are
+summed in float64, so differences of prefix sums are exact (no cancellation over long rows);
+combinatorial terms (RR, hit rate, the hypergeometric law of AP's retrieved-relevant denominator)
+are evaluated in float64 as products of ratios or with ``lgamma``, exact to ~1e-12 relative at any
+group size, and only the final values are cast to the working dtype.
+
+**The ranked-view contract** (what every kernel may read; a view built another way, e.g. from
+``torch.topk`` of the first ``W`` positions of a full catalogue, must provide exactly this):
+
+* per position, for the first ``W`` ranked positions (``W`` = :meth:`RankedBatch.span` of the
+  cutoffs: the largest cutoff, or the whole list when a metric has no cutoff):
+  :meth:`RankedBatch.head` ``"rel"`` (binary relevance), ``"gains"``, ``"valid"``, ``"target"``;
+* per position, the statistics of its WHOLE tie group, which may extend beyond ``W``
+  (:meth:`RankedBatch.groups` -> :class:`TieGroups`): start ``s``, end ``e`` and size ``n``;
+  relevant count ``r`` and relevant count before the group ``c``; gain sum, squared-gain sum and
+  gain before the group. The only group that can cross position ``W`` is the one holding position
+  ``W - 1``; its statistics come from full-row counts (documents whose score equals its score);
+* per query: :attr:`RankedBatch.n_relevant`, :attr:`RankedBatch.n_valid` and the ideal's top gains
+  (:meth:`RankedBatch.ideal_top`).
+
+Kernels have the signature ``*_values(rb, ks, ...) -> (values (N, K), empty flags or None)``.
 Nothing here loops over queries, moves data to the host or creates data-dependent shapes.
 """
 
@@ -20,15 +48,33 @@ from torch import Tensor
 
 from torch_rankeval.conventions import Convention, discount_table, gain_fn
 
-__all__ = ["RankedBatch", "log_comb", "prefix_sums", "take_columns", "tie_split_values"]
+__all__ = ["RankedBatch", "TieGroups", "log_comb", "prefix_sums", "take_columns", "tie_split_values"]
+
+_INDEX_CACHE: dict[tuple, Tensor] = {}
+
+
+def _constant(values: tuple, dtype: torch.dtype, device: torch.device) -> Tensor:
+    if torch.compiler.is_compiling():
+        return torch.tensor(values, dtype=dtype, device=device)
+    key = (values, dtype, str(device))
+    t = _INDEX_CACHE.get(key)
+    if t is None:
+        if len(_INDEX_CACHE) > 4096:
+            _INDEX_CACHE.clear()
+        t = _INDEX_CACHE[key] = torch.tensor(values, dtype=dtype, device=device)
+    return t
 
 
 def take_columns(x: Tensor, idx: list[int]) -> Tensor:
-    """``x[:, idx]`` for a static list of column indices (``index_select``: list indexing is far
-    slower on CPU)."""
+    """``x[:, idx]`` for a static list of column indices: a slice when the columns are contiguous,
+    else ``index_select`` (list indexing is far slower on CPU)."""
     if len(idx) == 1:
         return x[:, idx[0] : idx[0] + 1]
-    return x.index_select(-1, torch.tensor(idx, device=x.device))
+    if all(b == a + 1 for a, b in zip(idx, idx[1:])):
+        return x[:, idx[0] : idx[-1] + 1]
+    if torch.compiler.is_compiling():
+        return x[:, list(idx)]
+    return x.index_select(-1, _constant(tuple(idx), torch.int64, x.device))
 
 
 def prefix_sums(x: Tensor, idx: list[int]) -> Tensor:
@@ -40,12 +86,176 @@ def prefix_sums(x: Tensor, idx: list[int]) -> Tensor:
 
 
 def log_comb(a: Tensor, b: Tensor) -> Tensor:
-    """``log(C(a, b))`` for float tensors with ``0 <= b <= a`` (other entries are meaningless)."""
+    """``log(C(a, b))`` for float tensors with ``0 <= b <= a`` (other entries are meaningless); call it
+    on float64 tensors: in float32, ``lgamma`` of a large count has no digits left for the difference."""
     return torch.lgamma(a + 1) - torch.lgamma(b + 1) - torch.lgamma(a - b + 1)
 
 
+def tie_split_values(rb: "RankedBatch", fn: Callable[["RankedBatch"], tuple[Tensor, Tensor | None]]) -> tuple[Tensor, Tensor | None]:
+    """``fn(rb)``. Kept only for callers written when validated calls re-ranked the lists with ties
+    apart; every path is now tie-exact in one pass, so call ``fn(rb)`` directly."""
+    return fn(rb)
+
+
+class TieGroups:
+    """Per-position statistics of the whole tie group of each of the first ``width`` ranked
+    positions, ``(N, width)`` each (see the module docstring for the contract). Each statistic is
+    computed when first read.
+
+    Attributes (in the batch's working dtype unless said otherwise):
+        start: 0-based position ``s`` of the group's first document.
+        size: ``n``, the number of documents in the group (all of them, also beyond ``width``).
+        end: ``s + n``, one past the group's last position.
+        slot: 1-based slot ``j`` of the position inside its group (``position - s + 1``).
+        rel: relevant documents in the group, ``r``.
+        rel_before: relevant documents ranked above the group, ``c``.
+        gain, gain_before, gain_sq: the group's gain sum, the gain ranked above it and the group's
+            sum of squared gains (float64).
+    """
+
+    def __init__(self, rb: "RankedBatch", width: int, wide: "TieGroups | None" = None) -> None:
+        self.rb, self.width, self._wide = rb, width, wide
+        self._cache: dict[str, Tensor] = {}
+        if wide is not None:  # a narrower view of `wide`: whole-group statistics do not depend on the width
+            return
+        n, device = rb.n_lists, rb.device
+        arange = torch.arange(width, device=device)
+        self._boundary = None
+        if not rb.averaged:
+            self._start_i = self._last_i = arange.expand(n, -1)
+            return
+        key = rb._sorted_key[:, :width]
+        # same[:, q - 1]: position q continues the group of q - 1 (NaN padding never equals anything)
+        same = key[:, 1:] == key[:, :-1]
+        zero = torch.zeros(n, 1, dtype=torch.int32, device=device)
+        pos = arange[1:].to(torch.int32)
+        start = torch.cat([zero, pos * ~same], dim=-1).cummax(-1).values
+        # the next group start after q (``width`` if none inside the first ``width`` positions): a suffix min
+        following = torch.cat([torch.where(same, width, pos), zero + width], dim=-1)
+        end_in = following.flip(-1).cummin(-1).values.flip(-1)
+        self._start_i, self._last_i = start.long(), (end_in - 1).long()
+        if width < rb.length:
+            # The group of position width - 1 may go on beyond `width`: it is every document of the
+            # row whose key equals its key, counted over the full row.
+            self._boundary = (end_in == width, rb._doc_key == key[:, width - 1 :])
+
+    def narrow(self, width: int) -> "TieGroups":
+        """The statistics of the first ``width <= self.width`` positions."""
+        return self if width == self.width else TieGroups(self.rb, width, wide=self._wide or self)
+
+    def _get(self, name: str, make: Callable[[], dict[str, Tensor]]) -> Tensor:
+        if name not in self._cache:
+            if self._wide is not None:
+                self._cache[name] = getattr(self._wide, name)[:, : self.width]
+            else:
+                self._cache.update(make())
+        return self._cache[name]
+
+    # -- bounds
+    @property
+    def start(self) -> Tensor:
+        return self._get("start", lambda: {"start": self._start_i.to(self.rb.dtype)})
+
+    @property
+    def size(self) -> Tensor:
+        def make() -> dict[str, Tensor]:
+            rb = self.rb
+            if not rb.averaged:
+                return {"size": torch.ones(rb.n_lists, self.width, dtype=rb.dtype, device=rb.device)}
+            n = (self._last_i - self._start_i + 1).to(rb.dtype)
+            if self._boundary is not None:
+                inside, same = self._boundary
+                # a padding position (NaN key) matches nothing and is a group of one
+                n = torch.where(inside, same.sum(-1, keepdim=True).clamp(min=1).to(rb.dtype), n)
+            return {"size": n}
+
+        return self._get("size", make)
+
+    @property
+    def end(self) -> Tensor:
+        return self._get("end", lambda: {"end": self.start + self.size})
+
+    @property
+    def slot(self) -> Tensor:
+        def make() -> dict[str, Tensor]:
+            ranks = torch.arange(1, self.width + 1, dtype=self.rb.dtype, device=self.rb.device)
+            return {"slot": ranks - self.start}
+
+        return self._get("slot", make)
+
+    # -- sums
+    def sums(self, head: Tensor, doc: Tensor | None, *, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+        """(group sum, sum ranked above the group) of a per-position quantity ``head`` ``(N, width)``
+        in ranked order whose per-document values (input order, ``(N, L)``) are ``doc``, accumulated
+        in ``dtype``. ``doc`` is read only for a group that crosses ``width``."""
+        if self._wide is not None:
+            raise ValueError("sums of a new quantity need the widest TieGroups of the batch (rb.groups())")
+        x = head.to(dtype)
+        if not self.rb.averaged:
+            return x, x.cumsum(-1) - x
+        inclusive = x.cumsum(-1)
+        before = (inclusive - x).gather(-1, self._start_i)
+        total = inclusive.gather(-1, self._last_i) - before
+        if x.is_floating_point():  # a document alone in its group keeps its own value, even an infinite one
+            total = torch.where(self._last_i == self._start_i, x, total)
+        if self._boundary is not None:
+            inside, same = self._boundary
+            zero = torch.zeros((), dtype=dtype, device=x.device)
+            total = torch.where(inside, torch.where(same, doc.to(dtype), zero).sum(-1, keepdim=True), total)
+        return total, before
+
+    @property
+    def rel(self) -> Tensor:
+        return self._get("rel", self._make_rel)
+
+    @property
+    def rel_before(self) -> Tensor:
+        return self._get("rel_before", self._make_rel)
+
+    def _make_rel(self) -> dict[str, Tensor]:
+        rb = self.rb
+        # integer counts: exact prefix differences over any list length
+        total, before = self.sums(rb.head("rel", self.width), rb._doc("rel"), dtype=torch.int64 if rb.length >= 2**31 else torch.int32)
+        return {"rel": total.to(rb.dtype), "rel_before": before.to(rb.dtype)}
+
+    @property
+    def gain(self) -> Tensor:
+        return self._get("gain", self._make_gain)
+
+    @property
+    def gain_before(self) -> Tensor:
+        return self._get("gain_before", self._make_gain)
+
+    def _make_gain(self) -> dict[str, Tensor]:
+        total, before = self.sums(self.rb.head("gains", self.width), self.rb._doc("gains"), dtype=torch.float64)
+        return {"gain": total, "gain_before": before}
+
+    @property
+    def gain_sq(self) -> Tensor:
+        def make() -> dict[str, Tensor]:
+            rb = self.rb
+            g = rb.head("gains", self.width).to(torch.float64)
+            doc = rb._doc("gains").to(torch.float64)
+            return {"gain_sq": self.sums(g * g, doc * doc, dtype=torch.float64)[0]}
+
+        return self._get("gain_sq", make)
+
+    def mean(self, name: str) -> Tensor:
+        """Expected value of ``"rel"`` or ``"gains"`` at each position over the tie orders (its
+        group mean), in the working dtype."""
+        rb = self.rb
+        if not rb.averaged:
+            return rb.head(name, self.width)
+        total = self.rel if name == "rel" else self.gain
+        return (total / self.size).to(rb.dtype)
+
+    def at(self, name: str, idx: list[int]) -> Tensor:
+        """Statistic ``name`` at the static positions ``idx``, ``(N, K)``."""
+        return take_columns(getattr(self, name), idx)
+
+
 class RankedBatch:
-    """A padded batch ``(N, L)`` ranked once, with the per-query facts every metric needs.
+    """A padded batch ``(N, L)`` ranked once by a full sort, with the per-query facts every metric needs.
 
     Args:
         preds: ``(N, L)`` floating scores; higher ranks first.
@@ -60,6 +270,23 @@ class RankedBatch:
         gain: optional gain function that replaces ``gain_fn(convention.gain)`` (e.g. one that
             reads a device-resident table).
         dtype: float dtype of the computation.
+        width: the number of leading ranked positions the caller's cutoffs need (None: all); tie
+            statistics are then computed once for that many positions.
+
+    Per-document inputs beyond these (e.g. a ``judged`` flag) are put in ranked order with
+    :meth:`ranked`.
+
+    Example:
+        >>> import torch
+        >>> from torch_rankeval.conventions import DEFAULT
+        >>> rb = RankedBatch(torch.tensor([[0.2, 0.9, 0.2, 0.1]]), torch.tensor([[1, 0, 0, 1]]), None, DEFAULT)
+        >>> rb.head("rel", 4)                            # relevance in ranked order
+        tensor([[0., 1., 0., 1.]])
+        >>> g = rb.groups(4)                             # positions 2 and 3 tie at 0.2
+        >>> g.start, g.size, g.rel, g.rel_before
+        (tensor([[0., 1., 1., 3.]]), tensor([[1., 2., 2., 1.]]), tensor([[0., 1., 1., 1.]]), tensor([[0., 0., 0., 1.]]))
+        >>> g.mean("rel")                                # expected relevance per position
+        tensor([[0.0000, 0.5000, 0.5000, 1.0000]])
     """
 
     def __init__(
@@ -75,8 +302,10 @@ class RankedBatch:
         discounts: Tensor | None = None,
         gain: Callable[[Tensor], Tensor] | None = None,
         dtype: torch.dtype = torch.float32,
+        width: int | None = None,
     ) -> None:
         self._cache: dict[str, Tensor] = {}
+        self._groups: TieGroups | None = None
         self.convention = convention
         self.dtype = dtype
         self.n_lists, self.length = preds.shape
@@ -85,119 +314,119 @@ class RankedBatch:
         self._threshold_int = not target.is_floating_point() and target.dtype != torch.bool
         self._has_padding = valid is not None
         self.averaged = convention.ties == "average"
-        self._inputs = dict(
-            preds=preds, target=target, valid=valid, ideal_target=ideal_target, ideal_valid=ideal_valid,
-            n_relevant=n_relevant, discounts=discounts, gain=gain, dtype=dtype,
-        )
-        self.tied_rows: Tensor | None = None  # set by split_ties(): rows to redo with tie averaging
-        self.order, self._sorted_key = _rank(preds, target, valid, convention.ties)
-        target = target.gather(-1, self.order).to(dtype)
-        self.target = torch.where(self.valid, target, self._zero) if self._has_padding else target
-        self.positions = torch.arange(1, self.length + 1, dtype=dtype, device=self.device)
+        self._target_in, self._valid_in = target, valid
+        self.width_hint = self.length if width is None else max(1, min(width, self.length))
+        self.order, self._sorted_key, self._doc_key = _rank(preds, target, valid, convention.ties)
 
         max_len = self.length if ideal_target is None else max(self.length, ideal_target.shape[-1])
         if discounts is None or discounts.shape[0] < max_len:
             discounts = discount_table(max_len, convention, dtype=dtype, device=self.device)
-        self.discounts = discounts.to(dtype)
+        self._discounts_in = discounts
         self._ideal_target, self._ideal_valid, self._n_relevant = ideal_target, ideal_valid, n_relevant
 
-    def tied(self) -> Tensor:
-        """Per list: whether two real documents share a score, ``(N,)`` bool (no host sync; NaN
-        padding never equals anything)."""
-        key = self._sorted_key
-        return (key[:, 1:] == key[:, :-1]).any(-1)
-
-    def split_ties(self, tied: Tensor | None) -> None:
-        """Switch to the deterministic path, remembering the lists that hold ties (``tied``: ``(N,)``
-        bool, None: no list has ties); :func:`tie_split_values` recomputes those with tie averaging.
-        Exact: in a list without ties every tie group is one document, and averaging over tie orders
-        changes nothing. Reads the tied row indices from the device (a host sync), so only validated
-        calls use it."""
-        self.averaged = False
-        self._cache.clear()
-        rows = None if tied is None else tied.nonzero().squeeze(-1)
-        self.tied_rows = rows if rows is not None and rows.numel() else None
-
-    def subset(self, rows: Tensor) -> "RankedBatch":
-        """The same batch restricted to ``rows`` (ranked again, with the convention's tie policy)."""
-        i = self._inputs
-        pick = lambda t: None if t is None else t[rows]  # noqa: E731
-        return RankedBatch(
-            i["preds"][rows], i["target"][rows], pick(i["valid"]), self.convention, ideal_target=pick(i["ideal_target"]),
-            ideal_valid=pick(i["ideal_valid"]), n_relevant=pick(i["n_relevant"]), discounts=i["discounts"],
-            gain=i["gain"], dtype=i["dtype"],
-        )
-
-    # ------------------------------------------------------------------ lazily derived views
+    # ------------------------------------------------------------------ per-document inputs
     @property
     def _zero(self) -> Tensor:
         return torch.zeros((), dtype=self.dtype, device=self.device)
 
+    def _doc(self, name: str) -> Tensor | None:
+        """Per-document (input order, ``(N, L)``) ``"rel"`` (bool) or ``"gains"`` (0 at padding)."""
+
+        def make() -> Tensor:
+            target, valid = self._target_in, self._valid_in
+            if name == "rel":
+                rel = self._is_relevant(target)
+                return rel if valid is None else rel & valid
+            g = self._gain(target.to(self.dtype))
+            return g if valid is None else torch.where(valid, g, self._zero)
+
+        return self.cached(f"doc_{name}", make)
+
+    def ranked(self, x: Tensor, width: int | None = None) -> Tensor:
+        """A per-document tensor ``(N, L)`` in ranked order, its first ``width`` positions (default all)."""
+        order = self.order if width is None or width >= self.length else self.order[:, :width]
+        return x.gather(-1, order)
+
+    def head(self, name: str, width: int | None = None) -> Tensor:
+        """The first ``width`` ranked positions (default all) of ``"rel"`` (binary relevance, working
+        dtype), ``"gains"`` (0 at padding), ``"valid"`` (bool) or ``"target"`` (grades, working
+        dtype, 0 at padding)."""
+        width = self.length if width is None else min(width, self.length)
+        for w in (self.length, self.width_hint, width):  # reuse a wider copy when there is one
+            hit = self._cache.get(f"head_{name}_{w}")
+            if hit is not None and w >= width:
+                return hit if w == width else hit[:, :width]
+        return self.cached(f"head_{name}_{width}", lambda: self._make_head(name, width))
+
+    def _make_head(self, name: str, width: int) -> Tensor:
+        if name == "valid":
+            if not self._has_padding:
+                return torch.ones(self.n_lists, width, dtype=torch.bool, device=self.device)
+            return ~torch.isnan(self._sorted_key[:, :width])
+        if name == "rel":
+            return self.ranked(self._doc("rel"), width).to(self.dtype)
+        if name == "gains":
+            return self.ranked(self._doc("gains"), width)
+        if name == "target":
+            t = self.ranked(self._target_in, width).to(self.dtype)
+            return torch.where(self.head("valid", width), t, self._zero) if self._has_padding else t
+        raise ValueError(f"unknown per-position quantity {name!r}")
+
+    # The full-length ranked views (kept for callers that read whole lists).
     @property
     def valid(self) -> Tensor:
         """``(N, L)`` bool in ranked order: real documents first, padding (NaN key) last."""
-        if not self._has_padding:
-            return self.cached("valid", lambda: torch.ones(self.n_lists, self.length, dtype=torch.bool, device=self.device))
-        return self.cached("valid", lambda: ~torch.isnan(self._sorted_key))
+        return self.head("valid")
 
     @property
     def rel(self) -> Tensor:
-        """Binary relevance in ranked order (padding is 0: its grade was zeroed)."""
-        return self.cached("rel", lambda: self._is_relevant(self.target).to(self.dtype))
+        """Binary relevance in ranked order (padding is 0), ``(N, L)``."""
+        return self.head("rel")
 
     @property
     def gains(self) -> Tensor:
-        """Gains in ranked order, 0 for padding."""
-
-        def make() -> Tensor:
-            g = self._gain(self.target)
-            return torch.where(self.valid, g, self._zero) if self._has_padding else g
-
-        return self.cached("gains", make)
+        """Gains in ranked order, 0 for padding, ``(N, L)``."""
+        return self.head("gains")
 
     @property
-    def _group_id(self) -> Tensor:
-        """Tie-group index of each ranked position (0, 1, ... within each list)."""
-
-        def make() -> Tensor:
-            key = self._sorted_key
-            new_group = torch.ones(self.n_lists, self.length, dtype=torch.bool, device=self.device)
-            new_group[:, 1:] = key[:, 1:] != key[:, :-1]  # NaN != NaN: padding never joins a group
-            return new_group.cumsum(-1) - 1
-
-        return self.cached("group_id", make)
+    def target(self) -> Tensor:
+        """Grades in ranked order (working dtype), 0 for padding, ``(N, L)``."""
+        return self.head("target")
 
     @property
-    def group_start(self) -> Tensor:
-        """0-based position of the first document of each position's tie group, ``(N, L)`` int64."""
-
-        def make() -> Tensor:
-            index = torch.arange(self.length, device=self.device).expand(self.n_lists, -1)
-            if not self.averaged:
-                return index
-            gid = self._group_id
-            first = torch.full_like(gid, self.length).scatter_reduce_(-1, gid, index, "amin")
-            return first.gather(-1, gid)
-
-        return self.cached("group_start", make)
+    def positions(self) -> Tensor:
+        """1-based ranks ``1..L`` in the working dtype."""
+        return self.cached("positions", lambda: torch.arange(1, self.length + 1, dtype=self.dtype, device=self.device))
 
     @property
-    def group_size(self) -> Tensor:
-        return self.cached("group_size", lambda: self.group_sum(torch.ones_like(self.target)))
+    def discounts(self) -> Tensor:
+        """Discounts of ranks ``1..max(L, M)`` in the working dtype."""
+        return self.cached("discounts", lambda: self._discounts_in.to(self.dtype))
 
-    @property
-    def ideal_gains(self) -> Tensor:
-        """Gains of the judged set that defines the ideal ranking (not sorted), ``(N, M)``."""
+    def discount_head(self, width: int) -> Tensor:
+        """Discounts of ranks ``1..width`` in the working dtype (converted for those only)."""
+        return self.cached(f"discounts{width}", lambda: self._discounts_in[:width].to(self.dtype))
 
-        def make() -> Tensor:
-            if self._ideal_target is None:
-                return self.gains
-            t = self._ideal_target.to(self.dtype)
-            g = self._gain(t)
-            return g if self._ideal_valid is None else torch.where(self._ideal_valid, g, self._zero)
+    # ------------------------------------------------------------------ tie groups
+    def groups(self, width: int | None = None) -> TieGroups:
+        """Tie-group statistics of the first ``width`` positions (default: all). Computed once per
+        batch, for the widest of ``width`` and the constructor's ``width`` hint."""
+        width = self.length if width is None else min(width, self.length)
+        if self._groups is None or self._groups.width < width:
+            self._groups = TieGroups(self, max(width, self.width_hint))
+        return self._groups.narrow(width)
 
-        return self.cached("ideal_gains", make)
+    def expected(self, x: Tensor, upto: int | None = None) -> Tensor:
+        """Expected value of a ranked-order ``x`` ``(N, L)`` at each of the first ``upto`` positions
+        over the orders of tied documents (the mean of its tie group)."""
+        upto = self.length if upto is None else min(upto, self.length)
+        if not self.averaged:
+            return x[:, :upto]
+        g = self.groups(self.length)
+        total, _ = g.sums(x, None, dtype=torch.float64 if x.is_floating_point() else torch.int64)
+        return (total[:, :upto] / g.size[:, :upto]).to(self.dtype)
 
+    # ------------------------------------------------------------------ per-query facts
     @property
     def n_relevant(self) -> Tensor:
         """Number of relevant documents of each query, ``(N,)``: given, or counted in the judged set."""
@@ -206,47 +435,46 @@ class RankedBatch:
             if self._n_relevant is not None:
                 return self._n_relevant.to(self.dtype)
             if self._ideal_target is None:
-                return self.rel.sum(-1)
+                return self.n_relevant_in_list
             rel = self._is_relevant(self._ideal_target)
             if self._ideal_valid is not None:
                 rel = rel & self._ideal_valid
-            return rel.to(self.dtype).sum(-1)
+            return rel.sum(-1).to(self.dtype)
 
         return self.cached("n_relevant", make)
 
-    # ------------------------------------------------------------------ primitives
-    def _is_relevant(self, t: Tensor) -> Tensor:
-        thr = self.convention.relevance_threshold
-        if thr is not None:
-            return t >= thr
-        return t >= 1 if self._threshold_int else t > 0
+    @property
+    def n_relevant_in_list(self) -> Tensor:
+        """Number of relevant documents in each list (retrieved), ``(N,)``."""
+        return self.cached("n_rel_list", lambda: self._doc("rel").sum(-1).to(self.dtype))
 
-    def group_sum(self, x: Tensor, upto: int | None = None) -> Tensor:
-        """Sum of ``x`` (ranked order) over the tie group of each position, broadcast back to the
-        first ``upto`` positions (default: all)."""
-        if not self.averaged:
-            return x if upto is None else x[:, :upto]
-        gid = self._group_id
-        sums = torch.zeros_like(x).scatter_add_(-1, gid, x)
-        return sums.gather(-1, gid if upto is None else gid[:, :upto])
+    @property
+    def n_valid(self) -> Tensor:
+        """Number of real (non-padding) documents of each list, ``(N,)``."""
 
-    def expected(self, x: Tensor, upto: int | None = None) -> Tensor:
-        """Expected value of ``x`` at each of the first ``upto`` ranked positions over the orders of
-        tied documents (a tie group may extend beyond ``upto``)."""
-        if not self.averaged:
-            return x if upto is None else x[:, :upto]
-        size = self.group_size if upto is None else self.group_size[:, :upto]
-        return self.group_sum(x, upto) / size
+        def make() -> Tensor:
+            if self._valid_in is None:
+                return torch.full((self.n_lists,), float(self.length), dtype=self.dtype, device=self.device)
+            return self._valid_in.sum(-1).to(self.dtype)
 
-    def before_group(self, x: Tensor) -> Tensor:
-        """Sum of ``x`` over all positions before the tie group of each position."""
-        exclusive = x.cumsum(-1) - x
-        return exclusive.gather(-1, self.group_start) if self.averaged else exclusive
+        return self.cached("n_valid", make)
+
+    @property
+    def ideal_gains(self) -> Tensor:
+        """Gains of the judged set that defines the ideal ranking (not sorted), ``(N, M)``."""
+
+        def make() -> Tensor:
+            if self._ideal_target is None:
+                return self._doc("gains")
+            g = self._gain(self._ideal_target.to(self.dtype))
+            return g if self._ideal_valid is None else torch.where(self._ideal_valid, g, self._zero)
+
+        return self.cached("ideal_gains", make)
 
     @property
     def _ideal_valid_mask(self) -> Tensor | None:
         if self._ideal_target is None:
-            return self.valid if self._has_padding else None
+            return self._valid_in
         return self._ideal_valid
 
     def ideal_top(self, ks: tuple[int | None, ...]) -> Tensor:
@@ -269,6 +497,13 @@ class RankedBatch:
 
         return self.cached(f"ideal_top{top}", make)
 
+    # ------------------------------------------------------------------ cutoffs
+    def _is_relevant(self, t: Tensor) -> Tensor:
+        thr = self.convention.relevance_threshold
+        if thr is not None:
+            return t >= thr
+        return t >= 1 if self._threshold_int else t > 0
+
     def cutoff_index(self, ks: tuple[int | None, ...]) -> list[int]:
         """0-based last position inside each cutoff (``None`` = whole list; k beyond L = L)."""
         return [self.length - 1 if k is None else min(k, self.length) - 1 for k in ks]
@@ -277,164 +512,64 @@ class RankedBatch:
         """How many leading positions the cutoffs need."""
         return max(self.cutoff_index(ks)) + 1
 
-    def cumulative(self, x: Tensor, ks: tuple[int | None, ...]) -> Tensor:
+    def cumulative(self, x: Tensor, ks: tuple[int | None, ...], *, dtype: torch.dtype | None = None) -> Tensor:
         """``sum(x[:, :k])`` for each cutoff, ``(N, K)``; ``x`` may hold only the first ``span(ks)``
-        positions. A plain sum when every cutoff covers the whole list."""
+        positions. A plain sum when every cutoff covers the whole of ``x``; accumulated in ``dtype``
+        (default: ``x``'s)."""
         idx = self.cutoff_index(ks)
+        if dtype is not None and dtype != x.dtype:
+            x = x.to(dtype)
         if all(i == x.shape[-1] - 1 for i in idx):
             return x.sum(-1, keepdim=True).expand(-1, len(idx))
         return prefix_sums(x, idx)
 
-    def cached(self, name: str, fn) -> Tensor:  # noqa: ANN001 - tiny memo helper
+    def expected_in_top(self, name: str, ks: tuple[int | None, ...]) -> Tensor:
+        """Expected number of relevant documents (``"rel"``) or expected gain (``"gains"``) in the top
+        ``k`` over the tie orders, ``(N, K)``: what ranks above the tie group the cutoff ends in, plus
+        that group's share for its slots inside the cutoff."""
+        idx = self.cutoff_index(ks)
+        g = self.groups(self.span(ks))
+        total, before = ("rel", "rel_before") if name == "rel" else ("gain", "gain_before")
+        if not self.averaged:
+            return (g.at(before, idx) + g.at(total, idx)).to(self.dtype)
+        inside = self.constant([i + 1 for i in idx]) - g.at("start", idx)
+        return (g.at(before, idx) + inside * g.at(total, idx) / g.at("size", idx)).to(self.dtype)
+
+    def expected_relevant(self, ks: tuple[int | None, ...]) -> Tensor:
+        """Expected number of relevant documents in the top ``k``, ``(N, K)``."""
+        return self.expected_in_top("rel", ks)
+
+    def constant(self, values: list[float] | list[int], dtype: torch.dtype | None = None) -> Tensor:
+        """A small constant tensor (cutoffs, cutoff positions) on the batch's device, built once per
+        process and device rather than per call."""
+        return _constant(tuple(values), dtype or self.dtype, self.device)
+
+    def cached(self, name: str, fn):  # noqa: ANN001, ANN201 - tiny memo helper
         if name not in self._cache:
             self._cache[name] = fn()
         return self._cache[name]
 
-    @property
-    def n_valid(self) -> Tensor:
-        return self.cached("n_valid", lambda: self.valid.to(self.dtype).sum(-1))
 
-    # ------------------------------------------------------------------ group-level view
-    # Every cumulative metric is a sum over whole tie groups above the cutoff plus a share of the
-    # group the cutoff ends in. Working on per-group tables (one scatter per quantity) avoids
-    # broadcasting group statistics back to every position.
-    def group_table(self, x: Tensor, width: int) -> Tensor:
-        """Per-group sums of ``x`` for the first ``width`` tie groups, ``(N, width)``."""
-        if not self.averaged:
-            return x[:, :width]
-        if width >= self.length:
-            return torch.zeros_like(x).scatter_add_(-1, self._group_id, x)
-        inside, index = self._clamped_group_id(width)
-        src = torch.where(inside, x, torch.zeros((), dtype=x.dtype, device=x.device))
-        return torch.zeros(self.n_lists, width, dtype=x.dtype, device=x.device).scatter_add_(-1, index, src)
-
-    def _clamped_group_id(self, width: int) -> tuple[Tensor, Tensor]:
-        def make() -> tuple[Tensor, Tensor]:
-            gid = self._group_id
-            return gid < width, gid.clamp(max=width - 1)
-
-        return self.cached(f"clamped_gid{width}", make)
-
-    def group_sizes(self, width: int) -> Tensor:
-        """Sizes ``n`` of the first ``width`` tie groups (0 for unused slots), ``(N, width)``."""
-        if not self.averaged:
-            return self.cached(f"sizes{width}", lambda: torch.ones(self.n_lists, width, dtype=self.dtype, device=self.device))
-        return self.cached(f"sizes{width}", lambda: self.group_table(torch.ones_like(self.target), width))
-
-    def group_starts(self, width: int) -> Tensor:
-        """0-based start position ``s`` of each of the first ``width`` tie groups (float), ``(N, width)``."""
-
-        def make() -> Tensor:
-            if not self.averaged:
-                return torch.arange(width, dtype=self.dtype, device=self.device).expand(self.n_lists, -1)
-            n = self.group_sizes(width)
-            return n.cumsum(-1) - n
-
-        return self.cached(f"starts{width}", make)
-
-    def cutoff_groups(self, ks: tuple[int | None, ...]) -> tuple[Tensor, Tensor]:
-        """The tie group each cutoff ends in (``(N, K)`` int64 ids) and the cutoff positions ``(K,)``
-        as 1-based counts ``idx + 1``."""
-        idx = self.cutoff_index(ks)
-        ends = torch.tensor([i + 1 for i in idx], dtype=self.dtype, device=self.device)
-        if not self.averaged:
-            return torch.tensor(idx, device=self.device).expand(self.n_lists, -1), ends
-        return take_columns(self._group_id, idx), ends
-
-    def table_lookup(self, table: Tensor, index: Tensor) -> Tensor:
-        """``table[index]`` for a 1-D table (``index_select`` is much faster than advanced indexing on CPU)."""
-        return table.index_select(0, index.reshape(-1).long()).reshape(index.shape)
-
-    def positional_table(self, name: str, width: int) -> Tensor:
-        """Per-group sums of a per-position quantity (``"reciprocal"``: ``1/p``; ``"discount"``),
-        ``(N, width)``. Summed term by term, so no precision is lost to differences of prefix sums."""
-        values = 1.0 / self.positions if name == "reciprocal" else self.discounts[: self.length]
-        if not self.averaged:
-            return values[:width].expand(self.n_lists, -1)
-        return self.cached(f"{name}{width}", lambda: self.group_table(values.expand(self.n_lists, -1), width))
-
-    def prefix_difference(self, name: str, hi: Tensor, lo: Tensor) -> Tensor:
-        """``sum_{lo < p <= hi}`` of ``1/p`` (``"reciprocal"``) or of the discount, computed from a
-        float64 prefix table (small index tensors only)."""
-        def make() -> Tensor:
-            values = 1.0 / self.positions.double() if name == "reciprocal" else self.discounts[: self.length].double()
-            return torch.cat([torch.zeros(1, dtype=torch.float64, device=self.device), values.cumsum(0)])
-
-        table = self.cached(f"prefix_{name}", make)
-        return (self.table_lookup(table, hi) - self.table_lookup(table, lo)).to(self.dtype)
-
-    def expected_sum(self, x: Tensor, ks: tuple[int | None, ...], *, discounted: bool = False) -> Tensor:
-        """``E[sum_{p <= k} x_p (* discount(p))]`` over the orders of tied documents, ``(N, K)``."""
-        idx = self.cutoff_index(ks)
-        if not discounted and all(i == self.length - 1 for i in idx):
-            return x.sum(-1, keepdim=True).expand(-1, len(idx))
-        width = max(idx) + 1
-        if not self.averaged:
-            part = x[:, :width] * self.discounts[:width] if discounted else x[:, :width]
-            return prefix_sums(part, idx)
-        total, n, s = self.group_table(x, width), self.group_sizes(width), self.group_starts(width)
-        mean = total / n.clamp(min=1)
-        full = mean * self.positional_table("discount", width) if discounted else total
-        before = full.cumsum(-1) - full
-        b, ends = self.cutoff_groups(ks)
-        sb = s.gather(-1, b)
-        share = self.prefix_difference("discount", ends.expand_as(sb), sb) if discounted else ends - sb
-        return before.gather(-1, b) + mean.gather(-1, b) * share
-
-    def expected_relevant(self, ks: tuple[int | None, ...]) -> Tensor:
-        """Expected number of relevant documents in the top ``k``, ``(N, K)``."""
-        return self.expected_sum(self.rel, ks)
-
-    def boundary(self, ks: tuple[int | None, ...]) -> dict[str, Tensor]:
-        """The tie group that each cutoff ends in: start ``s``, size ``n``, relevant ``r``,
-        relevant before it ``c``, the number ``m`` of its slots inside the cutoff, and its id ``b``,
-        ``(N, K)``."""
-        width = self.span(ks)
-        b, ends = self.cutoff_groups(ks)
-        r_table = self.group_table(self.rel, width)
-        s = self.group_starts(width).gather(-1, b)
-        return {
-            "s": s,
-            "n": self.group_sizes(width).gather(-1, b),
-            "r": r_table.gather(-1, b),
-            "c": (r_table.cumsum(-1) - r_table).gather(-1, b),
-            "m": ends - s,
-            "b": b,
-        }
-
-
-def tie_split_values(rb: RankedBatch, fn: Callable[[RankedBatch], tuple[Tensor, Tensor | None]]) -> tuple[Tensor, Tensor | None]:
-    """``fn(rb)`` -> (values, empty flags); lists marked by :meth:`RankedBatch.split_ties` are
-    recomputed with tie averaging on a sub-batch and written back."""
-    values, empty = fn(rb)
-    if rb.tied_rows is None:
-        return values, empty
-    sub_values, sub_empty = fn(rb.subset(rb.tied_rows))
-    values = values.index_put((rb.tied_rows,), sub_values)
-    if empty is not None:
-        empty = empty.expand_as(values).index_put((rb.tied_rows,), sub_empty.expand_as(sub_values))
-    return values, empty
-
-
-def _rank(preds: Tensor, target: Tensor, valid: Tensor | None, ties: str) -> tuple[Tensor, Tensor]:
+def _rank(preds: Tensor, target: Tensor, valid: Tensor | None, ties: str) -> tuple[Tensor, Tensor, Tensor]:
     """Order each list by descending score, padding last, ties per the policy (``"first"`` and the
     grade tie-breaks use stable sorts: among equal keys the earlier input comes first).
 
-    Returns the permutation and the sort key in ranked order: equal keys mean tied scores, NaN
-    marks padding. Without padding the key is the score itself, sorted descending; with padding it
-    is ``-score`` with NaN at the padding, sorted ascending (NaN sorts last).
+    Returns the permutation, the sort key in ranked order and the key of each document in input
+    order: equal keys mean tied scores, NaN marks padding. Without padding the key is the score
+    itself, sorted descending; with padding it is ``-score`` with NaN at the padding, sorted
+    ascending (NaN sorts last).
     """
     if valid is None:
         key, descending = preds, True
     else:
         key, descending = torch.where(valid, -preds, torch.full((), float("nan"), dtype=preds.dtype, device=preds.device)), False
     if ties in ("average", "first"):
-        # Averaged values do not depend on the order inside a tie group, so the (about twice as
-        # fast) unstable sort serves them; "first" needs the input order among equal scores.
+        # Averaged values do not depend on the order inside a tie group, so the (faster) unstable
+        # sort serves them; "first" needs the input order among equal scores.
         sorted_key, order = torch.sort(key, dim=-1, descending=descending, stable=ties == "first")
-        return order, sorted_key
+        return order, sorted_key, key
     # Pessimistic: tied documents in increasing grade; optimistic: decreasing.
     grades = target.to(torch.float32) if target.dtype == torch.bool else target
     pre = torch.sort(grades, dim=-1, descending=ties == "optimistic", stable=True).indices
     sorted_key, inner = torch.sort(key.gather(-1, pre), dim=-1, descending=descending, stable=True)
-    return pre.gather(-1, inner), sorted_key
+    return pre.gather(-1, inner), sorted_key, key

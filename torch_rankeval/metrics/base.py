@@ -23,7 +23,7 @@ from torchmetrics.utilities.data import dim_zero_cat
 
 from torch_rankeval.conventions import Convention, discount_table, gain_table, mapped_gain, resolve_convention
 from torch_rankeval.functional._inputs import check_preds_target, parse_k, prepare
-from torch_rankeval.functional._ranking import RankedBatch, tie_split_values
+from torch_rankeval.functional._ranking import RankedBatch
 from torch_rankeval.functional.average_precision import check_graded_cutoffs
 from torch_rankeval.functional.flat import group_by_query
 from torch_rankeval.functional.table import MetricKernel, kernel
@@ -117,7 +117,6 @@ class RankingMetrics(RunningMeanMetric):
 
     _list_states: ClassVar[dict[str, torch.dtype]] = {**_FLAT_STATES, **RunningMeanMetric._list_states}
     _fixed_dtype_tensors: ClassVar[tuple[str, ...]] = ("_discounts", "_gain_keys", "_gain_values")
-    _split_ties = True  # values go through tie_split_values (subclasses with their own _values: False)
 
     def __init__(
         self,
@@ -160,6 +159,8 @@ class RankingMetrics(RunningMeanMetric):
         self.whole_queries = whole_queries
         self.validate_args = validate_args
         self._uses_gain = any(spec.uses_gain(self.convention) for spec, _, _ in self.specs)
+        cutoffs = [c for _, ks, _ in self.specs for c in ks]
+        self._width = None if None in cutoffs else max(cutoffs)  # ranked positions the cutoffs need
         self._add_running_states(
             [key for _, _, keys in self.specs for key in keys],
             empty_target_action=self.convention.empty_target_action,
@@ -258,8 +259,7 @@ class RankingMetrics(RunningMeanMetric):
         rb, _ = prepare(
             preds, target, convention=self.convention, mask=mask, ignore_index=self.ignore_index,
             ideal_target=ideal_target, n_relevant=n_relevant, validate_args=self.validate_args,
-            uses_gain=self._uses_gain, discounts=self._discount_table(length), gain=self._gain(),
-            split_ties=self._split_ties,
+            uses_gain=self._uses_gain, discounts=self._discount_table(length), gain=self._gain(), width=self._width,
         )
         values, empty = self._values(rb)
         if self.keep_per_query:
@@ -286,7 +286,7 @@ class RankingMetrics(RunningMeanMetric):
         check_graded_cutoffs(self.convention, [k for _, ks, _ in self.specs for k in ks if k is not None], length)
         rb, _ = prepare(
             p, t, convention=self.convention, mask=mask, validate_args=self.validate_args, uses_gain=self._uses_gain,
-            discounts=self._discount_table(length), gain=self._gain(), split_ties=self._split_ties,
+            discounts=self._discount_table(length), gain=self._gain(), width=self._width,
         )
         values, empty = self._values(rb)
         if accumulate:
@@ -297,7 +297,7 @@ class RankingMetrics(RunningMeanMetric):
     # ------------------------------------------------------------------ reduction
     def _values(self, rb: RankedBatch) -> tuple[Tensor, Tensor]:
         """Per-query values ``(N, V)`` of every reported key, and their empty flags."""
-        return tie_split_values(rb, self._batch_values)
+        return self._batch_values(rb)
 
     def _batch_values(self, rb: RankedBatch) -> tuple[Tensor, Tensor]:
         values, empties = [], []

@@ -99,7 +99,6 @@ class PositionProfile(RankingMetrics):
     """
 
     higher_is_better = None
-    _split_ties = False  # _values below ranks with the tie policy directly
     plot_lower_bound = None
     plot_upper_bound = None
 
@@ -172,7 +171,7 @@ class PositionProfile(RankingMetrics):
         rb, single = prepare(
             preds, target, convention=self.convention, mask=mask, ignore_index=self.ignore_index,
             ideal_target=ideal_target, validate_args=self.validate_args, uses_gain=True,
-            discounts=self._discount_table(length), gain=self._gain(), split_ties=False,
+            discounts=self._discount_table(length), gain=self._gain(),
         )
         ideal = None
         if ideal_target is not None:
@@ -199,7 +198,7 @@ class PositionProfile(RankingMetrics):
             return values, empty
         # The ideal ranking: the judged documents in decreasing gain (IDCG's order), padding last.
         grades, judged = (rb.target, rb.valid) if ideal is None else ideal
-        gains = rb.ideal_gains
+        gains = rb.gains if ideal is None else rb.ideal_gains  # paired with `grades` position by position
         key = torch.where(judged, gains, torch.full((), float("-inf"), dtype=gains.dtype, device=gains.device))
         order = torch.sort(key, dim=-1, descending=True, stable=True).indices
         grades, judged, gains = grades.gather(-1, order), judged.gather(-1, order), gains.gather(-1, order)
