@@ -279,9 +279,9 @@ def sort_ratio_case(args) -> dict:
 
     set_threads(args.threads)
     n, length = (int(v) for v in args.ratio_size.split("x"))
-    configs = [("validate", dict(validate_args=True)), ("no_validate", dict(validate_args=False))]
+    configs = [("validate", {"validate_args": True}), ("no_validate", {"validate_args": False})]
     if args.compiled:
-        configs.append(("compiled", dict(validate_args=False, compile=True)))
+        configs.append(("compiled", {"validate_args": False, "compile": True}))
     inputs = {
         (ties, dtype): tuple(t.to(args.device) for t in ratio_inputs(n, length, ties, dtype))
         for ties in (False, True) for dtype in ("float32", "bfloat16")
@@ -305,12 +305,12 @@ def sort_ratio_case(args) -> dict:
     times: dict = {}
     for _ in range(repeats):
         for key, (preds, target) in inputs.items():
-            times.setdefault((*key, "sort"), []).append(timed(lambda: torch.sort(preds, dim=-1, descending=True)))
+            times.setdefault((*key, "sort"), []).append(timed(lambda p=preds: torch.sort(p, dim=-1, descending=True)))
             for name, m in metrics.items():
-                times.setdefault((*key, name), []).append(timed(lambda: m.update(preds, target)))
+                times.setdefault((*key, name), []).append(timed(lambda m=m, p=preds, t=target: m.update(p, t)))
     values = {name: {k: round(float(v), 6) for k, v in m.compute().items()} for name, m in metrics.items()}
     out = []
-    for (ties, dtype), _ in inputs.items():
+    for ties, dtype in inputs:
         sort_s = statistics.median(times[(ties, dtype, "sort")])
         for name, _ in configs:
             upd = statistics.median(times[(ties, dtype, name)])

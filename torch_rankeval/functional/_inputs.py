@@ -16,9 +16,9 @@ import torch
 from torch import Tensor
 
 from torch_rankeval.conventions import REDUCTIONS, Convention
-from torch_rankeval.functional._ranking import RankedBatch
+from torch_rankeval.functional._ranking import RankedBatch, relevant
 
-__all__ = ["Cutoffs", "parse_k", "prepare", "finalize", "check_reduction"]
+__all__ = ["Cutoffs", "check_reduction", "check_values", "finalize", "parse_k", "prepare"]
 
 Cutoffs = tuple  # tuple[int | None, ...]
 
@@ -126,7 +126,57 @@ def prepare(
 
     ``width``: how many leading ranked positions the caller's cutoffs need (None: the whole list),
     so that tie statistics are computed once for all metrics. ``validate_args`` adds the checks
-    that read values, resolved in one host sync; the ranked batch is the same either way."""
+    that read values (:func:`check_values`), resolved in one host sync; the ranked batch is the same
+    either way."""
+    inputs = _normalize(preds, target, mask, ignore_index, ideal_target, n_relevant)
+    preds, target, valid, ideal_target, ideal_valid, n_relevant, single = inputs
+    ranked = RankedBatch(
+        preds,
+        target,
+        valid,
+        convention,
+        ideal_target=ideal_target,
+        ideal_valid=ideal_valid,
+        n_relevant=n_relevant,
+        discounts=discounts,
+        gain=gain,
+        dtype=work_dtype(preds, target, ideal_target),
+        width=width,
+    )
+    if validate_args:
+        _check_normalized(inputs, convention, uses_gain)
+    return ranked, single
+
+
+def check_values(
+    preds: Tensor,
+    target: Tensor,
+    *,
+    convention: Convention,
+    mask: Tensor | None = None,
+    ignore_index: int | float | None = None,
+    ideal_target: Tensor | None = None,
+    n_relevant: Tensor | None = None,
+    uses_gain: bool = False,
+) -> None:
+    """The checks of ``validate_args=True`` on their own: shapes and types, then the checks that read
+    values (NaN/inf scores, negative grades under exp2, ``n_relevant`` below the relevant documents
+    found), resolved in one host sync. For callers that rank elsewhere (a compiled update).
+
+    Example:
+        >>> import torch
+        >>> from torch_rankeval.conventions import DEFAULT
+        >>> check_values(torch.tensor([0.5, float("nan")]), torch.tensor([1, 0]), convention=DEFAULT)
+        Traceback (most recent call last):
+        ...
+        ValueError: preds contains NaN or infinite scores at unmasked positions; fix the model output, or mark those documents as padding with mask=False
+    """
+    _check_normalized(_normalize(preds, target, mask, ignore_index, ideal_target, n_relevant), convention, uses_gain)
+
+
+def _normalize(preds: Tensor, target: Tensor, mask: Tensor | None, ignore_index: int | float | None, ideal_target: Tensor | None, n_relevant: Tensor | None) -> tuple:
+    """Type and shape checks (no host sync), 1-D input as one list: (preds, target, valid,
+    ideal_target, ideal_valid, n_relevant, single)."""
     check_preds_target(preds, target, mask)
     if ignore_index is not None and (isinstance(ignore_index, bool) or not isinstance(ignore_index, (int, float))):
         raise TypeError(f"ignore_index must be an int (or float) grade value marking padding, got {ignore_index!r}")
@@ -156,35 +206,24 @@ def prepare(
             raise ValueError(f"n_relevant must have shape {want_shape}, one count per list, got {tuple(n_relevant.shape)}")
         _same_device(preds, n_relevant, "n_relevant")
         n_relevant = n_relevant.reshape(n)
+    return preds, target, valid_mask(target, mask, ignore_index), ideal_target, ideal_valid, n_relevant, single
 
-    valid = valid_mask(target, mask, ignore_index)
-    dtype = work_dtype(preds, target, ideal_target)
-    ranked = RankedBatch(
-        preds,
-        target,
-        valid,
-        convention,
-        ideal_target=ideal_target,
-        ideal_valid=ideal_valid,
-        n_relevant=n_relevant,
-        discounts=discounts,
-        gain=gain,
-        dtype=dtype,
-        width=width,
-    )
-    if validate_args:
-        checks = _value_checks(preds, target, valid, convention, ideal_target, ideal_valid, uses_gain)
-        if n_relevant is not None:
-            checks.append((
-                (ranked.n_relevant_in_list > ranked.n_relevant).any() | (n_relevant < 0).any(),
-                "n_relevant is smaller than the number of relevant documents found in the list (or negative): "
-                "it must count all relevant documents of each query, retrieved or not",
-            ))
-        flags = torch.stack([flag.to(preds.device) for flag, _ in checks]).tolist()  # the one host sync
-        for i, (flag, (_, message)) in enumerate(zip(flags, checks)):
-            if flag and not (i == 0 and valid is None and bool(torch.isfinite(preds).all())):
-                raise ValueError(message)
-    return ranked, single
+
+def _check_normalized(inputs: tuple, convention: Convention, uses_gain: bool) -> None:
+    preds, target, valid, ideal_target, ideal_valid, n_relevant, _ = inputs
+    checks = _value_checks(preds, target, valid, convention, ideal_target, ideal_valid, uses_gain)
+    if n_relevant is not None:
+        found = relevant(target, convention)
+        found = (found if valid is None else found & valid).sum(-1)
+        checks.append((
+            (found > n_relevant).any() | (n_relevant < 0).any(),
+            "n_relevant is smaller than the number of relevant documents found in the list (or negative): "
+            "it must count all relevant documents of each query, retrieved or not",
+        ))
+    flags = torch.stack([flag.to(preds.device) for flag, _ in checks]).tolist()  # the one host sync
+    for i, (flag, (_, message)) in enumerate(zip(flags, checks)):
+        if flag and not (i == 0 and valid is None and bool(torch.isfinite(preds).all())):
+            raise ValueError(message)
 
 
 def _value_checks(

@@ -41,14 +41,15 @@ Nothing here loops over queries, moves data to the host or creates data-dependen
 
 from __future__ import annotations
 
-from typing import Callable
+import itertools
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
 
 from torch_rankeval.conventions import Convention, discount_table, gain_fn
 
-__all__ = ["RankedBatch", "TieGroups", "log_comb", "prefix_sums", "take_columns", "tie_split_values"]
+__all__ = ["RankedBatch", "TieGroups", "log_comb", "prefix_sums", "relevant", "take_columns", "tie_split_values"]
 
 _INDEX_CACHE: dict[tuple, Tensor] = {}
 
@@ -65,12 +66,36 @@ def _constant(values: tuple, dtype: torch.dtype, device: torch.device) -> Tensor
     return t
 
 
+def _table(kind: str, n: int, dtype: torch.dtype, device: torch.device) -> Tensor:
+    """Cached per-position tables of length ``n``: ``"arange"`` (0..n-1), ``"inverse_ranks"``
+    (1/1..1/n), ``"countdown"`` (n..1)."""
+    if torch.compiler.is_compiling():
+        return _build_table(kind, n, dtype, device)
+    key = (kind, n, dtype, str(device))
+    t = _INDEX_CACHE.get(key)
+    if t is None:
+        if len(_INDEX_CACHE) > 4096:
+            _INDEX_CACHE.clear()
+        t = _INDEX_CACHE[key] = _build_table(kind, n, dtype, device)
+    return t
+
+
+def _build_table(kind: str, n: int, dtype: torch.dtype, device: torch.device) -> Tensor:
+    if kind == "arange":
+        return torch.arange(n, dtype=dtype, device=device)
+    if kind == "countdown":
+        return torch.arange(n, 0, -1, dtype=dtype, device=device)
+    if kind == "inverse_ranks":
+        return 1.0 / torch.arange(1, n + 1, dtype=torch.float64, device=device).to(dtype)
+    raise ValueError(kind)
+
+
 def take_columns(x: Tensor, idx: list[int]) -> Tensor:
     """``x[:, idx]`` for a static list of column indices: a slice when the columns are contiguous,
     else ``index_select`` (list indexing is far slower on CPU)."""
     if len(idx) == 1:
         return x[:, idx[0] : idx[0] + 1]
-    if all(b == a + 1 for a, b in zip(idx, idx[1:])):
+    if all(b == a + 1 for a, b in itertools.pairwise(idx)):
         return x[:, idx[0] : idx[-1] + 1]
     if torch.compiler.is_compiling():
         return x[:, list(idx)]
@@ -91,7 +116,9 @@ def log_comb(a: Tensor, b: Tensor) -> Tensor:
     return torch.lgamma(a + 1) - torch.lgamma(b + 1) - torch.lgamma(a - b + 1)
 
 
-def tie_split_values(rb: "RankedBatch", fn: Callable[["RankedBatch"], tuple[Tensor, Tensor | None]]) -> tuple[Tensor, Tensor | None]:
+def tie_split_values(
+    rb: RankedBatch, fn: Callable[[RankedBatch], tuple[Tensor, Tensor | None]]
+) -> tuple[Tensor, Tensor | None]:
     """``fn(rb)``. Kept only for callers written when validated calls re-ranked the lists with ties
     apart; every path is now tie-exact in one pass, so call ``fn(rb)`` directly."""
     return fn(rb)
@@ -105,41 +132,42 @@ class TieGroups:
     Attributes (in the batch's working dtype unless said otherwise):
         start: 0-based position ``s`` of the group's first document.
         size: ``n``, the number of documents in the group (all of them, also beyond ``width``).
-        end: ``s + n``, one past the group's last position.
         slot: 1-based slot ``j`` of the position inside its group (``position - s + 1``).
         rel: relevant documents in the group, ``r``.
         rel_before: relevant documents ranked above the group, ``c``.
         gain, gain_before, gain_sq: the group's gain sum, the gain ranked above it and the group's
             sum of squared gains (float64).
+        first_hazard: float64, for the first group holding a relevant document (``c = 0``, ``r > 0``)
+            the probability ``r / (n - j + 1)`` that slot ``j`` holds the first relevant document of
+            the group given that the slots before it do not; 0 elsewhere (RR, hit rate).
     """
 
-    def __init__(self, rb: "RankedBatch", width: int, wide: "TieGroups | None" = None) -> None:
+    def __init__(self, rb: RankedBatch, width: int, wide: TieGroups | None = None) -> None:
         self.rb, self.width, self._wide = rb, width, wide
         self._cache: dict[str, Tensor] = {}
         if wide is not None:  # a narrower view of `wide`: whole-group statistics do not depend on the width
             return
-        n, device = rb.n_lists, rb.device
-        arange = torch.arange(width, device=device)
-        self._boundary = None
+        self._boundary: tuple[Tensor, Tensor] | None = None
         if not rb.averaged:
-            self._start_i = self._last_i = arange.expand(n, -1)
             return
+        # Group bounds from the sorted keys: int32 scans (int64 cummax is several times slower on
+        # CPU), arithmetic with the boolean masks (``where`` on an irregular mask is slower still).
         key = rb._sorted_key[:, :width]
-        # same[:, q - 1]: position q continues the group of q - 1 (NaN padding never equals anything)
-        same = key[:, 1:] == key[:, :-1]
-        zero = torch.zeros(n, 1, dtype=torch.int32, device=device)
-        pos = arange[1:].to(torch.int32)
-        start = torch.cat([zero, pos * ~same], dim=-1).cummax(-1).values
-        # the next group start after q (``width`` if none inside the first ``width`` positions): a suffix min
-        following = torch.cat([torch.where(same, width, pos), zero + width], dim=-1)
-        end_in = following.flip(-1).cummin(-1).values.flip(-1)
-        self._start_i, self._last_i = start.long(), (end_in - 1).long()
+        new = key[:, 1:] != key[:, :-1]  # position q starts a group (NaN padding always does)
+        pos = _table("arange", width, torch.int32, rb.device)[1:]
+        start = torch.constant_pad_nd(pos * new, (1, 0)).cummax(-1).values
+        # the next group start after q (``width`` when none inside): a suffix minimum
+        gap = _table("countdown", width - 1, torch.int32, rb.device)  # width - pos
+        following = torch.constant_pad_nd(width - gap * new, (0, 1), width)
+        end = following.flip(-1).cummin(-1).values.flip(-1)  # one past the group's last position inside
+        self._start32, self._end32 = start, end
+        self._start_i, self._end_i = start.long(), end.long()
         if width < rb.length:
             # The group of position width - 1 may go on beyond `width`: it is every document of the
-            # row whose key equals its key, counted over the full row.
-            self._boundary = (end_in == width, rb._doc_key == key[:, width - 1 :])
+            # row whose key equals its key, counted over the full row (a full sort or a top-k alike).
+            self._boundary = (end == width, rb._doc_key == key[:, width - 1 :])
 
-    def narrow(self, width: int) -> "TieGroups":
+    def narrow(self, width: int) -> TieGroups:
         """The statistics of the first ``width <= self.width`` positions."""
         return self if width == self.width else TieGroups(self.rb, width, wide=self._wide or self)
 
@@ -151,10 +179,22 @@ class TieGroups:
                 self._cache.update(make())
         return self._cache[name]
 
+    def _crossing(self, inside_values: Tensor, full_row: Tensor) -> Tensor:
+        """``inside_values`` with the group crossing ``width`` replaced by its full-row value."""
+        if self._boundary is None:
+            return inside_values
+        return torch.where(self._boundary[0], full_row, inside_values)
+
     # -- bounds
     @property
     def start(self) -> Tensor:
-        return self._get("start", lambda: {"start": self._start_i.to(self.rb.dtype)})
+        def make() -> dict[str, Tensor]:
+            rb = self.rb
+            if not rb.averaged:
+                return {"start": rb.positions[: self.width].expand(rb.n_lists, -1) - 1}
+            return {"start": self._start32.to(rb.dtype)}
+
+        return self._get("start", make)
 
     @property
     def size(self) -> Tensor:
@@ -162,46 +202,46 @@ class TieGroups:
             rb = self.rb
             if not rb.averaged:
                 return {"size": torch.ones(rb.n_lists, self.width, dtype=rb.dtype, device=rb.device)}
-            n = (self._last_i - self._start_i + 1).to(rb.dtype)
+            n = (self._end32 - self._start32).to(rb.dtype)
             if self._boundary is not None:
-                inside, same = self._boundary
                 # a padding position (NaN key) matches nothing and is a group of one
-                n = torch.where(inside, same.sum(-1, keepdim=True).clamp(min=1).to(rb.dtype), n)
+                n = self._crossing(n, self._boundary[1].sum(-1, keepdim=True, dtype=rb.dtype).clamp(min=1))
             return {"size": n}
 
         return self._get("size", make)
 
     @property
-    def end(self) -> Tensor:
-        return self._get("end", lambda: {"end": self.start + self.size})
+    def offset(self) -> Tensor:
+        """``j - 1``: how many positions of the group come before this one."""
+
+        def make() -> dict[str, Tensor]:
+            return {"offset": _table("arange", self.width, self.rb.dtype, self.rb.device) - self.start}
+
+        return self._get("offset", make)
 
     @property
     def slot(self) -> Tensor:
-        def make() -> dict[str, Tensor]:
-            ranks = torch.arange(1, self.width + 1, dtype=self.rb.dtype, device=self.rb.device)
-            return {"slot": ranks - self.start}
-
-        return self._get("slot", make)
+        return self._get("slot", lambda: {"slot": self.offset + 1})
 
     # -- sums
     def sums(self, head: Tensor, doc: Tensor | None, *, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
         """(group sum, sum ranked above the group) of a per-position quantity ``head`` ``(N, width)``
         in ranked order whose per-document values (input order, ``(N, L)``) are ``doc``, accumulated
-        in ``dtype``. ``doc`` is read only for a group that crosses ``width``."""
+        in ``dtype``. ``doc`` is read only for a group that crosses ``width``; its sum is taken in
+        ``doc``'s own dtype (a sum of terms, no cancellation)."""
         if self._wide is not None:
             raise ValueError("sums of a new quantity need the widest TieGroups of the batch (rb.groups())")
-        x = head.to(dtype)
+        inclusive = head.cumsum(-1, dtype=dtype)
         if not self.rb.averaged:
-            return x, x.cumsum(-1) - x
-        inclusive = x.cumsum(-1)
-        before = (inclusive - x).gather(-1, self._start_i)
-        total = inclusive.gather(-1, self._last_i) - before
-        if x.is_floating_point():  # a document alone in its group keeps its own value, even an infinite one
-            total = torch.where(self._last_i == self._start_i, x, total)
+            x = head.to(dtype)
+            return x, inclusive - x
+        padded = torch.constant_pad_nd(inclusive, (1, 0))  # padded[:, q] = sum of the first q positions
+        before = padded.gather(-1, self._start_i)
+        total = padded.gather(-1, self._end_i) - before
         if self._boundary is not None:
-            inside, same = self._boundary
-            zero = torch.zeros((), dtype=dtype, device=x.device)
-            total = torch.where(inside, torch.where(same, doc.to(dtype), zero).sum(-1, keepdim=True), total)
+            same = self._boundary[1]
+            full = (same & doc if doc.dtype == torch.bool else doc * same).sum(-1, keepdim=True, dtype=dtype)
+            total = self._crossing(total, full)
         return total, before
 
     @property
@@ -214,8 +254,9 @@ class TieGroups:
 
     def _make_rel(self) -> dict[str, Tensor]:
         rb = self.rb
-        # integer counts: exact prefix differences over any list length
-        total, before = self.sums(rb.head("rel", self.width), rb._doc("rel"), dtype=torch.int64 if rb.length >= 2**31 else torch.int32)
+        # exact counts: float32 holds every integer up to 2**24, float64 up to 2**53
+        dtype = rb.dtype if rb.length < 2**24 else torch.float64
+        total, before = self.sums(rb.head("relmask", self.width), rb._doc("rel"), dtype=dtype)
         return {"rel": total.to(rb.dtype), "rel_before": before.to(rb.dtype)}
 
     @property
@@ -227,6 +268,7 @@ class TieGroups:
         return self._get("gain_before", self._make_gain)
 
     def _make_gain(self) -> dict[str, Tensor]:
+        # float64 prefix sums: their differences do not cancel over long rows
         total, before = self.sums(self.rb.head("gains", self.width), self.rb._doc("gains"), dtype=torch.float64)
         return {"gain": total, "gain_before": before}
 
@@ -239,6 +281,20 @@ class TieGroups:
             return {"gain_sq": self.sums(g * g, doc * doc, dtype=torch.float64)[0]}
 
         return self._get("gain_sq", make)
+
+    @property
+    def first_hazard(self) -> Tensor:
+        def make() -> dict[str, Tensor]:
+            f64 = torch.float64
+            first = ((self.rel_before == 0) & (self.rel > 0)).to(f64)
+            return {"first_hazard": first * self.rel.to(f64) / (self.size.to(f64) - self.offset.to(f64))}
+
+        return self._get("first_hazard", make)
+
+    @property
+    def no_relevant_yet(self) -> Tensor:
+        """float64 probability that no relevant document is ranked at or above each position."""
+        return self._get("no_relevant_yet", lambda: {"no_relevant_yet": (1 - self.first_hazard).cumprod(-1)})
 
     def mean(self, name: str) -> Tensor:
         """Expected value of ``"rel"`` or ``"gains"`` at each position over the tie orders (its
@@ -363,8 +419,10 @@ class RankedBatch:
             if not self._has_padding:
                 return torch.ones(self.n_lists, width, dtype=torch.bool, device=self.device)
             return ~torch.isnan(self._sorted_key[:, :width])
+        if name == "relmask":
+            return self.ranked(self._doc("rel"), width)
         if name == "rel":
-            return self.ranked(self._doc("rel"), width).to(self.dtype)
+            return self.head("relmask", width).to(self.dtype)
         if name == "gains":
             return self.ranked(self._doc("gains"), width)
         if name == "target":
@@ -402,6 +460,10 @@ class RankedBatch:
     def discounts(self) -> Tensor:
         """Discounts of ranks ``1..max(L, M)`` in the working dtype."""
         return self.cached("discounts", lambda: self._discounts_in.to(self.dtype))
+
+    def inverse_ranks(self, width: int) -> Tensor:
+        """``1 / rank`` for ranks ``1..width`` in the working dtype."""
+        return _table("inverse_ranks", width, self.dtype, self.device)
 
     def discount_head(self, width: int) -> Tensor:
         """Discounts of ranks ``1..width`` in the working dtype (converted for those only)."""
@@ -446,7 +508,7 @@ class RankedBatch:
     @property
     def n_relevant_in_list(self) -> Tensor:
         """Number of relevant documents in each list (retrieved), ``(N,)``."""
-        return self.cached("n_rel_list", lambda: self._doc("rel").sum(-1).to(self.dtype))
+        return self.cached("n_rel_list", lambda: self._doc("rel").sum(-1, dtype=self.dtype))
 
     @property
     def n_valid(self) -> Tensor:
@@ -455,7 +517,7 @@ class RankedBatch:
         def make() -> Tensor:
             if self._valid_in is None:
                 return torch.full((self.n_lists,), float(self.length), dtype=self.dtype, device=self.device)
-            return self._valid_in.sum(-1).to(self.dtype)
+            return self._valid_in.sum(-1, dtype=self.dtype)
 
         return self.cached("n_valid", make)
 
@@ -499,6 +561,8 @@ class RankedBatch:
 
     # ------------------------------------------------------------------ cutoffs
     def _is_relevant(self, t: Tensor) -> Tensor:
+        """Binary relevance of grades ``t`` (the ranked target's, the judged set's): the default
+        threshold follows the dtype of the ranked target."""
         thr = self.convention.relevance_threshold
         if thr is not None:
             return t >= thr
@@ -544,10 +608,25 @@ class RankedBatch:
         process and device rather than per call."""
         return _constant(tuple(values), dtype or self.dtype, self.device)
 
-    def cached(self, name: str, fn):  # noqa: ANN001, ANN201 - tiny memo helper
+    def cached(self, name: str, fn: Callable[[], Tensor]) -> Tensor:
         if name not in self._cache:
             self._cache[name] = fn()
         return self._cache[name]
+
+
+def relevant(t: Tensor, convention: Convention) -> Tensor:
+    """Binary relevance of grades: ``t >= relevance_threshold``, by default ``t >= 1`` for integer
+    grades and ``t > 0`` for float or bool ones.
+
+    Example:
+        >>> from torch_rankeval.conventions import DEFAULT
+        >>> relevant(torch.tensor([0, 1, 2]), DEFAULT), relevant(torch.tensor([0.0, 0.5]), DEFAULT)
+        (tensor([False,  True,  True]), tensor([False,  True]))
+    """
+    thr = convention.relevance_threshold
+    if thr is not None:
+        return t >= thr
+    return t >= 1 if not t.is_floating_point() and t.dtype != torch.bool else t > 0
 
 
 def _rank(preds: Tensor, target: Tensor, valid: Tensor | None, ties: str) -> tuple[Tensor, Tensor, Tensor]:

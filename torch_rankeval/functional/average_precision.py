@@ -27,19 +27,18 @@ def _terms(rb: RankedBatch, width: int, *, binary: bool) -> Tensor:
     ``S1^2 - S2`` does not cancel.
     """
     g = rb.groups(width)
-    ranks = rb.positions[:width]
+    inverse_ranks = rb.inverse_ranks(width)
     if binary:
         r, c = g.rel, g.rel_before
         if not rb.averaged:
-            return r * (c + 1) / ranks
+            return r * (c + 1) * inverse_ranks
+        # (A + B (j - 1)) / p = r / n * (c + 1 + (r - 1) (j - 1) / (n - 1)) / p; j - 1 = 0 when n = 1
         n = g.size
-        a = r * (c + 1) / n
-        b = r * (r - 1) / (n * (n - 1)).clamp(min=1)
-        return (a + b * (g.slot - 1)) / ranks
+        return r / n * (c + 1 + (r - 1) * g.offset / (n - 1).clamp(min=1)) * inverse_ranks
     s1, s2, c, n = g.gain, g.gain_sq, g.gain_before, g.size.double()
     a = (s1 * c + s2) / n
     b = (s1 * s1 - s2) / (n * (n - 1)).clamp(min=1)
-    return (a + b * (g.slot.double() - 1)) / ranks.double()
+    return (a + b * g.offset.double()) * inverse_ranks.double()
 
 
 def _harmonic(rb: RankedBatch) -> Tensor:
@@ -78,7 +77,9 @@ def _retrieved_denominator_expectation(rb: RankedBatch, terms: Tensor, ks: tuple
     s, n, r, c, m, a, h1, h2 = (t.unsqueeze(-1) for t in (s, n, r, c, m, a, h1, h2))
     feasible = (x <= r) & (x <= m) & (m - x <= n - r)
     zero = torch.zeros((), dtype=f64, device=rb.device)
-    safe = lambda t: torch.where(feasible, t, zero)  # noqa: E731 - keep lgamma's arguments in range
+    def safe(t: Tensor) -> Tensor:  # keep lgamma's arguments in range
+        return torch.where(feasible, t, zero)
+
     log_pmf = (
         torch.lgamma(r + 1) + torch.lgamma(n - r + 1) + torch.lgamma(m + 1) + torch.lgamma(n - m + 1) - torch.lgamma(n + 1)
         - torch.lgamma(x + 1) - torch.lgamma(safe(r - x) + 1) - torch.lgamma(safe(m - x) + 1) - torch.lgamma(safe(n - r - m + x) + 1)

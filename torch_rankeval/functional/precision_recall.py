@@ -43,21 +43,16 @@ def recall_values(rb: RankedBatch, ks: tuple) -> tuple[Tensor, Tensor]:
 def hit_rate_values(rb: RankedBatch, ks: tuple) -> tuple[Tensor, Tensor]:
     """Probability that the top k hold a relevant document.
 
-    If nothing relevant ranks above the tie group the cutoff ends in (``c = 0``) and the cutoff takes
-    ``m`` of its ``n`` slots, ``r`` of its documents relevant, a miss has probability
-    ``C(n - r, m) / C(n, m) = prod_{j <= m} (n - r - j + 1) / (n - j + 1)``: a running product over
-    the group's slots in float64, exact at any group size.
+    If nothing relevant ranks above the tie group the cutoff ends in and the cutoff takes ``m`` of
+    its ``n`` slots, ``r`` of its documents relevant, a miss has probability
+    ``C(n - r, m) / C(n, m) = prod_{j <= m} (1 - r / (n - j + 1))``: a running product over the
+    group's slots in float64 (:attr:`TieGroups.no_relevant_yet`), exact at any group size.
     """
     idx = rb.cutoff_index(ks)
     g = rb.groups(rb.span(ks))
     if not rb.averaged:
-        found = g.at("rel_before", idx) + g.at("rel", idx)
-        return (found > 0).to(rb.dtype), _empty(rb)
-    f64 = torch.float64
-    r, n, j = g.rel.to(f64), g.size.to(f64), g.slot.to(f64)
-    step = torch.where((g.rel_before == 0) & (g.rel > 0), (n - r - j + 1).clamp(min=0) / (n - j + 1), 1.0)
-    miss = take_columns(step.cumprod(-1), idx)
-    return torch.where(g.at("rel_before", idx) > 0, 1.0, 1 - miss).to(rb.dtype), _empty(rb)
+        return (g.at("rel_before", idx) + g.at("rel", idx) > 0).to(rb.dtype), _empty(rb)
+    return (1 - take_columns(g.no_relevant_yet, idx)).to(rb.dtype), _empty(rb)
 
 
 def r_precision_values(rb: RankedBatch, ks: tuple) -> tuple[Tensor, Tensor]:

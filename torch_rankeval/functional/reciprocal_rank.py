@@ -9,7 +9,7 @@ from torch import Tensor
 
 from torch_rankeval.conventions import Convention, resolve_convention
 from torch_rankeval.functional._api import evaluate
-from torch_rankeval.functional._ranking import RankedBatch
+from torch_rankeval.functional._ranking import RankedBatch, TieGroups  # noqa: F401 - TieGroups: docs
 
 __all__ = ["reciprocal_rank", "reciprocal_rank_values"]
 
@@ -17,25 +17,22 @@ __all__ = ["reciprocal_rank", "reciprocal_rank_values"]
 def reciprocal_rank_values(rb: RankedBatch, ks: tuple) -> tuple[Tensor, Tensor]:
     """Per-query RR@k, ``(N, K)``, and the "no relevant document" flag ``(N, 1)``.
 
-    Under averaged ties the first relevant document lies in the first tie group that holds any
-    (``c == 0`` and ``r > 0``); for a group of ``n`` documents with ``r`` relevant it is at slot ``j``
-    with probability ``P_j = C(n - j, r - 1) / C(n, r)``, computed as the running product of
-    ``P_1 = r / n`` and ``P_j / P_{j-1} = (n - j - r + 2) / (n - j + 1)`` in float64: exact at any
-    group size (no ``lgamma`` of large counts), and 0 once fewer slots remain than irrelevant
-    documents allow. Without ties this is ``1`` at the first relevant position.
+    Under averaged ties the first relevant document lies in the first tie group that holds any.
+    Going through that group's ``n`` slots (``r`` relevant), slot ``j`` holds the first relevant
+    document with probability ``P(none before j) * r / (n - j + 1)`` (the hazard of
+    :attr:`TieGroups.first_hazard`), i.e. ``C(n - j, r - 1) / C(n, r)``. Running products of
+    ratios in float64: exact at any group size, no ``lgamma`` of large counts. Without ties this is
+    1 at the first relevant position.
     """
     width = rb.span(ks)
     g = rb.groups(width)
-    first_group = (g.rel_before == 0) & (g.rel > 0)
     if rb.averaged:
-        f64 = torch.float64
-        r, n, j = g.rel.to(f64), g.size.to(f64), g.slot.to(f64)
-        step = torch.where(j == 1, r / n, (n - j - r + 2).clamp(min=0) / (n - j + 1))
-        prob = torch.where(first_group, step, torch.ones((), dtype=f64, device=rb.device)).cumprod(-1)
-        prob = torch.where(first_group, prob, torch.zeros((), dtype=f64, device=rb.device))
-        values = rb.cumulative(prob / rb.positions[:width].to(f64), ks).to(rb.dtype)
+        before = torch.nn.functional.pad(g.no_relevant_yet[:, :-1], (1, 0), value=1.0)
+        first = before * g.first_hazard
+        values = rb.cumulative(first / rb.positions[:width].double(), ks).to(rb.dtype)
     else:
-        values = rb.cumulative(first_group.to(rb.dtype) / rb.positions[:width], ks)
+        first = (g.rel_before == 0) & (g.rel > 0)
+        values = rb.cumulative(first.to(rb.dtype) / rb.positions[:width], ks)
     return values, (rb.n_relevant <= 0).unsqueeze(-1)
 
 

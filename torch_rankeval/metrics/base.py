@@ -22,11 +22,12 @@ from torch import Tensor
 from torchmetrics.utilities.data import dim_zero_cat
 
 from torch_rankeval.conventions import Convention, discount_table, gain_table, mapped_gain, resolve_convention
-from torch_rankeval.functional._inputs import check_preds_target, parse_k, prepare
+from torch_rankeval.functional._inputs import check_preds_target, check_values, parse_k, prepare
 from torch_rankeval.functional._ranking import RankedBatch
 from torch_rankeval.functional.average_precision import check_graded_cutoffs
 from torch_rankeval.functional.flat import group_by_query
 from torch_rankeval.functional.table import MetricKernel, kernel
+from torch_rankeval.metrics._compiled import compiled_kernel
 from torch_rankeval.metrics._running import RunningMeanMetric
 
 __all__ = ["RankingMetrics"]
@@ -70,6 +71,16 @@ def _parse_metrics(metrics: str | Sequence[str], k: Any) -> list[tuple[MetricKer
     ]
 
 
+def _spec_values(specs: list, convention: Convention, rb: RankedBatch) -> tuple[Tensor, Tensor]:
+    """Per-query values ``(N, V)`` of every reported key of ``specs`` and their empty flags."""
+    values, empties = [], []
+    for spec, ks, _ in specs:
+        v, e = spec.values(rb, ks, convention)
+        values.append(v)
+        empties.append(torch.zeros_like(v, dtype=torch.bool) if e is None else e.expand_as(v))
+    return torch.cat(values, dim=1), torch.cat(empties, dim=1)
+
+
 class RankingMetrics(RunningMeanMetric):
     """Many ranking metrics at many cutoffs from one ranking per update, as a streaming torchmetrics Metric.
 
@@ -91,6 +102,11 @@ class RankingMetrics(RunningMeanMetric):
         keep_per_query: also keep each query's values and id for :meth:`compute_per_query`.
         validate_args: run the checks that read values (NaN/inf scores, ...). With False, ``update``
             on padded input has no host sync and compiles with ``torch.compile(fullgraph=True)``.
+        compile: run the padded update's ranking and metric kernels through
+            ``torch.compile(fullgraph=True)`` (compiled on the first update, again once when the batch
+            shape first changes, then with dynamic shapes). Fewer, fused kernels: worth it for many
+            small batches, and on the GPU. The checks of ``validate_args=True`` still run eagerly
+            first (one host sync). Flat input is not compiled.
         kwargs: passed to :class:`torchmetrics.Metric` (``process_group``, ``sync_on_compute``, ...).
 
     Query ids must be global. Flat input groups documents by ``indexes`` over all updates and, under
@@ -138,6 +154,7 @@ class RankingMetrics(RunningMeanMetric):
         whole_queries: bool = False,
         keep_per_query: bool = False,
         validate_args: bool = True,
+        compile: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -148,7 +165,9 @@ class RankingMetrics(RunningMeanMetric):
         )
         if input_format not in INPUT_FORMATS:
             raise ValueError(f"input_format={input_format!r} is not valid: use one of {INPUT_FORMATS}")
-        for flag, value in (("whole_queries", whole_queries), ("keep_per_query", keep_per_query), ("validate_args", validate_args)):
+        for flag, value in (
+            ("whole_queries", whole_queries), ("keep_per_query", keep_per_query), ("validate_args", validate_args), ("compile", compile),
+        ):
             if not isinstance(value, bool):
                 raise TypeError(f"{flag} must be a bool, got {type(value).__name__}")
         if ignore_index is not None and (isinstance(ignore_index, bool) or not isinstance(ignore_index, (int, float))):
@@ -158,6 +177,7 @@ class RankingMetrics(RunningMeanMetric):
         self.input_format = input_format
         self.whole_queries = whole_queries
         self.validate_args = validate_args
+        self.compile = compile
         self._uses_gain = any(spec.uses_gain(self.convention) for spec, _, _ in self.specs)
         cutoffs = [c for _, ks, _ in self.specs for c in ks]
         self._width = None if None in cutoffs else max(cutoffs)  # ranked positions the cutoffs need
@@ -256,15 +276,44 @@ class RankingMetrics(RunningMeanMetric):
     def _update_padded(self, preds, target, mask, ideal_target, n_relevant, ids) -> None:  # noqa: ANN001
         length = preds.shape[-1] if ideal_target is None else max(preds.shape[-1], ideal_target.shape[-1])
         check_graded_cutoffs(self.convention, [k for _, ks, _ in self.specs for k in ks if k is not None], preds.shape[-1])
-        rb, _ = prepare(
-            preds, target, convention=self.convention, mask=mask, ignore_index=self.ignore_index,
-            ideal_target=ideal_target, n_relevant=n_relevant, validate_args=self.validate_args,
-            uses_gain=self._uses_gain, discounts=self._discount_table(length), gain=self._gain(), width=self._width,
-        )
-        values, empty = self._values(rb)
+        if self.compile:
+            values, empty = self._compiled_values(preds, target, mask, ideal_target, n_relevant, self._discount_table(length))
+        else:
+            rb, _ = prepare(
+                preds, target, convention=self.convention, mask=mask, ignore_index=self.ignore_index,
+                ideal_target=ideal_target, n_relevant=n_relevant, validate_args=self.validate_args,
+                uses_gain=self._uses_gain, discounts=self._discount_table(length), gain=self._gain(), width=self._width,
+            )
+            values, empty = self._values(rb)
         if self.keep_per_query:
-            ids = self._generate_ids(rb.n_lists, values.device) if ids is None else ids.reshape(-1).long()
+            ids = self._generate_ids(values.shape[0], values.device) if ids is None else ids.reshape(-1).long()
         self._accumulate(values, empty, ids)
+
+    # ------------------------------------------------------------------ compile=True
+    def _compiled_values(
+        self, preds: Tensor, target: Tensor, mask: Tensor | None, ideal_target: Tensor | None, n_relevant: Tensor | None,
+        discounts: Tensor,
+    ) -> tuple[Tensor, Tensor]:
+        """``_update_padded``'s values through the compiled kernel; the value checks run eagerly first."""
+        if self.validate_args:
+            check_values(
+                preds, target, convention=self.convention, mask=mask, ignore_index=self.ignore_index,
+                ideal_target=ideal_target, n_relevant=n_relevant, uses_gain=self._uses_gain,
+            )
+        specs, convention, ignore_index, width = self.specs, self.convention, self.ignore_index, self._width
+
+        def build() -> Callable:
+            def kernel(preds, target, mask, ideal_target, n_relevant, discounts, gain_keys, gain_values):
+                gain = None if gain_keys is None else (lambda t: mapped_gain(t, gain_keys, gain_values))
+                rb, _ = prepare(
+                    preds, target, convention=convention, mask=mask, ignore_index=ignore_index, ideal_target=ideal_target,
+                    n_relevant=n_relevant, validate_args=False, discounts=discounts, gain=gain, width=width,
+                )
+                return _spec_values(specs, convention, rb)
+
+            return kernel
+
+        return compiled_kernel(self, build)(preds, target, mask, ideal_target, n_relevant, discounts, self._gain_keys, self._gain_values)
 
     def _update_flat(self, preds: Tensor, target: Tensor, indexes: Tensor) -> None:
         if self.ignore_index is not None:
@@ -300,12 +349,7 @@ class RankingMetrics(RunningMeanMetric):
         return self._batch_values(rb)
 
     def _batch_values(self, rb: RankedBatch) -> tuple[Tensor, Tensor]:
-        values, empties = [], []
-        for spec, ks, _ in self.specs:
-            v, e = spec.values(rb, ks, self.convention)
-            values.append(v)
-            empties.append(torch.zeros_like(v, dtype=torch.bool) if e is None else e.expand_as(v))
-        return torch.cat(values, dim=1), torch.cat(empties, dim=1)
+        return _spec_values(self.specs, self.convention, rb)
 
     # ------------------------------------------------------------------ results
     def _pending(self) -> tuple[Tensor, Tensor, Tensor] | None:

@@ -124,6 +124,8 @@ class PositionProfile(RankingMetrics):
             raise ValueError(f"positions must be a positive int (the number of rank positions to profile), got {positions!r}")
         if not isinstance(ideal, bool):
             raise TypeError(f"ideal must be a bool, got {type(ideal).__name__}")
+        if kwargs.get("compile"):
+            raise ValueError("PositionProfile has no compiled update (compile=True): its update runs eagerly")
         super().__init__(
             metrics=("dcg",), k=None, gain=gain, log_base=log_base, discount=discount, ties=ties,
             relevance_threshold=relevance_threshold, convention=convention, ignore_index=ignore_index,
