@@ -125,7 +125,7 @@ def equality(device: str) -> list[dict]:
         "F.reciprocal_rank none": lambda d: F.reciprocal_rank(preds.to(d), target.to(d), mask=to(mask, d), reduction="none"),
         "F.hit_rate none": lambda d: F.hit_rate(preds.to(d), target.to(d), [2, 8], mask=to(mask, d), reduction="none"),
         "F.position_debiased_ndcg": lambda d: F.position_debiased_ndcg(
-            preds.to(d), (target > 1).to(d).float(), 5, propensities=torch.rand(128, 30, generator=torch.Generator().manual_seed(9)).add(0.1).to(d),
+            preds.to(d), (target > 1).to(d).float(), 5, propensities=(torch.rand(128, 30, generator=torch.Generator().manual_seed(9)) * 0.9 + 0.1).to(d),
             mask=to(mask, d), empty_target_action="neg"),
     }
     for name, fn in fns.items():
@@ -158,32 +158,55 @@ def _err(a: torch.Tensor, b: torch.Tensor) -> float:
 
 # ------------------------------------------------------------------------------------ 2. host syncs
 class _CpuSyncShim:
-    """On the CPU: refuse the operators that sync on CUDA (value reads, data-dependent shapes)."""
+    """On the CPU: catch what syncs on CUDA: value reads (``item``, ``tolist``, ``bool(tensor)``, ...,
+    seen as Python calls, since ``tolist`` never reaches the dispatcher on the CPU) and the operators
+    with data-dependent shapes. ``shim(refuse=True)`` raises on the first one; ``shim.count`` counts."""
+
+    READS = frozenset({"item", "tolist", "__bool__", "__int__", "__float__", "__index__", "cpu", "numpy", "nonzero"})
 
     def __init__(self) -> None:
+        from torch.overrides import TorchFunctionMode
         from torch.utils._python_dispatch import TorchDispatchMode
 
         aten = torch.ops.aten
-        refused = {aten._local_scalar_dense.default, aten.nonzero.default, aten.masked_select.default, aten.equal.default,
-                   aten._unique2.default, aten.unique_consecutive.default, aten.is_nonzero.default}
+        ops = {aten._local_scalar_dense.default, aten.nonzero.default, aten.masked_select.default, aten.equal.default,
+               aten._unique2.default, aten.unique_consecutive.default, aten.is_nonzero.default}
+        self.count, self.inside, self.refuse = 0, False, True
+        shim = self
 
-        class Mode(TorchDispatchMode):
-            count = 0
+        class Reads(TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                if getattr(func, "__name__", "") not in shim.READS or shim.inside:
+                    return func(*args, **(kwargs or {}))
+                shim.hit(f"{func.__name__}()")
+                shim.inside = True  # the operators it runs are the same sync
+                try:
+                    return func(*args, **(kwargs or {}))
+                finally:
+                    shim.inside = False
 
+        class Operators(TorchDispatchMode):
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-                if func in refused or (func is aten.index.Tensor and any(
-                        isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in (args[1] or []))):
-                    Mode.count += 1
-                    if self.refuse:
-                        raise RuntimeError(f"host sync: {func}")
+                if not shim.inside and (func in ops or (func is aten.index.Tensor and any(
+                        isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in (args[1] or [])))):
+                    shim.hit(str(func))
                 return func(*args, **(kwargs or {}))
 
-        self.Mode = Mode
+        self._modes = (Reads, Operators)
+
+    def hit(self, what: str) -> None:
+        self.count += 1
+        if self.refuse:
+            raise RuntimeError(f"host sync: {what}")
 
     def __call__(self, refuse: bool = True):
-        mode = self.Mode()
-        mode.refuse = refuse
-        return mode
+        import contextlib
+
+        self.refuse = refuse
+        stack = contextlib.ExitStack()
+        for mode in self._modes:
+            stack.enter_context(mode())
+        return stack
 
 
 def no_sync(device: str) -> list[dict]:
@@ -226,11 +249,10 @@ def no_sync(device: str) -> list[dict]:
     m = RankingMetrics(ALL, k=(1, 5)).to(device)
     m.update(preds, target, mask=mask)
     if device == "cpu":
-        mode = shim(refuse=False)
-        before = mode.count
-        with mode:
+        before = shim.count
+        with shim(refuse=False):
             m.update(preds, target, mask=mask)
-        syncs = mode.count - before
+        syncs = shim.count - before
     else:
         torch.cuda.synchronize()
         torch.cuda.set_sync_debug_mode("warn")

@@ -42,6 +42,7 @@ Nothing here loops over queries, moves data to the host or creates data-dependen
 from __future__ import annotations
 
 import itertools
+import weakref
 from collections.abc import Callable
 
 import torch
@@ -52,6 +53,7 @@ from torch_rankeval.conventions import Convention, discount_table, gain_fn
 __all__ = ["RankedBatch", "TieGroups", "log_comb", "prefix_sums", "relevant", "take_columns", "tie_split_values"]
 
 _INDEX_CACHE: dict[tuple, Tensor] = {}
+_DISCOUNT_HEADS: dict[int, tuple[weakref.ref, dict]] = {}  # id(table) -> (table, {(width, dtype): head})
 
 
 def _constant(values: tuple, dtype: torch.dtype, device: torch.device) -> Tensor:
@@ -466,8 +468,21 @@ class RankedBatch:
         return _table("inverse_ranks", width, self.dtype, self.device)
 
     def discount_head(self, width: int) -> Tensor:
-        """Discounts of ranks ``1..width`` in the working dtype (converted for those only)."""
-        return self.cached(f"discounts{width}", lambda: self._discounts_in[:width].to(self.dtype))
+        """Discounts of ranks ``1..width`` in the working dtype (converted once per table, width and
+        dtype: a metric's table is reused over updates)."""
+        table = self._discounts_in
+        if torch.compiler.is_compiling() or table.requires_grad:
+            return table[:width].to(self.dtype)
+        entry = _DISCOUNT_HEADS.get(id(table))
+        if entry is None or entry[0]() is not table:
+            if len(_DISCOUNT_HEADS) > 256:
+                _DISCOUNT_HEADS.clear()
+            entry = _DISCOUNT_HEADS[id(table)] = (weakref.ref(table), {})
+        heads = entry[1]
+        head = heads.get((width, self.dtype))
+        if head is None:
+            head = heads[(width, self.dtype)] = table[:width].to(self.dtype)
+        return head
 
     # ------------------------------------------------------------------ tie groups
     def groups(self, width: int | None = None) -> TieGroups:
@@ -581,10 +596,10 @@ class RankedBatch:
         positions. A plain sum when every cutoff covers the whole of ``x``; accumulated in ``dtype``
         (default: ``x``'s)."""
         idx = self.cutoff_index(ks)
+        if all(i == x.shape[-1] - 1 for i in idx):
+            return x.sum(-1, keepdim=True, dtype=dtype).expand(-1, len(idx))
         if dtype is not None and dtype != x.dtype:
             x = x.to(dtype)
-        if all(i == x.shape[-1] - 1 for i in idx):
-            return x.sum(-1, keepdim=True).expand(-1, len(idx))
         return prefix_sums(x, idx)
 
     def expected_in_top(self, name: str, ks: tuple[int | None, ...]) -> Tensor:

@@ -123,6 +123,8 @@ def average_precision_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tu
         else:
             den = rb.expected_in_top("rel", ks)
     # den == 0 means no relevant weight anywhere counted, where the numerator is 0 too: 0 / 1
+    if not graded and denominator != "retrieved_relevant":
+        return numerator / den.clamp(min=1), empty  # a count: 0 or at least 1
     return numerator / torch.where(den > 0, den, 1.0), empty
 
 
