@@ -276,6 +276,13 @@ def test_compiled_update_equals_eager(monkeypatch):
         torch.testing.assert_close(got[key], want[key], msg=key)
     with pytest.raises(ValueError, match="NaN"):  # validate_args=True still checks, eagerly
         compiled.update(torch.full((2, 3), float("nan")), torch.ones(2, 3, dtype=torch.long))
+    # per-query rows and empty_target_action="skip" (values leave the compiled kernel)
+    kw = {"metrics": ("ndcg", "map"), "k": 3, "keep_per_query": True, "empty_target_action": "skip"}
+    eager_rows, compiled_rows = RankingMetrics(**kw), RankingMetrics(**kw, compile=True, validate_args=False)
+    for m in (eager_rows, compiled_rows):
+        m.update(preds, target, mask=mask)
+    for key, want in eager_rows.compute_per_query().items():
+        torch.testing.assert_close(compiled_rows.compute_per_query()[key], want, equal_nan=True, msg=key)
     clone = compiled.clone()  # the compiled kernel is not part of the state: it deep-copies
     assert clone.compile and torch.equal(clone.sums, compiled.sums)
     clone.update(preds, target, mask=mask)

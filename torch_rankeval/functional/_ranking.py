@@ -134,6 +134,8 @@ class TieGroups:
     Attributes (in the batch's working dtype unless said otherwise):
         start: 0-based position ``s`` of the group's first document.
         size: ``n``, the number of documents in the group (all of them, also beyond ``width``).
+        end: ``s + n``.
+        offset: ``j - 1``, the group's positions above this one.
         slot: 1-based slot ``j`` of the position inside its group (``position - s + 1``).
         rel: relevant documents in the group, ``r``.
         rel_before: relevant documents ranked above the group, ``c``.
@@ -211,6 +213,11 @@ class TieGroups:
             return {"size": n}
 
         return self._get("size", make)
+
+    @property
+    def end(self) -> Tensor:
+        """``s + n``: one past the group's last position (may exceed ``width``)."""
+        return self._get("end", lambda: {"end": self.start + self.size})
 
     @property
     def offset(self) -> Tensor:

@@ -9,7 +9,7 @@ from torch import Tensor
 
 from torch_rankeval.conventions import Convention, resolve_convention
 from torch_rankeval.functional._api import evaluate
-from torch_rankeval.functional._ranking import RankedBatch, TieGroups  # noqa: F401 - TieGroups: docs
+from torch_rankeval.functional._ranking import RankedBatch
 
 __all__ = ["reciprocal_rank", "reciprocal_rank_values"]
 
@@ -19,15 +19,15 @@ def reciprocal_rank_values(rb: RankedBatch, ks: tuple) -> tuple[Tensor, Tensor]:
 
     Under averaged ties the first relevant document lies in the first tie group that holds any.
     Going through that group's ``n`` slots (``r`` relevant), slot ``j`` holds the first relevant
-    document with probability ``P(none before j) * r / (n - j + 1)`` (the hazard of
-    :attr:`TieGroups.first_hazard`), i.e. ``C(n - j, r - 1) / C(n, r)``. Running products of
-    ratios in float64: exact at any group size, no ``lgamma`` of large counts. Without ties this is
-    1 at the first relevant position.
+    document with probability ``P(none before j) * r / (n - j + 1)``, i.e.
+    ``C(n - j, r - 1) / C(n, r)`` (``TieGroups.first_hazard`` and ``no_relevant_yet``). Running
+    products of ratios in float64: exact at any group size, no ``lgamma`` of large counts. Without
+    ties this is 1 at the first relevant position.
     """
     width = rb.span(ks)
     g = rb.groups(width)
     if rb.averaged:
-        before = torch.nn.functional.pad(g.no_relevant_yet[:, :-1], (1, 0), value=1.0)
+        before = torch.constant_pad_nd(g.no_relevant_yet[:, :-1], (1, 0), 1.0)
         first = before * g.first_hazard
         values = rb.cumulative(first / rb.positions[:width].double(), ks).to(rb.dtype)
     else:

@@ -22,7 +22,14 @@ from torch import Tensor
 from torchmetrics.utilities.data import dim_zero_cat
 
 from torch_rankeval.conventions import Convention, discount_table, gain_table, mapped_gain, resolve_convention
-from torch_rankeval.functional._inputs import check_preds_target, check_values, parse_k, prepare
+from torch_rankeval.functional._inputs import (
+    check_preds_target,
+    check_values,
+    counted_sums,
+    empty_policy,
+    parse_k,
+    prepare,
+)
 from torch_rankeval.functional._ranking import RankedBatch
 from torch_rankeval.functional.average_precision import check_graded_cutoffs
 from torch_rankeval.functional.flat import group_by_query
@@ -277,30 +284,35 @@ class RankingMetrics(RunningMeanMetric):
         length = preds.shape[-1] if ideal_target is None else max(preds.shape[-1], ideal_target.shape[-1])
         check_graded_cutoffs(self.convention, [k for _, ks, _ in self.specs for k in ks if k is not None], preds.shape[-1])
         if self.compile:
-            values, empty = self._compiled_values(preds, target, mask, ideal_target, n_relevant, self._discount_table(length))
-        else:
-            rb, _ = prepare(
-                preds, target, convention=self.convention, mask=mask, ignore_index=self.ignore_index,
-                ideal_target=ideal_target, n_relevant=n_relevant, validate_args=self.validate_args,
-                uses_gain=self._uses_gain, discounts=self._discount_table(length), gain=self._gain(), width=self._width,
-            )
-            values, empty = self._values(rb)
+            self._compiled_update(preds, target, mask, ideal_target, n_relevant, self._discount_table(length), ids)
+            return
+        rb, _ = prepare(
+            preds, target, convention=self.convention, mask=mask, ignore_index=self.ignore_index,
+            ideal_target=ideal_target, n_relevant=n_relevant, validate_args=self.validate_args,
+            uses_gain=self._uses_gain, discounts=self._discount_table(length), gain=self._gain(), width=self._width,
+        )
+        values, empty = self._values(rb)
         if self.keep_per_query:
-            ids = self._generate_ids(values.shape[0], values.device) if ids is None else ids.reshape(-1).long()
+            ids = self._generate_ids(rb.n_lists, values.device) if ids is None else ids.reshape(-1).long()
         self._accumulate(values, empty, ids)
 
     # ------------------------------------------------------------------ compile=True
-    def _compiled_values(
+    def _compiled_update(
         self, preds: Tensor, target: Tensor, mask: Tensor | None, ideal_target: Tensor | None, n_relevant: Tensor | None,
-        discounts: Tensor,
-    ) -> tuple[Tensor, Tensor]:
-        """``_update_padded``'s values through the compiled kernel; the value checks run eagerly first."""
+        discounts: Tensor, ids: Tensor | None,
+    ) -> None:
+        """``_update_padded`` through one compiled kernel: ranking, metric values, the empty-list
+        policy and the per-value sums (the running states get two in-place adds). The value checks
+        run eagerly first. Per-query rows and ``empty_target_action="error"`` take the values out of
+        the kernel and go through ``_accumulate``."""
         if self.validate_args:
             check_values(
                 preds, target, convention=self.convention, mask=mask, ignore_index=self.ignore_index,
                 ideal_target=ideal_target, n_relevant=n_relevant, uses_gain=self._uses_gain,
             )
+        reduce = not self.keep_per_query and self.empty_target_action != "error"
         specs, convention, ignore_index, width = self.specs, self.convention, self.ignore_index, self._width
+        action = self.empty_target_action
 
         def build() -> Callable:
             def kernel(preds, target, mask, ideal_target, n_relevant, discounts, gain_keys, gain_values):
@@ -309,11 +321,23 @@ class RankingMetrics(RunningMeanMetric):
                     preds, target, convention=convention, mask=mask, ignore_index=ignore_index, ideal_target=ideal_target,
                     n_relevant=n_relevant, validate_args=False, discounts=discounts, gain=gain, width=width,
                 )
-                return _spec_values(specs, convention, rb)
+                values, empty = _spec_values(specs, convention, rb)
+                if not reduce:
+                    return values, empty
+                total, count = counted_sums(*empty_policy(values.to(torch.float64), empty, action))
+                return total, torch.as_tensor(count, device=total.device)
 
             return kernel
 
-        return compiled_kernel(self, build)(preds, target, mask, ideal_target, n_relevant, discounts, self._gain_keys, self._gain_values)
+        out = compiled_kernel(self, build)(preds, target, mask, ideal_target, n_relevant, discounts, self._gain_keys, self._gain_values)
+        if reduce:
+            self.sums += out[0]
+            self.counts += out[1]
+            return
+        values, empty = out
+        if self.keep_per_query:
+            ids = self._generate_ids(values.shape[0], values.device) if ids is None else ids.reshape(-1).long()
+        self._accumulate(values, empty, ids)
 
     def _update_flat(self, preds: Tensor, target: Tensor, indexes: Tensor) -> None:
         if self.ignore_index is not None:
