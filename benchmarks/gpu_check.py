@@ -24,6 +24,8 @@ Sections (each prints its table; the process exits 1 if a check fails):
    batch and for a validation loop of 200 batches of 256 x 64; and ``update`` divided by one
    ``torch.sort`` of the same batch (the issue-12 table: 256 x 64, 1,000 x 100, 10,000 x 100, ties
    or not, ``validate_args`` True/False, float32/bfloat16 scores).
+5. **compile**: ``RankingMetrics(compile=True)`` (inductor) equals eager, makes no host sync, and
+   its update time next to eager's and a sort's.
 """
 
 from __future__ import annotations
@@ -299,9 +301,10 @@ def memory(device: str) -> dict:
 
 
 # ------------------------------------------------------------------------------------ 4. speed
-def _time(fn, device: str, repeats: int) -> float:
+def _time(fn, device: str, repeats: int, *, warmup: bool = True) -> float:
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-    fn()
+    if warmup:
+        fn()
     sync()
     times = []
     for _ in range(repeats):
@@ -350,13 +353,48 @@ def speed(device: str, quick: bool) -> dict:
             ndcg.compute()
             ap.compute()
 
-        row["torchmetrics (s)"] = _time(theirs, device, 1)
+        row["torchmetrics (s)"] = _time(theirs, device, 1, warmup=False)  # seconds per run: no warm-up run
         row["sort of every batch (s)"] = _time(
             lambda batches=batches: [torch.sort(p, dim=-1, descending=True) for p, _ in batches], device, 5
         )
         row["torchmetrics / ours (validated)"] = row["torchmetrics (s)"] / row["ours validate_args=True (s)"]
         out[wname] = row
         log(f"  {wname}: " + ", ".join(f"{k} {v:.4g}" for k, v in row.items()))
+    return out
+
+
+def compiled(device: str) -> dict:
+    """``RankingMetrics(compile=True)`` (inductor): equal to eager, no host sync, and its speed."""
+    from torch_rankeval import RankingMetrics
+
+    g = torch.Generator().manual_seed(8)
+    preds = torch.randint(0, 10, (256, 64), generator=g).float().to(device)
+    target = torch.randint(0, 5, (256, 64), generator=g).to(device)
+    kw = {"metrics": ("ndcg", "map", "mrr"), "k": 10, "validate_args": False}
+    eager, comp = RankingMetrics(**kw).to(device), RankingMetrics(**kw, compile=True).to(device)
+    t0 = time.time()
+    comp.update(preds, target)
+    comp.update(preds[:100, :50], target[:100, :50])  # a second shape: the dynamic recompilation
+    compile_s = time.time() - t0
+    eager.update(preds, target)
+    eager.update(preds[:100, :50], target[:100, :50])
+    want, got = eager.compute(), comp.compute()
+    worst = max(_err(want[k].cpu(), got[k].cpu()) for k in want)
+    if worst > 1e-6:
+        FAILURES.append(f"compile: compiled != eager ({worst:.2e})")
+    if device == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            comp.update(preds, target)
+        except RuntimeError as err:
+            FAILURES.append(f"compile: host sync in the compiled update: {err}")
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    out = {"compile_s": compile_s, "max_rel_err": worst,
+           "eager_update_ms": _time(lambda: eager.update(preds, target), device, 50) * 1e3,
+           "compiled_update_ms": _time(lambda: comp.update(preds, target), device, 50) * 1e3,
+           "sort_ms": _time(lambda: torch.sort(preds, dim=-1, descending=True), device, 50) * 1e3}
     return out
 
 
@@ -383,7 +421,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cuda", help="cuda (default) or cpu (a self-check of this script)")
     parser.add_argument("--quick", action="store_true", help="smaller speed workloads")
-    parser.add_argument("--skip", default="", help="comma-separated sections to skip: equality,no_sync,memory,speed,sort_ratio")
+    parser.add_argument("--skip", default="", help="comma-separated sections to skip: equality,no_sync,memory,speed,sort_ratio,compile")
     parser.add_argument("--json", default=None, help="where to write the figures (default: $OUT/gpu_check.json when $OUT is set)")
     args = parser.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -398,7 +436,7 @@ def main() -> int:
     skip = set(filter(None, args.skip.split(",")))
     sections = [("equality", lambda: equality(args.device)), ("no_sync", lambda: no_sync(args.device)),
                 ("memory", lambda: memory(args.device)), ("speed", lambda: speed(args.device, args.quick)),
-                ("sort_ratio", lambda: sort_ratio(args.device, args.quick))]
+                ("sort_ratio", lambda: sort_ratio(args.device, args.quick)), ("compile", lambda: compiled(args.device))]
     for name, fn in sections:
         if name in skip:
             continue
@@ -429,7 +467,7 @@ def _print(name: str, result) -> None:
             f"{max((r.get('max_rel_err', 0) for r in result), default=0):.2e}")
         for r in result if name == "no_sync" else bad:
             log(f"  {r['case']}: {r['status']}")
-    elif name == "memory":
+    elif name in ("memory", "compile"):
         log("  " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in result.items()))
     elif name == "sort_ratio":
         log("| batch | ties | scores | validate_args | update ms | sort ms | update / sort |\n|---|---|---|---|---|---|---|")

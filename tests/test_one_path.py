@@ -97,6 +97,30 @@ def test_metric_update_on_a_tie_heavy_batch_equals_brute_force(validate_args):
     torch.testing.assert_close(got["r_precision"], r_prec.mean().float(), atol=1e-6, rtol=0)
 
 
+def test_validated_tie_free_batch_takes_the_deterministic_formulas_with_the_same_values():
+    """A validated batch without ties (read in the checks' own sync) skips the tie statistics; its
+    values equal the general path's (validate_args=False) and the deterministic policy's."""
+    g = torch.Generator().manual_seed(11)
+    preds = torch.rand(64, 30, generator=g, dtype=torch.float64)
+    target = torch.randint(0, 4, (64, 30), generator=g)
+    mask = torch.rand(64, 30, generator=g) > 0.2
+    from torch_rankeval.conventions import DEFAULT
+    from torch_rankeval.functional._inputs import prepare
+
+    rb, _ = prepare(preds, target, convention=DEFAULT, mask=mask)
+    assert not rb.averaged  # the shortcut was taken
+    rb, _ = prepare(preds.round(decimals=1), target, convention=DEFAULT, mask=mask)
+    assert rb.averaged  # a batch with ties keeps the general path
+    out = {}
+    for name, kw in {"validated": {}, "general": {"validate_args": False}, "first": {"ties": "first"}}.items():
+        m = RankingMetrics(ALL, k=(1, 5, 40), **kw)
+        m.update(preds, target, mask=mask)
+        out[name] = m.compute()
+    for key in out["general"]:
+        torch.testing.assert_close(out["validated"][key], out["general"][key], atol=1e-12, rtol=0, msg=key)
+        torch.testing.assert_close(out["first"][key], out["general"][key], atol=1e-12, rtol=0, msg=key)
+
+
 def got_values(out: dict, name: str, ks: tuple) -> torch.Tensor:
     return torch.stack([out[f"{name}@{k}"] for k in ks])
 

@@ -120,12 +120,10 @@ def prepare(
     uses_gain: bool = False,
     discounts: Tensor | None = None,
     gain: Callable[[Tensor], Tensor] | None = None,
-    width: int | None = None,
 ) -> tuple[RankedBatch, bool]:
     """Check the inputs and rank them; returns the ranked batch and whether the input was 1-D.
 
-    ``width``: how many leading ranked positions the caller's cutoffs need (None: the whole list),
-    so that tie statistics are computed once for all metrics. ``validate_args`` adds the checks
+    ``validate_args`` adds the checks
     that read values (:func:`check_values`), resolved in one host sync; the ranked batch is the same
     either way."""
     inputs = _normalize(preds, target, mask, ignore_index, ideal_target, n_relevant)
@@ -141,10 +139,14 @@ def prepare(
         discounts=discounts,
         gain=gain,
         dtype=work_dtype(preds, target, ideal_target),
-        width=width,
     )
     if validate_args:
-        _check_normalized(inputs, convention, uses_gain)
+        # The checks sync with the host once anyway; the same sync tells whether the batch holds any
+        # tie at all. A batch without one skips the tie-group statistics (the same values: every
+        # group has one document). No extra sync, no re-ranking; validate_args=False never branches.
+        tied = ranked.any_tie() if ranked.averaged else None
+        if not _check_normalized(inputs, convention, uses_gain, tied):
+            ranked.assume_no_ties()
     return ranked, single
 
 
@@ -209,7 +211,9 @@ def _normalize(preds: Tensor, target: Tensor, mask: Tensor | None, ignore_index:
     return preds, target, valid_mask(target, mask, ignore_index), ideal_target, ideal_valid, n_relevant, single
 
 
-def _check_normalized(inputs: tuple, convention: Convention, uses_gain: bool) -> None:
+def _check_normalized(inputs: tuple, convention: Convention, uses_gain: bool, tied: Tensor | None = None) -> bool:
+    """Run the value checks in one host sync; returns the value of ``tied`` read in the same sync
+    (True when ``tied`` is None)."""
     preds, target, valid, ideal_target, ideal_valid, n_relevant, _ = inputs
     checks = _value_checks(preds, target, valid, convention, ideal_target, ideal_valid, uses_gain)
     if n_relevant is not None:
@@ -220,10 +224,12 @@ def _check_normalized(inputs: tuple, convention: Convention, uses_gain: bool) ->
             "n_relevant is smaller than the number of relevant documents found in the list (or negative): "
             "it must count all relevant documents of each query, retrieved or not",
         ))
-    flags = torch.stack([flag.to(preds.device) for flag, _ in checks]).tolist()  # the one host sync
+    extra = [] if tied is None else [tied]
+    flags = torch.stack([flag.to(preds.device) for flag, _ in checks] + extra).tolist()  # the one host sync
     for i, (flag, (_, message)) in enumerate(zip(flags, checks)):
         if flag and not (i == 0 and valid is None and bool(torch.isfinite(preds).all())):
             raise ValueError(message)
+    return True if tied is None else bool(flags[-1])
 
 
 def _value_checks(

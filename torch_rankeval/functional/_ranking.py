@@ -15,7 +15,9 @@ reduce to the deterministic metric.
 starts with a ``cummax``, group ends with a reversed ``cummin``, group and before-group sums by
 gathering prefix sums at those bounds. There is no scatter, no per-group table, no data-dependent
 branch, shape or host sync: a batch with ties costs what a batch without ties costs, and the path
-compiles with ``torch.compile(fullgraph=True)``. Relevance is counted in integers and gains are
+compiles with ``torch.compile(fullgraph=True)``. (A validated call, which syncs once for its value
+checks anyway, also reads in that sync whether the batch holds any tie; a batch without one uses
+groups of one document, the same values for less work: :meth:`RankedBatch.assume_no_ties`.) Relevance is counted in integers and gains are
 summed in float64, so differences of prefix sums are exact (no cancellation over long rows);
 combinatorial terms (RR, hit rate, the hypergeometric law of AP's retrieved-relevant denominator)
 are evaluated in float64 as products of ratios or with ``lgamma``, exact to ~1e-12 relative at any
@@ -146,12 +148,20 @@ class TieGroups:
             the group given that the slots before it do not; 0 elsewhere (RR, hit rate).
     """
 
-    def __init__(self, rb: RankedBatch, width: int, wide: TieGroups | None = None) -> None:
-        self.rb, self.width, self._wide = rb, width, wide
+    def __init__(self, rb: RankedBatch, width: int) -> None:
+        # A weak reference: the batch holds its TieGroups, and a cycle would keep every batch's
+        # tensors alive until the cyclic garbage collector runs (memory growing over updates).
+        self._rb, self.width = weakref.ref(rb), width
         self._cache: dict[str, Tensor] = {}
-        if wide is not None:  # a narrower view of `wide`: whole-group statistics do not depend on the width
-            return
+        self._bounds_done = False
         self._boundary: tuple[Tensor, Tensor] | None = None
+
+    def _bounds(self) -> None:
+        """Group starts and ends of the first ``width`` positions (computed on first need)."""
+        if self._bounds_done:
+            return
+        self._bounds_done = True
+        rb, width = self.rb, self.width
         if not rb.averaged:
             return
         # Group bounds from the sorted keys: int32 scans (int64 cummax is several times slower on
@@ -171,15 +181,22 @@ class TieGroups:
             # row whose key equals its key, counted over the full row (a full sort or a top-k alike).
             self._boundary = (end == width, rb._doc_key == key[:, width - 1 :])
 
-    def narrow(self, width: int) -> TieGroups:
-        """The statistics of the first ``width <= self.width`` positions."""
-        return self if width == self.width else TieGroups(self.rb, width, wide=self._wide or self)
+    @property
+    def rb(self) -> RankedBatch:
+        rb = self._rb()
+        if rb is None:
+            raise RuntimeError("the RankedBatch of these TieGroups no longer exists")
+        return rb
 
     def _get(self, name: str, make: Callable[[], dict[str, Tensor]]) -> Tensor:
+        """Statistic ``name``: cached; else sliced from a wider TieGroups of the batch that holds it
+        already (whole-group statistics do not depend on the width); else computed here."""
         if name not in self._cache:
-            if self._wide is not None:
-                self._cache[name] = getattr(self._wide, name)[:, : self.width]
+            wider = self.rb._wider_with(name, self.width)
+            if wider is not None:
+                self._cache[name] = wider[:, : self.width]
             else:
+                self._bounds()
                 self._cache.update(make())
         return self._cache[name]
 
@@ -238,15 +255,14 @@ class TieGroups:
         in ranked order whose per-document values (input order, ``(N, L)``) are ``doc``, accumulated
         in ``dtype``. ``doc`` is read only for a group that crosses ``width``; its sum is taken in
         ``doc``'s own dtype (a sum of terms, no cancellation)."""
-        if self._wide is not None:
-            raise ValueError("sums of a new quantity need the widest TieGroups of the batch (rb.groups())")
+        self._bounds()
         inclusive = head.cumsum(-1, dtype=dtype)
         if not self.rb.averaged:
             x = head.to(dtype)
             return x, inclusive - x
         padded = torch.constant_pad_nd(inclusive, (1, 0))  # padded[:, q] = sum of the first q positions
         before = padded.gather(-1, self._start_i)
-        total = padded.gather(-1, self._end_i) - before
+        total = padded.gather(-1, self._end_i).sub_(before)
         if self._boundary is not None:
             same = self._boundary[1]
             full = (same & doc if doc.dtype == torch.bool else doc * same).sum(-1, keepdim=True, dtype=dtype)
@@ -312,7 +328,7 @@ class TieGroups:
         if not rb.averaged:
             return rb.head(name, self.width)
         total = self.rel if name == "rel" else self.gain
-        return (total / self.size).to(rb.dtype)
+        return (total / self.size).to(rb.dtype)  # a new array: the cached statistics stay untouched
 
     def at(self, name: str, idx: list[int]) -> Tensor:
         """Statistic ``name`` at the static positions ``idx``, ``(N, K)``."""
@@ -335,8 +351,6 @@ class RankedBatch:
         gain: optional gain function that replaces ``gain_fn(convention.gain)`` (e.g. one that
             reads a device-resident table).
         dtype: float dtype of the computation.
-        width: the number of leading ranked positions the caller's cutoffs need (None: all); tie
-            statistics are then computed once for that many positions.
 
     Per-document inputs beyond these (e.g. a ``judged`` flag) are put in ranked order with
     :meth:`ranked`.
@@ -367,10 +381,9 @@ class RankedBatch:
         discounts: Tensor | None = None,
         gain: Callable[[Tensor], Tensor] | None = None,
         dtype: torch.dtype = torch.float32,
-        width: int | None = None,
     ) -> None:
         self._cache: dict[str, Tensor] = {}
-        self._groups: TieGroups | None = None
+        self._groups: dict[int, TieGroups] = {}
         self.convention = convention
         self.dtype = dtype
         self.n_lists, self.length = preds.shape
@@ -380,7 +393,6 @@ class RankedBatch:
         self._has_padding = valid is not None
         self.averaged = convention.ties == "average"
         self._target_in, self._valid_in = target, valid
-        self.width_hint = self.length if width is None else max(1, min(width, self.length))
         self.order, self._sorted_key, self._doc_key = _rank(preds, target, valid, convention.ties)
 
         max_len = self.length if ideal_target is None else max(self.length, ideal_target.shape[-1])
@@ -388,6 +400,19 @@ class RankedBatch:
             discounts = discount_table(max_len, convention, dtype=dtype, device=self.device)
         self._discounts_in = discounts
         self._ideal_target, self._ideal_valid, self._n_relevant = ideal_target, ideal_valid, n_relevant
+
+    def any_tie(self) -> Tensor:
+        """Whether two real documents of a list share a score, over the batch: a 0-d bool tensor (no
+        host sync; NaN padding never equals anything)."""
+        key = self._sorted_key
+        return (key[:, 1:] == key[:, :-1]).any()
+
+    def assume_no_ties(self) -> None:
+        """Use groups of one document (the deterministic formulas): exact for a batch without ties,
+        which the caller has checked (:meth:`any_tie`, read in a sync it makes anyway)."""
+        if self._groups:
+            raise RuntimeError("assume_no_ties() must come before any tie statistics are computed")
+        self.averaged = False
 
     # ------------------------------------------------------------------ per-document inputs
     @property
@@ -417,7 +442,7 @@ class RankedBatch:
         dtype), ``"gains"`` (0 at padding), ``"valid"`` (bool) or ``"target"`` (grades, working
         dtype, 0 at padding)."""
         width = self.length if width is None else min(width, self.length)
-        for w in (self.length, self.width_hint, width):  # reuse a wider copy when there is one
+        for w in (self.length, width):  # reuse the full-length copy when there is one
             hit = self._cache.get(f"head_{name}_{w}")
             if hit is not None and w >= width:
                 return hit if w == width else hit[:, :width]
@@ -493,12 +518,19 @@ class RankedBatch:
 
     # ------------------------------------------------------------------ tie groups
     def groups(self, width: int | None = None) -> TieGroups:
-        """Tie-group statistics of the first ``width`` positions (default: all). Computed once per
-        batch, for the widest of ``width`` and the constructor's ``width`` hint."""
+        """Tie-group statistics of the first ``width`` positions (default: all), one
+        :class:`TieGroups` per width; a statistic a wider one already holds is sliced from it."""
         width = self.length if width is None else min(width, self.length)
-        if self._groups is None or self._groups.width < width:
-            self._groups = TieGroups(self, max(width, self.width_hint))
-        return self._groups.narrow(width)
+        g = self._groups.get(width)
+        if g is None:
+            g = self._groups[width] = TieGroups(self, width)
+        return g
+
+    def _wider_with(self, name: str, width: int) -> Tensor | None:
+        for w, g in self._groups.items():
+            if w > width and name in g._cache:
+                return g._cache[name]
+        return None
 
     def expected(self, x: Tensor, upto: int | None = None) -> Tensor:
         """Expected value of a ranked-order ``x`` ``(N, L)`` at each of the first ``upto`` positions

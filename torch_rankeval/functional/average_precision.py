@@ -32,9 +32,11 @@ def _terms(rb: RankedBatch, width: int, *, binary: bool) -> Tensor:
         r, c = g.rel, g.rel_before
         if not rb.averaged:
             return r * (c + 1) * inverse_ranks
-        # (A + B (j - 1)) / p = r / n * (c + 1 + (r - 1) (j - 1) / (n - 1)) / p; j - 1 = 0 when n = 1
+        # (A + B (j - 1)) / p = r / n * (c + 1 + (r - 1) (j - 1) / (n - 1)) / p; j - 1 = 0 when n = 1.
+        # In place on fresh temporaries: on CPU every new (N, L) array is page-faulted in again.
         n = g.size
-        return r / n * (c + 1 + (r - 1) * g.offset / (n - 1).clamp(min=1)) * inverse_ranks
+        t = (r - 1).mul_(g.offset).div_((n - 1).clamp_(min=1)).add_(c).add_(1)
+        return t.mul_(r).div_(n).mul_(inverse_ranks)
     s1, s2, c, n = g.gain, g.gain_sq, g.gain_before, g.size.double()
     a = (s1 * c + s2) / n
     b = (s1 * s1 - s2) / (n * (n - 1)).clamp(min=1)

@@ -186,8 +186,6 @@ class RankingMetrics(RunningMeanMetric):
         self.validate_args = validate_args
         self.compile = compile
         self._uses_gain = any(spec.uses_gain(self.convention) for spec, _, _ in self.specs)
-        cutoffs = [c for _, ks, _ in self.specs for c in ks]
-        self._width = None if None in cutoffs else max(cutoffs)  # ranked positions the cutoffs need
         self._add_running_states(
             [key for _, _, keys in self.specs for key in keys],
             empty_target_action=self.convention.empty_target_action,
@@ -289,7 +287,7 @@ class RankingMetrics(RunningMeanMetric):
         rb, _ = prepare(
             preds, target, convention=self.convention, mask=mask, ignore_index=self.ignore_index,
             ideal_target=ideal_target, n_relevant=n_relevant, validate_args=self.validate_args,
-            uses_gain=self._uses_gain, discounts=self._discount_table(length), gain=self._gain(), width=self._width,
+            uses_gain=self._uses_gain, discounts=self._discount_table(length), gain=self._gain(),
         )
         values, empty = self._values(rb)
         if self.keep_per_query:
@@ -311,7 +309,7 @@ class RankingMetrics(RunningMeanMetric):
                 ideal_target=ideal_target, n_relevant=n_relevant, uses_gain=self._uses_gain,
             )
         reduce = not self.keep_per_query and self.empty_target_action != "error"
-        specs, convention, ignore_index, width = self.specs, self.convention, self.ignore_index, self._width
+        specs, convention, ignore_index = self.specs, self.convention, self.ignore_index
         action = self.empty_target_action
 
         def build() -> Callable:
@@ -319,7 +317,7 @@ class RankingMetrics(RunningMeanMetric):
                 gain = None if gain_keys is None else (lambda t: mapped_gain(t, gain_keys, gain_values))
                 rb, _ = prepare(
                     preds, target, convention=convention, mask=mask, ignore_index=ignore_index, ideal_target=ideal_target,
-                    n_relevant=n_relevant, validate_args=False, discounts=discounts, gain=gain, width=width,
+                    n_relevant=n_relevant, validate_args=False, discounts=discounts, gain=gain,
                 )
                 values, empty = _spec_values(specs, convention, rb)
                 if not reduce:
@@ -359,7 +357,7 @@ class RankingMetrics(RunningMeanMetric):
         check_graded_cutoffs(self.convention, [k for _, ks, _ in self.specs for k in ks if k is not None], length)
         rb, _ = prepare(
             p, t, convention=self.convention, mask=mask, validate_args=self.validate_args, uses_gain=self._uses_gain,
-            discounts=self._discount_table(length), gain=self._gain(), width=self._width,
+            discounts=self._discount_table(length), gain=self._gain(),
         )
         values, empty = self._values(rb)
         if accumulate:
