@@ -4,7 +4,7 @@ the state's memory, and speed against torchmetrics and ``torch.sort`` on the sam
 One command, under five minutes on one GPU::
 
     python benchmarks/gpu_check.py                       # CUDA; exits 2 with a message without it
-    python benchmarks/gpu_check.py --device cpu          # self-check of the script on the CPU
+    python benchmarks/gpu_check.py --device cpu --threads 1   # self-check of the script on the CPU
     python benchmarks/gpu_check.py --json out.json       # also write the figures ($OUT/gpu_check.json by default)
 
 Sections (each prints its table; the process exits 1 if a check fails):
@@ -421,6 +421,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cuda", help="cuda (default) or cpu (a self-check of this script)")
     parser.add_argument("--quick", action="store_true", help="smaller speed workloads")
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (the CPU self-check on a busy machine: 1)")
     parser.add_argument("--skip", default="", help="comma-separated sections to skip: equality,no_sync,memory,speed,sort_ratio,compile")
     parser.add_argument("--json", default=None, help="where to write the figures (default: $OUT/gpu_check.json when $OUT is set)")
     args = parser.parse_args()
@@ -428,8 +429,10 @@ def main() -> int:
         print("gpu_check: CUDA is not available on this machine (torch "
               f"{torch.__version__}); run it where a GPU is, or use --device cpu to self-check the script", file=sys.stderr)
         return 2
+    if args.threads:
+        torch.set_num_threads(args.threads)
     t_start = time.time()
-    report: dict = {"device": args.device, "torch": torch.__version__}
+    report: dict = {"device": args.device, "torch": torch.__version__, "threads": torch.get_num_threads()}
     if args.device == "cuda":
         report["gpu"] = torch.cuda.get_device_name(0)
     log(f"gpu_check on {report.get('gpu', args.device)}, torch {torch.__version__}")
