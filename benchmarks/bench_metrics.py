@@ -6,10 +6,18 @@ peak memory is that case's alone. Times are medians over repeats; ratios are tak
     python benchmarks/bench_metrics.py                   # all workloads, CPU
     python benchmarks/bench_metrics.py --device cuda     # our metric on the GPU (peers stay on CPU)
     python benchmarks/bench_metrics.py --quick           # small sizes, to check the script works
+    python benchmarks/bench_metrics.py --sort-ratio      # update time / one torch.sort, every path
 
 Workloads: ``10k`` (10,000 queries x 100 docs), ``100k`` (100,000 x 100), ``loop`` (a validation loop:
 200 batches of 256 x 64, updated per batch, computed at the end), ``stream`` (padded streaming
 memory at 10k, 100k and 1M queries). Results are printed as a table and written as JSON.
+
+``--sort-ratio`` measures "one speed for every path": the median time of one
+``RankingMetrics(("ndcg", "map"), k=10).update`` divided by the median time of one ``torch.sort``
+of the same scores (same process, measured interleaved, so the ratio survives machine load), on
+256 x 64, 1,000 x 100 and 10,000 x 100 batches, with and without tied scores, both settings of
+``validate_args``, float32 and bfloat16 scores (and ``compile=True`` with ``--compiled``).
+``--repo PATH`` measures another checkout of the package (e.g. the main branch, for a before/after).
 """
 
 from __future__ import annotations
@@ -244,9 +252,99 @@ def stream_memory(args) -> dict:
     return {"queries": args.stream_queries, "seconds": time.perf_counter() - t0, "peak_rss_delta_mb": peak_rss_mb() - base, "state_bytes": state_bytes}
 
 
+# ---------------------------------------------------------------------------------------- sort ratio
+RATIO_SIZES = "256x64,1000x100,10000x100"
+RATIO_METRICS = ("ndcg", "map")  # with k=10: nDCG@10 and AP@10, the issue's measurement
+
+
+def ratio_inputs(n: int, length: int, ties: bool, dtype_name: str, seed: int = 0):
+    """Scores without ties (a random permutation of 0..L-1 per row: distinct and exact in bfloat16)
+    or with heavy ties (10 score levels); grades 0-4."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    if ties:
+        preds = torch.randint(0, 10, (n, length), generator=g).float()
+    else:
+        preds = torch.rand(n, length, generator=g).argsort(-1).float()
+    target = torch.randint(0, 5, (n, length), generator=g)
+    return preds.to(getattr(torch, dtype_name)), target
+
+
+def sort_ratio_case(args) -> dict:
+    """Child process: every path at one batch size, interleaved with the reference sort."""
+    import torch
+
+    from torch_rankeval import RankingMetrics
+
+    set_threads(args.threads)
+    n, length = (int(v) for v in args.ratio_size.split("x"))
+    configs = [("validate", {"validate_args": True}), ("no_validate", {"validate_args": False})]
+    if args.compiled:
+        configs.append(("compiled", {"validate_args": False, "compile": True}))
+    inputs = {
+        (ties, dtype): tuple(t.to(args.device) for t in ratio_inputs(n, length, ties, dtype))
+        for ties in (False, True) for dtype in ("float32", "bfloat16")
+    }
+    metrics = {name: RankingMetrics(RATIO_METRICS, k=10, **kw).to(args.device) for name, kw in configs}
+    sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
+
+    def timed(fn) -> float:
+        sync()
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        return time.perf_counter() - t0
+
+    for _ in range(3):  # warm-up (and compilation)
+        for preds, target in inputs.values():
+            torch.sort(preds, dim=-1, descending=True)
+            for m in metrics.values():
+                m.update(preds, target)
+    repeats = args.ratio_repeats or max(7, min(300, int(3e6 // (n * length))))
+    times: dict = {}
+    for _ in range(repeats):
+        for key, (preds, target) in inputs.items():
+            times.setdefault((*key, "sort"), []).append(timed(lambda p=preds: torch.sort(p, dim=-1, descending=True)))
+            for name, m in metrics.items():
+                times.setdefault((*key, name), []).append(timed(lambda m=m, p=preds, t=target: m.update(p, t)))
+    values = {name: {k: round(float(v), 6) for k, v in m.compute().items()} for name, m in metrics.items()}
+    out = []
+    for ties, dtype in inputs:
+        sort_s = statistics.median(times[(ties, dtype, "sort")])
+        for name, _ in configs:
+            upd = statistics.median(times[(ties, dtype, name)])
+            out.append({"ties": ties, "dtype": dtype, "config": name, "update_ms": upd * 1e3, "sort_ms": sort_s * 1e3, "ratio": upd / sort_s})
+    return {"size": args.ratio_size, "repeats": repeats, "rows": out, "values": values}
+
+
+def print_sort_ratio(results: list[dict], machine: dict) -> None:
+    print(f"machine: {machine}")
+    configs = []
+    for r in results:
+        for row in r.get("rows", []):
+            if row["config"] not in configs:
+                configs.append(row["config"])
+    head = " | ".join(f"{'ties' if t else 'no ties'}, {c}" for t in (False, True) for c in configs)
+    for dtype in ("float32", "bfloat16"):
+        print(f"\nupdate / torch.sort, {dtype} scores (median update ms / median sort ms)")
+        print(f"| batch | {head} |")
+        print("|---" * (1 + 2 * len(configs)) + "|")
+        for r in results:
+            if "error" in r:
+                print(f"| {r.get('size')} | error: {r['error']} |")
+                continue
+            cells = []
+            for t in (False, True):
+                for c in configs:
+                    row = next(x for x in r["rows"] if x["ties"] == t and x["dtype"] == dtype and x["config"] == c)
+                    cells.append(f"{row['ratio']:.2f}x ({row['update_ms']:.2f}/{row['sort_ms']:.2f})")
+            print(f"| {r['size']} | " + " | ".join(cells) + " |")
+
+
 # ---------------------------------------------------------------------------------------- parent
-def child(*extra: str, threads: int | None = None) -> dict:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+def child(*extra: str, threads: int | None = None, repo: str | None = None) -> dict:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo or REPO), os.environ.get("PYTHONPATH", "")])}
     thread_args = ["--threads", str(threads)] if threads else []
     proc = subprocess.run([sys.executable, __file__, *extra, *thread_args], capture_output=True, text=True, env=env)
     if proc.returncode != 0:
@@ -272,15 +370,24 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--threads", type=int, default=None, help="torch and numba threads per case (default: all cores)")
     parser.add_argument("--stream", default="10000,100000,1000000", help="query counts for the streaming memory check ('' to skip)")
-    parser.add_argument("--json", default=str(REPO / "benchmarks" / "results" / "bench_metrics.json"))
+    parser.add_argument("--json", default=None, help="where to write the JSON results (default: benchmarks/results/)")
+    parser.add_argument("--sort-ratio", action="store_true", help="the update / torch.sort table instead of the peers")
+    parser.add_argument("--sizes", default=RATIO_SIZES, help="--sort-ratio batch sizes, NxL comma-separated")
+    parser.add_argument("--ratio-repeats", type=int, default=None, help="--sort-ratio repeats (default: by size, 7-300)")
+    parser.add_argument("--compiled", action="store_true", help="--sort-ratio: also RankingMetrics(compile=True)")
+    parser.add_argument("--repo", default=None, help="checkout whose torch_rankeval is measured (default: this one)")
     # child mode
     parser.add_argument("--case", help=argparse.SUPPRESS)
     parser.add_argument("--workload", help=argparse.SUPPRESS)
     parser.add_argument("--stream-queries", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--ratio-size", help=argparse.SUPPRESS)
     args = parser.parse_args()
 
     if args.case:
         print(json.dumps(run_case(args)))
+        return
+    if args.ratio_size:
+        print(json.dumps(sort_ratio_case(args)))
         return
     if args.stream_queries:
         print(json.dumps(stream_memory(args)))
@@ -288,10 +395,24 @@ def main() -> None:
 
     import torch
 
+    machine = {"platform": platform.platform(), "processor": platform.processor(), "cpus": os.cpu_count(),
+               "torch": torch.__version__, "threads": args.threads or torch.get_num_threads(), "device": args.device,
+               "repo": str(args.repo or REPO), "load_average_before": os.getloadavg()}
+    if args.sort_ratio:
+        extra = ["--device", args.device, *(["--compiled"] if args.compiled else []), *(["--ratio-repeats", str(args.ratio_repeats)] if args.ratio_repeats else [])]
+        results = []
+        for size in args.sizes.split(","):
+            results.append(child("--ratio-size", size, *extra, threads=args.threads, repo=args.repo))
+            print(f"[{size}] {results[-1]}", file=sys.stderr)
+        machine["load_average_after"] = os.getloadavg()
+        path = Path(args.json or REPO / "benchmarks" / "results" / "sort_ratio.json")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"machine": machine, "results": results}, indent=2))
+        print_sort_ratio(results, machine)
+        return
+
     report = {
-        "machine": {"platform": platform.platform(), "processor": platform.processor(), "cpus": os.cpu_count(),
-                    "torch": torch.__version__, "threads": args.threads or torch.get_num_threads(), "device": args.device,
-                    "load_average_before": os.getloadavg()},
+        "machine": machine,
         "workloads": {},
     }
     slow = {"torchmetrics", "pytrec_eval"}
@@ -303,15 +424,18 @@ def main() -> None:
             extra = ["--device", args.device] if case.startswith("ours") else []
             results[case] = child(
                 "--case", case, "--workload", wname, "--repeats", str(repeats), *extra, *(["--quick"] if args.quick else []),
-                threads=args.threads,
+                threads=args.threads, repo=args.repo,
             )
             print(f"[{wname}] {case}: {results[case]}", file=sys.stderr)
         report["workloads"][wname] = {"size": w, "results": results, "sync_bytes": sync_bytes(w["queries"] * w["length"])}
     if args.stream:
-        report["stream"] = [child("--stream-queries", n, "--device", args.device, threads=args.threads) for n in args.stream.split(",")]
+        report["stream"] = [
+            child("--stream-queries", n, "--device", args.device, threads=args.threads, repo=args.repo) for n in args.stream.split(",")
+        ]
     report["machine"]["load_average_after"] = os.getloadavg()
-    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps(report, indent=2))
+    path = Path(args.json or REPO / "benchmarks" / "results" / "bench_metrics.json")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2))
     print_report(report)
 
 

@@ -83,7 +83,8 @@ def __dir__() -> list[str]:
     return sorted({*__all__, *_SUBMODULES, *loaded})
 
 
-if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only (names of __all__)
+    # ruff: noqa: F401
     from torch_rankeval import functional
     from torch_rankeval.conventions import PRESETS, Convention, presets
     from torch_rankeval.metrics import (

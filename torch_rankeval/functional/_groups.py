@@ -1,12 +1,12 @@
-"""Tie-group bounds and prefix sums for the kernels beyond trec_eval's core (ERR, RBP, Judged,
-fall-out, AUROC, OPA, ARP).
+"""Tie-group helpers for the kernels beyond the core metrics (trec_eval's other measures, ERR, RBP,
+Judged, fall-out, AUROC, OPA, ARP), on top of the ranking core's per-position tie statistics
+(:meth:`~torch_rankeval.functional._ranking.RankedBatch.groups`).
 
-These kernels read the ranked view through a few :class:`~torch_rankeval.functional._ranking.RankedBatch`
-attributes (``target``, ``valid``, ``rel``, ``judged``, ``n_valid``, ``averaged``, ``cutoff_index``,
-``span``, ``cumulative``, ``cached``) and derive the tie groups here, from the sorted score keys
-(equal keys are tied, NaN marks padding, which never joins a group): a group's start is a running
-maximum of group-start positions and its end a reversed running minimum. Group sums are differences
-of float64 prefix sums at those bounds. No scatter, no host sync, no data-dependent shape.
+The kernels read the ranked view through RankedBatch's public attributes (``rel``, ``gains``,
+``target``, ``valid``, ``judged``, ``n_relevant``, ``n_valid``, ``cutoff_index``, ...) and the few
+helpers here: group bounds, group and before-group sums of any ranked-order quantity (float64 or
+integer prefix sums, exact over long rows), expected sums over the top ``k``. No scatter, no host
+sync, no data-dependent shape.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from torch import Tensor
 
 from torch_rankeval.functional._ranking import RankedBatch
 
-__all__ = ["between", "bounds", "expected_top", "prefix", "safe_div"]
+__all__ = ["between", "bounds", "expected_relevant", "expected_top", "group_bounds", "group_sums", "prefix", "safe_div"]
 
 
 def bounds(rb: RankedBatch) -> tuple[Tensor, Tensor]:
@@ -32,20 +32,31 @@ def bounds(rb: RankedBatch) -> tuple[Tensor, Tensor]:
     """
 
     def make() -> tuple[Tensor, Tensor]:
-        n, length = rb.n_lists, rb.length
-        pos = torch.arange(length, device=rb.device).expand(n, length)
-        if not rb.averaged:
-            return pos, pos + 1
-        key = rb._sorted_key  # the one private attribute read: equal keys are tied, NaN is padding
-        new = torch.ones(n, length, dtype=torch.bool, device=rb.device)
-        new[:, 1:] = key[:, 1:] != key[:, :-1]  # NaN != NaN: a padding slot is a group of one
-        start = torch.where(new, pos, torch.zeros_like(pos)).cummax(-1).values
-        nxt = torch.where(new, pos, torch.full_like(pos, length))
-        following = torch.cat([nxt[:, 1:], torch.full_like(nxt[:, :1], length)], dim=-1)
-        end = following.flip(-1).cummin(-1).values.flip(-1)
-        return start, end
+        g = rb.groups()
+        start = g.start.long()
+        return start, start + g.size.long()
 
-    return rb.cached("beyond_bounds", make)
+    return rb.cached("group_bounds_int", make)
+
+
+def group_bounds(rb: RankedBatch) -> tuple[Tensor, Tensor]:
+    """``(start, size)``, ``(N, L)``: the 0-based first position and the size of each position's tie
+    group, in the working dtype."""
+    g = rb.groups()
+    return g.start, g.size
+
+
+def group_sums(rb: RankedBatch, x: Tensor) -> tuple[Tensor, Tensor]:
+    """``(inside, above)``, ``(N, L)``: the sum of the ranked-order ``x`` over each position's tie
+    group, and over the positions ranked above that group, in ``x``'s dtype (accumulated in float64,
+    or int64 for integer ``x``). Without averaged ties, groups of one: ``(x, exclusive prefix sum)``."""
+    total, before = rb.groups().sums(x, None, dtype=torch.float64 if x.is_floating_point() else torch.int64)
+    return total.to(x.dtype), before.to(x.dtype)
+
+
+def expected_relevant(rb: RankedBatch, ks: tuple) -> Tensor:
+    """Expected number of relevant documents in the top ``k`` over the tie orders, ``(N, K)``."""
+    return rb.expected_relevant(ks)
 
 
 def prefix(x: Tensor) -> Tensor:

@@ -16,9 +16,9 @@ import torch
 from torch import Tensor
 
 from torch_rankeval.conventions import REDUCTIONS, Convention
-from torch_rankeval.functional._ranking import RankedBatch
+from torch_rankeval.functional._ranking import RankedBatch, relevant
 
-__all__ = ["Cutoffs", "parse_k", "prepare", "finalize", "check_reduction"]
+__all__ = ["Cutoffs", "check_reduction", "check_values", "finalize", "parse_k", "prepare"]
 
 Cutoffs = tuple  # tuple[int | None, ...]
 
@@ -121,17 +121,73 @@ def prepare(
     uses_gain: bool = False,
     discounts: Tensor | None = None,
     gain: Callable[[Tensor], Tensor] | None = None,
-    split_ties: bool = True,
 ) -> tuple[RankedBatch, bool]:
     """Check the inputs and rank them; returns the ranked batch and whether the input was 1-D.
 
-    With ``validate_args`` and ``split_ties``, lists without tied scores are switched to the
-    deterministic path (see :meth:`RankedBatch.split_ties`); the caller must then compute values
-    through :func:`tie_split_values`."""
+    ``validate_args`` adds the checks
+    that read values (:func:`check_values`), resolved in one host sync; the ranked batch is the same
+    either way."""
+    inputs = _normalize(preds, target, mask, ignore_index, ideal_target, n_relevant, judged)
+    preds, target, valid, ideal_target, ideal_valid, n_relevant, judged, single = inputs
+    ranked = RankedBatch(
+        preds,
+        target,
+        valid,
+        convention,
+        ideal_target=ideal_target,
+        ideal_valid=ideal_valid,
+        n_relevant=n_relevant,
+        judged=judged,
+        discounts=discounts,
+        gain=gain,
+        dtype=work_dtype(preds, target, ideal_target),
+    )
+    if validate_args:
+        # The checks sync with the host once anyway; the same sync tells whether the batch holds any
+        # tie at all. A batch without one skips the tie-group statistics (the same values: every
+        # group has one document). No extra sync, no re-ranking; validate_args=False never branches.
+        tied = ranked.any_tie() if ranked.averaged else None
+        if not _check_normalized(inputs, convention, uses_gain, tied):
+            ranked.assume_no_ties()
+    return ranked, single
+
+
+def check_values(
+    preds: Tensor,
+    target: Tensor,
+    *,
+    convention: Convention,
+    mask: Tensor | None = None,
+    ignore_index: int | float | None = None,
+    ideal_target: Tensor | None = None,
+    n_relevant: Tensor | None = None,
+    judged: Tensor | None = None,
+    uses_gain: bool = False,
+) -> None:
+    """The checks of ``validate_args=True`` on their own: shapes and types, then the checks that read
+    values (NaN/inf scores, negative grades under exp2, ``n_relevant`` below the relevant documents
+    found), resolved in one host sync. For callers that rank elsewhere (a compiled update).
+
+    Example:
+        >>> import torch
+        >>> from torch_rankeval.conventions import DEFAULT
+        >>> check_values(torch.tensor([0.5, float("nan")]), torch.tensor([1, 0]), convention=DEFAULT)
+        Traceback (most recent call last):
+        ...
+        ValueError: preds contains NaN or infinite scores at unmasked positions; fix the model output, or mark those documents as padding with mask=False
+    """
+    _check_normalized(_normalize(preds, target, mask, ignore_index, ideal_target, n_relevant, judged), convention, uses_gain)
+
+
+def _normalize(
+    preds: Tensor, target: Tensor, mask: Tensor | None, ignore_index: int | float | None, ideal_target: Tensor | None,
+    n_relevant: Tensor | None, judged: Tensor | None = None,
+) -> tuple:
+    """Type and shape checks (no host sync), 1-D input as one list: (preds, target, valid,
+    ideal_target, ideal_valid, n_relevant, judged, single)."""
     check_preds_target(preds, target, mask)
     if ignore_index is not None and (isinstance(ignore_index, bool) or not isinstance(ignore_index, (int, float))):
         raise TypeError(f"ignore_index must be an int (or float) grade value marking padding, got {ignore_index!r}")
-    single = preds.ndim == 1
     if judged is not None:
         _check_tensor(judged, "judged")
         if judged.dtype != torch.bool:
@@ -139,6 +195,7 @@ def prepare(
         if judged.shape != preds.shape:
             raise ValueError(f"judged must have the shape of preds {tuple(preds.shape)}, got {tuple(judged.shape)}")
         _same_device(preds, judged, "judged")
+    single = preds.ndim == 1
     if single:
         preds, target = preds.unsqueeze(0), target.unsqueeze(0)
         mask = None if mask is None else mask.unsqueeze(0)
@@ -165,43 +222,29 @@ def prepare(
             raise ValueError(f"n_relevant must have shape {want_shape}, one count per list, got {tuple(n_relevant.shape)}")
         _same_device(preds, n_relevant, "n_relevant")
         n_relevant = n_relevant.reshape(n)
+    return preds, target, valid_mask(target, mask, ignore_index), ideal_target, ideal_valid, n_relevant, judged, single
 
-    valid = valid_mask(target, mask, ignore_index)
-    dtype = work_dtype(preds, target, ideal_target)
-    ranked = RankedBatch(
-        preds,
-        target,
-        valid,
-        convention,
-        ideal_target=ideal_target,
-        ideal_valid=ideal_valid,
-        n_relevant=n_relevant,
-        judged=judged,
-        discounts=discounts,
-        gain=gain,
-        dtype=dtype,
-    )
-    if validate_args:
-        graded = valid if judged is None else (judged if valid is None else valid & judged)  # grades that count
-        checks = _value_checks(preds, target, valid, graded, convention, ideal_target, ideal_valid, uses_gain)
-        if n_relevant is not None:
-            checks.append((
-                (ranked.rel.sum(-1) > ranked.n_relevant).any() | (n_relevant < 0).any(),
-                "n_relevant is smaller than the number of relevant documents found in the list (or negative): "
-                "it must count all relevant documents of each query, retrieved or not",
-            ))
-        # The checks need one host sync anyway; the same sync tells whether any score is tied. Lists
-        # without ties then take the cheaper deterministic path (identical values) and only the
-        # lists with ties are averaged (see tie_split_values).
-        tied = ranked.tied() if ranked.averaged and split_ties else None
-        no = torch.zeros((), dtype=torch.bool, device=preds.device)
-        flags = torch.stack([flag.to(preds.device) for flag, _ in checks] + [no if tied is None else tied.any()]).tolist()
-        for i, (flag, (_, message)) in enumerate(zip(flags, checks)):
-            if flag and not (i == 0 and valid is None and bool(torch.isfinite(preds).all())):
-                raise ValueError(message)
-        if tied is not None:
-            ranked.split_ties(tied if flags[-1] else None)
-    return ranked, single
+
+def _check_normalized(inputs: tuple, convention: Convention, uses_gain: bool, tied: Tensor | None = None) -> bool:
+    """Run the value checks in one host sync; returns the value of ``tied`` read in the same sync
+    (True when ``tied`` is None)."""
+    preds, target, valid, ideal_target, ideal_valid, n_relevant, judged, _ = inputs
+    graded = valid if judged is None else (judged if valid is None else valid & judged)  # grades that count
+    checks = _value_checks(preds, target, valid, graded, convention, ideal_target, ideal_valid, uses_gain)
+    if n_relevant is not None:
+        found = relevant(target, convention)
+        found = (found if graded is None else found & graded).sum(-1)
+        checks.append((
+            (found > n_relevant).any() | (n_relevant < 0).any(),
+            "n_relevant is smaller than the number of relevant documents found in the list (or negative): "
+            "it must count all relevant documents of each query, retrieved or not",
+        ))
+    extra = [] if tied is None else [tied]
+    flags = torch.stack([flag.to(preds.device) for flag, _ in checks] + extra).tolist()  # the one host sync
+    for i, (flag, (_, message)) in enumerate(zip(flags, checks)):
+        if flag and not (i == 0 and valid is None and bool(torch.isfinite(preds).all())):
+            raise ValueError(message)
+    return True if tied is None else bool(flags[-1])
 
 
 def _value_checks(

@@ -1,34 +1,109 @@
-"""The ranking core: rank a padded batch once, then every metric is a reduction over that view.
+"""The ranking core: rank a padded batch once; every metric is a reduction over that *ranked view*.
 
-Tie handling is built into the view. With ``ties="average"`` the documents that share a score form a
-*tie group*; every metric is the exact expected value over all orders of the documents inside each
-group (McSherry & Najork, ECIR 2008). For metrics that are linear in the ranked relevance (DCG,
-precision, recall) this means "replace each position's value by its group mean". AP, RR and
-hit-rate need the group's size, its relevant count and the relevant count before it; the kernels
-below use closed forms (hypergeometric where a cutoff splits a group). Other tie policies give
-groups of size one, for which the same formulas reduce to the plain deterministic metric.
+**Tie handling.** With ``ties="average"`` the documents that share a score form a *tie group*, and
+every metric is the exact expected value over all orders of the documents inside each group
+(McSherry & Najork, ECIR 2008). Under a uniformly random order the expected value at every slot
+of a group is the group mean, so DCG@k, P@k and R@k are sums over the first ``k`` positions of
+``group sum / group size`` (times the discount); AP's expected per-slot term is
+``(A + B (j - 1)) / p`` with ``A``, ``B`` built from the group's sums (see
+:mod:`~torch_rankeval.functional.average_precision`); RR and hit rate multiply per-slot ratios of
+the group's size and relevant count; R-precision and AP's retrieved-relevant denominator read the
+group the cutoff ends in. Other tie policies give groups of size one, for which the same formulas
+reduce to the deterministic metric.
 
+**One path.** The group statistics of every position come from the sorted keys by scans: group
+starts with a ``cummax``, group ends with a reversed ``cummin``, group and before-group sums by
+gathering prefix sums at those bounds. There is no scatter, no per-group table, no data-dependent
+branch, shape or host sync: a batch with ties costs what a batch without ties costs, and the path
+compiles with ``torch.compile(fullgraph=True)``. (A validated call, which syncs once for its value
+checks anyway, also reads in that sync whether the batch holds any tie; a batch without one uses
+groups of one document, the same values for less work: :meth:`RankedBatch.assume_no_ties`.) Relevance is counted in integers and gains are
+summed in float64, so differences of prefix sums are exact (no cancellation over long rows);
+combinatorial terms (RR, hit rate, the hypergeometric law of AP's retrieved-relevant denominator)
+are evaluated in float64 as products of ratios or with ``lgamma``, exact to ~1e-12 relative at any
+group size, and only the final values are cast to the working dtype.
+
+**The ranked-view contract** (what every kernel may read; a view built another way, e.g. from
+``torch.topk`` of the first ``W`` positions of a full catalogue, must provide exactly this):
+
+* per position, for the first ``W`` ranked positions (``W`` = :meth:`RankedBatch.span` of the
+  cutoffs: the largest cutoff, or the whole list when a metric has no cutoff):
+  :meth:`RankedBatch.head` ``"rel"`` (binary relevance), ``"gains"``, ``"valid"``, ``"target"``;
+* per position, the statistics of its WHOLE tie group, which may extend beyond ``W``
+  (:meth:`RankedBatch.groups` -> :class:`TieGroups`): start ``s``, end ``e`` and size ``n``;
+  relevant count ``r`` and relevant count before the group ``c``; gain sum, squared-gain sum and
+  gain before the group. The only group that can cross position ``W`` is the one holding position
+  ``W - 1``; its statistics come from full-row counts (documents whose score equals its score);
+* per query: :attr:`RankedBatch.n_relevant`, :attr:`RankedBatch.n_valid` and the ideal's top gains
+  (:meth:`RankedBatch.ideal_top`).
+
+Kernels have the signature ``*_values(rb, ks, ...) -> (values (N, K), empty flags or None)``.
 Nothing here loops over queries, moves data to the host or creates data-dependent shapes.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+import itertools
+import weakref
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
 
 from torch_rankeval.conventions import Convention, discount_table, gain_fn
 
-__all__ = ["RankedBatch", "log_comb", "prefix_sums", "take_columns", "tie_split_values"]
+__all__ = ["RankedBatch", "TieGroups", "log_comb", "prefix_sums", "relevant", "take_columns"]
+
+_INDEX_CACHE: dict[tuple, Tensor] = {}
+_DISCOUNT_HEADS: dict[int, tuple[weakref.ref, dict]] = {}  # id(table) -> (table, {(width, dtype): head})
+
+
+def _constant(values: tuple, dtype: torch.dtype, device: torch.device) -> Tensor:
+    if torch.compiler.is_compiling():
+        return torch.tensor(values, dtype=dtype, device=device)
+    key = (values, dtype, str(device))
+    t = _INDEX_CACHE.get(key)
+    if t is None:
+        if len(_INDEX_CACHE) > 4096:
+            _INDEX_CACHE.clear()
+        t = _INDEX_CACHE[key] = torch.tensor(values, dtype=dtype, device=device)
+    return t
+
+
+def _table(kind: str, n: int, dtype: torch.dtype, device: torch.device) -> Tensor:
+    """Cached per-position tables of length ``n``: ``"arange"`` (0..n-1), ``"inverse_ranks"``
+    (1/1..1/n), ``"countdown"`` (n..1)."""
+    if torch.compiler.is_compiling():
+        return _build_table(kind, n, dtype, device)
+    key = (kind, n, dtype, str(device))
+    t = _INDEX_CACHE.get(key)
+    if t is None:
+        if len(_INDEX_CACHE) > 4096:
+            _INDEX_CACHE.clear()
+        t = _INDEX_CACHE[key] = _build_table(kind, n, dtype, device)
+    return t
+
+
+def _build_table(kind: str, n: int, dtype: torch.dtype, device: torch.device) -> Tensor:
+    if kind == "arange":
+        return torch.arange(n, dtype=dtype, device=device)
+    if kind == "countdown":
+        return torch.arange(n, 0, -1, dtype=dtype, device=device)
+    if kind == "inverse_ranks":
+        return 1.0 / torch.arange(1, n + 1, dtype=torch.float64, device=device).to(dtype)
+    raise ValueError(kind)
 
 
 def take_columns(x: Tensor, idx: list[int]) -> Tensor:
-    """``x[:, idx]`` for a static list of column indices (``index_select``: list indexing is far
-    slower on CPU)."""
+    """``x[:, idx]`` for a static list of column indices: a slice when the columns are contiguous,
+    else ``index_select`` (list indexing is far slower on CPU)."""
     if len(idx) == 1:
         return x[:, idx[0] : idx[0] + 1]
-    return x.index_select(-1, torch.tensor(idx, device=x.device))
+    if all(b == a + 1 for a, b in itertools.pairwise(idx)):
+        return x[:, idx[0] : idx[-1] + 1]
+    if torch.compiler.is_compiling():
+        return x[:, list(idx)]
+    return x.index_select(-1, _constant(tuple(idx), torch.int64, x.device))
 
 
 def prefix_sums(x: Tensor, idx: list[int]) -> Tensor:
@@ -40,12 +115,220 @@ def prefix_sums(x: Tensor, idx: list[int]) -> Tensor:
 
 
 def log_comb(a: Tensor, b: Tensor) -> Tensor:
-    """``log(C(a, b))`` for float tensors with ``0 <= b <= a`` (other entries are meaningless)."""
+    """``log(C(a, b))`` for float tensors with ``0 <= b <= a`` (other entries are meaningless); call it
+    on float64 tensors: in float32, ``lgamma`` of a large count has no digits left for the difference."""
     return torch.lgamma(a + 1) - torch.lgamma(b + 1) - torch.lgamma(a - b + 1)
 
 
+class TieGroups:
+    """Per-position statistics of the whole tie group of each of the first ``width`` ranked
+    positions, ``(N, width)`` each (see the module docstring for the contract). Each statistic is
+    computed when first read.
+
+    Attributes (in the batch's working dtype unless said otherwise):
+        start: 0-based position ``s`` of the group's first document.
+        size: ``n``, the number of documents in the group (all of them, also beyond ``width``).
+        end: ``s + n``.
+        offset: ``j - 1``, the group's positions above this one.
+        slot: 1-based slot ``j`` of the position inside its group (``position - s + 1``).
+        rel: relevant documents in the group, ``r``.
+        rel_before: relevant documents ranked above the group, ``c``.
+        gain, gain_before, gain_sq: the group's gain sum, the gain ranked above it and the group's
+            sum of squared gains (float64).
+        first_hazard: float64, for the first group holding a relevant document (``c = 0``, ``r > 0``)
+            the probability ``r / (n - j + 1)`` that slot ``j`` holds the first relevant document of
+            the group given that the slots before it do not; 0 elsewhere (RR, hit rate).
+    """
+
+    def __init__(self, rb: RankedBatch, width: int) -> None:
+        # A weak reference: the batch holds its TieGroups, and a cycle would keep every batch's
+        # tensors alive until the cyclic garbage collector runs (memory growing over updates).
+        self._rb, self.width = weakref.ref(rb), width
+        self._cache: dict[str, Tensor] = {}
+        self._bounds_done = False
+        self._boundary: tuple[Tensor, Tensor] | None = None
+
+    def _bounds(self) -> None:
+        """Group starts and ends of the first ``width`` positions (computed on first need)."""
+        if self._bounds_done:
+            return
+        self._bounds_done = True
+        rb, width = self.rb, self.width
+        if not rb.averaged:
+            return
+        # Group bounds from the sorted keys: int32 scans (int64 cummax is several times slower on
+        # CPU), arithmetic with the boolean masks (``where`` on an irregular mask is slower still).
+        key = rb._sorted_key[:, :width]
+        new = key[:, 1:] != key[:, :-1]  # position q starts a group (NaN padding always does)
+        pos = _table("arange", width, torch.int32, rb.device)[1:]
+        start = torch.constant_pad_nd(pos * new, (1, 0)).cummax(-1).values
+        # the next group start after q (``width`` when none inside): a suffix minimum
+        gap = _table("countdown", width - 1, torch.int32, rb.device)  # width - pos
+        following = torch.constant_pad_nd(width - gap * new, (0, 1), width)
+        end = following.flip(-1).cummin(-1).values.flip(-1)  # one past the group's last position inside
+        self._start32, self._end32 = start, end
+        self._start_i, self._end_i = start.long(), end.long()
+        if width < rb.length:
+            # The group of position width - 1 may go on beyond `width`: it is every document of the
+            # row whose key equals its key, counted over the full row (a full sort or a top-k alike).
+            self._boundary = (end == width, rb._doc_key == key[:, width - 1 :])
+
+    @property
+    def rb(self) -> RankedBatch:
+        rb = self._rb()
+        if rb is None:
+            raise RuntimeError("the RankedBatch of these TieGroups no longer exists")
+        return rb
+
+    def _get(self, name: str, make: Callable[[], dict[str, Tensor]]) -> Tensor:
+        """Statistic ``name``: cached; else sliced from a wider TieGroups of the batch that holds it
+        already (whole-group statistics do not depend on the width); else computed here."""
+        if name not in self._cache:
+            wider = self.rb._wider_with(name, self.width)
+            if wider is not None:
+                self._cache[name] = wider[:, : self.width]
+            else:
+                self._bounds()
+                self._cache.update(make())
+        return self._cache[name]
+
+    def _crossing(self, inside_values: Tensor, full_row: Tensor) -> Tensor:
+        """``inside_values`` with the group crossing ``width`` replaced by its full-row value."""
+        if self._boundary is None:
+            return inside_values
+        return torch.where(self._boundary[0], full_row, inside_values)
+
+    # -- bounds
+    @property
+    def start(self) -> Tensor:
+        def make() -> dict[str, Tensor]:
+            rb = self.rb
+            if not rb.averaged:
+                return {"start": rb.positions[: self.width].expand(rb.n_lists, -1) - 1}
+            return {"start": self._start32.to(rb.dtype)}
+
+        return self._get("start", make)
+
+    @property
+    def size(self) -> Tensor:
+        def make() -> dict[str, Tensor]:
+            rb = self.rb
+            if not rb.averaged:
+                return {"size": torch.ones(rb.n_lists, self.width, dtype=rb.dtype, device=rb.device)}
+            n = (self._end32 - self._start32).to(rb.dtype)
+            if self._boundary is not None:
+                # a padding position (NaN key) matches nothing and is a group of one
+                n = self._crossing(n, self._boundary[1].sum(-1, keepdim=True, dtype=rb.dtype).clamp(min=1))
+            return {"size": n}
+
+        return self._get("size", make)
+
+    @property
+    def end(self) -> Tensor:
+        """``s + n``: one past the group's last position (may exceed ``width``)."""
+        return self._get("end", lambda: {"end": self.start + self.size})
+
+    @property
+    def offset(self) -> Tensor:
+        """``j - 1``: how many positions of the group come before this one."""
+
+        def make() -> dict[str, Tensor]:
+            return {"offset": _table("arange", self.width, self.rb.dtype, self.rb.device) - self.start}
+
+        return self._get("offset", make)
+
+    @property
+    def slot(self) -> Tensor:
+        return self._get("slot", lambda: {"slot": self.offset + 1})
+
+    # -- sums
+    def sums(self, head: Tensor, doc: Tensor | None, *, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+        """(group sum, sum ranked above the group) of a per-position quantity ``head`` ``(N, width)``
+        in ranked order whose per-document values (input order, ``(N, L)``) are ``doc``, accumulated
+        in ``dtype``. ``doc`` is read only for a group that crosses ``width``; its sum is taken in
+        ``doc``'s own dtype (a sum of terms, no cancellation)."""
+        self._bounds()
+        inclusive = head.cumsum(-1, dtype=dtype)
+        if not self.rb.averaged:
+            x = head.to(dtype)
+            return x, inclusive - x
+        padded = torch.constant_pad_nd(inclusive, (1, 0))  # padded[:, q] = sum of the first q positions
+        before = padded.gather(-1, self._start_i)
+        total = padded.gather(-1, self._end_i).sub_(before)
+        if self._boundary is not None:
+            same = self._boundary[1]
+            full = (same & doc if doc.dtype == torch.bool else doc * same).sum(-1, keepdim=True, dtype=dtype)
+            total = self._crossing(total, full)
+        return total, before
+
+    @property
+    def rel(self) -> Tensor:
+        return self._get("rel", self._make_rel)
+
+    @property
+    def rel_before(self) -> Tensor:
+        return self._get("rel_before", self._make_rel)
+
+    def _make_rel(self) -> dict[str, Tensor]:
+        rb = self.rb
+        # exact counts: float32 holds every integer up to 2**24, float64 up to 2**53
+        dtype = rb.dtype if rb.length < 2**24 else torch.float64
+        total, before = self.sums(rb.head("relmask", self.width), rb._doc("rel"), dtype=dtype)
+        return {"rel": total.to(rb.dtype), "rel_before": before.to(rb.dtype)}
+
+    @property
+    def gain(self) -> Tensor:
+        return self._get("gain", self._make_gain)
+
+    @property
+    def gain_before(self) -> Tensor:
+        return self._get("gain_before", self._make_gain)
+
+    def _make_gain(self) -> dict[str, Tensor]:
+        # float64 prefix sums: their differences do not cancel over long rows
+        total, before = self.sums(self.rb.head("gains", self.width), self.rb._doc("gains"), dtype=torch.float64)
+        return {"gain": total, "gain_before": before}
+
+    @property
+    def gain_sq(self) -> Tensor:
+        def make() -> dict[str, Tensor]:
+            rb = self.rb
+            g = rb.head("gains", self.width).to(torch.float64)
+            doc = rb._doc("gains").to(torch.float64)
+            return {"gain_sq": self.sums(g * g, doc * doc, dtype=torch.float64)[0]}
+
+        return self._get("gain_sq", make)
+
+    @property
+    def first_hazard(self) -> Tensor:
+        def make() -> dict[str, Tensor]:
+            f64 = torch.float64
+            first = ((self.rel_before == 0) & (self.rel > 0)).to(f64)
+            return {"first_hazard": first * self.rel.to(f64) / (self.size.to(f64) - self.offset.to(f64))}
+
+        return self._get("first_hazard", make)
+
+    @property
+    def no_relevant_yet(self) -> Tensor:
+        """float64 probability that no relevant document is ranked at or above each position."""
+        return self._get("no_relevant_yet", lambda: {"no_relevant_yet": (1 - self.first_hazard).cumprod(-1)})
+
+    def mean(self, name: str) -> Tensor:
+        """Expected value of ``"rel"`` or ``"gains"`` at each position over the tie orders (its
+        group mean), in the working dtype."""
+        rb = self.rb
+        if not rb.averaged:
+            return rb.head(name, self.width)
+        total = self.rel if name == "rel" else self.gain
+        return (total / self.size).to(rb.dtype)  # a new array: the cached statistics stay untouched
+
+    def at(self, name: str, idx: list[int]) -> Tensor:
+        """Statistic ``name`` at the static positions ``idx``, ``(N, K)``."""
+        return take_columns(getattr(self, name), idx)
+
+
 class RankedBatch:
-    """A padded batch ``(N, L)`` ranked once, with the per-query facts every metric needs.
+    """A padded batch ``(N, L)`` ranked once by a full sort, with the per-query facts every metric needs.
 
     Args:
         preds: ``(N, L)`` floating scores; higher ranks first.
@@ -63,6 +346,21 @@ class RankedBatch:
         gain: optional gain function that replaces ``gain_fn(convention.gain)`` (e.g. one that
             reads a device-resident table).
         dtype: float dtype of the computation.
+
+    Per-document inputs beyond these (e.g. a ``judged`` flag) are put in ranked order with
+    :meth:`ranked`.
+
+    Example:
+        >>> import torch
+        >>> from torch_rankeval.conventions import DEFAULT
+        >>> rb = RankedBatch(torch.tensor([[0.2, 0.9, 0.2, 0.1]]), torch.tensor([[1, 0, 0, 1]]), None, DEFAULT)
+        >>> rb.head("rel", 4)                            # relevance in ranked order
+        tensor([[0., 1., 0., 1.]])
+        >>> g = rb.groups(4)                             # positions 2 and 3 tie at 0.2
+        >>> g.start, g.size, g.rel, g.rel_before
+        (tensor([[0., 1., 1., 3.]]), tensor([[1., 2., 2., 1.]]), tensor([[0., 1., 1., 1.]]), tensor([[0., 0., 0., 1.]]))
+        >>> g.mean("rel")                                # expected relevance per position
+        tensor([[0.0000, 0.5000, 0.5000, 1.0000]])
     """
 
     def __init__(
@@ -81,6 +379,7 @@ class RankedBatch:
         dtype: torch.dtype = torch.float32,
     ) -> None:
         self._cache: dict[str, Tensor] = {}
+        self._groups: dict[int, TieGroups] = {}
         self.convention = convention
         self.dtype = dtype
         self.n_lists, self.length = preds.shape
@@ -89,132 +388,169 @@ class RankedBatch:
         self._threshold_int = not target.is_floating_point() and target.dtype != torch.bool
         self._has_padding = valid is not None
         self.averaged = convention.ties == "average"
-        self._inputs = dict(
-            preds=preds, target=target, valid=valid, ideal_target=ideal_target, ideal_valid=ideal_valid,
-            n_relevant=n_relevant, judged=judged, discounts=discounts, gain=gain, dtype=dtype,
-        )
-        self.tied_rows: Tensor | None = None  # set by split_ties(): rows to redo with tie averaging
-        self.order, self._sorted_key = _rank(preds, target, valid, convention.ties)
-        target = target.gather(-1, self.order).to(dtype)
-        self.target = torch.where(self.valid, target, self._zero) if self._has_padding else target
-        self._judged = None if judged is None else judged.gather(-1, self.order) & self.valid
-        self.positions = torch.arange(1, self.length + 1, dtype=dtype, device=self.device)
+        self._target_in, self._valid_in, self._judged_in = target, valid, judged
+        self.order, self._sorted_key, self._doc_key = _rank(preds, target, valid, convention.ties)
 
         max_len = self.length if ideal_target is None else max(self.length, ideal_target.shape[-1])
         if discounts is None or discounts.shape[0] < max_len:
             discounts = discount_table(max_len, convention, dtype=dtype, device=self.device)
-        self.discounts = discounts.to(dtype)
+        self._discounts_in = discounts
         self._ideal_target, self._ideal_valid, self._n_relevant = ideal_target, ideal_valid, n_relevant
 
-    def tied(self) -> Tensor:
-        """Per list: whether two real documents share a score, ``(N,)`` bool (no host sync; NaN
-        padding never equals anything)."""
+    def any_tie(self) -> Tensor:
+        """Whether two real documents of a list share a score, over the batch: a 0-d bool tensor (no
+        host sync; NaN padding never equals anything)."""
         key = self._sorted_key
-        return (key[:, 1:] == key[:, :-1]).any(-1)
+        return (key[:, 1:] == key[:, :-1]).any()
 
-    def split_ties(self, tied: Tensor | None) -> None:
-        """Switch to the deterministic path, remembering the lists that hold ties (``tied``: ``(N,)``
-        bool, None: no list has ties); :func:`tie_split_values` recomputes those with tie averaging.
-        Exact: in a list without ties every tie group is one document, and averaging over tie orders
-        changes nothing. Reads the tied row indices from the device (a host sync), so only validated
-        calls use it."""
+    def assume_no_ties(self) -> None:
+        """Use groups of one document (the deterministic formulas): exact for a batch without ties,
+        which the caller has checked (:meth:`any_tie`, read in a sync it makes anyway)."""
+        if self._groups:
+            raise RuntimeError("assume_no_ties() must come before any tie statistics are computed")
         self.averaged = False
-        self._cache.clear()
-        rows = None if tied is None else tied.nonzero().squeeze(-1)
-        self.tied_rows = rows if rows is not None and rows.numel() else None
 
-    def subset(self, rows: Tensor) -> "RankedBatch":
-        """The same batch restricted to ``rows`` (ranked again, with the convention's tie policy)."""
-        i = self._inputs
-        pick = lambda t: None if t is None else t[rows]  # noqa: E731
-        return RankedBatch(
-            i["preds"][rows], i["target"][rows], pick(i["valid"]), self.convention, ideal_target=pick(i["ideal_target"]),
-            ideal_valid=pick(i["ideal_valid"]), n_relevant=pick(i["n_relevant"]), judged=pick(i["judged"]),
-            discounts=i["discounts"],
-            gain=i["gain"], dtype=i["dtype"],
-        )
-
-    # ------------------------------------------------------------------ lazily derived views
+    # ------------------------------------------------------------------ per-document inputs
     @property
     def _zero(self) -> Tensor:
         return torch.zeros((), dtype=self.dtype, device=self.device)
 
+    def _doc(self, name: str) -> Tensor | None:
+        """Per-document (input order, ``(N, L)``) ``"rel"`` (bool), ``"gains"`` (0 at padding and for
+        unjudged documents) or ``"counted"`` (real and judged; None when every document is)."""
+
+        def make() -> Tensor | None:
+            if name == "counted":
+                valid, judged = self._valid_in, self._judged_in
+                return judged if valid is None else valid if judged is None else valid & judged
+            target, keep = self._target_in, self._doc("counted")
+            if name == "rel":
+                rel = self._is_relevant(target)
+                return rel if keep is None else rel & keep
+            g = self._gain(target.to(self.dtype))
+            return g if keep is None else torch.where(keep, g, self._zero)
+
+        return self.cached(f"doc_{name}", make)
+
+    def ranked(self, x: Tensor, width: int | None = None) -> Tensor:
+        """A per-document tensor ``(N, L)`` in ranked order, its first ``width`` positions (default all)."""
+        order = self.order if width is None or width >= self.length else self.order[:, :width]
+        return x.gather(-1, order)
+
+    def head(self, name: str, width: int | None = None) -> Tensor:
+        """The first ``width`` ranked positions (default all) of ``"rel"`` (binary relevance, working
+        dtype), ``"gains"`` (0 at padding), ``"valid"`` (bool) or ``"target"`` (grades, working
+        dtype, 0 at padding)."""
+        width = self.length if width is None else min(width, self.length)
+        for w in (self.length, width):  # reuse the full-length copy when there is one
+            hit = self._cache.get(f"head_{name}_{w}")
+            if hit is not None and w >= width:
+                return hit if w == width else hit[:, :width]
+        return self.cached(f"head_{name}_{width}", lambda: self._make_head(name, width))
+
+    def _make_head(self, name: str, width: int) -> Tensor:
+        if name == "valid":
+            if not self._has_padding:
+                return torch.ones(self.n_lists, width, dtype=torch.bool, device=self.device)
+            return ~torch.isnan(self._sorted_key[:, :width])
+        if name == "judged":
+            counted = self._doc("counted")
+            return self.head("valid", width) if counted is None else self.ranked(counted, width)
+        if name == "relmask":
+            return self.ranked(self._doc("rel"), width)
+        if name == "rel":
+            return self.head("relmask", width).to(self.dtype)
+        if name == "gains":
+            return self.ranked(self._doc("gains"), width)
+        if name == "target":
+            t = self.ranked(self._target_in, width).to(self.dtype)
+            return torch.where(self.head("valid", width), t, self._zero) if self._has_padding else t
+        raise ValueError(f"unknown per-position quantity {name!r}")
+
+    # The full-length ranked views (kept for callers that read whole lists).
     @property
     def valid(self) -> Tensor:
         """``(N, L)`` bool in ranked order: real documents first, padding (NaN key) last."""
-        if not self._has_padding:
-            return self.cached("valid", lambda: torch.ones(self.n_lists, self.length, dtype=torch.bool, device=self.device))
-        return self.cached("valid", lambda: ~torch.isnan(self._sorted_key))
+        return self.head("valid")
+
+    @property
+    def rel(self) -> Tensor:
+        """Binary relevance in ranked order (padding and unjudged documents are 0), ``(N, L)``."""
+        return self.head("rel")
+
+    @property
+    def gains(self) -> Tensor:
+        """Gains in ranked order, 0 for padding and unjudged documents, ``(N, L)``."""
+        return self.head("gains")
 
     @property
     def judged(self) -> Tensor:
         """``(N, L)`` bool in ranked order: real documents with a relevance judgment."""
-        return self.valid if self._judged is None else self._judged
+        return self.head("judged")
 
     @property
-    def rel(self) -> Tensor:
-        """Binary relevance in ranked order (padding and unjudged documents are 0)."""
-
-        def make() -> Tensor:
-            rel = self._is_relevant(self.target)
-            return (rel if self._judged is None else rel & self._judged).to(self.dtype)
-
-        return self.cached("rel", make)
+    def target(self) -> Tensor:
+        """Grades in ranked order (working dtype), 0 for padding, ``(N, L)``."""
+        return self.head("target")
 
     @property
-    def gains(self) -> Tensor:
-        """Gains in ranked order, 0 for padding and unjudged documents."""
-
-        def make() -> Tensor:
-            g = self._gain(self.target)
-            keep = self._judged if self._judged is not None else (self.valid if self._has_padding else None)
-            return g if keep is None else torch.where(keep, g, self._zero)
-
-        return self.cached("gains", make)
+    def positions(self) -> Tensor:
+        """1-based ranks ``1..L`` in the working dtype."""
+        return self.cached("positions", lambda: torch.arange(1, self.length + 1, dtype=self.dtype, device=self.device))
 
     @property
-    def _group_id(self) -> Tensor:
-        """Tie-group index of each ranked position (0, 1, ... within each list)."""
+    def discounts(self) -> Tensor:
+        """Discounts of ranks ``1..max(L, M)`` in the working dtype."""
+        return self.cached("discounts", lambda: self._discounts_in.to(self.dtype))
 
-        def make() -> Tensor:
-            key = self._sorted_key
-            new_group = torch.ones(self.n_lists, self.length, dtype=torch.bool, device=self.device)
-            new_group[:, 1:] = key[:, 1:] != key[:, :-1]  # NaN != NaN: padding never joins a group
-            return new_group.cumsum(-1) - 1
+    def inverse_ranks(self, width: int) -> Tensor:
+        """``1 / rank`` for ranks ``1..width`` in the working dtype."""
+        return _table("inverse_ranks", width, self.dtype, self.device)
 
-        return self.cached("group_id", make)
+    def discount_head(self, width: int) -> Tensor:
+        """Discounts of ranks ``1..width`` in the working dtype (converted once per table, width and
+        dtype: a metric's table is reused over updates)."""
+        table = self._discounts_in
+        if torch.compiler.is_compiling() or table.requires_grad:
+            return table[:width].to(self.dtype)
+        entry = _DISCOUNT_HEADS.get(id(table))
+        if entry is None or entry[0]() is not table:
+            if len(_DISCOUNT_HEADS) > 256:
+                _DISCOUNT_HEADS.clear()
+            entry = _DISCOUNT_HEADS[id(table)] = (weakref.ref(table), {})
+        heads = entry[1]
+        head = heads.get((width, self.dtype))
+        if head is None:
+            head = heads[(width, self.dtype)] = table[:width].to(self.dtype)
+        return head
 
-    @property
-    def group_start(self) -> Tensor:
-        """0-based position of the first document of each position's tie group, ``(N, L)`` int64."""
+    # ------------------------------------------------------------------ tie groups
+    def groups(self, width: int | None = None) -> TieGroups:
+        """Tie-group statistics of the first ``width`` positions (default: all), one
+        :class:`TieGroups` per width; a statistic a wider one already holds is sliced from it."""
+        width = self.length if width is None else min(width, self.length)
+        g = self._groups.get(width)
+        if g is None:
+            g = self._groups[width] = TieGroups(self, width)
+        return g
 
-        def make() -> Tensor:
-            index = torch.arange(self.length, device=self.device).expand(self.n_lists, -1)
-            if not self.averaged:
-                return index
-            gid = self._group_id
-            first = torch.full_like(gid, self.length).scatter_reduce_(-1, gid, index, "amin")
-            return first.gather(-1, gid)
+    def _wider_with(self, name: str, width: int) -> Tensor | None:
+        for w, g in self._groups.items():
+            if w > width and name in g._cache:
+                return g._cache[name]
+        return None
 
-        return self.cached("group_start", make)
+    def expected(self, x: Tensor, upto: int | None = None) -> Tensor:
+        """Expected value of a ranked-order ``x`` ``(N, L)`` at each of the first ``upto`` positions
+        over the orders of tied documents (the mean of its tie group)."""
+        upto = self.length if upto is None else min(upto, self.length)
+        if not self.averaged:
+            return x[:, :upto]
+        g = self.groups(self.length)
+        total, _ = g.sums(x, None, dtype=torch.float64 if x.is_floating_point() else torch.int64)
+        return (total[:, :upto] / g.size[:, :upto]).to(self.dtype)
 
-    @property
-    def group_size(self) -> Tensor:
-        return self.cached("group_size", lambda: self.group_sum(torch.ones_like(self.target)))
-
-    @property
-    def ideal_gains(self) -> Tensor:
-        """Gains of the judged set that defines the ideal ranking (not sorted), ``(N, M)``."""
-
-        def make() -> Tensor:
-            if self._ideal_target is None:
-                return self.gains
-            t = self._ideal_target.to(self.dtype)
-            g = self._gain(t)
-            return g if self._ideal_valid is None else torch.where(self._ideal_valid, g, self._zero)
-
-        return self.cached("ideal_gains", make)
-
+    # ------------------------------------------------------------------ per-query facts
     @property
     def n_relevant(self) -> Tensor:
         """Number of relevant documents of each query, ``(N,)``: given, or counted in the judged set."""
@@ -223,47 +559,46 @@ class RankedBatch:
             if self._n_relevant is not None:
                 return self._n_relevant.to(self.dtype)
             if self._ideal_target is None:
-                return self.rel.sum(-1)
+                return self.n_relevant_in_list
             rel = self._is_relevant(self._ideal_target)
             if self._ideal_valid is not None:
                 rel = rel & self._ideal_valid
-            return rel.to(self.dtype).sum(-1)
+            return rel.sum(-1).to(self.dtype)
 
         return self.cached("n_relevant", make)
 
-    # ------------------------------------------------------------------ primitives
-    def _is_relevant(self, t: Tensor) -> Tensor:
-        thr = self.convention.relevance_threshold
-        if thr is not None:
-            return t >= thr
-        return t >= 1 if self._threshold_int else t > 0
+    @property
+    def n_relevant_in_list(self) -> Tensor:
+        """Number of relevant documents in each list (retrieved), ``(N,)``."""
+        return self.cached("n_rel_list", lambda: self._doc("rel").sum(-1, dtype=self.dtype))
 
-    def group_sum(self, x: Tensor, upto: int | None = None) -> Tensor:
-        """Sum of ``x`` (ranked order) over the tie group of each position, broadcast back to the
-        first ``upto`` positions (default: all)."""
-        if not self.averaged:
-            return x if upto is None else x[:, :upto]
-        gid = self._group_id
-        sums = torch.zeros_like(x).scatter_add_(-1, gid, x)
-        return sums.gather(-1, gid if upto is None else gid[:, :upto])
+    @property
+    def n_valid(self) -> Tensor:
+        """Number of real (non-padding) documents of each list, ``(N,)``."""
 
-    def expected(self, x: Tensor, upto: int | None = None) -> Tensor:
-        """Expected value of ``x`` at each of the first ``upto`` ranked positions over the orders of
-        tied documents (a tie group may extend beyond ``upto``)."""
-        if not self.averaged:
-            return x if upto is None else x[:, :upto]
-        size = self.group_size if upto is None else self.group_size[:, :upto]
-        return self.group_sum(x, upto) / size
+        def make() -> Tensor:
+            if self._valid_in is None:
+                return torch.full((self.n_lists,), float(self.length), dtype=self.dtype, device=self.device)
+            return self._valid_in.sum(-1, dtype=self.dtype)
 
-    def before_group(self, x: Tensor) -> Tensor:
-        """Sum of ``x`` over all positions before the tie group of each position."""
-        exclusive = x.cumsum(-1) - x
-        return exclusive.gather(-1, self.group_start) if self.averaged else exclusive
+        return self.cached("n_valid", make)
+
+    @property
+    def ideal_gains(self) -> Tensor:
+        """Gains of the judged set that defines the ideal ranking (not sorted), ``(N, M)``."""
+
+        def make() -> Tensor:
+            if self._ideal_target is None:
+                return self._doc("gains")
+            g = self._gain(self._ideal_target.to(self.dtype))
+            return g if self._ideal_valid is None else torch.where(self._ideal_valid, g, self._zero)
+
+        return self.cached("ideal_gains", make)
 
     @property
     def _ideal_valid_mask(self) -> Tensor | None:
         if self._ideal_target is None:
-            return self.valid if self._has_padding else None
+            return self._valid_in
         return self._ideal_valid
 
     def ideal_top(self, ks: tuple[int | None, ...]) -> Tensor:
@@ -286,6 +621,15 @@ class RankedBatch:
 
         return self.cached(f"ideal_top{top}", make)
 
+    # ------------------------------------------------------------------ cutoffs
+    def _is_relevant(self, t: Tensor) -> Tensor:
+        """Binary relevance of grades ``t`` (the ranked target's, the judged set's): the default
+        threshold follows the dtype of the ranked target."""
+        thr = self.convention.relevance_threshold
+        if thr is not None:
+            return t >= thr
+        return t >= 1 if self._threshold_int else t > 0
+
     def cutoff_index(self, ks: tuple[int | None, ...]) -> list[int]:
         """0-based last position inside each cutoff (``None`` = whole list; k beyond L = L)."""
         return [self.length - 1 if k is None else min(k, self.length) - 1 for k in ks]
@@ -294,164 +638,79 @@ class RankedBatch:
         """How many leading positions the cutoffs need."""
         return max(self.cutoff_index(ks)) + 1
 
-    def cumulative(self, x: Tensor, ks: tuple[int | None, ...]) -> Tensor:
+    def cumulative(self, x: Tensor, ks: tuple[int | None, ...], *, dtype: torch.dtype | None = None) -> Tensor:
         """``sum(x[:, :k])`` for each cutoff, ``(N, K)``; ``x`` may hold only the first ``span(ks)``
-        positions. A plain sum when every cutoff covers the whole list."""
+        positions. A plain sum when every cutoff covers the whole of ``x``; accumulated in ``dtype``
+        (default: ``x``'s)."""
         idx = self.cutoff_index(ks)
         if all(i == x.shape[-1] - 1 for i in idx):
-            return x.sum(-1, keepdim=True).expand(-1, len(idx))
+            return x.sum(-1, keepdim=True, dtype=dtype).expand(-1, len(idx))
+        if dtype is not None and dtype != x.dtype:
+            x = x.to(dtype)
         return prefix_sums(x, idx)
 
-    def cached(self, name: str, fn) -> Tensor:  # noqa: ANN001 - tiny memo helper
+    def expected_in_top(self, name: str, ks: tuple[int | None, ...]) -> Tensor:
+        """Expected number of relevant documents (``"rel"``) or expected gain (``"gains"``) in the top
+        ``k`` over the tie orders, ``(N, K)``: what ranks above the tie group the cutoff ends in, plus
+        that group's share for its slots inside the cutoff."""
+        idx = self.cutoff_index(ks)
+        g = self.groups(self.span(ks))
+        total, before = ("rel", "rel_before") if name == "rel" else ("gain", "gain_before")
+        if not self.averaged:
+            return (g.at(before, idx) + g.at(total, idx)).to(self.dtype)
+        inside = self.constant([i + 1 for i in idx]) - g.at("start", idx)
+        return (g.at(before, idx) + inside * g.at(total, idx) / g.at("size", idx)).to(self.dtype)
+
+    def expected_relevant(self, ks: tuple[int | None, ...]) -> Tensor:
+        """Expected number of relevant documents in the top ``k``, ``(N, K)``."""
+        return self.expected_in_top("rel", ks)
+
+    def constant(self, values: list[float] | list[int], dtype: torch.dtype | None = None) -> Tensor:
+        """A small constant tensor (cutoffs, cutoff positions) on the batch's device, built once per
+        process and device rather than per call."""
+        return _constant(tuple(values), dtype or self.dtype, self.device)
+
+    def cached(self, name: str, fn: Callable[[], Tensor]) -> Tensor:
         if name not in self._cache:
             self._cache[name] = fn()
         return self._cache[name]
 
-    @property
-    def n_valid(self) -> Tensor:
-        return self.cached("n_valid", lambda: self.valid.to(self.dtype).sum(-1))
 
-    # ------------------------------------------------------------------ group-level view
-    # Every cumulative metric is a sum over whole tie groups above the cutoff plus a share of the
-    # group the cutoff ends in. Working on per-group tables (one scatter per quantity) avoids
-    # broadcasting group statistics back to every position.
-    def group_table(self, x: Tensor, width: int) -> Tensor:
-        """Per-group sums of ``x`` for the first ``width`` tie groups, ``(N, width)``."""
-        if not self.averaged:
-            return x[:, :width]
-        if width >= self.length:
-            return torch.zeros_like(x).scatter_add_(-1, self._group_id, x)
-        inside, index = self._clamped_group_id(width)
-        src = torch.where(inside, x, torch.zeros((), dtype=x.dtype, device=x.device))
-        return torch.zeros(self.n_lists, width, dtype=x.dtype, device=x.device).scatter_add_(-1, index, src)
+def relevant(t: Tensor, convention: Convention) -> Tensor:
+    """Binary relevance of grades: ``t >= relevance_threshold``, by default ``t >= 1`` for integer
+    grades and ``t > 0`` for float or bool ones.
 
-    def _clamped_group_id(self, width: int) -> tuple[Tensor, Tensor]:
-        def make() -> tuple[Tensor, Tensor]:
-            gid = self._group_id
-            return gid < width, gid.clamp(max=width - 1)
-
-        return self.cached(f"clamped_gid{width}", make)
-
-    def group_sizes(self, width: int) -> Tensor:
-        """Sizes ``n`` of the first ``width`` tie groups (0 for unused slots), ``(N, width)``."""
-        if not self.averaged:
-            return self.cached(f"sizes{width}", lambda: torch.ones(self.n_lists, width, dtype=self.dtype, device=self.device))
-        return self.cached(f"sizes{width}", lambda: self.group_table(torch.ones_like(self.target), width))
-
-    def group_starts(self, width: int) -> Tensor:
-        """0-based start position ``s`` of each of the first ``width`` tie groups (float), ``(N, width)``."""
-
-        def make() -> Tensor:
-            if not self.averaged:
-                return torch.arange(width, dtype=self.dtype, device=self.device).expand(self.n_lists, -1)
-            n = self.group_sizes(width)
-            return n.cumsum(-1) - n
-
-        return self.cached(f"starts{width}", make)
-
-    def cutoff_groups(self, ks: tuple[int | None, ...]) -> tuple[Tensor, Tensor]:
-        """The tie group each cutoff ends in (``(N, K)`` int64 ids) and the cutoff positions ``(K,)``
-        as 1-based counts ``idx + 1``."""
-        idx = self.cutoff_index(ks)
-        ends = torch.tensor([i + 1 for i in idx], dtype=self.dtype, device=self.device)
-        if not self.averaged:
-            return torch.tensor(idx, device=self.device).expand(self.n_lists, -1), ends
-        return take_columns(self._group_id, idx), ends
-
-    def table_lookup(self, table: Tensor, index: Tensor) -> Tensor:
-        """``table[index]`` for a 1-D table (``index_select`` is much faster than advanced indexing on CPU)."""
-        return table.index_select(0, index.reshape(-1).long()).reshape(index.shape)
-
-    def positional_table(self, name: str, width: int) -> Tensor:
-        """Per-group sums of a per-position quantity (``"reciprocal"``: ``1/p``; ``"discount"``),
-        ``(N, width)``. Summed term by term, so no precision is lost to differences of prefix sums."""
-        values = 1.0 / self.positions if name == "reciprocal" else self.discounts[: self.length]
-        if not self.averaged:
-            return values[:width].expand(self.n_lists, -1)
-        return self.cached(f"{name}{width}", lambda: self.group_table(values.expand(self.n_lists, -1), width))
-
-    def prefix_difference(self, name: str, hi: Tensor, lo: Tensor) -> Tensor:
-        """``sum_{lo < p <= hi}`` of ``1/p`` (``"reciprocal"``) or of the discount, computed from a
-        float64 prefix table (small index tensors only)."""
-        def make() -> Tensor:
-            values = 1.0 / self.positions.double() if name == "reciprocal" else self.discounts[: self.length].double()
-            return torch.cat([torch.zeros(1, dtype=torch.float64, device=self.device), values.cumsum(0)])
-
-        table = self.cached(f"prefix_{name}", make)
-        return (self.table_lookup(table, hi) - self.table_lookup(table, lo)).to(self.dtype)
-
-    def expected_sum(self, x: Tensor, ks: tuple[int | None, ...], *, discounted: bool = False) -> Tensor:
-        """``E[sum_{p <= k} x_p (* discount(p))]`` over the orders of tied documents, ``(N, K)``."""
-        idx = self.cutoff_index(ks)
-        if not discounted and all(i == self.length - 1 for i in idx):
-            return x.sum(-1, keepdim=True).expand(-1, len(idx))
-        width = max(idx) + 1
-        if not self.averaged:
-            part = x[:, :width] * self.discounts[:width] if discounted else x[:, :width]
-            return prefix_sums(part, idx)
-        total, n, s = self.group_table(x, width), self.group_sizes(width), self.group_starts(width)
-        mean = total / n.clamp(min=1)
-        full = mean * self.positional_table("discount", width) if discounted else total
-        before = full.cumsum(-1) - full
-        b, ends = self.cutoff_groups(ks)
-        sb = s.gather(-1, b)
-        share = self.prefix_difference("discount", ends.expand_as(sb), sb) if discounted else ends - sb
-        return before.gather(-1, b) + mean.gather(-1, b) * share
-
-    def expected_relevant(self, ks: tuple[int | None, ...]) -> Tensor:
-        """Expected number of relevant documents in the top ``k``, ``(N, K)``."""
-        return self.expected_sum(self.rel, ks)
-
-    def boundary(self, ks: tuple[int | None, ...]) -> dict[str, Tensor]:
-        """The tie group that each cutoff ends in: start ``s``, size ``n``, relevant ``r``,
-        relevant before it ``c``, the number ``m`` of its slots inside the cutoff, and its id ``b``,
-        ``(N, K)``."""
-        width = self.span(ks)
-        b, ends = self.cutoff_groups(ks)
-        r_table = self.group_table(self.rel, width)
-        s = self.group_starts(width).gather(-1, b)
-        return {
-            "s": s,
-            "n": self.group_sizes(width).gather(-1, b),
-            "r": r_table.gather(-1, b),
-            "c": (r_table.cumsum(-1) - r_table).gather(-1, b),
-            "m": ends - s,
-            "b": b,
-        }
+    Example:
+        >>> from torch_rankeval.conventions import DEFAULT
+        >>> relevant(torch.tensor([0, 1, 2]), DEFAULT), relevant(torch.tensor([0.0, 0.5]), DEFAULT)
+        (tensor([False,  True,  True]), tensor([False,  True]))
+    """
+    thr = convention.relevance_threshold
+    if thr is not None:
+        return t >= thr
+    return t >= 1 if not t.is_floating_point() and t.dtype != torch.bool else t > 0
 
 
-def tie_split_values(rb: RankedBatch, fn: Callable[[RankedBatch], tuple[Tensor, Tensor | None]]) -> tuple[Tensor, Tensor | None]:
-    """``fn(rb)`` -> (values, empty flags); lists marked by :meth:`RankedBatch.split_ties` are
-    recomputed with tie averaging on a sub-batch and written back."""
-    values, empty = fn(rb)
-    if rb.tied_rows is None:
-        return values, empty
-    sub_values, sub_empty = fn(rb.subset(rb.tied_rows))
-    values = values.index_put((rb.tied_rows,), sub_values)
-    if empty is not None:
-        empty = empty.expand_as(values).index_put((rb.tied_rows,), sub_empty.expand_as(sub_values))
-    return values, empty
-
-
-def _rank(preds: Tensor, target: Tensor, valid: Tensor | None, ties: str) -> tuple[Tensor, Tensor]:
+def _rank(preds: Tensor, target: Tensor, valid: Tensor | None, ties: str) -> tuple[Tensor, Tensor, Tensor]:
     """Order each list by descending score, padding last, ties per the policy (``"first"`` and the
     grade tie-breaks use stable sorts: among equal keys the earlier input comes first).
 
-    Returns the permutation and the sort key in ranked order: equal keys mean tied scores, NaN
-    marks padding. Without padding the key is the score itself, sorted descending; with padding it
-    is ``-score`` with NaN at the padding, sorted ascending (NaN sorts last).
+    Returns the permutation, the sort key in ranked order and the key of each document in input
+    order: equal keys mean tied scores, NaN marks padding. Without padding the key is the score
+    itself, sorted descending; with padding it is ``-score`` with NaN at the padding, sorted
+    ascending (NaN sorts last).
     """
     if valid is None:
         key, descending = preds, True
     else:
         key, descending = torch.where(valid, -preds, torch.full((), float("nan"), dtype=preds.dtype, device=preds.device)), False
     if ties in ("average", "first"):
-        # Averaged values do not depend on the order inside a tie group, so the (about twice as
-        # fast) unstable sort serves them; "first" needs the input order among equal scores.
+        # Averaged values do not depend on the order inside a tie group, so the (faster) unstable
+        # sort serves them; "first" needs the input order among equal scores.
         sorted_key, order = torch.sort(key, dim=-1, descending=descending, stable=ties == "first")
-        return order, sorted_key
+        return order, sorted_key, key
     # Pessimistic: tied documents in increasing grade; optimistic: decreasing.
     grades = target.to(torch.float32) if target.dtype == torch.bool else target
     pre = torch.sort(grades, dim=-1, descending=ties == "optimistic", stable=True).indices
     sorted_key, inner = torch.sort(key.gather(-1, pre), dim=-1, descending=descending, stable=True)
-    return pre.gather(-1, inner), sorted_key
+    return pre.gather(-1, inner), sorted_key, key

@@ -26,7 +26,7 @@ from torch import Tensor
 
 from torch_rankeval.conventions import Convention
 from torch_rankeval.functional._ranking import RankedBatch
-from torch_rankeval.functional._tie_stats import group_sums, judged
+from torch_rankeval.functional._groups import group_sums
 
 __all__ = [
     "INFAP_EPSILON",
@@ -69,7 +69,7 @@ class JudgedNonRelevant:
 def _judged_nonrelevant(rb: RankedBatch) -> Tensor:
     """``(N, L)`` 1.0 where the ranked document is judged non-relevant (judged, grade ``>= 0``, not
     relevant), else 0.0."""
-    return rb.cached("judged_nonrelevant", lambda: ((rb.target >= 0) & judged(rb) & (rb.rel == 0)).to(rb.dtype))
+    return rb.cached("judged_nonrelevant", lambda: ((rb.target >= 0) & rb.judged & (rb.rel == 0)).to(rb.dtype))
 
 
 def _empty(rb: RankedBatch) -> Tensor:

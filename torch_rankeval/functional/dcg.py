@@ -17,8 +17,10 @@ K = int | Sequence[int] | None
 
 
 def dcg_values(rb: RankedBatch, ks: tuple) -> Tensor:
-    """Per-query (expected, under averaged ties) DCG at each cutoff, ``(N, K)``."""
-    return rb.expected_sum(rb.gains, ks, discounted=True)
+    """Per-query (expected, under averaged ties) DCG at each cutoff, ``(N, K)``: the sum over the first
+    ``k`` positions of the position's expected gain (its tie group's mean gain) times its discount."""
+    width = rb.span(ks)
+    return rb.cumulative(rb.groups(width).mean("gains") * rb.discount_head(width), ks)
 
 
 def idcg_values(rb: RankedBatch, ks: tuple) -> Tensor:
@@ -26,7 +28,7 @@ def idcg_values(rb: RankedBatch, ks: tuple) -> Tensor:
     ideal = rb.ideal_top(ks)
     m = ideal.shape[-1]
     idx = [m - 1 if k is None else min(k, m) - 1 for k in ks]
-    return prefix_sums(ideal * rb.discounts[:m], idx)
+    return prefix_sums(ideal * rb.discount_head(m), idx)
 
 
 def ndcg_values(rb: RankedBatch, ks: tuple) -> tuple[Tensor, Tensor]:

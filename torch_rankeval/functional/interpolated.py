@@ -20,7 +20,7 @@ from torch import Tensor
 
 from torch_rankeval.conventions import Convention
 from torch_rankeval.functional._ranking import RankedBatch
-from torch_rankeval.functional._tie_stats import expected_relevant, group_bounds, group_sums
+from torch_rankeval.functional._groups import expected_relevant, group_bounds, group_sums
 
 __all__ = [
     "RECALL_LEVELS",

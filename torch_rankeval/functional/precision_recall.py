@@ -9,7 +9,7 @@ from torch import Tensor
 
 from torch_rankeval.conventions import Convention, resolve_convention
 from torch_rankeval.functional._api import evaluate_family
-from torch_rankeval.functional._ranking import RankedBatch, log_comb
+from torch_rankeval.functional._ranking import RankedBatch, take_columns
 
 __all__ = [
     "precision", "recall", "hit_rate", "r_precision",
@@ -28,44 +28,41 @@ def _safe_div(num: Tensor, den: Tensor) -> Tensor:
 
 def precision_values(rb: RankedBatch, ks: tuple, *, adaptive_k: bool) -> tuple[Tensor, Tensor]:
     """Expected relevant documents in the top k divided by k (or by ``min(k, list length)``)."""
-    found = rb.expected_relevant(ks)
+    found = rb.expected_in_top("rel", ks)
     n_valid = rb.n_valid.unsqueeze(-1)
-    cut = torch.tensor([float("inf") if k is None else float(k) for k in ks], dtype=rb.dtype, device=found.device)
+    cut = rb.constant([float("inf") if k is None else float(k) for k in ks])
     den = torch.minimum(cut, n_valid) if adaptive_k else torch.where(torch.isinf(cut), n_valid, cut)
     return _safe_div(found, den), _empty(rb)
 
 
 def recall_values(rb: RankedBatch, ks: tuple) -> tuple[Tensor, Tensor]:
     """Expected relevant documents in the top k divided by all relevant documents of the query."""
-    return _safe_div(rb.expected_relevant(ks), rb.n_relevant.unsqueeze(-1)), _empty(rb)
+    return _safe_div(rb.expected_in_top("rel", ks), rb.n_relevant.unsqueeze(-1)), _empty(rb)
 
 
 def hit_rate_values(rb: RankedBatch, ks: tuple) -> tuple[Tensor, Tensor]:
     """Probability that the top k hold a relevant document.
 
-    If the cutoff takes ``m`` of the ``n`` slots of a tie group with ``r`` relevant documents and
-    nothing relevant ranks above that group, a miss has probability ``C(n - r, m) / C(n, m)``.
+    If nothing relevant ranks above the tie group the cutoff ends in and the cutoff takes ``m`` of
+    its ``n`` slots, ``r`` of its documents relevant, a miss has probability
+    ``C(n - r, m) / C(n, m) = prod_{j <= m} (1 - r / (n - j + 1))``: a running product over the
+    group's slots in float64 (:attr:`TieGroups.no_relevant_yet`), exact at any group size.
     """
-    b = rb.boundary(ks)
-    n, r, c, m = b["n"], b["r"], b["c"], b["m"]
-    can_miss = n - r >= m
-    zero = torch.zeros((), dtype=rb.dtype, device=n.device)
-    miss = torch.where(can_miss, torch.exp(log_comb(torch.where(can_miss, n - r, m), m) - log_comb(n, m)), zero)
-    return torch.where(c > 0, torch.ones_like(miss), 1 - miss), _empty(rb)
+    idx = rb.cutoff_index(ks)
+    g = rb.groups(rb.span(ks))
+    if not rb.averaged:
+        return (g.at("rel_before", idx) + g.at("rel", idx) > 0).to(rb.dtype), _empty(rb)
+    return (1 - take_columns(g.no_relevant_yet, idx)).to(rb.dtype), _empty(rb)
 
 
 def r_precision_values(rb: RankedBatch, ks: tuple) -> tuple[Tensor, Tensor]:
     """Precision at rank R, the number of relevant documents of the query (cutoffs are ignored)."""
     r_total = rb.n_relevant
     idx = (r_total.clamp(min=1, max=rb.length) - 1).long().unsqueeze(-1)  # a cutoff per list
-    width = rb.length
-    r_table, n, s = rb.group_table(rb.rel, width), rb.group_sizes(width), rb.group_starts(width)
-    b = rb._group_id.gather(-1, idx) if rb.averaged else idx
-    before = (r_table.cumsum(-1) - r_table).gather(-1, b)
-    found = before + (idx + 1 - s.gather(-1, b)) * r_table.gather(-1, b) / n.gather(-1, b)
+    g = rb.groups(rb.length)
+    s, n, r, c = (t.gather(-1, idx) for t in (g.start, g.size, g.rel, g.rel_before))
+    found = c + (idx + 1 - s) * r / n
     return _safe_div(found, r_total.unsqueeze(-1)).expand(-1, len(ks)), _empty(rb)
-
-
 
 
 def precision(

@@ -9,7 +9,7 @@ from torch import Tensor
 
 from torch_rankeval.conventions import Convention, resolve_convention
 from torch_rankeval.functional._api import evaluate_family
-from torch_rankeval.functional._ranking import RankedBatch, log_comb
+from torch_rankeval.functional._ranking import RankedBatch
 
 __all__ = ["reciprocal_rank", "reciprocal_rank_values"]
 
@@ -17,23 +17,22 @@ __all__ = ["reciprocal_rank", "reciprocal_rank_values"]
 def reciprocal_rank_values(rb: RankedBatch, ks: tuple) -> tuple[Tensor, Tensor]:
     """Per-query RR@k, ``(N, K)``, and the "no relevant document" flag ``(N, 1)``.
 
-    Under averaged ties the first relevant document lies in the first tie group that holds any;
-    for a group of ``n`` documents with ``r`` relevant, the first relevant one is at slot ``j`` with
-    probability ``C(n - j, r - 1) / C(n, r)``.
+    Under averaged ties the first relevant document lies in the first tie group that holds any.
+    Going through that group's ``n`` slots (``r`` relevant), slot ``j`` holds the first relevant
+    document with probability ``P(none before j) * r / (n - j + 1)``, i.e.
+    ``C(n - j, r - 1) / C(n, r)`` (``TieGroups.first_hazard`` and ``no_relevant_yet``). Running
+    products of ratios in float64: exact at any group size, no ``lgamma`` of large counts. Without
+    ties this is 1 at the first relevant position.
     """
-    rel = rb.rel
+    width = rb.span(ks)
+    g = rb.groups(width)
     if rb.averaged:
-        r = rb.group_sum(rel)
-        n = rb.group_size
-        first_group = (rb.before_group(rel) == 0) & (r > 0)
-        j = rb.positions - rb.group_start.to(rb.dtype)
-        ok = first_group & (j <= n - r + 1)
-        zero = torch.zeros((), dtype=rb.dtype, device=rel.device)
-        a, b = torch.where(ok, n - j, zero), torch.where(ok, r - 1, zero)
-        prob = torch.where(ok, torch.exp(log_comb(a, b) - log_comb(n, torch.where(ok, r, zero))), zero)
+        before = torch.constant_pad_nd(g.no_relevant_yet[:, :-1], (1, 0), 1.0)
+        first = before * g.first_hazard
+        values = rb.cumulative(first / rb.positions[:width].double(), ks).to(rb.dtype)
     else:
-        prob = rel * ((rel.cumsum(-1) - rel) == 0)
-    values = rb.cumulative(prob / rb.positions, ks)
+        first = (g.rel_before == 0) & (g.rel > 0)
+        values = rb.cumulative(first.to(rb.dtype) / rb.positions[:width], ks)
     return values, (rb.n_relevant <= 0).unsqueeze(-1)
 
 

@@ -29,7 +29,7 @@ from torch import Tensor
 
 from torch_rankeval.conventions import Convention
 from torch_rankeval.functional._inputs import counted_sums, empty_policy, prepare
-from torch_rankeval.functional._ranking import RankedBatch, tie_split_values
+from torch_rankeval.functional._ranking import RankedBatch
 from torch_rankeval.measures.registry import MIN_GEO_MEAN, Family, Measure
 
 __all__ = ["MeasurePlan"]
@@ -140,7 +140,7 @@ class MeasurePlan:
             )
             if validate_args:
                 _family_checks(rb, calls)
-            values, empty = tie_split_values(rb, lambda batch, calls=calls, conv=conv: _run_calls(batch, calls, conv))
+            values, empty = _run_calls(rb, calls, conv)
             empty = empty.expand_as(values)
             j = 0
             for call in calls:

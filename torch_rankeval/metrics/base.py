@@ -22,9 +22,10 @@ from torch import Tensor
 from torchmetrics.utilities.data import dim_zero_cat
 
 from torch_rankeval.conventions import Convention, discount_table, gain_table, mapped_gain, resolve_convention
-from torch_rankeval.functional._inputs import check_preds_target, parse_k
+from torch_rankeval.functional._inputs import check_preds_target, check_values, counted_sums, empty_policy, parse_k
 from torch_rankeval.functional.flat import group_by_query_buckets
 from torch_rankeval.measures import MeasurePlan, parse_measures
+from torch_rankeval.metrics._compiled import compiled_kernel
 from torch_rankeval.metrics._running import RunningMeanMetric
 
 __all__ = ["RankingMetrics"]
@@ -79,6 +80,11 @@ class RankingMetrics(RunningMeanMetric):
         keep_per_query: also keep each query's values and id for :meth:`compute_per_query`.
         validate_args: run the checks that read values (NaN/inf scores, ...). With False, ``update``
             on padded input has no host sync and compiles with ``torch.compile(fullgraph=True)``.
+        compile: run the padded update's ranking and metric kernels through
+            ``torch.compile(fullgraph=True)`` (compiled on the first update, again once when the batch
+            shape first changes, then with dynamic shapes). Fewer, fused kernels: worth it for many
+            small batches, and on the GPU. The checks of ``validate_args=True`` still run eagerly
+            first (one host sync). Flat input is not compiled.
         kwargs: passed to :class:`torchmetrics.Metric` (``process_group``, ``sync_on_compute``, ...).
 
     Query ids must be global. Flat input groups documents by ``indexes`` over all updates and, under
@@ -126,6 +132,7 @@ class RankingMetrics(RunningMeanMetric):
         whole_queries: bool = False,
         keep_per_query: bool = False,
         validate_args: bool = True,
+        compile: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -136,7 +143,9 @@ class RankingMetrics(RunningMeanMetric):
         )
         if input_format not in INPUT_FORMATS:
             raise ValueError(f"input_format={input_format!r} is not valid: use one of {INPUT_FORMATS}")
-        for flag, value in (("whole_queries", whole_queries), ("keep_per_query", keep_per_query), ("validate_args", validate_args)):
+        for flag, value in (
+            ("whole_queries", whole_queries), ("keep_per_query", keep_per_query), ("validate_args", validate_args), ("compile", compile),
+        ):
             if not isinstance(value, bool):
                 raise TypeError(f"{flag} must be a bool, got {type(value).__name__}")
         if ignore_index is not None and (isinstance(ignore_index, bool) or not isinstance(ignore_index, (int, float))):
@@ -146,6 +155,7 @@ class RankingMetrics(RunningMeanMetric):
         self.input_format = input_format
         self.whole_queries = whole_queries
         self.validate_args = validate_args
+        self.compile = compile
         self._add_running_states(
             self.plan.labels,
             empty_target_action=self.convention.empty_target_action,
@@ -242,6 +252,9 @@ class RankingMetrics(RunningMeanMetric):
         return False
 
     def _update_padded(self, preds, target, mask, ideal_target, n_relevant, ids, judged=None) -> None:  # noqa: ANN001
+        if self.compile:
+            self._compiled_update(preds, target, mask, ideal_target, n_relevant, judged, ids)
+            return
         values, empty = self._batch(preds, target, mask, ideal_target, n_relevant, judged)
         if self.keep_per_query:
             ids = self._generate_ids(values.shape[0], values.device) if ids is None else ids.reshape(-1).long()
@@ -256,6 +269,52 @@ class RankingMetrics(RunningMeanMetric):
             gain=self._gain(),
         )
         return values, empty
+
+    # ------------------------------------------------------------------ compile=True
+    def _compiled_update(
+        self, preds: Tensor, target: Tensor, mask: Tensor | None, ideal_target: Tensor | None, n_relevant: Tensor | None,
+        judged: Tensor | None, ids: Tensor | None,
+    ) -> None:
+        """``_update_padded`` through one compiled kernel: the plan's values (validate_args=False),
+        the empty-list policy and the per-value sums (the running states get two in-place adds). The
+        value checks run eagerly first. Per-query rows and ``empty_target_action="error"`` take the
+        values out of the kernel and go through ``_accumulate``."""
+        if self.validate_args:
+            check_values(
+                preds, target, convention=self.convention, mask=mask, ignore_index=self.ignore_index,
+                ideal_target=ideal_target, n_relevant=n_relevant, judged=judged, uses_gain=self.plan.uses_gain,
+            )
+        length = preds.shape[-1] if ideal_target is None else max(preds.shape[-1], ideal_target.shape[-1])
+        reduce = not self.keep_per_query and self.empty_target_action != "error"
+        plan, ignore_index, action = self.plan, self.ignore_index, self.empty_target_action
+
+        def build() -> Callable:
+            def kernel(preds, target, mask, ideal_target, n_relevant, judged, discounts, gain_keys, gain_values):  # noqa: ANN001, ANN202
+                gain = None if gain_keys is None else (lambda t: mapped_gain(t, gain_keys, gain_values))
+                values, empty, _ = plan.values(
+                    preds, target, mask=mask, ignore_index=ignore_index, ideal_target=ideal_target,
+                    n_relevant=n_relevant, judged=judged, validate_args=False, discounts=discounts, gain=gain,
+                )
+                if not reduce:
+                    return values, empty
+                values, counted = empty_policy(values.to(torch.float64), empty, action)
+                total, count = counted_sums(plan.transform(values), counted)
+                return total, torch.as_tensor(count, device=total.device)
+
+            return kernel
+
+        out = compiled_kernel(self, build)(
+            preds, target, mask, ideal_target, n_relevant, judged, self._discount_table(length), self._gain_keys,
+            self._gain_values,
+        )
+        if reduce:
+            self.sums += out[0]
+            self.counts += out[1]
+            return
+        values, empty = out
+        if self.keep_per_query:
+            ids = self._generate_ids(values.shape[0], values.device) if ids is None else ids.reshape(-1).long()
+        self._accumulate(values, empty, ids)
 
     def _update_flat(self, preds: Tensor, target: Tensor, indexes: Tensor) -> None:
         if self.ignore_index is not None:

@@ -124,6 +124,8 @@ class PositionProfile(RankingMetrics):
             raise ValueError(f"positions must be a positive int (the number of rank positions to profile), got {positions!r}")
         if not isinstance(ideal, bool):
             raise TypeError(f"ideal must be a bool, got {type(ideal).__name__}")
+        if kwargs.get("compile"):
+            raise ValueError("PositionProfile has no compiled update (compile=True): its update runs eagerly")
         super().__init__(
             metrics=("dcg",), k=None, gain=gain, log_base=log_base, discount=discount, ties=ties,
             relevance_threshold=relevance_threshold, convention=convention, ignore_index=ignore_index,
@@ -170,7 +172,7 @@ class PositionProfile(RankingMetrics):
         rb, single = prepare(
             preds, target, convention=self.convention, mask=mask, ignore_index=self.ignore_index,
             ideal_target=ideal_target, validate_args=self.validate_args, uses_gain=True,
-            discounts=self._discount_table(length), gain=self._gain(), split_ties=False,
+            discounts=self._discount_table(length), gain=self._gain(),
         )
         ideal = None
         if ideal_target is not None:
@@ -200,7 +202,7 @@ class PositionProfile(RankingMetrics):
             return values, empty
         # The ideal ranking: the judged documents in decreasing gain (IDCG's order), padding last.
         grades, judged = (rb.target, rb.valid) if ideal is None else ideal
-        gains = rb.ideal_gains
+        gains = rb.gains if ideal is None else rb.ideal_gains  # paired with `grades` position by position
         key = torch.where(judged, gains, torch.full((), float("-inf"), dtype=gains.dtype, device=gains.device))
         order = torch.sort(key, dim=-1, descending=True, stable=True).indices
         grades, judged, gains = grades.gather(-1, order), judged.gather(-1, order), gains.gather(-1, order)

@@ -14,7 +14,7 @@ from torch_rankeval._choices import TREC_EVAL_VERSIONS as _TREC_EVAL_VERSIONS
 from torch_rankeval.measures import NICKNAMES, Measure, compute, parse_measures, summarize
 from torch_rankeval.measures.registry import TREC_BY_NAME
 from torch_rankeval.trec.io import PathLike, Qrels, Run, read_qrels, read_run
-from torch_rankeval.trec.join import TrecBatch, to_batches, to_tensors
+from torch_rankeval.trec.join import TrecBatch, to_batches
 
 __all__ = ["TREC_EVAL_VERSIONS", "Evaluation", "Output", "evaluate", "relstrings", "trec_measures"]
 
@@ -164,6 +164,7 @@ def relstrings(batch: TrecBatch, length: int) -> list[str]:
     negative grade (pooled but not judged).
 
     Example:
+        >>> from torch_rankeval.trec.join import to_tensors
         >>> qrels = Qrels.from_dict({"q1": {"a": 1, "b": -1, "c": 12}})
         >>> relstrings(to_tensors(qrels, Run.from_dict({"q1": {"a": 4.0, "b": 3.0, "c": 2.0, "d": 1.0}})), 10)
         ['1.>-']
