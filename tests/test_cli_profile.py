@@ -163,3 +163,15 @@ def test_bad_input_exits_2_with_a_message(files, tmp_path, capsys, argv, message
     assert profile(*argv) == (2, "")
     err = capsys.readouterr().err
     assert err.startswith("torch-rankeval profile: error:") and message in err and len(err.splitlines()) == 1
+
+
+def test_profile_in_length_buckets_equals_one_padded_batch(files, monkeypatch):
+    """The profile reads the run in length buckets (memory follows the documents); forcing every query
+    into its own bucket gives the same JSON, worst queries and per-position means included."""
+    from torch_rankeval.trec import join
+
+    status, one_batch = profile(*files, "-k", "6", "--format", "json")
+    monkeypatch.setattr(join, "PADDING_FACTOR", 0.0)
+    status_b, bucketed = profile(*files, "-k", "6", "--format", "json")
+    assert status == status_b == 0
+    assert json.loads(bucketed) == json.loads(one_batch)

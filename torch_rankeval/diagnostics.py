@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -581,16 +581,48 @@ def profile_from_tensors(
         >>> [round(v, 4) for v in s.profile["relevance"].tolist()], round(s.breakdown.mean, 4)
         ([0.0, 1.0, 2.0], 0.5869)
     """
+    n = preds.shape[0] if preds.ndim == 2 else 1
+    ids = torch.arange(n, device=preds.device) if query_ids is None else query_ids
+    return profile_from_batches(
+        [(preds, target, mask, ideal_target, ids)], positions=positions, bands=bands, stat=stat, worst=worst,
+        test=test, convention=convention, ignore_index=ignore_index, **conventions,
+    )
+
+
+def profile_from_batches(
+    batches: Iterable[tuple[Tensor, Tensor, Tensor | None, Tensor | None, Tensor]],
+    *,
+    positions: int = 10,
+    bands: Sequence[Any] | None = None,
+    stat: str = "relevance",
+    worst: int = 10,
+    test: bool = True,
+    convention: Any = None,
+    ignore_index: int | None = None,
+    **conventions: Any,
+) -> ProfileSummary:
+    """:func:`profile_from_tensors` over several padded batches of one run (e.g. the length buckets
+    of :func:`torch_rankeval.trec.to_batches`, so that memory follows the documents): each batch is
+    ``(preds, target, mask, ideal_target, query_ids)`` with globally unique ``query_ids``.
+
+    Example:
+        >>> import torch
+        >>> from torch_rankeval.diagnostics import profile_from_batches
+        >>> batches = [(torch.tensor([[3.0, 2.0, 1.0]]), torch.tensor([[0, 1, 2]]), None, None, torch.tensor([0])),
+        ...            (torch.tensor([[1.0]]), torch.tensor([[1]]), None, None, torch.tensor([1]))]
+        >>> s = profile_from_batches(batches, positions=3, test=False)
+        >>> [round(v, 4) for v in s.profile["relevance"].tolist()], s.profile["count"].tolist()
+        ([0.5, 1.0, 2.0], [2, 1, 1])
+    """
     profile_conv = {k: conventions[k] for k in ("gain", "log_base", "discount", "ties", "relevance_threshold") if k in conventions}
     unknown = set(conventions) - set(profile_conv) - {"empty_target_action"}
     if unknown:
         raise TypeError(f"unknown convention argument(s) {sorted(unknown)}")
-    n = preds.shape[0] if preds.ndim == 2 else 1
-    ids = torch.arange(n, device=preds.device) if query_ids is None else query_ids
     metric = PositionProfile(positions, keep_per_query=True, convention=convention, ignore_index=ignore_index, **profile_conv)
-    metric.update(preds, target, ids, mask=mask, ideal_target=ideal_target)
     ndcg = RankingMetrics((f"ndcg@{positions}",), keep_per_query=True, convention=convention, ignore_index=ignore_index, **conventions)
-    ndcg.update(preds, target, ids, mask=mask, ideal_target=ideal_target)
+    for preds, target, mask, ideal_target, ids in batches:
+        metric.update(preds, target, ids, mask=mask, ideal_target=ideal_target)
+        ndcg.update(preds, target, ids, mask=mask, ideal_target=ideal_target)
     per_query, query_values = metric.compute_per_query(), ndcg.compute_per_query()
     return ProfileSummary(
         profile=metric.compute(),

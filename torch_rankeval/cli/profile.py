@@ -27,7 +27,6 @@ from torch_rankeval._choices import GAINS, INVERSION_STATS, PRESET_NAMES, TIES
 from torch_rankeval.cli._common import CommandError, json_safe, note
 
 if TYPE_CHECKING:  # pragma: no cover
-    import torch
 
     from torch_rankeval.diagnostics import ProfileSummary
 
@@ -76,7 +75,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     """Profile the run, write the profile (text or JSON) to ``out`` and save the figures; returns 0."""
-    from torch_rankeval.diagnostics import parse_band, profile_from_tensors
+    from torch_rankeval.diagnostics import parse_band, profile_from_batches
 
     if args.positions < 1:
         raise CommandError(f"-k/--positions must be 1 or more, got {args.positions}")
@@ -93,9 +92,9 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     for option, path in (("--plot", args.plot), ("--hist", args.hist)):
         if path is not None:
             _check_figure_path(option, path)
-    qids, preds, target, mask, ideal = _tensors(args.qrels, args.run)
+    qids, batches = _batches(args.qrels, args.run)
     positions = args.positions
-    longest = max(preds.shape[-1], ideal.shape[-1])
+    longest = max(max(b[0].shape[-1], b[3].shape[-1]) for b in batches)
     if positions > longest:  # beyond the longest list every position is empty: do not allocate them
         note(f"-k {positions} is more than the longest list ({longest} documents); profiling {longest} positions")
         positions = longest
@@ -105,11 +104,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     test = importlib.util.find_spec("scipy") is not None
     if not test:
         note("scipy is not installed, the inversions' t-test is skipped (pip install 'torch-rankeval[cli]')")
-    summary = profile_from_tensors(
-        preds,
-        target,
-        mask=mask,
-        ideal_target=ideal,
+    summary = profile_from_batches(
+        batches,
         positions=positions,
         bands=bands,
         stat=args.stat,
@@ -158,11 +154,14 @@ def _figures(summary: ProfileSummary, args: argparse.Namespace) -> None:
         plot_query_histogram(summary.query_values, summary.breakdown.key, path=args.hist)
 
 
-def _tensors(qrels_path: str, run_path: str) -> tuple[list[str], torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Padded tensors of the queries in both files, in trec_eval's order (:func:`torch_rankeval.trec.to_tensors`):
-    unjudged and negatively graded documents of the run count as grade 0; the ideal holds every
-    judged grade, with ``_PAD`` for padding (and negative grades)."""
-    from torch_rankeval.trec import read_qrels, read_run, to_tensors
+def _batches(qrels_path: str, run_path: str) -> tuple[list[str], list[tuple]]:
+    """The queries in both files as length buckets of padded tensors, in trec_eval's order
+    (:func:`torch_rankeval.trec.to_batches`: memory follows the documents, however skewed the query
+    lengths): ``(qids, [(preds, target, mask, ideal_target, query_ids), ...])``. Unjudged and
+    negatively graded documents of the run count as grade 0; the ideal holds every judged grade,
+    with ``_PAD`` for padding (and negative grades)."""
+    from torch_rankeval.trec import read_qrels, read_run, to_batches
 
-    batch = to_tensors(read_qrels(qrels_path), read_run(run_path))
-    return batch.qids, batch.preds, batch.target.clamp(min=0), batch.mask, batch.ideal_target
+    joined = to_batches(read_qrels(qrels_path), read_run(run_path))
+    batches = [(b.preds, b.target.clamp(min=0), b.mask, b.ideal_target.clamp(min=_PAD), b.rows) for b in joined]
+    return joined.qids, batches
