@@ -136,6 +136,8 @@ class Convention:
             raise TypeError(f"gain must be a name, a mapping {{grade: gain}} or a callable, got {type(self.gain).__name__}")
         if isinstance(self.gain, Mapping) and not self.gain:
             raise ValueError("gain mapping is empty: give at least one {grade: gain} pair")
+        if isinstance(self.gain, Mapping) and not all(math.isfinite(x) for pair in self.gain.items() for x in pair):
+            raise ValueError(f"gain mapping must map finite grades to finite gains, got {dict(self.gain.items())!r}")
         if isinstance(self.log_base, bool) or not isinstance(self.log_base, (int, float)) or not (
             math.isfinite(self.log_base) and self.log_base > 1
         ):
@@ -279,6 +281,11 @@ def mapped_gain(t: Tensor, keys: Tensor, values: Tensor) -> Tensor:
     return torch.where(keys[idx] == t, values[idx], t)
 
 
+def _compiling() -> bool:
+    is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)  # torch >= 2.3
+    return bool(is_compiling()) if is_compiling is not None else False
+
+
 def discount_table(length: int, convention: Convention, *, dtype: torch.dtype, device: torch.device | str) -> Tensor:
     """Discounts of ranks ``1..length``: ``1 / log_b(rank + 1)`` or the convention's callable.
 
@@ -291,5 +298,8 @@ def discount_table(length: int, convention: Convention, *, dtype: torch.dtype, d
         table = convention.discount(ranks)
         if not isinstance(table, Tensor) or table.shape != ranks.shape:
             raise ValueError("discount callable must return a tensor of the same shape as its rank argument")
+        # A user callable is checked where it is built (a host sync, skipped inside torch.compile).
+        if not _compiling() and not bool((torch.isfinite(table) & (table >= 0)).all()):
+            raise ValueError("discount callable must return finite, non-negative discounts for ranks 1, 2, ...")
         return table.to(dtype)
     return math.log(convention.log_base) / torch.log1p(ranks)

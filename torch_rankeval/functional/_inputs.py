@@ -78,8 +78,6 @@ def check_preds_target(preds: Any, target: Any, mask: Any = None, *, target_name
         raise ValueError(f"preds and {target_name} must have the same shape, got {tuple(preds.shape)} and {tuple(target.shape)}")
     if preds.ndim not in (1, 2):
         raise ValueError(f"preds must be (L,) for one list or (N, L) for a batch of lists, got {preds.ndim} dimensions")
-    if preds.shape[-1] == 0:
-        raise ValueError("preds has an empty list dimension: each list needs at least one (possibly padded) position")
     _same_device(preds, target, target_name)
     if mask is not None:
         _check_tensor(mask, "mask")
@@ -144,18 +142,22 @@ def prepare(
         mask = None if mask is None else mask.unsqueeze(0)
         judged = None if judged is None else judged.unsqueeze(0)
     n = preds.shape[0]
+    if preds.shape[-1] == 0:  # lists without documents: as if padded to one slot with mask=False
+        preds, target, mask, judged = _one_padding_slot(preds, target, judged)
     ideal_valid = None
     if ideal_target is not None:
         _check_tensor(ideal_target, "ideal_target")
         if ideal_target.is_complex() or not (ideal_target.is_floating_point() or ideal_target.dtype == torch.bool or _is_int(ideal_target)):
             raise TypeError(f"ideal_target must hold bool, integer or float grades, got {ideal_target.dtype}")
-        if ideal_target.ndim != (1 if single else 2) or (not single and ideal_target.shape[0] != n) or ideal_target.shape[-1] == 0:
+        if ideal_target.ndim != (1 if single else 2) or (not single and ideal_target.shape[0] != n):
             want = "(M,) for a single list" if single else f"({n}, M), one row of judged grades per list"
             raise ValueError(f"ideal_target must have shape {want}, got {tuple(ideal_target.shape)}")
         _same_device(preds, ideal_target, "ideal_target")
         if single:
             ideal_target = ideal_target.unsqueeze(0)
         ideal_valid = valid_mask(ideal_target, None, ignore_index) if ignore_index is not None else None
+        if ideal_target.shape[-1] == 0:  # no judged document
+            ideal_target, _, ideal_valid, _ = _one_padding_slot(ideal_target, ideal_target, None)
     if n_relevant is not None:
         _check_tensor(n_relevant, "n_relevant")
         if n_relevant.is_floating_point() or n_relevant.is_complex() or n_relevant.dtype == torch.bool:
@@ -190,6 +192,7 @@ def prepare(
                 "n_relevant is smaller than the number of relevant documents found in the list (or negative): "
                 "it must count all relevant documents of each query, retrieved or not",
             ))
+        checks += _ranked_checks(ranked, uses_gain=uses_gain, ideal=ideal_target is not None, counted=n_relevant is not None)
         # The checks need one host sync anyway; the same sync tells whether any score is tied. Lists
         # without ties then take the cheaper deterministic path (identical values) and only the
         # lists with ties are averaged (see tie_split_values).
@@ -202,6 +205,15 @@ def prepare(
         if tied is not None:
             ranked.split_ties(tied if flags[-1] else None)
     return ranked, single
+
+
+def _one_padding_slot(preds: Tensor, target: Tensor, judged: Tensor | None) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+    """``(N, 0)`` lists as ``(N, 1)`` lists whose one slot is padding: a list without documents
+    scores exactly as a fully masked list of any width (the empty-list policy), so results do
+    not depend on how wide a batch was padded."""
+    n = preds.shape[0]
+    slot = lambda t: t.new_zeros(n, 1)  # noqa: E731
+    return slot(preds), slot(target), torch.zeros(n, 1, dtype=torch.bool, device=preds.device), None if judged is None else slot(judged)
 
 
 def _value_checks(
@@ -239,6 +251,50 @@ def _value_checks(
                 f"{name} has negative grades, which gain='exp2' (2**rel - 1) turns into negative gains; use "
                 "gain='linear', mark unjudged documents with ignore_index / mask, or clamp the grades at 0",
             ))
+            wide = work_dtype(preds, target, ideal_target) == torch.float64
+            limit, dtype = (1024, "float64") if wide else (128, "float32")
+            checks.append((
+                masked(t >= limit, v),
+                f"{name} has grades >= {limit}, whose gain 2**rel - 1 overflows {dtype} (inf, then NaN in nDCG): "
+                + ("use gain='linear' or a gain mapping" if wide else
+                   "pass float64 grades (exact up to grade 1023), or use gain='linear' or a gain mapping"),
+            ))
+    return checks
+
+
+def _ranked_checks(ranked: RankedBatch, *, uses_gain: bool, ideal: bool, counted: bool) -> list[tuple[Tensor, str]]:
+    """Checks of the ranked batch (no extra host sync: resolved with the others). Gains must be
+    finite, and their sums too (a gain mapping or callable that gives inf/NaN, linear grades near
+    the float range). ``ideal_target`` must hold every judged document of the list: each relevant
+    document, and each gain, of the list needs its counterpart there, else nDCG, AP and recall
+    exceed 1 (one more sort of the gains, only with ``ideal_target``)."""
+    checks = []
+    if uses_gain:
+        sums = [ranked.gains.sum(-1)] + ([ranked.ideal_gains.sum(-1)] if ideal else [])
+        checks.append((
+            ~torch.isfinite(torch.stack(sums)).all(),
+            "the gains are not finite (or their sum per list overflows the float range): check the gain mapping "
+            "or callable (it must give finite numbers for every grade), or pass float64 grades",
+        ))
+    if not ideal:
+        return checks
+    lacks = "ideal_target must hold the grades of all judged documents of each query, the list's own included, "
+    if not counted:
+        checks.append((
+            (ranked.rel.sum(-1) > ranked.n_relevant).any(),
+            lacks + "but a row of ideal_target has fewer relevant documents than its list (AP, recall and R-precision "
+            "would exceed 1): build ideal_target from all judgments of the query (retrieved or not)",
+        ))
+    if uses_gain:
+        listed = ranked.gains.clamp(min=0).sort(-1, descending=True).values
+        best = ranked.ideal_gains.clamp(min=0).sort(-1, descending=True).values
+        width = max(listed.shape[-1], best.shape[-1])
+        listed, best = (torch.nn.functional.pad(x, (0, width - x.shape[-1])) for x in (listed, best))
+        checks.append((
+            (listed > best).any(),
+            lacks + "but a list holds a document whose grade (gain) its ideal_target row lacks (nDCG would exceed 1): "
+            "build ideal_target from all judgments of the query (retrieved or not)",
+        ))
     return checks
 
 

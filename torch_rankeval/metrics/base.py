@@ -147,7 +147,8 @@ class RankingMetrics(RunningMeanMetric):
             self.plan.labels,
             empty_target_action=self.convention.empty_target_action,
             keep_per_query=keep_per_query,
-            config=(self.convention, self.plan.measures, ignore_index, input_format, whole_queries),
+            config={"convention": self.convention, "measures": self.plan.measures, "ignore_index": ignore_index,
+                    "input_format": input_format, "whole_queries": whole_queries},
         )
 
         # Device-resident tables: non-persistent buffers that follow .to(device).
