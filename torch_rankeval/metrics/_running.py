@@ -222,6 +222,19 @@ class RunningMeanMetric(Metric):
             self._check_shapes("merge_state", incoming_state)
         super().merge_state(incoming_state)
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Unpickling (``pickle``, ``copy.deepcopy``, ``torch.load``, Lightning's ``ddp_spawn``): the
+        states get storage of their own. ``torch.multiprocessing`` pickles CPU tensors into shared
+        memory, so without the copy the processes of ``ddp_spawn`` would add into one ``sums``
+        tensor (``update`` adds in place) and every process would count every other's lists."""
+        super().__setstate__(state)
+        for name in self._defaults:
+            value = getattr(self, name)
+            if isinstance(value, Tensor):
+                setattr(self, name, value.clone())
+            elif isinstance(value, list):
+                setattr(self, name, [v.clone() if isinstance(v, Tensor) else v for v in value])
+
     def persistent(self, mode: bool = False) -> None:
         """As torchmetrics' ``persistent``; the empty fingerprint state never enters the state_dict,
         so state_dicts keep their keys and load across library versions."""
