@@ -14,8 +14,8 @@ from torchmetrics import MetricCollection
 
 pl = pytest.importorskip("lightning.pytorch")
 
-from tests.lightning_helpers import LinearRanker, dataset, loader, single_thread  # noqa: E402, F401
-from torch_rankeval import NDCG, PositionDebiasedDCG, PositionProfile, RankingMetrics  # noqa: E402
+from tests.lightning_helpers import LinearRanker, dataset, loader, single_thread  # noqa: F401
+from torch_rankeval import NDCG, PositionDebiasedDCG, PositionProfile, RankingMetrics
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 N_QUERIES = 7
@@ -30,13 +30,13 @@ def _metrics() -> tuple[MetricCollection, PositionDebiasedDCG]:
     return collection, PositionDebiasedDCG(k=5, eta=1.0)
 
 
-def _update(collection, debiased, preds, target, mask) -> None:  # noqa: ANN001
+def _update(collection, debiased, preds, target, mask) -> None:
     collection.update(preds, target, mask=mask)
     positions = torch.arange(1, preds.shape[-1] + 1).expand_as(preds)
     debiased.update(preds, (target > 1).float(), logged_positions=positions, mask=mask)
 
 
-def _results(collection, debiased) -> dict[str, torch.Tensor]:  # noqa: ANN001
+def _results(collection, debiased) -> dict[str, torch.Tensor]:
     out = {}
     for name, value in collection.compute().items():
         if isinstance(value, dict):
@@ -53,7 +53,7 @@ class MetricRanker(LinearRanker):
         self.out = out
         self.ranking, self.debiased = _metrics()
 
-    def validation_step(self, batch, batch_idx):  # noqa: ANN001
+    def validation_step(self, batch, batch_idx):
         _update(self.ranking, self.debiased, self(batch["features"]), batch["target"], batch["mask"])
 
     def on_validation_epoch_end(self) -> None:
@@ -80,4 +80,4 @@ def test_metric_attributes_under_ddp_spawn_equal_the_single_process_values(tmp_p
         got = torch.load(f"{tmp_path / 'rank'}.{rank}")
         assert got.keys() == expected.keys()
         for key, value in expected.items():
-            torch.testing.assert_close(got[key], value, equal_nan=True, atol=1e-6, rtol=0, msg=lambda m: f"{key}: {m}")
+            torch.testing.assert_close(got[key], value, equal_nan=True, atol=1e-6, rtol=0, msg=lambda m, key=key: f"{key}: {m}")

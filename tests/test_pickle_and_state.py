@@ -64,7 +64,7 @@ DEBIASED = {
 }
 
 
-def _feed(name: str, metric, part: int) -> None:  # noqa: ANN001
+def _feed(name: str, metric, part: int) -> None:
     preds, target, mask, _ = random_batch(6, 5, seed=10 + part, max_grade=3)
     if name in DEBIASED:
         positions = torch.arange(1, 6).expand(6, -1)
@@ -76,7 +76,7 @@ def _feed(name: str, metric, part: int) -> None:  # noqa: ANN001
         metric.update(preds, target, mask=mask)
 
 
-def _values(out) -> dict:  # noqa: ANN001
+def _values(out) -> dict:
     if isinstance(out, torch.Tensor):
         return {"value": out}
     flat = {}
@@ -86,7 +86,7 @@ def _values(out) -> dict:  # noqa: ANN001
     return flat
 
 
-def _assert_same(a, b) -> None:  # noqa: ANN001
+def _assert_same(a, b) -> None:
     va, vb = _values(a), _values(b)
     assert va.keys() == vb.keys()
     for key in va:
@@ -116,7 +116,7 @@ def test_every_metric_pickles_fresh_updated_and_computed_and_the_copy_keeps_stre
         _assert_same(copied.compute_per_query(), metric.compute_per_query())
 
 
-def _torch_roundtrip(obj):  # noqa: ANN001, ANN202
+def _torch_roundtrip(obj):
     buffer = io.BytesIO()
     torch.save(obj, buffer)
     buffer.seek(0)
@@ -141,7 +141,7 @@ def test_state_dict_saved_with_torch_save_loads_with_weights_only_into_a_fresh_m
 PREDS, TARGET = torch.tensor([[0.9, 0.1, 0.5], [0.2, 0.3, 0.4]]), torch.tensor([[0, 1, 2], [1, 0, 0]])
 
 
-def _persisted(metric):  # noqa: ANN001, ANN202
+def _persisted(metric):
     if isinstance(metric, PositionDebiasedNDCG):
         metric.update(PREDS, (TARGET > 0).float(), logged_positions=torch.tensor([[1, 2, 3], [1, 2, 3]]))
     else:

@@ -212,8 +212,8 @@ def _one_padding_slot(preds: Tensor, target: Tensor, judged: Tensor | None) -> t
     scores exactly as a fully masked list of any width (the empty-list policy), so results do
     not depend on how wide a batch was padded."""
     n = preds.shape[0]
-    slot = lambda t: t.new_zeros(n, 1)  # noqa: E731
-    return slot(preds), slot(target), torch.zeros(n, 1, dtype=torch.bool, device=preds.device), None if judged is None else slot(judged)
+    padding = torch.zeros(n, 1, dtype=torch.bool, device=preds.device)
+    return preds.new_zeros(n, 1), target.new_zeros(n, 1), padding, None if judged is None else judged.new_zeros(n, 1)
 
 
 def _value_checks(
@@ -255,9 +255,9 @@ def _value_checks(
             limit, dtype = (1024, "float64") if wide else (128, "float32")
             checks.append((
                 masked(t >= limit, v),
-                f"{name} has grades >= {limit}, whose gain 2**rel - 1 overflows {dtype} (inf, then NaN in nDCG): "
-                + ("use gain='linear' or a gain mapping" if wide else
-                   "pass float64 grades (exact up to grade 1023), or use gain='linear' or a gain mapping"),
+                (f"{name} has grades >= {limit}, whose gain 2**rel - 1 overflows {dtype} (inf, then NaN in nDCG): "
+                 + ("use gain='linear' or a gain mapping" if wide else
+                    "pass float64 grades (exact up to grade 1023), or use gain='linear' or a gain mapping")),
             ))
     return checks
 
@@ -273,8 +273,8 @@ def _ranked_checks(ranked: RankedBatch, *, uses_gain: bool, ideal: bool, counted
         sums = [ranked.gains.sum(-1)] + ([ranked.ideal_gains.sum(-1)] if ideal else [])
         checks.append((
             ~torch.isfinite(torch.stack(sums)).all(),
-            "the gains are not finite (or their sum per list overflows the float range): check the gain mapping "
-            "or callable (it must give finite numbers for every grade), or pass float64 grades",
+            ("the gains are not finite (or their sum per list overflows the float range): check the gain mapping "
+             "or callable (it must give finite numbers for every grade), or pass float64 grades"),
         ))
     if not ideal:
         return checks
@@ -282,8 +282,8 @@ def _ranked_checks(ranked: RankedBatch, *, uses_gain: bool, ideal: bool, counted
     if not counted:
         checks.append((
             (ranked.rel.sum(-1) > ranked.n_relevant).any(),
-            lacks + "but a row of ideal_target has fewer relevant documents than its list (AP, recall and R-precision "
-            "would exceed 1): build ideal_target from all judgments of the query (retrieved or not)",
+            (lacks + "but a row of ideal_target has fewer relevant documents than its list (AP, recall and "
+             "R-precision would exceed 1): build ideal_target from all judgments of the query (retrieved or not)"),
         ))
     if uses_gain:
         listed = ranked.gains.clamp(min=0).sort(-1, descending=True).values
@@ -292,8 +292,8 @@ def _ranked_checks(ranked: RankedBatch, *, uses_gain: bool, ideal: bool, counted
         listed, best = (torch.nn.functional.pad(x, (0, width - x.shape[-1])) for x in (listed, best))
         checks.append((
             (listed > best).any(),
-            lacks + "but a list holds a document whose grade (gain) its ideal_target row lacks (nDCG would exceed 1): "
-            "build ideal_target from all judgments of the query (retrieved or not)",
+            (lacks + "but a list holds a document whose grade (gain) its ideal_target row lacks (nDCG would exceed "
+             "1): build ideal_target from all judgments of the query (retrieved or not)"),
         ))
     return checks
 
