@@ -165,3 +165,12 @@ def test_huge_cutoffs_follow_the_conventions():
     metric = RankingMetrics((f"recall@{huge}", f"map@{huge}"))
     metric.update(PREDS, target)
     assert [v.item() for v in metric.compute().values()] == pytest.approx([1.0, (1 + 2 / 3) / 2])
+
+
+def test_recall_class_without_k_is_recall_over_the_whole_list():
+    # "recall" is also trec_eval's name for recall at its nine default cutoffs: Recall() computed recall@5
+    from torch_rankeval import Recall
+
+    metric = Recall()
+    metric.update(torch.tensor([[0.9, 0.8, 0.7, 0.6, 0.5, 0.4]]), torch.tensor([[0, 0, 0, 0, 0, 1]]))
+    assert metric.keys == ["recall"] and metric.compute().item() == 1.0

@@ -169,6 +169,8 @@ def prepare(
         n_relevant = n_relevant.reshape(n)
 
     valid = valid_mask(target, mask, ignore_index)
+    if convention.nonpositive_not_relevant:  # torchmetrics' quirk: see Convention
+        judged, n_relevant = _nonpositive_not_relevant(preds, target, valid, judged, convention, n_relevant, ideal_target)
     dtype = work_dtype(preds, target, ideal_target)
     ranked = RankedBatch(
         preds,
@@ -205,6 +207,22 @@ def prepare(
         if tied is not None:
             ranked.split_ties(tied if flags[-1] else None)
     return ranked, single
+
+
+def _nonpositive_not_relevant(
+    preds: Tensor, target: Tensor, valid: Tensor | None, judged: Tensor | None, convention: Convention,
+    n_relevant: Tensor | None, ideal_target: Tensor | None,
+) -> tuple[Tensor, Tensor | None]:
+    """Documents scored ``<= 0`` as unjudged (never relevant, no gain, rank kept), with the query's
+    relevant count taken before that, from the list, unless ``n_relevant`` / ``ideal_target`` give it."""
+    counted = judged if valid is None else (valid if judged is None else valid & judged)
+    if n_relevant is None and ideal_target is None:
+        thr = convention.relevance_threshold
+        floating = target.is_floating_point() or target.dtype == torch.bool
+        rel = target >= thr if thr is not None else (target > 0 if floating else target >= 1)
+        n_relevant = (rel if counted is None else rel & counted).sum(-1)
+    positive = preds > 0
+    return (positive if counted is None else positive & counted), n_relevant
 
 
 def _one_padding_slot(preds: Tensor, target: Tensor, judged: Tensor | None) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:

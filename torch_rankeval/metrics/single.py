@@ -153,7 +153,9 @@ class Recall(_SingleMetric):
         tensor(0.5000)
     """
 
-    _metric = "recall"
+    # "recall()", not "recall": a bare "recall" is also trec_eval's name, which means recall at
+    # trec_eval's nine default cutoffs when no k is given (Recall() computed recall@5).
+    _metric = "recall()"
 
 
 class HitRate(_SingleMetric):
