@@ -180,7 +180,7 @@ def _groups(seed: int, n: int = 80):
     return sizes, preds, labels, ids
 
 
-def _lightgbm_eval(sizes, preds, labels, eval_at):  # noqa: ANN001, ANN202
+def _lightgbm_eval(sizes, preds, labels, eval_at):
     lgb = pytest.importorskip("lightgbm")
     import numpy as np
 

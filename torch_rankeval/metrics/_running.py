@@ -208,11 +208,30 @@ class RunningMeanMetric(Metric):
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs)
 
     def merge_state(self, incoming_state: dict[str, Any] | Metric) -> None:
-        """As torchmetrics' ``merge_state`` (a metric, its ``metric_state`` or a ``state_dict``),
-        after refusing the states of a differently configured metric (``ValueError`` naming both
-        configurations)."""
-        if isinstance(incoming_state, RunningMeanMetric):
+        """Add the state of another metric of the same configuration (a metric, its
+        ``metric_state`` or a ``state_dict``) to this one, as torchmetrics' ``merge_state`` (>= 1.6;
+        implemented here so that older torchmetrics have it too), after refusing the states of a
+        differently configured metric (``ValueError`` naming both configurations).
+
+        Example:
+            >>> import torch
+            >>> from torch_rankeval import NDCG
+            >>> a, b = NDCG(k=2), NDCG(k=2)
+            >>> a.update(torch.tensor([[0.9, 0.1]]), torch.tensor([[1, 0]]))
+            >>> b.update(torch.tensor([[0.9, 0.1]]), torch.tensor([[0, 1]]))
+            >>> a.merge_state(b)
+            >>> a.compute()
+            tensor(0.8155)
+        """
+        if self.dist_sync_on_step:
+            raise RuntimeError("merge_state is not supported with dist_sync_on_step=True")
+        if isinstance(incoming_state, Metric):
+            if not isinstance(incoming_state, type(self)):
+                raise ValueError(
+                    f"merge_state takes a {type(self).__name__}, its metric_state or a state_dict, got {type(incoming_state).__name__}"
+                )
             self._refuse_foreign("merge_state", incoming_state._config_metadata())
+            incoming_state = incoming_state.metric_state
         elif isinstance(incoming_state, Mapping):
             metadata = getattr(incoming_state, "_metadata", None) or {}
             self._refuse_foreign("merge_state", (metadata.get("") or {}).get(CONFIG_METADATA))
@@ -220,7 +239,9 @@ class RunningMeanMetric(Metric):
                 if isinstance(key, str) and key.startswith("_config_"):
                     self._refuse_foreign("merge_state", None, key[len("_config_"):])
             self._check_shapes("merge_state", incoming_state)
-        super().merge_state(incoming_state)
+        else:
+            raise ValueError(f"merge_state takes a metric, its metric_state or a state_dict, got {type(incoming_state).__name__}")
+        self._reduce_states(dict(incoming_state))
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         """Unpickling (``pickle``, ``copy.deepcopy``, ``torch.load``, Lightning's ``ddp_spawn``): the
