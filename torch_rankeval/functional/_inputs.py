@@ -304,12 +304,13 @@ def _ranked_checks(ranked: RankedBatch, *, uses_gain: bool, ideal: bool, counted
              "R-precision would exceed 1): build ideal_target from all judgments of the query (retrieved or not)"),
         ))
     if uses_gain:
+        # Each list's gains, sorted, must stay at or below the ideal's, position by position (then
+        # DCG@k <= IDCG@k at every k). The ideal side is the IDCG's own sorted table.
         listed = ranked.gains.clamp(min=0).sort(-1, descending=True).values
-        best = ranked.ideal_gains.clamp(min=0).sort(-1, descending=True).values
-        width = max(listed.shape[-1], best.shape[-1])
-        listed, best = (torch.nn.functional.pad(x, (0, width - x.shape[-1])) for x in (listed, best))
+        best = ranked.ideal_top((None,)).clamp(min=0)
+        width = min(listed.shape[-1], best.shape[-1])
         checks.append((
-            (listed > best).any(),
+            (listed[:, :width] > best[:, :width]).any() | (listed[:, width:] > 0).any(),
             (lacks + "but a list holds a document whose grade (gain) its ideal_target row lacks (nDCG would exceed "
              "1): build ideal_target from all judgments of the query (retrieved or not)"),
         ))
