@@ -224,8 +224,14 @@ def test_sharding_check_warns_raises_or_ignores():
     # fewer queries than processes would hang Lightning: an error even in "warn" mode
     tiny = DataLoader([0], sampler=UnpaddedDistributedSampler([0], num_replicas=2, rank=0))
     for mode in ("warn", "ignore"):
-        with pytest.raises(ValueError, match="would wait for them forever"):
+        with pytest.raises(ValueError, match="would wait for them forever") as caught:
             RankingMetricsCallback(on_inexact_sharding=mode)._check_sharding("validate", _stub_trainer(tiny))
+        # the loader already has the non-repeating sampler: the advice is fewer processes, not that sampler
+        assert "evaluate on at most as many processes as samples" in str(caught.value)
+        assert "sampler=torch_rankeval.sampler.UnpaddedDistributedSampler" not in str(caught.value)
+    with pytest.raises(ValueError, match="DistributedSampler pads") as caught:  # a padding sampler: advise ours
+        RankingMetricsCallback(on_inexact_sharding="error")._check_sharding("validate", _stub_trainer(padded))
+    assert "sampler=torch_rankeval.sampler.UnpaddedDistributedSampler(dataset)" in str(caught.value)
 
 
 def test_plain_torchmetrics_usage_matches_the_callback(tmp_path):

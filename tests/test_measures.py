@@ -87,7 +87,7 @@ def test_registry_rows_have_kernels_names_and_the_readme_table():
     from pathlib import Path
 
     for family in M.FAMILIES.values():
-        if family.key == "runid":
+        if family.aggregate in ("info", "text"):  # runid, relstring: the TREC evaluation reports them
             assert family.kernel is None
             continue
         assert callable(family.kernel) and family.kernel.__name__ != "<lambda>", family.key
@@ -130,6 +130,28 @@ def test_trec_eval_default_cutoffs_and_parameter_rules():
     assert [m.label for m in M.parse_measures(["P", "ndcg", "map", "Rprec"], cutoffs=[3, 7])] == [
         "P@3", "P@7", "ndcg@3", "ndcg@7", "map@3", "map@7", "Rprec",
     ]
+
+
+def test_bare_names_take_the_apis_cutoffs_none_is_the_whole_list():
+    """k=None in the functional API and the classes means the whole list, even for names that are also
+    trec_eval's (``recall``, ``P``); only the command line's "own default" gives trec_eval's cutoffs."""
+    from torch_rankeval import Precision, RankingMetrics, Recall
+
+    assert Recall().keys == ["recall"] and Precision().keys == ["precision"] and Recall(k=5).keys == ["recall@5"]
+    assert [m.cutoff for m in M.parse_measures(["recall", "P", "success"], cutoffs=(None,))] == [None, None, None]
+    assert RankingMetrics(["recall"]).keys == ["recall"]
+    # nicknames are trec_eval's sets in every API; their run tag (and relstring) is left out where there
+    # is no run file; interpolated precision has no tie average: ties="first" (or convention="trec_eval")
+    keys = RankingMetrics(["official"], ties="first").keys
+    assert keys[:11] == ["num_q", "num_ret", "num_rel", "num_rel_ret", "map", "gm_map", "Rprec", "bpref", "recip_rank",
+                         "iprec_at_recall_0.00", "iprec_at_recall_0.10"]
+    assert "relstring" not in RankingMetrics(["all_trec"], convention="trec_eval").keys
+    with pytest.raises(ValueError, match="iprec_at_recall_0.00'.*ties='first'"):
+        RankingMetrics(["official"])
+    with pytest.raises(ValueError, match="describes a run file"):
+        RankingMetrics(["runid"])
+    with pytest.raises(ValueError, match="is a text per query"):
+        RankingMetrics(["relstring"])
 
 
 def test_nicknames_and_merging():

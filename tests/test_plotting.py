@@ -50,7 +50,7 @@ def test_position_profile_png_model_vs_ideal_vs_other_model_with_inversions(tmp_
     np.testing.assert_allclose(model_line.get_xdata(), np.arange(1, 9))
 
 
-def test_profile_plot_of_gain_into_given_axes_and_metric_plot():
+def test_profile_plot_of_gain_into_given_axes_and_of_a_metric():
     from matplotlib.figure import Figure
 
     fig = Figure()
@@ -59,8 +59,12 @@ def test_profile_plot_of_gain_into_given_axes_and_metric_plot():
     assert ax.get_ylabel() == "mean gain" and len(ax.get_lines()) == 1
     m = PositionProfile(positions=4)
     m.update(SCORES[:, :4], INVERTED[:, :4])
-    fig2, ax2 = m.plot(stat="dcg_contribution")
-    assert ax2.get_ylabel() == "mean DCG contribution" and fig2.axes[0] is ax2
+    fig2 = plot_position_profile(m.compute(), stat="dcg_contribution")
+    ax2 = fig2.axes[0]
+    assert ax2.get_ylabel() == "mean DCG contribution"
+    np.testing.assert_allclose(ax2.get_lines()[0].get_ydata(), m.compute()["dcg_contribution"].numpy(), rtol=1e-6)
+    with pytest.raises(NotImplementedError, match=r"plotting\.plot_position_profile\(profile\.compute\(\)"):
+        m.plot()  # metrics do not import the plotting layer above them
     with pytest.raises(ValueError, match="stat="):
         plot_position_profile(_profile(GOOD), stat="ndcg")
 

@@ -166,3 +166,173 @@ def test_holm_hand_example_and_definition():
 def test_bad_arguments(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+# ----------------------------------------------------------------------------- streamed bootstrap
+@pytest.fixture
+def tiny_memory(monkeypatch):
+    """Room for 64 resampled means and 8 histogram bins: every interval below is streamed."""
+    monkeypatch.setattr(stats, "_KEEP", 64)
+    monkeypatch.setattr(stats, "_BINS", 8)
+    gathered = []
+    original = stats._gather_ranked
+
+    def spy(slices, col, lo, hi, within):
+        inside = sum(int(((v >= lo.unsqueeze(1)) & (v < hi.unsqueeze(1))).sum()) for v in stats._blocks(slices, col))
+        gathered.append(inside)
+        return original(slices, col, lo, hi, within)
+
+    monkeypatch.setattr(stats, "_gather_ranked", spy)
+    return gathered
+
+
+@pytest.mark.parametrize(
+    ("q", "columns", "n_resamples", "confidence", "kind"),
+    [
+        (30, 3, 5000, 0.95, "continuous"),
+        (7, 2, 20001, 0.9, "ties"),  # few distinct values: brackets close on single values
+        (200, 4, 3000, 0.99, "continuous"),
+        (5, 1, 100_000, 0.5, "continuous"),
+        (12, 3, 777, 0.999, "constant"),  # one column constant: low == high == the constant
+        (2, 1, 65, 0.95, "continuous"),  # two queries: three distinct means
+        (40, 1, 1, 0.95, "continuous"),  # one resample
+    ],
+)
+def test_streamed_bootstrap_equals_the_in_memory_quantiles(tiny_memory, q, columns, n_resamples, confidence, kind):
+    """The streamed order statistics reproduce torch.quantile over all resamples bit for bit (the oracle:
+    the same resampled means, concatenated and sorted), in bounded memory."""
+    g = torch.Generator().manual_seed(q * columns)
+    x = torch.rand(q, columns, dtype=torch.float64, generator=g)
+    if kind == "ties":
+        x = (x * 3).round() / 3
+    if kind == "constant":
+        x[:, 1] = 0.375
+    alpha = (1 - confidence) / 2
+    probs = torch.tensor([alpha, 1 - alpha], dtype=torch.float64)
+    expected = torch.quantile(torch.cat(list(stats._bootstrap_means(x, n_resamples, 4))), probs, dim=0)
+    low, high = stats.bootstrap_ci(x, n_resamples=n_resamples, seed=4, confidence=confidence)
+    assert torch.equal(low, expected[0]) and torch.equal(high, expected[1])
+    if kind == "constant":
+        assert low[1].item() == high[1].item() == 0.375
+    assert all(count <= 64 // 4 for count in tiny_memory)  # never more than the budget gathered
+
+
+def test_streamed_bootstrap_needs_memory_independent_of_the_resamples(monkeypatch):
+    """Ten times the resamples: the same largest slice and the same gathered values' budget."""
+    largest = []
+    original = stats._bootstrap_means
+
+    def spy(flat, n_resamples, seed):
+        for chunk in original(flat, n_resamples, seed):
+            largest.append(chunk.numel())
+            yield chunk
+
+    monkeypatch.setattr(stats, "_SLICE", 1024)
+    monkeypatch.setattr(stats, "_KEEP", 256)
+    monkeypatch.setattr(stats, "_bootstrap_means", spy)
+    x = torch.rand(16, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    for n in (10_000, 100_000):
+        largest.clear()
+        stats.bootstrap_ci(x, n_resamples=n)
+        assert max(largest) == (1024 // 16) * 2  # a slice: 64 resamples x 2 columns, whatever n
+
+
+# ----------------------------------------------------------------------------- compare_runs
+def _runs(seed: int, r: int = 3, q: int = 11, m: int = 2) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    base = torch.rand(q, m, generator=g, dtype=torch.float64)
+    runs = [base]
+    for k in range(1, r):
+        runs.append((base + 0.08 * k + 0.1 * torch.randn(q, m, generator=g, dtype=torch.float64)).clamp(0, 1))
+    return torch.stack(runs)  # (R, Q, M)
+
+
+def test_compare_runs_against_scipy_and_enumeration():
+    scores = _runs(0)
+    c = stats.compare_runs(scores, runs=["bm25", "dense", "hybrid"], measures=["map", "ndcg@10"], n_resamples=20_000)
+    assert c.pairs == ((0, 1), (0, 2), (1, 2)) and c.n_queries == 11 and not c.t_test_skipped
+    np.testing.assert_allclose(c.means.numpy(), scores.mean(1).numpy(), rtol=1e-15)
+    for m in range(2):
+        raw = []
+        for p, (i, j) in enumerate(c.pairs):
+            x, y = scores[j, :, m].numpy(), scores[i, :, m].numpy()
+            assert c.difference[m, p].item() == pytest.approx(x.mean() - y.mean(), abs=1e-15)
+            ref = scipy_stats.ttest_rel(x, y)
+            assert c.t_statistic[m, p].item() == pytest.approx(ref.statistic, rel=1e-12)
+            assert c.t_pvalue[m, p].item() == pytest.approx(ref.pvalue, rel=1e-10)
+            exact = _brute_force_p(x - y, "two-sided")  # 2^11 <= 20000: exact enumeration
+            assert c.randomization_pvalue[m, p].item() == pytest.approx(exact, abs=1e-15)
+            raw.append(exact)
+            boot = scipy_stats.bootstrap((x - y,), np.mean, n_resamples=20_000, method="percentile", random_state=0)
+            spread = (x - y).std(ddof=1) / np.sqrt(len(x))  # Monte Carlo error of each bound: ~0.03 spread
+            assert c.ci_low[m, p].item() == pytest.approx(boot.confidence_interval.low, abs=0.15 * spread)
+            assert c.ci_high[m, p].item() == pytest.approx(boot.confidence_interval.high, abs=0.15 * spread)
+        adjusted = _holm_reference(raw)
+        assert c.pvalue_adjusted[m].tolist() == pytest.approx(adjusted, abs=1e-15)
+        for p, (i, j) in enumerate(c.pairs):
+            d = c.difference[m, p].item()
+            significant = adjusted[p] < 0.05 and d != 0
+            assert bool(c.significant[m, p]) == significant
+            assert c.winner[m, p].item() == ((j if d > 0 else i) if significant else -1)
+    assert c.significant.any() and not c.significant.all()  # the example exercises both outcomes
+
+
+def test_compare_runs_input_forms_settings_and_records():
+    scores = _runs(1, r=2, q=9, m=2)
+    by_tensor = stats.compare_runs(scores, runs=["a", "b"], measures=["map", "P@5"], n_resamples=300, seed=3)
+    by_runs = stats.compare_runs({"a": scores[0], "b": scores[1]}, measures=["map", "P@5"], n_resamples=300, seed=3)
+    per_query = {run: {"map": s[:, 0], "P@5": s[:, 1], "num_ret": s[:, 1] * 0} for run, s in zip("ab", scores)}
+    by_name = stats.compare_runs(per_query, measures=["map", "P@5"], n_resamples=300, seed=3)
+    for other in (by_runs, by_name):
+        assert other.runs == by_tensor.runs and other.measures == by_tensor.measures
+        for field in ("means", "difference", "ci_low", "ci_high", "randomization_pvalue", "pvalue_adjusted"):
+            assert torch.equal(getattr(other, field), getattr(by_tensor, field)), field
+    # the t-test decides when asked; Bonferroni over one pair equals the raw p-value
+    t = stats.compare_runs(scores, test="t", correction="bonferroni", n_resamples=300)
+    assert torch.equal(t.pvalue_adjusted, t.t_pvalue) and t.runs == ("a", "b") and t.measures == ("m1", "m2")
+    records = by_tensor.records()
+    assert [(r["measure"], r["run_a"], r["run_b"]) for r in records] == [("map", "a", "b"), ("P@5", "a", "b")]
+    assert records[1]["difference"] == by_tensor.difference[1, 0].item()
+    assert records[1]["winner"] == (None if not by_tensor.significant[1, 0] else "ab"[by_tensor.winner[1, 0]])
+
+
+def test_compare_runs_identical_runs_are_never_significant():
+    scores = _runs(2, r=2)
+    c = stats.compare_runs(torch.stack([scores[0], scores[0]]), n_resamples=200)
+    assert (c.difference == 0).all() and (c.t_pvalue == 1).all() and not c.significant.any()
+    assert (c.winner == -1).all() and c.beats(0, 0) == [] and c.beats(1, 1) == []
+
+
+def test_compare_runs_without_scipy(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "scipy", None)
+    c = stats.compare_runs(_runs(3, r=2), n_resamples=200)
+    assert c.t_test_skipped and torch.isnan(c.t_pvalue).all() and c.records()[0]["t_pvalue"] is None
+    with pytest.raises(ImportError, match="scipy"):
+        stats.compare_runs(_runs(3, r=2), test="t")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"scores": torch.zeros(1, 5)}, ValueError, "at least two runs"),
+        ({"scores": torch.zeros(2, 1)}, ValueError, "at least 2 queries"),
+        ({"scores": torch.zeros(2, 5, 2, 2)}, ValueError, r"\(runs, queries\) or \(runs, queries, measures\)"),
+        ({"scores": torch.zeros(2, 5), "runs": ["a"]}, ValueError, "runs= has 1 names for 2 runs"),
+        ({"scores": torch.zeros(2, 5), "measures": ["x", "y"]}, ValueError, "measures= has 2 names for 1 measures"),
+        ({"scores": torch.zeros(2, 5), "test": "wilcoxon"}, ValueError, "test='wilcoxon'"),
+        ({"scores": torch.zeros(2, 5), "correction": "fdr"}, ValueError, "correction='fdr'"),
+        ({"scores": torch.zeros(2, 5), "alpha": 1.5}, ValueError, "alpha must be a number in"),
+        ({"scores": torch.zeros(2, 5), "seed": 2**70}, ValueError, "seed must be an int"),
+        ({"scores": torch.tensor([[0.1, float("nan")], [0.2, 0.3]])}, ValueError, "NaN"),
+        ({"scores": {"a": torch.zeros(4), "b": torch.zeros(5)}}, ValueError, "same queries"),
+        ({"scores": {"a": {"map": torch.zeros(4)}, "b": {"P@5": torch.zeros(4)}}}, ValueError, "no per-query values"),
+        ({"scores": {"a": torch.zeros(4), "b": torch.zeros(4)}, "runs": ["x", "y"]}, ValueError, "mapping's keys"),
+        ({"scores": [[0.1, 0.2], [0.3, 0.4]]}, TypeError, "a tensor or a mapping"),
+        ({"scores": torch.zeros(2, 5, dtype=torch.bool)}, TypeError, "real numbers"),
+    ],
+)
+def test_compare_runs_bad_arguments(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        stats.compare_runs(**kwargs)

@@ -190,11 +190,14 @@ def test_tensors_follow_trec_eval_tie_order():
         n = int(batch.mask[i].sum())
         assert n == len(docs)
         assert batch.preds[i, :n].tolist() == [s for _, s in docs]
-        want = [max(qrels[qid].get(d, -1), -1) for d, _ in docs]
+        # absent from the qrels: -1 (trec_eval's RELVALUE_NONPOOL); a negative grade: -2 (RELVALUE_UNJUDGED)
+        want = [-1 if d not in qrels[qid] else -2 if qrels[qid][d] < 0 else qrels[qid][d] for d, _ in docs]
         assert batch.target[i, :n].tolist() == want
         assert sorted(batch.ideal_target[i][batch.ideal_target[i] >= 0].tolist()) == sorted(
             g for g in qrels[qid].values() if g >= 0
         )
+    retrieved = batch.target[batch.mask]
+    assert (retrieved == -1).any() and (retrieved == -2).any()  # both kinds of unjudged documents occur
 
 
 def _pytrec(qrels, run, level=1):

@@ -1,48 +1,106 @@
 """torch_rankeval: ranking metrics for PyTorch that agree with trec_eval and run on the GPU.
 
+The public names are imported on first use (PEP 562), so ``import torch_rankeval`` and the
+command line's ``--help`` do not pay for torch until a metric is asked for.
+
 Example:
     >>> import torch, torch_rankeval
     >>> torch_rankeval.functional.ndcg(torch.tensor([0.3, 0.9]), torch.tensor([1, 0])).item() < 1
     True
 """
 
-from torch_rankeval import functional
-from torch_rankeval.conventions import PRESETS, Convention, presets
-from torch_rankeval.metrics import (
-    DCG,
-    IDCG,
-    MAP,
-    MRR,
-    NDCG,
-    HitRate,
-    PositionDebiasedDCG,
-    PositionDebiasedNDCG,
-    PositionProfile,
-    Precision,
-    RankingMetrics,
-    Recall,
-    RPrecision,
-)
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "functional",
-    "Convention",
-    "PRESETS",
-    "presets",
-    "RankingMetrics",
-    "DCG",
-    "IDCG",
-    "NDCG",
-    "MAP",
-    "MRR",
-    "Precision",
-    "Recall",
-    "HitRate",
-    "RPrecision",
-    "PositionDebiasedNDCG",
-    "PositionDebiasedDCG",
-    "PositionProfile",
-    "__version__",
-]
+# public name -> (module, attribute in it; None for the module itself)
+_EXPORTS: dict[str, tuple[str, str | None]] = {
+    "functional": ("torch_rankeval.functional", None),
+    "Convention": ("torch_rankeval.conventions", "Convention"),
+    "PRESETS": ("torch_rankeval.conventions", "PRESETS"),
+    "presets": ("torch_rankeval.conventions", "presets"),
+    **{
+        name: ("torch_rankeval.metrics", name)
+        for name in (
+            "RankingMetrics",
+            "DCG",
+            "IDCG",
+            "NDCG",
+            "MAP",
+            "MRR",
+            "Precision",
+            "Recall",
+            "HitRate",
+            "RPrecision",
+            "FallOut",
+            "AUROC",
+            "PositionDebiasedNDCG",
+            "PositionDebiasedDCG",
+            "PositionProfile",
+            "ItemExposure",
+        )
+    },
+}
+# Subpackages reachable as attributes (``torch_rankeval.trec``) without an import statement; the
+# optional-dependency modules (``lightning``, ``plotting``) and ``cli`` need an explicit import.
+_SUBMODULES = (
+    "conventions",
+    "data",
+    "diagnostics",
+    "measures",
+    "metrics",
+    "propensity",
+    "sampler",
+    "stats",
+    "trec",
+)
+
+__all__ = sorted([*_EXPORTS, "__version__"])
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name on first use (PEP 562) and keep it in the module."""
+    if name in _EXPORTS:
+        module_name, attribute = _EXPORTS[name]
+        value = importlib.import_module(module_name)
+        if attribute is not None:
+            value = getattr(value, attribute)
+    elif name in _SUBMODULES:
+        value = importlib.import_module(f"{__name__}.{name}")
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """The public names and subpackages (loaded or not), not this module's helpers."""
+    loaded = {n for n, v in globals().items() if isinstance(v, ModuleType) and v.__name__.startswith(f"{__name__}.")}
+    return sorted({*__all__, *_SUBMODULES, *loaded})
+
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from torch_rankeval import functional
+    from torch_rankeval.conventions import PRESETS, Convention, presets
+    from torch_rankeval.metrics import (
+        AUROC,
+        DCG,
+        IDCG,
+        MAP,
+        MRR,
+        NDCG,
+        FallOut,
+        HitRate,
+        ItemExposure,
+        PositionDebiasedDCG,
+        PositionDebiasedNDCG,
+        PositionProfile,
+        Precision,
+        RankingMetrics,
+        Recall,
+        RPrecision,
+    )

@@ -23,6 +23,8 @@ from typing import Callable, Mapping, Union
 import torch
 from torch import Tensor
 
+from torch_rankeval._choices import GAINS, TIES  # torch-free, so the command line's --help can list them
+
 __all__ = [
     "Convention",
     "DEFAULT",
@@ -43,11 +45,9 @@ __all__ = [
 GainSpec = Union[str, Mapping[float, float], Callable[[Tensor], Tensor]]
 DiscountSpec = Union[Callable[[Tensor], Tensor], None]
 
-TIES = ("average", "first", "pessimistic", "optimistic")
 EMPTY_TARGET_ACTIONS = ("neg", "pos", "skip", "error")
 AP_DENOMINATORS = ("all_relevant", "retrieved_relevant", "min_k_relevant")
 REDUCTIONS = ("mean", "sum", "none")
-GAINS = ("exp2", "linear")
 
 
 class GainMap(Mapping):

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from torch_rankeval._choices import INVERSION_STATS
 from torch_rankeval.metrics.base import RankingMetrics
 from torch_rankeval.metrics.position_profile import PROFILE_STATS, PositionProfile
 
@@ -43,7 +44,6 @@ __all__ = [
 ]
 
 Band = tuple  # (first, last) rank positions, 1-based, inclusive
-INVERSION_STATS = ("relevance", "gain", "relevant_share")
 DEFAULT_QUANTILES = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0)
 
 

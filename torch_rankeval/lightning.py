@@ -349,11 +349,18 @@ class RankingMetricsCallback(Callback):
             if problem is None or (self.on_inexact_sharding == "ignore" and not problem.fatal):
                 continue
             which = f"{_HOOK_STAGE[stage]} dataloader {i}" if len(loaders) > 1 else f"the {_HOOK_STAGE[stage]} dataloader"
-            message = (
-                f"RankingMetricsCallback: {which}: {problem}. Give it a non-repeating sampler: "
-                "DataLoader(dataset, sampler=torch_rankeval.sampler.UnpaddedDistributedSampler(dataset), ...) "
-                "(Lightning keeps it; the training dataloader still gets Lightning's own sampler)."
-            )
+            if problem.fatal:  # the sampler repeats nothing already: too few samples for the processes
+                advice = (
+                    "Its sampler is not the problem: evaluate on at most as many processes as samples (e.g. a "
+                    "separate Trainer(devices=...) for validation/test), or give the data set one sample per process"
+                )
+            else:
+                advice = (
+                    "Give it a non-repeating sampler: "
+                    "DataLoader(dataset, sampler=torch_rankeval.sampler.UnpaddedDistributedSampler(dataset), ...) "
+                    "(Lightning keeps it; the training dataloader still gets Lightning's own sampler)"
+                )
+            message = f"RankingMetricsCallback: {which}: {problem}. {advice}."
             if self.on_inexact_sharding == "error" or problem.fatal:
                 raise ValueError(message)
             rank_zero_warn(message, category=UserWarning)

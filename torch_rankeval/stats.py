@@ -10,6 +10,9 @@ pair of systems, are tested independently in one vectorised call):
   enumeration of all ``2^Q`` sign patterns for small ``Q``, seeded Monte Carlo otherwise.
 - :func:`bootstrap_ci`: percentile bootstrap confidence interval of the mean difference.
 - :func:`holm` and :func:`bonferroni`: family-wise corrections of several p-values.
+- :func:`compare_runs`: all of the above for several runs and measures at once (means, pairwise
+  differences, intervals, p-values, adjusted p-values, significance, winners); the command line's
+  ``compare`` only formats its result.
 
 Randomness comes from a ``torch.Generator`` seeded by ``seed``: the same call gives the same
 numbers on the same device. Per-query values from :func:`torch_rankeval.trec.evaluate` (its
@@ -31,20 +34,26 @@ numbers on the same device. Per-query values from :func:`torch_rankeval.trec.eva
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
 
 __all__ = [
+    "ALTERNATIVES",
+    "CORRECTIONS",
+    "TESTS",
+    "RunComparison",
     "TestResult",
+    "adjust_pvalues",
+    "bonferroni",
+    "bootstrap_ci",
+    "compare_runs",
+    "holm",
     "paired_t_test",
     "randomization_test",
-    "bootstrap_ci",
-    "holm",
-    "bonferroni",
-    "adjust_pvalues",
-    "ALTERNATIVES",
 ]
 
 ALTERNATIVES = ("two-sided", "greater", "less")
@@ -54,6 +63,11 @@ CORRECTIONS = ("holm", "bonferroni", "none")
 _REL_TOL = 1e-14
 # Resampling works in slices of about this many (resample, query) entries.
 _SLICE = 1 << 22
+# Resampled statistics kept in memory for an exact quantile (128 MiB, torch.quantile's limit); beyond,
+# the resamples are streamed.
+_KEEP = 1 << 24
+_BINS = 4096  # histogram bins of a streamed quantile's pass
+_MAX_PASSES = 64  # a streamed quantile needs a handful (each narrows a bracket 4096-fold); a guard
 
 
 @dataclass(frozen=True)
@@ -106,6 +120,11 @@ def _check_alternative(alternative: str) -> None:
 def _check_count(n: int, name: str) -> None:
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"{name} must be a positive int, got {n!r}")
+
+
+def _check_seed(seed: int) -> None:
+    if isinstance(seed, bool) or not isinstance(seed, int) or not -(2**63) <= seed < 2**64:
+        raise ValueError(f"seed must be an int between -2**63 and 2**64 - 1 (a torch.Generator seed), got {seed!r}")
 
 
 def paired_t_test(x: Tensor, y: Tensor, *, alternative: str = "two-sided") -> TestResult:
@@ -211,6 +230,7 @@ def randomization_test(
     """
     _check_alternative(alternative)
     _check_count(n_resamples, "n_resamples")
+    _check_seed(seed)
     d = _differences(x, y)
     q = d.shape[0]
     flat = d.reshape(q, -1)
@@ -223,7 +243,7 @@ def randomization_test(
         hits = torch.zeros_like(observed, dtype=torch.int64)
         total = 2**q
         bits = torch.arange(q, device=d.device)
-        step = max(1, _SLICE // q)
+        step = _step(q, flat.shape[1])
         for start in range(0, total, step):
             codes = torch.arange(start, min(total, start + step), device=d.device)
             signs = 1.0 - 2.0 * ((codes.unsqueeze(1) >> bits) & 1).to(torch.float64)
@@ -232,7 +252,7 @@ def randomization_test(
     else:
         generator = torch.Generator(device=d.device).manual_seed(seed)
         hits = torch.zeros_like(observed, dtype=torch.int64)
-        step = max(1, _SLICE // q)
+        step = _step(q, flat.shape[1])
         for start in range(0, n_resamples, step):
             b = min(step, n_resamples - start)
             signs = torch.randint(0, 2, (b, q), generator=generator, device=d.device).to(torch.float64) * 2 - 1
@@ -253,7 +273,12 @@ def bootstrap_ci(
     """Percentile bootstrap confidence interval of ``mean(x - y)`` (or of ``mean(x)``) over queries.
 
     Each resample draws ``Q`` queries with replacement; the interval is the ``(1 - confidence)/2``
-    and ``(1 + confidence)/2`` quantiles (linear interpolation) of the resampled means.
+    and ``(1 + confidence)/2`` quantiles (linear interpolation, as :func:`torch.quantile`) of the
+    resampled means. Memory does not grow with ``n_resamples``: up to about 16 million resampled
+    means (resamples x columns) are kept and their quantiles taken directly; beyond that the
+    resamples are streamed in slices and drawn again from the same seed, a few times, to find the
+    two order statistics exactly (a histogram narrows each one down to a bracket, then the bracket's
+    values are sorted). Both ways give the same numbers.
 
     Args:
         x: per-query values ``(Q,)`` or ``(Q, ...)``.
@@ -263,7 +288,8 @@ def bootstrap_ci(
         seed: seed of the ``torch.Generator`` on ``x``'s device.
 
     Returns:
-        ``(low, high)``, each of shape ``x.shape[1:]``, float64.
+        ``(low, high)``, each of shape ``x.shape[1:]``, float64. Constant differences give
+        ``low == high`` (the constant).
 
     Example:
         >>> import torch
@@ -275,21 +301,161 @@ def bootstrap_ci(
     if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or not 0 < confidence < 1:
         raise ValueError(f"confidence must be a number in (0, 1), e.g. 0.95; got {confidence!r}")
     _check_count(n_resamples, "n_resamples")
+    _check_seed(seed)
     d = _differences(x, y)
     q = d.shape[0]
     flat = d.reshape(q, -1)
-    generator = torch.Generator(device=d.device).manual_seed(seed)
-    means = []
-    step = max(1, _SLICE // q)
-    for start in range(0, n_resamples, step):
-        b = min(step, n_resamples - start)
-        idx = torch.randint(0, q, (b, q), generator=generator, device=d.device)
-        means.append(flat[idx].mean(1))
-    dist = torch.cat(means)
     alpha = (1 - confidence) / 2
-    bounds = torch.quantile(dist, torch.tensor([alpha, 1 - alpha], dtype=torch.float64, device=d.device), dim=0)
+    probs = torch.tensor([alpha, 1 - alpha], dtype=torch.float64, device=d.device)
+    bounds = _quantiles(lambda: _bootstrap_means(flat, n_resamples, seed), n_resamples, probs, flat.shape[1])
     shape = d.shape[1:]
     return bounds[0].reshape(shape), bounds[1].reshape(shape)
+
+
+def _step(q: int, columns: int) -> int:
+    """Resamples per slice, so that a slice holds about ``_SLICE`` (resample, query or column) entries."""
+    return max(1, _SLICE // max(q, columns))
+
+
+def _bootstrap_means(flat: Tensor, n_resamples: int, seed: int) -> Iterator[Tensor]:
+    """The resampled means ``(b, C)`` of ``flat`` ``(Q, C)``, slice by slice; the same slices for the same seed."""
+    q = flat.shape[0]
+    generator = torch.Generator(device=flat.device).manual_seed(seed)
+    step = _step(q, flat.shape[1])
+    for start in range(0, n_resamples, step):
+        b = min(step, n_resamples - start)
+        idx = torch.randint(0, q, (b, q), generator=generator, device=flat.device)
+        counts = torch.zeros(b, q, dtype=flat.dtype, device=flat.device)
+        counts.scatter_add_(1, idx, torch.ones((), dtype=flat.dtype, device=flat.device).expand(b, q))
+        yield counts @ flat / q  # how often each query is drawn, times its value: the resample's mean
+
+
+def _quantiles(slices: Callable[[], Iterator[Tensor]], n: int, probs: Tensor, columns: int) -> Tensor:
+    """:func:`torch.quantile` (linear) along the ``n`` rows that ``slices()`` yields, ``(K, C)``.
+
+    ``slices`` yields the same rows, slice by slice, at every call. Up to ``_KEEP`` values are
+    concatenated and handed to :func:`torch.quantile`; beyond that :func:`_order_statistics` finds
+    the two order statistics around each quantile in passes of bounded memory, and they are
+    interpolated as :func:`torch.quantile` does (same numbers, bit for bit).
+    """
+    if n * columns <= _KEEP:
+        return torch.quantile(torch.cat(list(slices())), probs, dim=0)
+    ranks = probs * (n - 1)
+    below, above = ranks.floor().to(torch.int64), ranks.ceil().to(torch.int64)
+    needed = torch.unique(torch.cat([below, above]))
+    values = _order_statistics(slices, n, needed, columns)  # (R, C)
+    low, high = values[torch.searchsorted(needed, below)], values[torch.searchsorted(needed, above)]
+    return torch.lerp(low, high, (ranks - below).unsqueeze(1))
+
+
+def _order_statistics(slices: Callable[[], Iterator[Tensor]], n: int, ranks: Tensor, columns: int) -> Tensor:
+    """The ``ranks``-th smallest values (0-based) of each column of the rows ``slices()`` yields, ``(R, C)``.
+
+    Memory is bounded (about ``_SLICE`` temporaries and ``_KEEP / 4`` kept values), whatever the
+    number of rows. Each (rank, column) pair, a *track*, keeps a bracket ``[lo, hi)`` known to hold
+    its order statistic, with ``below`` values under it and ``count`` inside. A pass over the rows
+    sorts the values inside each bracket into ``_BINS`` bins by a monotone function of the value
+    (equal widths of the bracket; in the first pass, where every bracket is unbounded, one histogram
+    per column over the range of a pilot sample, the values outside it going to the end bins) and
+    keeps the bin holding the rank, narrowed to its smallest and largest value; a bracket of one distinct value is done. Once the open brackets hold few
+    enough values, a last pass gathers and sorts them. Each pass narrows a bracket about 4000-fold,
+    so a few passes suffice.
+    """
+    device = ranks.device
+    n_tracks = ranks.numel() * columns
+    col = torch.arange(n_tracks, device=device) % columns
+    rank = ranks.repeat_interleave(columns)
+    lo = torch.full((n_tracks,), -math.inf, dtype=torch.float64, device=device)
+    hi = torch.full_like(lo, math.inf)
+    below = torch.zeros(n_tracks, dtype=torch.int64, device=device)
+    count = torch.full_like(below, n)
+    value = torch.full_like(lo, math.nan)
+    done = torch.zeros(n_tracks, dtype=torch.bool, device=device)
+    for passes in range(_MAX_PASSES):
+        active = (~done).nonzero().squeeze(1)
+        if active.numel() == 0:
+            return value.reshape(ranks.numel(), columns)
+        if int(count[active].sum()) <= _KEEP // 4:
+            value[active] = _gather_ranked(slices, col[active], lo[active], hi[active], rank[active] - below[active])
+            done[active] = True
+            continue
+        if passes == 0:  # every bracket is unbounded: one histogram per column serves all its ranks
+            columns_seen = torch.arange(columns, device=device)
+            counts, mins, maxs = _histogram_pass(slices, columns_seen, lo[:columns], hi[:columns], pilot=True)
+            counts, mins, maxs = counts[col], mins[col], maxs[col]
+        else:
+            counts, mins, maxs = _histogram_pass(slices, col[active], lo[active], hi[active], pilot=False)
+        ends = below[active].unsqueeze(1) + counts.cumsum(1)  # values under each bin's upper end
+        j = torch.searchsorted(ends, rank[active].unsqueeze(1), right=True)  # the bin holding the rank
+        below[active] = (ends.gather(1, j) - counts.gather(1, j)).squeeze(1)
+        count[active] = counts.gather(1, j).squeeze(1)
+        smallest, largest = mins.gather(1, j).squeeze(1), maxs.gather(1, j).squeeze(1)
+        lo[active] = smallest
+        hi[active] = torch.nextafter(largest, torch.full_like(largest, math.inf))
+        single = smallest == largest
+        value[active[single]] = smallest[single]
+        done[active[single]] = True
+    raise RuntimeError("streamed bootstrap quantiles did not converge; please report this")  # pragma: no cover
+
+
+def _blocks(slices: Callable[[], Iterator[Tensor]], col: Tensor) -> Iterator[Tensor]:
+    """The tracks' values ``(T, b)``, in blocks of about ``_SLICE / 8`` entries."""
+    rows = max(1, _SLICE // (8 * col.numel()))
+    for chunk in slices():
+        for start in range(0, chunk.shape[0], rows):
+            yield chunk[start : start + rows, col].T.contiguous()
+
+
+def _histogram_pass(
+    slices: Callable[[], Iterator[Tensor]], col: Tensor, lo: Tensor, hi: Tensor, *, pilot: bool
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Count, smallest and largest value of each bin ``(T, _BINS)`` of the values in each track's ``[lo, hi)``.
+
+    A value's bin is ``floor((v - a) / (b - a) * _BINS)``, clamped to the bins: monotone in ``v``,
+    so a bin's values are exactly those between its smallest and its largest. ``[a, b)`` is the
+    bracket, or with ``pilot`` (unbounded brackets) the range of the first rows.
+    """
+    n_tracks, device = col.numel(), col.device
+    size = n_tracks * _BINS  # flat slots, one more for the values outside their bracket
+    counts = torch.zeros(size + 1, dtype=torch.int64, device=device)
+    mins = torch.full((size + 1,), math.inf, dtype=torch.float64, device=device)
+    maxs = torch.full_like(mins, -math.inf)
+    offsets = torch.arange(0, size, _BINS, device=device).unsqueeze(1)
+    lo, hi = lo.unsqueeze(1), hi.unsqueeze(1)
+    start, width = (None, None) if pilot else (lo, hi - lo)
+
+    def add(values: Tensor) -> None:
+        slot = ((values - start) / width * _BINS).floor_().clamp_(0, _BINS - 1).to(torch.int64) + offsets
+        slot = torch.where((values >= lo) & (values < hi), slot, size).view(-1)
+        values = values.view(-1)
+        counts.scatter_add_(0, slot, torch.ones_like(slot))
+        mins.scatter_reduce_(0, slot, values, "amin")
+        maxs.scatter_reduce_(0, slot, values, "amax")
+
+    for values in _blocks(slices, col):
+        if start is None:  # the pilot: the first block's range (values beyond it go to the end bins)
+            start = values.min(1, keepdim=True).values
+            end = values.max(1, keepdim=True).values
+            width = torch.where(end > start, end - start, torch.ones_like(end))
+        add(values)
+    shape = (n_tracks, _BINS)
+    return counts[:size].view(shape), mins[:size].view(shape), maxs[:size].view(shape)
+
+
+def _gather_ranked(
+    slices: Callable[[], Iterator[Tensor]], col: Tensor, lo: Tensor, hi: Tensor, within: Tensor
+) -> Tensor:
+    """The ``within``-th smallest value in ``[lo, hi)`` of each track (one pass, then one sort)."""
+    tracks, kept = [], []
+    for values in _blocks(slices, col):
+        inside = ((values >= lo.unsqueeze(1)) & (values < hi.unsqueeze(1))).nonzero()
+        tracks.append(inside[:, 0])
+        kept.append(values[inside[:, 0], inside[:, 1]])
+    track, vals = torch.cat(tracks), torch.cat(kept)
+    order = vals.argsort(stable=True)
+    order = order[track[order].argsort(stable=True)]  # by track, then by value
+    sizes = torch.bincount(track, minlength=col.numel())
+    return vals[order][sizes.cumsum(0) - sizes + within]
 
 
 def _check_pvalues(p: Tensor) -> Tensor:
@@ -350,3 +516,289 @@ def adjust_pvalues(pvalues: Tensor, method: str = "holm") -> Tensor:
     if method == "none":
         return _check_pvalues(pvalues)
     raise ValueError(f"correction={method!r} is not valid: use one of {', '.join(map(repr, CORRECTIONS))}")
+
+
+# ----------------------------------------------------------------------------- comparing runs
+TESTS = ("randomization", "t")
+
+
+@dataclass(frozen=True)
+class RunComparison:
+    """Every number of a comparison of runs (see :func:`compare_runs`).
+
+    Pairs are ``(i, j)`` with ``i < j`` in the order of ``runs``; a pair's difference is
+    ``mean(run j) - mean(run i)``. Tensors indexed ``[m, p]`` are per measure ``m`` and pair ``p``.
+
+    Attributes:
+        runs, measures: the names, in the order given.
+        n_queries: the number of queries (the first dimension of the scores).
+        test, correction, alpha, confidence, n_resamples, seed: the settings.
+        means: ``(R, M)`` each run's mean per measure.
+        pairs: the ``(i, j)`` pairs, ``i < j``.
+        difference: ``(M, P)`` the mean differences ``mean_j - mean_i``.
+        ci_low, ci_high: ``(M, P)`` the bootstrap confidence interval of each difference.
+        t_statistic, t_pvalue: ``(M, P)`` the paired t-test (NaN where scipy is missing).
+        randomization_pvalue: ``(M, P)`` the paired randomization test.
+        pvalue_adjusted: ``(M, P)`` the deciding test's p-value (``test``), adjusted over the pairs
+            of each measure (``correction``).
+        significant: ``(M, P)`` bool: ``pvalue_adjusted < alpha`` and a non-zero difference.
+        winner: ``(M, P)`` int64: the index of the better run of a significant pair, else -1.
+        t_test_skipped: True when scipy is not installed (the t-test columns are NaN).
+    """
+
+    runs: tuple[str, ...]
+    measures: tuple[str, ...]
+    n_queries: int
+    test: str
+    correction: str
+    alpha: float
+    confidence: float
+    n_resamples: int
+    seed: int
+    means: Tensor
+    pairs: tuple[tuple[int, int], ...]
+    difference: Tensor
+    ci_low: Tensor
+    ci_high: Tensor
+    t_statistic: Tensor
+    t_pvalue: Tensor
+    randomization_pvalue: Tensor
+    pvalue_adjusted: Tensor
+    significant: Tensor
+    winner: Tensor
+    t_test_skipped: bool
+
+    def beats(self, run: int, measure: int) -> list[int]:
+        """The runs that ``run`` beats significantly on ``measure`` (indices, increasing).
+
+        Example:
+            >>> import torch
+            >>> bm25 = torch.tensor([0.31, 0.42, 0.25, 0.50, 0.38, 0.29, 0.44, 0.35])
+            >>> scores = torch.stack([bm25, bm25 + 0.05])  # (runs, queries): dense is better on every query
+            >>> c = compare_runs(scores, runs=["bm25", "dense"])
+            >>> c.beats(1, 0), c.beats(0, 0)
+            ([0], [])
+        """
+        found = []
+        for p, (i, j) in enumerate(self.pairs):
+            if int(self.winner[measure, p]) == run:
+                found.append(j if run == i else i)
+        return sorted(found)
+
+    def records(self) -> list[dict[str, Any]]:
+        """One dict per measure and pair: names, means, difference, interval, p-values, significance, winner.
+
+        NaN (a skipped t-test) becomes None, so the records are valid JSON.
+
+        Example:
+            >>> import torch
+            >>> bm25 = torch.tensor([0.31, 0.42, 0.25, 0.50, 0.38, 0.29, 0.44, 0.35])
+            >>> scores = torch.stack([bm25, bm25 + 0.05])
+            >>> r = compare_runs(scores, runs=["bm25", "dense"], measures=["ndcg@10"]).records()[0]
+            >>> r["measure"], r["run_a"], r["run_b"], round(r["difference"], 4), r["winner"], r["t_pvalue"]
+            ('ndcg@10', 'bm25', 'dense', 0.05, 'dense', 0.0)
+        """
+        out = []
+        for m, name in enumerate(self.measures):
+            for p, (i, j) in enumerate(self.pairs):
+                winner = int(self.winner[m, p])
+                out.append(
+                    {
+                        "measure": name,
+                        "run_a": self.runs[i],
+                        "run_b": self.runs[j],
+                        "mean_a": float(self.means[i, m]),
+                        "mean_b": float(self.means[j, m]),
+                        "difference": float(self.difference[m, p]),
+                        "ci_low": float(self.ci_low[m, p]),
+                        "ci_high": float(self.ci_high[m, p]),
+                        "t_statistic": _number(self.t_statistic[m, p]),
+                        "t_pvalue": _number(self.t_pvalue[m, p]),
+                        "randomization_pvalue": float(self.randomization_pvalue[m, p]),
+                        "pvalue_adjusted": float(self.pvalue_adjusted[m, p]),
+                        "significant": bool(self.significant[m, p]),
+                        "winner": None if winner < 0 else self.runs[winner],
+                    }
+                )
+        return out
+
+
+def _number(value: Tensor) -> float | None:
+    v = float(value)
+    return None if math.isnan(v) else v
+
+
+def _score_table(
+    scores: Tensor | Mapping[str, Tensor | Mapping[str, Tensor]],
+    runs: Sequence[str] | None,
+    measures: Sequence[str] | None,
+) -> tuple[Tensor, list[str], list[str]]:
+    """``(R, Q, M)`` float64 scores and the run and measure names from :func:`compare_runs`' inputs."""
+    if isinstance(scores, Mapping):
+        if runs is not None:
+            raise ValueError("runs= names the rows of a scores tensor; a mapping's keys are already the run names")
+        runs = [str(k) for k in scores]
+        columns = []
+        for run, value in scores.items():
+            if isinstance(value, Mapping):
+                names = list(value) if measures is None else list(measures)
+                missing = [n for n in names if n not in value]
+                if missing:
+                    raise ValueError(f"run {run!r} has no per-query values for {missing}; it has {sorted(value)}")
+                parts = [value[n] for n in names]
+                if not all(isinstance(t, Tensor) and t.ndim == 1 for t in parts):
+                    raise ValueError(f"run {run!r}: each measure's per-query values must be a 1-D tensor (Q,)")
+                if len({t.shape[0] for t in parts}) > 1:
+                    raise ValueError(f"run {run!r}: the measures have different numbers of queries")
+                columns.append(torch.stack(parts, -1) if parts else None)
+                measures = names
+            elif isinstance(value, Tensor):
+                columns.append(value if value.ndim == 2 else value.unsqueeze(-1) if value.ndim == 1 else value)
+            else:
+                raise TypeError(f"scores[{run!r}] must be a tensor (Q,) / (Q, M) or a mapping measure -> (Q,) tensor")
+        if not columns or any(c is None for c in columns):
+            raise ValueError("compare_runs needs at least one measure and two runs")
+        shapes = {tuple(c.shape) for c in columns}
+        if len(shapes) > 1:
+            raise ValueError(f"every run must have the same queries and measures, got shapes {sorted(shapes)}")
+        if len({c.device for c in columns}) > 1:
+            raise ValueError("the runs' scores are on different devices: move them to one device")
+        table = torch.stack(columns)
+    elif isinstance(scores, Tensor):
+        if scores.ndim not in (2, 3):
+            raise ValueError(
+                f"scores must be (runs, queries) or (runs, queries, measures), got shape {tuple(scores.shape)}"
+            )
+        table = scores if scores.ndim == 3 else scores.unsqueeze(-1)
+    else:
+        raise TypeError(f"scores must be a tensor or a mapping run -> per-query values, got {type(scores).__name__}")
+    if table.ndim != 3:
+        raise ValueError("each run's scores must be (queries,) or (queries, measures)")
+    n_runs, _, n_measures = table.shape
+    runs = [chr(ord("a") + i) if n_runs <= 26 else f"r{i + 1}" for i in range(n_runs)] if runs is None else list(runs)
+    measures = [f"m{k + 1}" for k in range(n_measures)] if measures is None else list(measures)
+    if len(runs) != n_runs:
+        raise ValueError(f"runs= has {len(runs)} names for {n_runs} runs")
+    if len(measures) != n_measures:
+        raise ValueError(f"measures= has {len(measures)} names for {n_measures} measures")
+    if n_runs < 2:
+        raise ValueError(f"compare_runs needs at least two runs, got {n_runs}")
+    if n_measures < 1:
+        raise ValueError("compare_runs needs at least one measure")
+    if table.is_complex() or table.dtype == torch.bool:
+        raise TypeError(f"scores must be real numbers, got {table.dtype}")
+    return table.to(torch.float64), runs, measures
+
+
+def compare_runs(
+    scores: Tensor | Mapping[str, Tensor | Mapping[str, Tensor]],
+    *,
+    runs: Sequence[str] | None = None,
+    measures: Sequence[str] | None = None,
+    test: str = "randomization",
+    correction: str = "holm",
+    alpha: float = 0.05,
+    confidence: float = 0.95,
+    n_resamples: int = 10_000,
+    seed: int = 0,
+) -> RunComparison:
+    """Compare several runs on the same queries: means, paired differences, intervals, tests, winners.
+
+    For every measure and every pair of runs ``(i, j)``, ``i < j``: the mean difference
+    ``mean_j - mean_i``, its percentile bootstrap interval (:func:`bootstrap_ci`), the paired
+    t-test (:func:`paired_t_test`; skipped, NaN, when scipy is not installed) and the paired
+    randomization test (:func:`randomization_test`). The deciding ``test``'s p-values are adjusted
+    over the pairs of each measure (``correction``: Holm, Bonferroni or none); a pair is
+    significant when the adjusted p-value is below ``alpha`` and the difference is not 0, and its
+    winner is the run with the higher mean. Every pair and measure share one set of resamples
+    (the same seed), in one vectorised call per statistic. This is what ``torch-rankeval compare``
+    prints.
+
+    Args:
+        scores: per-query values of every run on the same queries: a tensor ``(R, Q)`` or
+            ``(R, Q, M)``, or a mapping ``{run: (Q,) or (Q, M) tensor}``, or
+            ``{run: {measure: (Q,) tensor}}`` (e.g. ``{e.run: e.per_query for e in evaluations}``).
+        runs: names of the tensor's runs (default ``"a"``, ``"b"``, ...); a mapping's keys are its names.
+        measures: names of the ``M`` measures (default ``"m1"``, ...), or the measures to take
+            from the per-run mappings (default: all, in the first run's order).
+        test: ``"randomization"`` (default) or ``"t"``: the test that decides significance.
+        correction: ``"holm"`` (default), ``"bonferroni"`` or ``"none"``.
+        alpha: the significance level, in ``(0, 1)``.
+        confidence: the bootstrap interval's coverage, in ``(0, 1)``.
+        n_resamples: bootstrap and randomization resamples (memory does not grow with it).
+        seed: the random seed.
+
+    Returns:
+        A :class:`RunComparison`.
+
+    Raises:
+        ValueError: fewer than two runs or queries, shapes that differ between runs, NaN or
+            infinite scores, a bad setting.
+        ImportError: ``test="t"`` without scipy.
+
+    Example:
+        >>> import torch
+        >>> from torch_rankeval.stats import compare_runs
+        >>> bm25 = torch.tensor([0.31, 0.42, 0.25, 0.50, 0.38, 0.29, 0.44, 0.35])
+        >>> dense = bm25 + torch.tensor([0.08, 0.05, 0.11, 0.02, 0.07, 0.09, 0.04, 0.06])
+        >>> c = compare_runs({"bm25": bm25, "dense": dense}, measures=["ndcg@10"])
+        >>> round(float(c.difference[0, 0]), 4), float(c.randomization_pvalue[0, 0])  # exact: 2 of 2^8 patterns
+        (0.065, 0.0078125)
+        >>> bool(c.significant[0, 0]), c.runs[int(c.winner[0, 0])], c.beats(1, 0)
+        (True, 'dense', [0])
+    """
+    if test not in TESTS:
+        raise ValueError(f"test={test!r} is not valid: use one of {', '.join(map(repr, TESTS))}")
+    if correction not in CORRECTIONS:
+        raise ValueError(f"correction={correction!r} is not valid: use one of {', '.join(map(repr, CORRECTIONS))}")
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
+        raise ValueError(f"alpha must be a number in (0, 1), e.g. 0.05; got {alpha!r}")
+    table, run_names, measure_names = _score_table(scores, runs, measures)
+    n_runs, n_queries, _ = table.shape
+    if n_queries < 2:
+        raise ValueError(f"comparing runs needs at least 2 queries, got {n_queries}")
+    pairs = tuple((i, j) for i in range(n_runs) for j in range(i + 1, n_runs))
+    first = torch.tensor([i for i, _ in pairs], device=table.device)
+    second = torch.tensor([j for _, j in pairs], device=table.device)
+    x = table[second].permute(1, 2, 0)  # (Q, M, P): the second run of each pair
+    y = table[first].permute(1, 2, 0)
+    low, high = bootstrap_ci(x, y, confidence=confidence, n_resamples=n_resamples, seed=seed)
+    randomized = randomization_test(x, y, n_resamples=n_resamples, seed=seed)
+    try:
+        t = paired_t_test(x, y)
+        t_statistic, t_pvalue, skipped = t.statistic, t.pvalue, False
+    except ImportError:
+        if test == "t":
+            raise
+        t_statistic = t_pvalue = torch.full_like(randomized.pvalue, math.nan)
+        skipped = True
+    deciding = t_pvalue if test == "t" else randomized.pvalue
+    adjusted = adjust_pvalues(deciding, correction)
+    means = table.mean(1)  # (R, M)
+    difference = means[second].T - means[first].T  # (M, P)
+    significant = (adjusted < alpha) & (difference != 0)
+    winner = torch.where(difference > 0, second, first).expand_as(difference)
+    winner = torch.where(significant, winner, torch.full_like(winner, -1))
+    return RunComparison(
+        runs=tuple(run_names),
+        measures=tuple(measure_names),
+        n_queries=n_queries,
+        test=test,
+        correction=correction,
+        alpha=float(alpha),
+        confidence=float(confidence),
+        n_resamples=n_resamples,
+        seed=seed,
+        means=means,
+        pairs=pairs,
+        difference=difference,
+        ci_low=low,
+        ci_high=high,
+        t_statistic=t_statistic,
+        t_pvalue=t_pvalue,
+        randomization_pvalue=randomized.pvalue,
+        pvalue_adjusted=adjusted,
+        significant=significant,
+        winner=winner,
+        t_test_skipped=skipped,
+    )

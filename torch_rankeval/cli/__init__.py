@@ -1,516 +1,88 @@
-"""The ``torch-rankeval`` command line.
+"""The ``torch-rankeval`` command line: one module per subcommand.
 
-Subcommands:
+Subcommands, in :data:`SUBCOMMANDS`:
 
-- ``evaluate QRELS RUN [RUN ...]``: trec_eval's evaluation (same semantics, same numbers); with
-  ``--format trec`` the output is trec_eval's, line for line.
-- ``compare QRELS RUN_A RUN_B [RUN ...]``: per-measure means, paired differences with bootstrap
-  confidence intervals, paired t-test and randomization-test p-values with Holm or Bonferroni
-  correction, and a table that marks significant wins.
+- ``evaluate QRELS RUN [RUN ...]`` (:mod:`~torch_rankeval.cli.evaluate`): trec_eval's evaluation,
+  same semantics, same numbers; with ``--format trec`` the output is trec_eval's, line for line.
+- ``compare QRELS RUN_A RUN_B [RUN ...]`` (:mod:`~torch_rankeval.cli.compare`): means, paired
+  differences with bootstrap confidence intervals, t-test and randomization-test p-values with
+  Holm or Bonferroni correction, and a table that marks significant wins.
+- ``profile QRELS RUN`` (:mod:`~torch_rankeval.cli.profile`): quality by rank position,
+  relevance inversions, worst queries, figures.
 
-Each subcommand is a :class:`Command` in :data:`COMMANDS` (its arguments and its function), or a
-module named in :data:`SUBCOMMAND_MODULES` with an ``add_parser(subparsers)`` function; adding one
-is adding an entry. :func:`add_input_arguments` and :func:`evaluate_inputs` give a new subcommand
-the shared ``QRELS RUN... -m -l -c --device`` arguments and the evaluated runs.
-
-Errors in the inputs (a malformed or empty file, a duplicate document, a run without any judged
-query, an unknown measure) print one line on stderr and exit with status 1.
+A subcommand is a module with ``NAME``, ``HELP`` (its line in ``torch-rankeval --help``),
+``add_arguments(parser)`` and ``run(args, out) -> exit status`` (optionally ``DESCRIPTION``);
+adding one is adding its module to :data:`SUBCOMMANDS`. Shared arguments and helpers live in
+:mod:`torch_rankeval.cli._common`. The modules import nothing heavy at import time (torch, scipy
+and matplotlib are imported inside ``run``), so ``--help`` and ``--version`` answer at once.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import ctypes
-import importlib
-import io
-import json
-import math
+import os
 import sys
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from typing import TextIO
 
-import torch
-
-from torch_rankeval.trec._text import TrecFormatError
-from torch_rankeval.measures import Measure, parse_measures
-from torch_rankeval.trec import Evaluation, Qrels, Run, evaluate, read_qrels, read_run
+from torch_rankeval import __version__
+from torch_rankeval.cli import compare, evaluate, profile
+from torch_rankeval.cli._common import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILURE,
+    EXIT_INTERRUPTED,
+    PROG,
+    CommandError,
+    one_line,
+    take_notes,
+)
+from torch_rankeval.cli.evaluate import format_trec_eval
 
 __all__ = [
-    "Command",
-    "COMMANDS",
-    "SUBCOMMAND_MODULES",
+    "EXIT_BAD_INPUT",
+    "EXIT_FAILURE",
+    "SUBCOMMANDS",
     "CommandError",
-    "add_input_arguments",
-    "evaluate_inputs",
     "build_parser",
-    "main",
     "format_trec_eval",
+    "main",
     "reuse_freed_memory",
 ]
 
-PROG = "torch-rankeval"
-EXIT_INPUT_ERROR = 1
+SUBCOMMANDS: tuple = (evaluate, compare, profile)
+"""The subcommand modules, in the order ``--help`` lists them."""
+
+TRACEBACK_VARIABLE = "TORCH_RANKEVAL_TRACEBACK"
 
 
-class CommandError(Exception):
-    """An error the user can fix; printed as one line on stderr, exit status 1."""
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line on stderr (and exit status 2)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n")
 
 
-@dataclass(frozen=True)
-class Command:
-    """A subcommand: its name, help, arguments and the function that runs it.
-
-    Attributes:
-        name: the subcommand (``torch-rankeval NAME``).
-        help: one line for ``torch-rankeval --help``.
-        add_arguments: adds the subcommand's arguments to its parser.
-        run: runs it on the parsed arguments, writing to ``out``; returns the exit status.
-    """
-
-    name: str
-    help: str
-    add_arguments: Callable[[argparse.ArgumentParser], None]
-    run: Callable[[argparse.Namespace, io.TextIOBase], int]
-
-
-# ----------------------------------------------------------------------------- shared arguments
-def add_input_arguments(parser: argparse.ArgumentParser) -> None:
-    """QRELS, RUN..., -m/--measure, -l/--level, -c/--complete, --device, --progress: shared by subcommands.
-
-    Example:
-        >>> p = argparse.ArgumentParser()
-        >>> add_input_arguments(p)
-        >>> a = p.parse_args(["q.txt", "r1.txt", "r2.txt", "-m", "nDCG@10", "-l", "2"])
-        >>> a.runs, a.measures, a.level, a.complete
-        (['r1.txt', 'r2.txt'], ['nDCG@10'], 2, False)
-    """
-    parser.add_argument(
-        "qrels", metavar="QRELS", help="qrels file: 'qid iter docno rel' lines (plain or gzip; - for stdin)"
-    )
-    parser.add_argument(
-        "runs", metavar="RUN", nargs="+", help="run file(s): 'qid Q0 docno rank score tag' lines (plain or gzip)"
-    )
-    parser.add_argument(
-        "-m",
-        "--measure",
-        dest="measures",
-        action="append",
-        metavar="MEASURE",
-        help="a measure, repeatable: trec_eval names (map, ndcg_cut.10, P.5,10, recip_rank, Rprec, success.1), "
-        "ir_measures names (nDCG@10, AP, P(rel=2)@5, RR), or the sets 'official' and 'all_trec'",
-    )
-    parser.add_argument(
-        "-l",
-        "--level",
-        type=int,
-        default=1,
-        metavar="LEVEL",
-        help="minimum grade of a relevant document for binary measures (trec_eval -l; default 1)",
-    )
-    parser.add_argument(
-        "-c",
-        "--complete",
-        action="store_true",
-        help="score queries of the qrels that a run does not answer as 0 (trec_eval -c)",
-    )
-    parser.add_argument("--device", default="cpu", help="where to compute: cpu (default) or cuda")
-    parser.add_argument(
-        "--progress",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="progress bars while reading files (default: for large files on a terminal)",
-    )
-
-
-def _measures(args: argparse.Namespace, default: Sequence[str]) -> list[Measure]:
-    return parse_measures(args.measures or list(default))
-
-
-def _device(name: str) -> torch.device:
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        raise CommandError(f"--device {name!r} is not a device: use cpu or cuda") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise CommandError("--device cuda: CUDA is not available on this machine; use --device cpu")
-    return device
-
-
-def _read_inputs(args: argparse.Namespace) -> tuple[Qrels, list[Run]]:
-    if args.level < 1:
-        raise CommandError(f"-l/--level must be 1 or more (the minimum grade of a relevant document), got {args.level}")
-    qrels = read_qrels(args.qrels, progress=args.progress)
-    return qrels, [read_run(path, progress=args.progress) for path in args.runs]
-
-
-def evaluate_inputs(
-    args: argparse.Namespace, measures: list[Measure], *, complete: bool
-) -> tuple[Qrels, list[Evaluation]]:
-    """Read the inputs of :func:`add_input_arguments` and evaluate every run (for subcommands).
-
-    Example:
-        >>> import os, tempfile
-        >>> from torch_rankeval.trec import write_qrels, write_run
-        >>> d = tempfile.mkdtemp()
-        >>> write_qrels(os.path.join(d, "q"), {"q1": {"d1": 1}}); write_run(os.path.join(d, "r"), {"q1": {"d1": 1.0}})
-        >>> p = argparse.ArgumentParser(); add_input_arguments(p)
-        >>> args = p.parse_args([os.path.join(d, "q"), os.path.join(d, "r")])
-        >>> _, results = evaluate_inputs(args, parse_measures(["map"]), complete=False)
-        >>> results[0].summary
-        {'map': 1.0}
-    """
-    device = _device(args.device)
-    qrels, runs = _read_inputs(args)
-    results = [
-        evaluate(qrels, run, measures, relevance_level=args.level, complete=complete, device=device) for run in runs
-    ]
-    return qrels, results
-
-
-def _fmt(value: float | int | str, decimals: int = 4) -> str:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, int):
-        return str(value)
-    return f"{value:.{decimals}f}"
-
-
-# ----------------------------------------------------------------------------- evaluate
-def format_trec_eval(result: Evaluation, *, per_query: bool = False, summary: bool = True) -> list[str]:
-    """trec_eval's output lines for one run: ``measure<pad>\\tqid\\tvalue`` (``%-22s\\t%s\\t%6.4f``).
-
-    Measures print in trec_eval's order; with ``per_query`` every query's values come first,
-    query by query, then the summary (``all``) lines.
-
-    Example:
-        >>> from torch_rankeval.trec import Qrels, Run, evaluate
-        >>> qrels, run = Qrels.from_dict({"q1": {"d1": 1}}), Run.from_dict({"q1": {"d1": 0.5}}, tag="x")
-        >>> r = evaluate(qrels, run, ["map", "num_q"])
-        >>> format_trec_eval(r)
-        ['num_q                 \\tall\\t1', 'map                   \\tall\\t1.0000']
-    """
-    outputs = sorted(result.outputs, key=lambda o: o.measure.sort_key())
-    lines = []
-    if per_query:
-        columns = [(o, result.per_query[o.name].tolist()) for o in outputs if o.name in result.per_query]
-        for i, qid in enumerate(result.qids):
-            for o, values in columns:
-                value = int(round(values[i])) if o.measure.family.integer else values[i]
-                lines.append(f"{o.trec_name:<22}\t{qid}\t{_fmt(value)}")
-    if summary:
-        lines.extend(f"{o.trec_name:<22}\tall\t{_fmt(result.summary[o.name])}" for o in outputs)
-    return lines
-
-
-def _table(header: list[str], rows: list[list[str]], right: int = 1) -> list[str]:
-    """Aligned text columns; columns from index ``right`` on are right-aligned."""
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-
-    def line(r: list[str]) -> str:
-        return "  ".join(c.ljust(w) if i < right else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
-
-    return [line(header), *(line(r) for r in rows)]
-
-
-def _evaluate_table(results: list[Evaluation], per_query: bool) -> list[str]:
-    names = [o.name for o in results[0].outputs]
-    if not per_query:
-        rows = [[r.run] + [_fmt(r.summary[n]) for n in names] for r in results]
-        return _table(["run", *names], rows)
-    cols = [n for n in names if n in results[0].per_query]
-    rows = []
-    for r in results:
-        values = {n: r.per_query[n].tolist() for n in cols}
-        integer = {o.name: o.measure.family.integer for o in r.outputs}
-        for i, qid in enumerate(r.qids):
-            rows.append([r.run, qid] + [_fmt(int(round(values[n][i])) if integer[n] else values[n][i]) for n in cols])
-        rows.append([r.run, "all"] + [_fmt(r.summary[n]) for n in cols])
-    return _table(["run", "qid", *cols], rows, right=2)
-
-
-def _evaluate_json(results: list[Evaluation], per_query: bool) -> str:
-    runs = []
-    for r in results:
-        entry: dict = {"run": r.run, "runid": r.runid, "num_q": len(r.qids), "summary": r.summary}
-        if per_query:
-            values = {n: v.tolist() for n, v in r.per_query.items()}
-            entry["per_query"] = {q: {n: values[n][i] for n in values} for i, q in enumerate(r.qids)}
-        runs.append(entry)
-    return json.dumps({"measures": [o.name for o in results[0].outputs], "runs": runs}, indent=2)
-
-
-def _evaluate_csv(results: list[Evaluation], per_query: bool) -> str:
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["run", "qid", "measure", "value"])
-    for r in results:
-        if per_query:
-            values = {n: v.tolist() for n, v in r.per_query.items()}
-            for i, q in enumerate(r.qids):
-                writer.writerows([r.run, q, n, repr(values[n][i])] for n in values)
-        writer.writerows([r.run, "all", o.name, r.summary[o.name]] for o in r.outputs)
-    return buffer.getvalue().rstrip("\n")
-
-
-def _add_evaluate(parser: argparse.ArgumentParser) -> None:
-    add_input_arguments(parser)
-    parser.add_argument("-q", "--per-query", action="store_true", help="also print each query's values (trec_eval -q)")
-    parser.add_argument(
-        "-n", "--no-summary", action="store_true", help="omit the summary over all queries (trec_eval -n)"
-    )
-    parser.add_argument(
-        "--format",
-        choices=("table", "trec", "json", "csv"),
-        default="table",
-        help="table (default), trec (trec_eval's output, line for line), json or csv",
-    )
-
-
-def _run_evaluate(args: argparse.Namespace, out: io.TextIOBase) -> int:
-    measures = _measures(args, ["official"])
-    _, results = evaluate_inputs(args, measures, complete=args.complete)
-    if args.format == "trec":
-        for r in results:
-            lines = format_trec_eval(r, per_query=args.per_query, summary=not args.no_summary)
-            if lines:
-                out.write("\n".join(lines) + "\n")
-        return 0
-    if args.no_summary and args.format != "trec":
-        raise CommandError("-n/--no-summary applies to --format trec only")
-    text = {
-        "table": lambda: "\n".join(_evaluate_table(results, args.per_query)),
-        "json": lambda: _evaluate_json(results, args.per_query),
-        "csv": lambda: _evaluate_csv(results, args.per_query),
-    }[args.format]()
-    out.write(text + "\n")
-    return 0
-
-
-# ----------------------------------------------------------------------------- compare
-def _labels(n: int) -> list[str]:
-    letters = "abcdefghijklmnopqrstuvwxyz"
-    return [letters[i] if n <= 26 else f"r{i + 1}" for i in range(n)]
-
-
-def _add_compare(parser: argparse.ArgumentParser) -> None:
-    add_input_arguments(parser)
-    parser.add_argument(
-        "--test",
-        choices=("randomization", "t"),
-        default="randomization",
-        help="the test that decides significance marks: randomization (default) or t (paired t-test)",
-    )
-    parser.add_argument(
-        "--correction",
-        choices=("holm", "bonferroni", "none"),
-        default="holm",
-        help="family-wise correction over the pairs of runs, per measure (default holm)",
-    )
-    parser.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
-    parser.add_argument("--confidence", type=float, default=0.95, help="bootstrap interval coverage (default 0.95)")
-    parser.add_argument(
-        "--resamples", type=int, default=10_000, help="bootstrap and randomization resamples (default 10000)"
-    )
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    parser.add_argument("--format", choices=("table", "json"), default="table", help="table (default) or json")
-
-
-def _run_compare(args: argparse.Namespace, out: io.TextIOBase) -> int:
-    from torch_rankeval import stats
-
-    if len(args.runs) < 2:
-        raise CommandError("compare needs at least two runs")
-    if not 0 < args.alpha < 1:
-        raise CommandError(f"--alpha must be in (0, 1), got {args.alpha}")
-    measures = _measures(args, ["ndcg_cut.10", "map"])
-    _, results = evaluate_inputs(args, measures, complete=True)
-    # Queries: every judged query (-c), or those answered by at least one run (missing ones score 0).
-    answered = torch.stack([r.retrieved for r in results]).any(0)
-    keep = torch.ones_like(answered) if args.complete else answered
-    names = [o.name for o in results[0].outputs if o.name in results[0].per_query]
-    skipped = [
-        o.name for o in results[0].outputs if o.name not in results[0].per_query and o.measure.per_query is False
-    ]
-    if not names:
-        raise CommandError("no measure with per-query values to compare (runid, num_q and gm_map have none)")
-    n_missing = [int((keep & ~r.retrieved).sum()) for r in results]
-    for r, missing in zip(results, n_missing):
-        if missing:
-            print(
-                f"{PROG}: note: {r.run} does not answer {missing} of the compared queries; they score 0",
-                file=sys.stderr,
-            )
-    if skipped:
-        print(f"{PROG}: note: {', '.join(skipped)} has no per-query values and is not compared", file=sys.stderr)
-
-    labels = _labels(len(results))
-    values = torch.stack([torch.stack([r.per_query[n][keep] for n in names], -1) for r in results])  # (R, Q, M)
-    n_queries = values.shape[1]
-    if n_queries < 2:
-        raise CommandError(f"compare needs at least 2 queries, found {n_queries}")
-    means = values.mean(1)  # (R, M)
-    pairs = [(i, j) for i in range(len(results)) for j in range(i + 1, len(results))]
-    x = torch.stack([values[j] for _, j in pairs], -1)  # (Q, M, P): second run of each pair
-    y = torch.stack([values[i] for i, _ in pairs], -1)
-    low, high = stats.bootstrap_ci(x, y, confidence=args.confidence, n_resamples=args.resamples, seed=args.seed)
-    randomized = stats.randomization_test(x, y, n_resamples=args.resamples, seed=args.seed)
-    try:
-        t = stats.paired_t_test(x, y)
-        t_stat, t_p = t.statistic, t.pvalue
-    except ImportError:
-        if args.test == "t":
-            raise CommandError("--test t needs scipy: pip install 'torch-rankeval[cli]'") from None
-        print(
-            f"{PROG}: note: scipy is not installed, the paired t-test is skipped (pip install 'torch-rankeval[cli]')",
-            file=sys.stderr,
-        )
-        t_stat = t_p = torch.full_like(randomized.pvalue, math.nan)
-    deciding = t_p if args.test == "t" else randomized.pvalue
-    adjusted = stats.adjust_pvalues(deciding, args.correction)  # over pairs, per measure
-
-    comparisons = []
-    wins: dict[tuple[int, int], list[str]] = {}
-    for m, name in enumerate(names):
-        for p, (i, j) in enumerate(pairs):
-            diff = float(means[j, m] - means[i, m])
-            significant = bool(adjusted[m, p] < args.alpha) and diff != 0
-            winner = None
-            if significant:
-                winner = j if diff > 0 else i
-                wins.setdefault((winner, m), []).append(labels[i if winner == j else j])
-            comparisons.append(
-                {
-                    "measure": name,
-                    "run_a": results[i].run,
-                    "run_b": results[j].run,
-                    "label_a": labels[i],
-                    "label_b": labels[j],
-                    "mean_a": float(means[i, m]),
-                    "mean_b": float(means[j, m]),
-                    "difference": diff,
-                    "ci_low": float(low[m, p]),
-                    "ci_high": float(high[m, p]),
-                    "t_statistic": _finite(t_stat[m, p]),
-                    "t_pvalue": _finite(t_p[m, p]),
-                    "randomization_pvalue": float(randomized.pvalue[m, p]),
-                    "pvalue_adjusted": float(adjusted[m, p]),
-                    "significant": significant,
-                    "winner": None if winner is None else results[winner].run,
-                }
-            )
-    settings = {
-        "queries": n_queries,
-        "test": args.test,
-        "correction": args.correction,
-        "alpha": args.alpha,
-        "confidence": args.confidence,
-        "resamples": args.resamples,
-        "seed": args.seed,
-    }
-    if args.format == "json":
-        runs = [
-            {
-                "label": labels[k],
-                "run": r.run,
-                "runid": r.runid,
-                "means": {n: float(means[k, m]) for m, n in enumerate(names)},
-            }
-            for k, r in enumerate(results)
-        ]
-        out.write(
-            json.dumps({**settings, "measures": names, "runs": runs, "comparisons": comparisons}, indent=2) + "\n"
-        )
-        return 0
-
-    test_text = "randomization test" if args.test == "randomization" else "paired t-test"
-    lines = [
-        f"{n_queries} queries; {test_text}, {args.correction} correction over {len(pairs)} pair(s) per measure, "
-        f"alpha {args.alpha}",
-        "",
-    ]
-    rows = []
-    for k, r in enumerate(results):
-        cells = []
-        for m in range(len(names)):
-            beaten = "".join(sorted(wins.get((k, m), [])))
-            cells.append(f"{float(means[k, m]):.4f}" + (f"^{beaten}" if beaten else ""))
-        rows.append([labels[k], r.run, *cells])
-    lines += _table(["", "run", *names], rows, right=2)
-    lines += ["", "x^ab: significantly better than runs a and b", ""]
-    ci = f"{round(args.confidence * 100, 2):g}% CI"
-    detail = []
-    for c in comparisons:
-        detail.append(
-            [
-                c["measure"],
-                f"{c['label_b']} - {c['label_a']}",
-                f"{c['difference']:+.4f}",
-                f"[{c['ci_low']:+.4f}, {c['ci_high']:+.4f}]",
-                _p(c["t_pvalue"]),
-                _p(c["randomization_pvalue"]),
-                _p(c["pvalue_adjusted"]),
-                "*" if c["significant"] else "",
-            ]
-        )
-    lines += _table(["measure", "pair", "diff", ci, "t-test p", "rand. p", "adj. p", "sig"], detail, right=2)
-    out.write("\n".join(lines) + "\n")
-    return 0
-
-
-def _finite(value: torch.Tensor) -> float | None:
-    """A JSON-safe number: NaN (a skipped test) becomes None (null)."""
-    v = float(value)
-    return None if math.isnan(v) else v
-
-
-def _p(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.4f}"
-
-
-# ----------------------------------------------------------------------------- entry point
-COMMANDS: list[Command] = [
-    Command(
-        "evaluate", "evaluate runs against qrels (trec_eval's measures and semantics)", _add_evaluate, _run_evaluate
-    ),
-    Command(
-        "compare",
-        "compare runs: means, differences, confidence intervals, significance tests",
-        _add_compare,
-        _run_compare,
-    ),
-]
-
-# Subcommands that live in their own modules: each module has ``add_parser(subparsers)``, which adds
-# its parser and sets ``func`` (``func(args) -> exit status``). Modules not present are skipped.
-SUBCOMMAND_MODULES: list[str] = ["torch_rankeval.cli.profile"]
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser with one subparser per entry of :data:`COMMANDS`.
+def build_parser(subcommands: Sequence | None = None) -> argparse.ArgumentParser:
+    """The argument parser: one subparser per module of ``subcommands`` (default :data:`SUBCOMMANDS`);
+    the parsed arguments hold the chosen module as ``_subcommand``.
 
     Example:
         >>> args = build_parser().parse_args(["evaluate", "qrels.txt", "run.txt", "-m", "map", "-q"])
-        >>> args.command, args.measures, args.per_query
-        ('evaluate', ['map'], True)
+        >>> args.command, args.measures, args.per_query, args._subcommand is evaluate
+        ('evaluate', ['map'], True, True)
     """
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog=PROG,
-        description="Ranking evaluation with trec_eval's semantics, on CPU or GPU, and significance tests.",
+        description="Ranking evaluation with trec_eval's semantics, on CPU or GPU, significance tests and diagnostics.",
+        epilog="Exit status: 0 success, 2 bad input or usage, 1 any other failure, 130 interrupted.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for command in COMMANDS:
-        p = sub.add_parser(command.name, help=command.help, description=command.help)
-        command.add_arguments(p)
-        p.set_defaults(_run=command.run)
-    for name in SUBCOMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name != name:
-                raise
-            continue
-        module.add_parser(sub)
+    for module in SUBCOMMANDS if subcommands is None else subcommands:
+        p = sub.add_parser(module.NAME, help=module.HELP, description=getattr(module, "DESCRIPTION", module.HELP))
+        module.add_arguments(p)
+        p.set_defaults(_subcommand=module)  # not `run`: a subcommand may have an argument named run
     return parser
 
 
@@ -538,11 +110,41 @@ def reuse_freed_memory() -> bool:
     return bool(mallopt(m_mmap_threshold, 256 << 20)) and bool(mallopt(m_trim_threshold, 1 << 30))
 
 
-def main(argv: Sequence[str] | None = None, out: io.TextIOBase | None = None) -> int:
-    """Run the command line; returns the exit status (0, 1 for input errors, 2 for usage errors).
+def _failure(exc: BaseException) -> tuple[int, str]:
+    """The exit status and the one-line message of an exception raised by a subcommand."""
+    text = one_line(str(exc)) or type(exc).__name__
+    if isinstance(exc, (CommandError, ValueError, OSError, ImportError)):
+        return EXIT_BAD_INPUT, f"error: {text}"
+    if isinstance(exc, MemoryError) or "out of memory" in text.lower():
+        return EXIT_FAILURE, f"error: out of memory ({text}); try smaller inputs, --device cpu, or fewer resamples"
+    return EXIT_FAILURE, (
+        f"internal error: {type(exc).__name__}: {text} (set {TRACEBACK_VARIABLE}=1 for the traceback, and please report it)"
+    )
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    """Run the command line on ``argv`` (default ``sys.argv[1:]``), writing to ``out`` (default stdout).
+
+    Returns the exit status, the same for every subcommand:
+
+    - 0: success (also ``--help`` and ``--version``);
+    - 2: bad input or usage: an unknown option or value (argparse), a file that is missing,
+      unreadable, malformed or empty, a run without any judged query, an unknown measure, an
+      option out of range, an output path that cannot be written, a missing optional dependency
+      that an option needs (scipy for ``--test t``, matplotlib for ``--plot``);
+    - 1: any other failure: out of memory, or an internal error (a bug: please report it);
+    - 130: interrupted (Ctrl-C).
+
+    A reader that leaves early (``torch-rankeval evaluate ... | head``) ends the command quietly,
+    with status 1.
+
+    Every failure prints exactly one line on stderr, ``torch-rankeval COMMAND: error: ...``, never a
+    traceback; set the environment variable ``TORCH_RANKEVAL_TRACEBACK=1`` to let an unexpected
+    error raise with its traceback instead. After a success, notes (e.g. a skipped test, a run
+    that misses queries) follow on stderr, one line each, starting ``torch-rankeval: note:``.
 
     Example:
-        >>> import os, tempfile
+        >>> import io, os, tempfile
         >>> from torch_rankeval.trec import write_qrels, write_run
         >>> d = tempfile.mkdtemp()
         >>> write_qrels(os.path.join(d, "qrels"), {"q1": {"d1": 1, "d2": 1}})
@@ -553,21 +155,43 @@ def main(argv: Sequence[str] | None = None, out: io.TextIOBase | None = None) ->
         0
         >>> out.getvalue().split()
         ['map', 'all', '0.5000', 'P_2', 'all', '0.5000']
+        >>> main(["evaluate", *files, "-m", "nope"], out)  # stderr: torch-rankeval evaluate: error: ...
+        2
     """
     out = out or sys.stdout
-    args = build_parser().parse_args(argv)
-    reuse_freed_memory()
-    if getattr(args, "func", None) is not None:  # a subcommand from SUBCOMMAND_MODULES
-        return args.func(args)
     try:
-        return args._run(args, out)
-    except (CommandError, TrecFormatError, ValueError, OSError, ImportError) as exc:
-        print(f"{PROG} {args.command}: error: {exc}", file=sys.stderr)
-        return EXIT_INPUT_ERROR
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # --help, --version, usage errors: argparse has written its message
+        return exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
+    reuse_freed_memory()
+    take_notes()
+    try:
+        status = args._subcommand.run(args, out)
     except KeyboardInterrupt:
+        take_notes()
         print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # e.g. `torch-rankeval evaluate ... | head`: the reader left, nothing to say
+        take_notes()
+        if out is sys.stdout:
+            _silence_stdout()
+        return EXIT_FAILURE
+    except Exception as exc:
+        if os.environ.get(TRACEBACK_VARIABLE, "") not in ("", "0"):
+            raise
+        take_notes()  # a failure is one line: the notes that led to it go unsaid
+        status, text = _failure(exc)
+        print(f"{PROG} {args.command}: {text}", file=sys.stderr)
+        return status
+    for line in take_notes():
+        print(line, file=sys.stderr)
+    return status
 
 
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+def _silence_stdout() -> None:
+    """After a broken pipe: point stdout at /dev/null so that Python's exit flush does not complain."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # pragma: no cover - no file descriptor (e.g. a StringIO)
+        pass

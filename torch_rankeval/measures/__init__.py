@@ -33,6 +33,7 @@ from torch_rankeval.measures.registry import (
     MIN_GEO_MEAN,
     TREC_CUTOFFS,
     TREC_NAMES,
+    TREC_SYNTAXES,
     Family,
     Measure,
     Param,
@@ -90,7 +91,9 @@ def compute(
     Args:
         measures: parsed measures (:func:`parse_measures`).
         preds: ``(N, L)`` scores.
-        target: ``(N, L)`` integer grades; negative grades are unjudged (gain 0, never relevant).
+        target: ``(N, L)`` integer grades; negative grades are unjudged (gain 0, never relevant):
+            ``-2`` in the judgment pool but not judged (trec_eval's RELVALUE_UNJUDGED, which infAP
+            counts), any other negative grade absent from the qrels (``-1``, RELVALUE_NONPOOL).
         mask: ``(N, L)`` bool, False = padding.
         ideal_target: ``(N, M)`` grades of every judged document of each query (trec_eval's IDCG
             and relevant counts); negative entries are padding/unjudged.
@@ -183,7 +186,8 @@ def summarize(measure: Measure, values: Tensor) -> float | int:
 
 
 def markdown_table() -> str:
-    """The README's table of every measure: its names in each spelling, its parameters and its oracle.
+    """The README's table of every measure: its names in each spelling (trec_eval's with its parameter
+    syntax), what ``@`` sets, its parameters with their defaults, and its oracle.
 
     Example:
         >>> print(markdown_table().splitlines()[2])  # doctest: +ELLIPSIS
@@ -191,18 +195,35 @@ def markdown_table() -> str:
     """
     trec: dict[str, list[str]] = {}
     for t in TREC_NAMES:
-        trec.setdefault(t.family, []).append(f"`{t.name}`" + (".CUTOFFS" if t.syntax == "cutoffs" else ".GAINS" if t.syntax == "gains" else ""))
+        if not t.active:
+            continue
+        placeholder = TREC_SYNTAXES[t.syntax].placeholder
+        if t.syntax == "values":
+            placeholder = t.param.upper()
+        trec.setdefault(t.family, []).append(f"`{t.name}`" + (f".{placeholder}" if placeholder else ""))
     lines = [
-        "| measure (key) | what | trec_eval | ir_measures | other names | cutoff | parameters | oracle in the tests |",
+        "| measure (key) | what | trec_eval | ir_measures | other names | @ | parameters | oracle in the tests |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for f in FAMILIES.values():
         if f.key == "runid":
             continue
-        params = ", ".join(f"`{p.name}` ({p.doc})" for p in f.params) or "-"
+        params = ", ".join(f"`{p.name}` ({p.doc}{_default(p)})" for p in f.params) or "-"
         aliases = ", ".join(f"`{a}`" for a in f.aliases) or "-"
+        at = "@k" if f.cutoff else f"@{f.at}" if f.at != "cutoff" else "-"
         lines.append(
             f"| `{f.key}` | {f.summary} | {', '.join(trec.get(f.key, [])) or '-'} | "
-            f"{'`' + f.ir + '`' if f.ir else '-'} | {aliases} | {'@k' if f.cutoff else '-'} | {params} | {f.oracle} |"
+            f"{'`' + f.ir + '`' if f.ir else '-'} | {aliases} | {at} | {params} | {f.oracle} |"
         )
     return "\n".join(lines)
+
+
+def _default(p: Param) -> str:
+    if p.default is None:
+        return ""
+    value = ",".join(map(_plain, p.default)) if isinstance(p.default, tuple) else _plain(p.default)
+    return f"; default {value}"
+
+
+def _plain(x: object) -> str:
+    return str(int(x)) if isinstance(x, float) and x.is_integer() else str(x)

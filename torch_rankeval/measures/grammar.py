@@ -1,12 +1,15 @@
 """The measure-name grammar: every spelling parses everywhere.
 
-- trec_eval: ``name`` or ``name.PARAMS`` (``P.5,10``: cutoffs, sorted and deduplicated, fractions
-  truncated as trec_eval does; ``ndcg.0=0,1=1,2=3``: gains), and trec_eval's printed names
-  (``P_5``, ``ndcg_cut_10``). Output names are trec_eval's printed names.
+- trec_eval: ``name`` or ``name.PARAMS`` in the syntax of each name (:data:`~.registry.TREC_SYNTAXES`,
+  one parser each in ``_TREC_PARSERS``): ``P.5,10`` cutoffs, sorted and deduplicated, fractions
+  truncated as trec_eval does; ``iprec_at_recall.0.1,0.25`` levels, one measure each;
+  ``utility.1,-1,0,0`` values; ``ndcg.0=0,1=1,2=3`` gains; ``rbp.p=0.8`` named values. trec_eval's
+  printed names read too (``P_5``, ``ndcg_cut_10``, ``iprec_at_recall_0.10``, ``set_F_0.5``). Output
+  names are trec_eval's printed names.
 - ir_measures: ``Name(param=value, ...)@k`` (``nDCG@10``, ``P(rel=2)@5``, ``AP``, ``RR@10``).
 - the library's names, case-insensitive, with the same ``(params)`` and ``@k``: ``ndcg@10``,
   ``mrr@10``, ``map``, ``hit_rate@5``.
-- nicknames (``official``, ``all_trec``) expand to several measures (:func:`parse_measures`).
+- nicknames (``official``, ``all_trec``, ``set``) expand to several measures (:func:`parse_measures`).
 
 A name without a cutoff takes the API's default cutoffs when the API has some (``k`` of
 :class:`~torch_rankeval.RankingMetrics` and the functional API), else its own: trec_eval's
@@ -33,29 +36,34 @@ from typing import Any
 from torch_rankeval.measures.registry import (
     FAMILIES,
     TREC_BY_NAME,
+    TREC_SYNTAXES,
     Family,
     Measure,
     TrecName,
     literal_params,
 )
 
-__all__ = ["parse_measure", "parse_measures", "NICKNAMES", "known_names"]
+__all__ = ["NICKNAMES", "known_names", "parse_measure", "parse_measures"]
 
-#: trec_eval's nicknames, restricted to the measures of the registry.
+#: trec_eval's nicknames (its lists, in its order); names whose family is not registered are skipped.
 NICKNAMES: dict[str, tuple[str, ...]] = {
-    "official": ("runid", "num_q", "num_ret", "num_rel", "num_rel_ret", "map", "gm_map", "Rprec", "recip_rank", "P"),
+    "official": (
+        "runid", "num_q", "num_ret", "num_rel", "num_rel_ret", "map", "gm_map", "Rprec", "bpref", "recip_rank",
+        "iprec_at_recall", "P",
+    ),
     "all_trec": (
-        "runid", "num_q", "num_ret", "num_rel", "num_rel_ret", "map", "gm_map", "Rprec", "recip_rank", "P",
-        "recall", "ndcg", "ndcg_cut", "map_cut", "success",
+        "runid", "num_q", "num_ret", "num_rel", "num_rel_ret", "map", "gm_map", "Rprec", "bpref", "recip_rank",
+        "iprec_at_recall", "P", "relstring", "recall", "unj", "rbp", "rbp_resid", "infAP", "gm_bpref", "utility",
+        "11pt_avg", "ndcg", "relative_P", "Rprec_mult", "success", "map_cut", "ndcg_cut", "ndcg_rel", "Rndcg", "binG",
+        "G", "set_P", "set_recall", "set_relative_P", "set_map", "set_F", "num_nonrel_judged_ret",
+    ),
+    "set": (
+        "runid", "num_q", "num_ret", "num_rel", "num_rel_ret", "utility", "set_P", "set_recall", "set_relative_P",
+        "set_map", "set_F",
     ),
 }
 
-# What may follow ``name_`` in trec_eval's printed names, per parameter syntax.
-_PRINTED_PARAMS = {
-    "cutoffs": re.compile(r"^\d+(,\d+)*$"),
-    "gains": re.compile(r"^-?\d+=[-+.\deE]+(,-?\d+=[-+.\deE]+)*$"),
-}
-_AT_SYNTAX = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:\((?P<params>.*)\))?(?:@(?P<cutoff>[^@()]*))?$")
+_AT_SYNTAX = re.compile(r"^(?P<name>[A-Za-z0-9_]+)(?:\((?P<params>.*)\))?(?:@(?P<cutoff>[^@()]*))?$")
 _BY_IR: dict[str, Family] = {f.ir: f for f in FAMILIES.values() if f.ir}
 _BY_ALIAS: dict[str, Family] = {}
 for _family in FAMILIES.values():
@@ -89,7 +97,9 @@ def _api_cutoffs(cutoffs: Cutoffs) -> tuple[int | None, ...] | None:
     if cutoffs is None:
         return None
     out = tuple(cutoffs)
-    return None if out in ((), (None,)) else out
+    if not out:
+        raise ValueError("cutoffs is an empty sequence: give at least one cutoff, or (None,) for the whole list")
+    return out
 
 
 def parse_measures(names: str | Iterable[str], *, cutoffs: Cutoffs = None) -> list[Measure]:
@@ -97,8 +107,11 @@ def parse_measures(names: str | Iterable[str], *, cutoffs: Cutoffs = None) -> li
 
     Args:
         names: measure names in any spelling (see the module docstring).
-        cutoffs: the API's default cutoffs for names written without one (``None``: each name's
-            own default).
+        cutoffs: the API's default cutoffs for names written without one: a sequence such as
+            ``(5, 10)``, or ``(None,)`` for the whole list (what ``k=None`` means in the functional
+            API and the Metric classes); ``None`` gives each name its own default (trec_eval's
+            cutoffs for ``P``, ``recall``, ``ndcg_cut``, ``map_cut``, ``success``), as the command
+            line does. The nicknames (``official``, ``all_trec``) always mean trec_eval's sets.
 
     Exact duplicates (same measure and same output name) are dropped; the same measure written
     twice differently is kept under both names and computed once.
@@ -108,17 +121,21 @@ def parse_measures(names: str | Iterable[str], *, cutoffs: Cutoffs = None) -> li
         ['P_5', 'P_10', 'map']
         >>> [m.label for m in parse_measures("official")][:4]
         ['runid', 'num_q', 'num_ret', 'num_rel']
+        >>> [m.label for m in parse_measures(["recall", "P@3"], cutoffs=(None,))]   # k=None: the whole list
+        ['recall', 'P@3']
     """
     if isinstance(names, str):
         names = [names]
+    api = _api_cutoffs(cutoffs)
     out: list[Measure] = []
     seen: set[tuple[Measure, str]] = set()
     for name in names:
         if not isinstance(name, str):
             raise TypeError(f"a measure name must be a str, got {type(name).__name__} ({name!r})")
-        expanded = NICKNAMES.get(name.strip(), (name,))
+        nickname = NICKNAMES.get(name.strip())
+        expanded = (name,) if nickname is None else tuple(n for n in nickname if n in TREC_BY_NAME)
         for text in expanded:
-            for m in _parse(text, _api_cutoffs(cutoffs)):
+            for m in _parse(text, None if nickname else api):
                 if (m, m.label) not in seen:
                     seen.add((m, m.label))
                     out.append(m)
@@ -163,63 +180,183 @@ def _parse(name: str, api_cutoffs: tuple[int | None, ...] | None) -> list[Measur
 
 
 def _printed(text: str) -> tuple[TrecName, str] | None:
-    """trec_eval's printed form ``name_PARAMS`` (``P_5``, ``ndcg_cut_10``, ``ndcg_1=3,2=9``)."""
+    """trec_eval's printed form ``name_PARAMS`` (``P_5``, ``ndcg_cut_10``, ``ndcg_1=3,2=9``,
+    ``iprec_at_recall_0.10``, ``utility_2,-1,0,0``)."""
     for length in range(len(text) - 2, 0, -1):
         if text[length] != "_":
             continue
         t = TREC_BY_NAME.get(text[:length])
         rest = text[length + 1 :]
-        if t is not None and t.syntax in _PRINTED_PARAMS and _PRINTED_PARAMS[t.syntax].match(rest):
-            return t, rest
+        printed = None if t is None else TREC_SYNTAXES[t.syntax].printed
+        if printed is not None and printed.match(rest):
+            return t, rest  # type: ignore[return-value]
     return None
 
 
-def _parse_trec(text: str, t: TrecName, params: str | None, api_cutoffs: tuple[int | None, ...] | None) -> list[Measure]:
-    family = FAMILIES[t.family]
-    if t.syntax == "cutoffs":
-        if params is None:
-            if api_cutoffs is not None:  # a bare name takes the API's cutoffs, written name@k
-                return [Measure(t.family, k, label=text if k is None else f"{text}@{k}") for k in api_cutoffs]
-            return [Measure(t.family, k, label=f"{t.name}_{k}") for k in t.cutoffs]
-        cutoffs = set()
-        for part in params.split(","):
-            try:
-                k = int(float(part))  # trec_eval truncates a fractional cutoff
-            except ValueError:
-                raise ValueError(f"measure {text!r}: cutoff {part!r} is not a number; write e.g. {t.name}.5,10") from None
-            if k <= 0:
-                raise ValueError(f"measure {text!r}: cutoffs must be positive, got {part!r}")
-            cutoffs.add(k)
-        return [Measure(t.family, k, label=f"{t.name}_{k}") for k in sorted(cutoffs)]
+def _bare(text: str, t: TrecName, api_cutoffs: tuple[int | None, ...] | None) -> list[Measure]:
+    """A name without parameters: the API's cutoffs where the family takes a cutoff, else one measure."""
+    if api_cutoffs is not None and FAMILIES[t.family].cutoff:
+        return [Measure(t.family, k, t.implied, label=text if k is None else f"{text}@{k}") for k in api_cutoffs]
+    return [Measure(t.family, params=t.implied, label=t.name)]
+
+
+def _numbers(text: str, t: TrecName, params: str) -> list[float]:
+    values = []
+    for part in params.split(","):
+        try:
+            values.append(float(part))
+        except ValueError:
+            raise ValueError(f"measure {text!r}: {part!r} is not a number; write e.g. {t.name}.{_example(t)}") from None
+    return values
+
+
+def _example(t: TrecName) -> str:
+    if t.defaults:
+        return ",".join(_plain(v) for v in t.defaults[:2])
+    default = FAMILIES[t.family].param(t.param)
+    value = None if default is None else default.default
+    if isinstance(value, tuple):
+        return ",".join(_plain(v) for v in value)
+    return "1" if value is None else _plain(value)
+
+
+def _plain(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else str(x)
+
+
+def _trec_none(text: str, t: TrecName, params: str | None, api_cutoffs) -> list[Measure]:
+    if params is not None:
+        raise ValueError(f"measure {text!r}: trec_eval's {t.name} takes no parameters")
+    return _bare(text, t, api_cutoffs)
+
+
+def _trec_cutoffs(text: str, t: TrecName, params: str | None, api_cutoffs) -> list[Measure]:
     if params is None:
-        if api_cutoffs is not None and family.cutoff:
-            return [Measure(t.family, k, label=text if k is None else f"{text}@{k}") for k in api_cutoffs]
-        return [Measure(t.family, label=t.name)]
-    if t.syntax == "gains":
-        gains: dict[float, float] = {}
-        for part in params.split(","):
-            grade, eq, value = part.partition("=")
-            try:
-                g, v = float(int(grade)), float(value)
-            except ValueError:
-                raise ValueError(
-                    f"measure {text!r}: gain {part!r} is not 'grade=gain' with an integer grade; write e.g. "
-                    f"{t.name}.0=0,1=1,2=3 (for cutoffs use {t.name}_cut.10)"
-                ) from None
-            if not eq:
-                raise ValueError(f"measure {text!r}: gain {part!r} is not 'grade=gain'")
-            gains[g] = v
-        printed = f"{t.name}_{params}"
-        return [Measure(t.family, params=(("gains", gains),), label=printed, trec_label=printed)]
-    raise ValueError(f"measure {text!r}: trec_eval's {t.name} takes no parameters")
+        if api_cutoffs is not None:  # a bare name takes the API's cutoffs, written name@k (or the whole list)
+            return [Measure(t.family, k, t.implied, label=text if k is None else f"{text}@{k}") for k in api_cutoffs]
+        return [Measure(t.family, k, t.implied, label=f"{t.name}_{k}") for k in t.defaults]
+    cutoffs = set()
+    for part in params.split(","):
+        try:
+            k = int(float(part))  # trec_eval truncates a fractional cutoff
+        except ValueError:
+            raise ValueError(f"measure {text!r}: cutoff {part!r} is not a number; write e.g. {t.name}.5,10") from None
+        if k <= 0:
+            raise ValueError(f"measure {text!r}: cutoffs must be positive, got {part!r}")
+        cutoffs.add(k)
+    return [Measure(t.family, k, t.implied, label=f"{t.name}_{k}") for k in sorted(cutoffs)]
 
 
-def _resolve(name: str) -> Family | None:
+def _trec_levels(text: str, t: TrecName, params: str | None, api_cutoffs) -> list[Measure]:
+    """One measure per level (sorted, deduplicated), printed ``name_%3.2f`` as trec_eval prints."""
+    levels = t.defaults if params is None else sorted(set(_numbers(text, t, params)))
+    out = []
+    for v in levels:
+        try:
+            m = Measure(t.family, params=((t.param, v),))
+        except ValueError as err:
+            raise ValueError(str(err).replace(f"measure {t.family!r}", f"measure {text!r}")) from None
+        out.append(m.with_label(t.render(m), t.render(m)))
+    return out
+
+
+def _trec_values(text: str, t: TrecName, params: str | None, api_cutoffs) -> list[Measure]:
+    """One measure whose parameter holds the values (``utility.1,-1,0,0``; one value for a scalar
+    parameter, ``set_F.0.5``), printed ``name_PARAMS`` with the parameters as written."""
+    if params is None:
+        return _bare(text, t, api_cutoffs)
+    values = _numbers(text, t, params)
+    param = FAMILIES[t.family].param(t.param)
+    if param is not None and param.kind != "numbers":
+        if len(values) != 1:
+            raise ValueError(f"measure {text!r}: trec_eval's {t.name} takes one value ({param.doc}), got {params!r}")
+        value: object = values[0]
+    else:
+        value = tuple(values)
+    printed = f"{t.name}_{params}"
+    try:
+        return [Measure(t.family, params=((t.param, value),), label=printed, trec_label=printed)]
+    except ValueError as err:
+        raise ValueError(str(err).replace(f"measure {t.family!r}", f"measure {text!r}")) from None
+
+
+def _trec_gains(text: str, t: TrecName, params: str | None, api_cutoffs) -> list[Measure]:
+    if params is None:
+        return _bare(text, t, api_cutoffs)
+    gains: dict[float, float] = {}
+    for part in params.split(","):
+        grade, eq, value = part.partition("=")
+        try:
+            g, v = float(int(grade)), float(value)
+        except ValueError:
+            cut = f" (for cutoffs use {t.name}_cut.10)" if f"{t.name}_cut" in TREC_BY_NAME else ""
+            raise ValueError(
+                f"measure {text!r}: gain {part!r} is not 'grade=gain' with an integer grade; write e.g. "
+                f"{t.name}.0=0,1=1,2=3{cut}"
+            ) from None
+        if not eq:
+            raise ValueError(f"measure {text!r}: gain {part!r} is not 'grade=gain'")
+        gains[g] = v
+    printed = f"{t.name}_{params}"
+    return [Measure(t.family, params=(("gains", gains),), label=printed, trec_label=printed)]
+
+
+def _trec_pairs(text: str, t: TrecName, params: str | None, api_cutoffs) -> list[Measure]:
+    """Named parameters ``name=value,...`` (trec_eval's ``rbp.p=0.8``), the ones in ``t.pairs``, and
+    integer grades mapped to gains (``rbp.p=0.8,2=1``) when ``t.pairs`` holds ``"gains"``."""
+    if params is None:
+        return _bare(text, t, api_cutoffs)
+    example = f"{t.name}.p=0.8" + (",0=0,1=0.5,2=1" if "gains" in t.pairs else "")
+    gains: dict[float, float] = {}
+    named: dict[str, float] = {}
+    for part in params.split(","):
+        key, eq, value = part.partition("=")
+        try:
+            v = float(value)
+        except ValueError:
+            v = None
+        if not eq or v is None:
+            raise ValueError(f"measure {text!r}: {part!r} is not 'name=number'; write e.g. {example}")
+        if re.fullmatch(r"[-+]?\d+", key):
+            if "gains" not in t.pairs:
+                raise ValueError(f"measure {text!r}: trec_eval's {t.name} takes no gains; write e.g. {example}")
+            gains[float(int(key))] = v
+        elif key in t.pairs:
+            named[key] = v
+        else:
+            raise ValueError(f"measure {text!r}: {key!r} is not one of {[n for n in t.pairs if n != 'gains']} or a grade; write e.g. {example}")
+    given = {**dict(t.implied), **named, **({"gains": gains} if gains else {})}
+    printed = f"{t.name}_{params}"
+    try:
+        return [Measure(t.family, params=tuple(given.items()), label=printed, trec_label=printed)]
+    except ValueError as err:
+        raise ValueError(str(err).replace(f"measure {t.family!r}", f"measure {text!r}")) from None
+
+
+#: The parser of each of trec_eval's parameter syntaxes (:data:`~.registry.TREC_SYNTAXES`):
+#: ``(text, trec name, parameters after the dot or None, API cutoffs) -> measures``.
+_TREC_PARSERS = {
+    "none": _trec_none,
+    "cutoffs": _trec_cutoffs,
+    "levels": _trec_levels,
+    "values": _trec_values,
+    "gains": _trec_gains,
+    "pairs": _trec_pairs,
+}
+
+
+def _parse_trec(text: str, t: TrecName, params: str | None, api_cutoffs: tuple[int | None, ...] | None) -> list[Measure]:
+    return _TREC_PARSERS[t.syntax](text, t, params, api_cutoffs)
+
+
+def _resolve(name: str) -> tuple[Family | None, tuple]:
+    """The family a name means and the parameter values its spelling implies."""
     if name in _BY_IR:
-        return _BY_IR[name]
+        return _BY_IR[name], _BY_IR[name].ir_defaults
     if name in TREC_BY_NAME:
-        return FAMILIES[TREC_BY_NAME[name].family]
-    return _BY_ALIAS.get(name.lower())
+        t = TREC_BY_NAME[name]
+        return FAMILIES[t.family], t.implied
+    return _BY_ALIAS.get(name.lower()), ()
 
 
 def _parse_at(text: str, api_cutoffs: tuple[int | None, ...] | None) -> list[Measure]:
@@ -227,7 +364,7 @@ def _parse_at(text: str, api_cutoffs: tuple[int | None, ...] | None) -> list[Mea
     if not match:
         raise _unknown(text)
     name, params_text, cutoff_text = match["name"], match["params"], match["cutoff"]
-    family = _resolve(name)
+    family, implied = _resolve(name)
     if family is None:
         raise _unknown(text)
     params: dict[str, Any] = literal_params(params_text, text) if params_text else {}
@@ -237,7 +374,13 @@ def _parse_at(text: str, api_cutoffs: tuple[int | None, ...] | None) -> list[Mea
         if family.param(key) is None:
             accepted = ", ".join(p.name for p in family.params) or "no parameters"
             raise ValueError(f"measure {text!r}: unknown parameter {key!r}; {name} accepts {accepted}")
-    if cutoff_text is not None:
+    if cutoff_text is not None and family.at != "cutoff":  # IPrec@0.1: @ sets a parameter
+        try:
+            params[family.at] = float(cutoff_text)
+        except ValueError:
+            raise ValueError(f"measure {text!r}: {family.at} {cutoff_text!r} is not a number") from None
+        cutoffs: tuple[int | None, ...] = (None,)
+    elif cutoff_text is not None:
         try:
             cutoff = int(cutoff_text)
         except ValueError:
@@ -246,15 +389,18 @@ def _parse_at(text: str, api_cutoffs: tuple[int | None, ...] | None) -> list[Mea
             raise ValueError(f"measure {text!r}: the cutoff must be a positive int, got {cutoff}")
         if not family.cutoff:
             raise ValueError(f"measure {text!r}: {name} takes no cutoff")
-        cutoffs: tuple[int | None, ...] = (cutoff,)
+        cutoffs = (cutoff,)
     else:
         cutoffs = api_cutoffs if (api_cutoffs is not None and family.cutoff) else (None,)
     try:
-        measures = [Measure(family.key, k, tuple(params.items())) for k in cutoffs]
+        measures = [Measure(family.key, k, tuple({**dict(implied), **params}.items())) for k in cutoffs]
     except ValueError as err:
         raise ValueError(str(err).replace(f"measure {family.key!r}", f"measure {text!r}")) from None
     # The user's spelling of the name; parameters in canonical form; the cutoff as @k.
     return [
-        m.with_label(m._render(name) if params_text is not None else name + ("" if m.cutoff is None else f"@{m.cutoff}"))
+        m.with_label(
+            m._render(name, implied) if params_text is not None or family.at != "cutoff"
+            else name + ("" if m.cutoff is None else f"@{m.cutoff}")
+        )
         for m in measures
     ]

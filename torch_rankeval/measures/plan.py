@@ -70,7 +70,8 @@ class MeasurePlan:
             raise ValueError("no measure to compute: give at least one name such as 'ndcg@10'")
         for m in measures:
             if m.family.kernel is None:
-                raise ValueError(f"{m.label!r} describes a run file, not a ranking; only the TREC evaluation reports it")
+                what = "describes a run file, not a ranking" if m.family.aggregate == "info" else "is a text per query"
+                raise ValueError(f"{m.label!r} {what}; only the TREC evaluation reports it")
         self.measures = measures
         self.labels = [m.label for m in measures]
         self.aggregates = [m.family.aggregate for m in measures]
@@ -83,13 +84,21 @@ class MeasurePlan:
         groups: dict[Convention, dict[tuple, list[tuple[Measure, int]]]] = {}
         for m, j in unique.items():
             conv = m.convention(convention, negative_unjudged=negative_unjudged)
+            if conv.ties == "average" and not m.family.ties_average:
+                raise ValueError(
+                    f"{m.label!r}: {m.family.summary} has no exact value averaged over the orders of tied scores "
+                    "(ties='average'); pass ties='first' (tied documents in input order), 'pessimistic' or "
+                    "'optimistic', or convention='trec_eval'"
+                )
+            at = m.family.at  # a parameter that the kernel takes in place of cutoffs (IPrec@0.1) groups like one
+            kernel_params = tuple(sorted((n, v) for n, v in m.kernel_params().items() if n != at))
             calls = groups.setdefault(conv, {})
-            calls.setdefault((m.key, tuple(sorted(m.kernel_params().items()))), []).append((m, j))
+            calls.setdefault((m.key, kernel_params), []).append((m, j))
         self._groups: list[tuple[Convention, list[_Call]]] = []
         for conv, calls in groups.items():
             built = []
             for (key, kparams), members in calls.items():
-                built.append(_Call(members[0][0].family, kparams, tuple(m.cutoff for m, _ in members), tuple(j for _, j in members)))
+                built.append(_Call(members[0][0].family, kparams, tuple(m.at_value for m, _ in members), tuple(j for _, j in members)))
             self._groups.append((conv, built))
         self._n_unique = len(unique)
         self.uses_gain = any(c.family.needs_gain(conv) for conv, calls in self._groups for c in calls)
@@ -129,6 +138,8 @@ class MeasurePlan:
                 n_relevant=n_relevant, judged=judged, validate_args=validate_args, uses_gain=any(c.family.needs_gain(conv) for c in calls),
                 discounts=discounts, gain=gain if conv.gain == self.convention.gain else None,
             )
+            if validate_args:
+                _family_checks(rb, calls)
             values, empty = tie_split_values(rb, lambda batch, calls=calls, conv=conv: _run_calls(batch, calls, conv))
             empty = empty.expand_as(values)
             j = 0
@@ -182,6 +193,17 @@ class MeasurePlan:
             warnings.warn(f"{name}: every list was skipped (no relevant documents); the mean is NaN", UserWarning, stacklevel=4)
         count = torch.as_tensor(count, device=total.device).to(total.dtype).expand_as(total)
         return self.finish(total, count).to(out_dtype)
+
+
+def _family_checks(rb: RankedBatch, calls: list[_Call]) -> None:
+    """The value checks some families declare (e.g. ERR's grade range), resolved in one host sync."""
+    checks = [c for call in calls if call.family.check is not None for c in call.family.check(rb, **dict(call.kernel_params))]
+    if not checks:
+        return
+    flags = torch.stack([flag.reshape(()) for flag, _ in checks]).tolist()
+    for flag, (_, message) in zip(flags, checks):
+        if flag:
+            raise ValueError(message)
 
 
 def _run_calls(rb: RankedBatch, calls: list[_Call], conv: Convention) -> tuple[Tensor, Tensor]:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,9 +33,34 @@ from torch import Tensor
 from torch_rankeval.conventions import Convention, GainMap, gain_fn, resolve_convention
 from torch_rankeval.functional._ranking import RankedBatch
 from torch_rankeval.functional.average_precision import average_precision_values
+from torch_rankeval.functional.bpref import JudgedNonRelevant, bpref_values, infap_values, num_nonrel_judged_ret_values
 from torch_rankeval.functional.dcg import dcg_values, idcg_values, ndcg_values
+from torch_rankeval.functional.gain_measures import bing_values, g_values, ndcg_rel_values, rndcg_values
+from torch_rankeval.functional.interpolated import (
+    R_MULTIPLES,
+    RECALL_LEVELS,
+    ROUNDINGS,
+    eleven_point_values,
+    iprec_at_recall_values,
+    relative_precision_values,
+    rprec_mult_values,
+    yaap_values,
+)
+from torch_rankeval.functional.err import err_grade_checks, err_values
+from torch_rankeval.functional.judged import judged_values, unjudged_values
+from torch_rankeval.functional.pairwise import arp_values, auroc_values, fall_out_values, opa_values
 from torch_rankeval.functional.precision_recall import hit_rate_values, precision_values, r_precision_values, recall_values
+from torch_rankeval.functional.rbp import rbp_residual_values, rbp_values
 from torch_rankeval.functional.reciprocal_rank import reciprocal_rank_values
+from torch_rankeval.functional.set_measures import (
+    UTILITY_COEFFICIENTS,
+    set_ap_values,
+    set_f_values,
+    set_precision_values,
+    set_recall_values,
+    set_relative_precision_values,
+    utility_values,
+)
 
 __all__ = [
     "Param",
@@ -43,6 +69,8 @@ __all__ = [
     "Measure",
     "FAMILIES",
     "TREC_NAMES",
+    "TREC_BY_NAME",
+    "TREC_SYNTAXES",
     "TREC_CUTOFFS",
     "MIN_GEO_MEAN",
     "UnjudgedZeroGain",
@@ -53,7 +81,7 @@ TREC_CUTOFFS = (5, 10, 15, 20, 30, 100, 200, 500, 1000)
 #: trec_eval's floor of each value before the logarithm of a geometric mean (gm_map).
 MIN_GEO_MEAN = 1e-5
 
-AGGREGATES = ("mean", "sum", "gmean", "info")
+AGGREGATES = ("mean", "sum", "gmean", "info", "text")
 
 
 # ----------------------------------------------------------------------------- parameters
@@ -63,17 +91,26 @@ class Param:
 
     Attributes:
         name: the name in ir_measures' syntax (``P(rel=2)@5``).
-        kind: ``"positive"`` (a number > 0), ``"gains"`` (a mapping ``{grade: gain}``),
-            ``"choice"`` (one of ``choices``), ``"probability"`` (a number in (0, 1)).
+        kind: ``"positive"`` (a number > 0), ``"nonnegative"`` (a number >= 0), ``"number"`` (any
+            finite number), ``"count"`` (an integer >= 1), ``"numbers"`` (a sequence of finite
+            numbers, ``size`` of them when set), ``"gains"`` (a mapping ``{grade: gain}``),
+            ``"choice"`` (one of ``choices``), ``"probability"`` (a number in (0, 1)),
+            ``"fraction"`` (a number in (0, 1]).
         doc: what it means.
-        default: the value when not given (``None``: the API's convention decides).
+        default: the value when not given (``None``: the API's convention decides). A given value
+            equal to the default is dropped, so ``set_F`` and ``set_F.1`` are one measure.
         choices: the accepted values of a ``"choice"``.
         convention: the :class:`~torch_rankeval.conventions.Convention` field the parameter sets;
             ``None``: the value is passed to the kernel as a keyword argument.
+        size: the required length of a ``"numbers"`` value.
+        trec: whether trec_eval's printed name shows the parameter (``False`` for ``rounding``,
+            which tells trec_eval versions apart, not measures).
 
     Example:
         >>> Param("rel", "positive", "minimum relevant grade").coerce(2, "P(rel=2)@5")
         2
+        >>> Param("coefficients", "numbers", "", size=4).coerce([2, -1, 0, 0.5], "utility")
+        (2.0, -1.0, 0.0, 0.5)
     """
 
     name: str
@@ -82,16 +119,41 @@ class Param:
     default: Any = None
     choices: tuple = ()
     convention: str | None = None
+    size: int | None = None
+    trec: bool = True
 
     def coerce(self, value: Any, where: str) -> Any:
         """Check ``value`` and return it in a hashable, canonical form; errors name ``where``."""
-        if self.kind == "positive":
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):
-                raise ValueError(f"measure {where!r}: {self.name} must be a positive number ({self.doc}), got {value!r}")
+        if self.kind in ("positive", "nonnegative", "number", "count"):
+            rule = {
+                "positive": "a positive number", "nonnegative": "a number >= 0", "number": "a finite number",
+                "count": "a positive integer",
+            }[self.kind]
+            ok = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+            if ok:
+                ok = {
+                    "positive": value > 0, "nonnegative": value >= 0, "number": True,
+                    "count": float(value).is_integer() and value >= 1,
+                }[self.kind]
+            if not ok:
+                raise ValueError(f"measure {where!r}: {self.name} must be {rule} ({self.doc}), got {value!r}")
             return int(value) if float(value).is_integer() else float(value)
+        if self.kind == "numbers":
+            if isinstance(value, (str, bytes, Mapping)) or not hasattr(value, "__iter__"):
+                raise ValueError(f"measure {where!r}: {self.name} must be a sequence of numbers ({self.doc}), got {value!r}")
+            values = tuple(value)
+            bad = [v for v in values if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)]
+            if bad or not values or (self.size is not None and len(values) != self.size):
+                size = f"{self.size} " if self.size is not None else ""
+                raise ValueError(f"measure {where!r}: {self.name} must be {size}finite numbers ({self.doc}), got {value!r}")
+            return tuple(float(v) for v in values)
         if self.kind == "probability":
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
                 raise ValueError(f"measure {where!r}: {self.name} must be a number in (0, 1) ({self.doc}), got {value!r}")
+            return float(value)
+        if self.kind == "fraction":
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+                raise ValueError(f"measure {where!r}: {self.name} must be a number in (0, 1] ({self.doc}), got {value!r}")
             return float(value)
         if self.kind == "choice":
             if value not in self.choices:
@@ -115,9 +177,13 @@ class Param:
         Example:
             >>> Param("gains", "gains", "").render(GainMap({0: 0, 1: 1, 2: 3}))
             '{0:0,1:1,2:3}'
+            >>> Param("levels", "numbers", "").render((0.25, 0.5))
+            '(0.25,0.5)'
         """
         if self.kind == "gains":
             return "{" + ",".join(f"{_num(g)}:{_num(v)}" for g, v in value.items()) + "}"
+        if self.kind == "numbers":
+            return "(" + ",".join(_num(v) for v in value) + ("," if len(value) == 1 else "") + ")"
         if isinstance(value, str):
             return repr(value)
         return _num(value)
@@ -131,6 +197,28 @@ def _num(x: float) -> str:
 _REL = Param("rel", "positive", "the minimum grade of a relevant document", convention="relevance_threshold")
 _GAINS = Param("gains", "gains", "gain of each grade; grades not listed keep their grade as gain", convention="gain")
 _DCG = Param("dcg", "choice", "'log2': linear gain, 'exp-log2': 2**grade - 1", choices=("log2", "exp-log2"), convention="gain")
+_ROUNDING = Param(
+    "rounding", "choice", "how a recall level becomes a number of relevant documents: 'lround' (trec_eval 10.0), "
+    "'v9' (trec_eval 9.x and pytrec_eval: level * R + 0.9, truncated)", default="lround", choices=ROUNDINGS, trec=False,
+)
+_RECALL = Param("recall", "nonnegative", "the recall level: a share of the relevant documents")
+_MULTIPLE = Param("multiple", "nonnegative", "the rank as a multiple of R, the number of relevant documents")
+_LEVELS = Param("levels", "numbers", "the recall levels averaged", default=RECALL_LEVELS)
+_COEFFICIENTS = Param(
+    "coefficients", "numbers", "(a, b, c, d): a per relevant retrieved, b per non-relevant retrieved, c per relevant "
+    "not retrieved, d per non-relevant not retrieved", default=UTILITY_COEFFICIENTS, size=4,
+)
+_BETA = Param("beta", "nonnegative", "the weight of recall against precision", default=1)
+_LENGTH = Param("length", "count", "the number of ranks shown", default=10)
+_PERSISTENCE = Param("p", "probability", "persistence: the chance to read on after each document", default=0.9)
+_RBP_REL = Param("rel", "positive", "binary utility: 1 for grades >= rel (default: graded, as trec_eval)")
+_RBP_GAINS = Param("gains", "gains", "utility of each grade before trec_eval's rescaling to [0, 1]")
+_TAIL = Param(
+    "tail", "choice", "'always': add p**n, the weight past the ranking (Moffat & Zobel); 'if_unjudged': only when "
+    "the ranking holds an unjudged document (trec_eval 10.0)", default="always", choices=("always", "if_unjudged"),
+)
+_MAX_GRADE = Param("max_grade", "count", "the top grade: stopping probability (2**grade - 1) / 2**max_grade", default=4)
+_MAX_FPR = Param("max_fpr", "fraction", "standardised partial AUC over false-positive rates [0, max_fpr]")
 
 
 # ----------------------------------------------------------------------------- kernels
@@ -190,6 +278,46 @@ def _num_rel_ret(rb: RankedBatch, ks: tuple, conv: Convention) -> Values:
     return rb.rel.sum(-1, keepdim=True).expand(-1, len(ks)), None
 
 
+def _err(rb: RankedBatch, ks: tuple, conv: Convention, *, max_grade: int = 4) -> Values:
+    return err_values(rb, ks, max_grade=max_grade)
+
+
+def _err_checks(rb: RankedBatch, *, max_grade: int = 4) -> list:
+    return err_grade_checks(rb, max_grade=max_grade)
+
+
+def _rbp(rb: RankedBatch, ks: tuple, conv: Convention, *, p: float = 0.9, rel: float | None = None, gains: Any = None) -> Values:
+    return rbp_values(rb, ks, p=p, rel=rel, gains=gains)
+
+
+def _rbp_residual(rb: RankedBatch, ks: tuple, conv: Convention, *, p: float = 0.9, tail: str = "always") -> Values:
+    return rbp_residual_values(rb, ks, p=p, tail=tail)
+
+
+def _judged(rb: RankedBatch, ks: tuple, conv: Convention) -> Values:
+    return judged_values(rb, ks, adaptive_k=conv.adaptive_k)
+
+
+def _unjudged(rb: RankedBatch, ks: tuple, conv: Convention) -> Values:
+    return unjudged_values(rb, ks, adaptive_k=conv.adaptive_k)
+
+
+def _fall_out(rb: RankedBatch, ks: tuple, conv: Convention) -> Values:
+    return fall_out_values(rb, ks)
+
+
+def _auroc(rb: RankedBatch, ks: tuple, conv: Convention, *, max_fpr: float | None = None) -> Values:
+    return auroc_values(rb, ks, max_fpr=max_fpr)
+
+
+def _opa(rb: RankedBatch, ks: tuple, conv: Convention) -> Values:
+    return opa_values(rb, ks)
+
+
+def _arp(rb: RankedBatch, ks: tuple, conv: Convention) -> Values:
+    return arp_values(rb, ks)
+
+
 # ----------------------------------------------------------------------------- families
 @dataclass(frozen=True)
 class Family:
@@ -205,10 +333,23 @@ class Family:
         cutoff: whether the measure takes a cutoff ``@k``.
         params: the declared parameters.
         aggregate: how per-query values combine: ``"mean"``, ``"sum"`` (counts), ``"gmean"``
-            (geometric mean with trec_eval's floor), ``"info"`` (``runid``: no values).
+            (geometric mean with trec_eval's floor), ``"info"`` (``runid``: no values), ``"text"``
+            (``relstring``: a text per query, no summary).
         per_query: whether trec_eval prints a value per query.
         uses_gain: ``"always"``, ``"graded"`` (when the convention's ``graded`` is set) or ``"never"``.
         oracle: the independent implementation the tests compare against (for the README table).
+        at: what ``@`` sets: ``"cutoff"`` (a rank, ``nDCG@10``) or a parameter that the kernel
+            receives in place of the cutoffs (``IPrec@0.1``: ``recall``), so that one kernel call
+            serves every value.
+        gain: the family's own gain, a function of the relevance threshold (bpref ranks under
+            :class:`~torch_rankeval.functional.bpref.JudgedNonRelevant` to count the judged
+            non-relevant documents); ``None``: the convention's.
+        ties_average: whether the kernel gives the exact expected value over the orders of tied
+            documents; without it, ``ties="average"`` is refused when the measure is planned.
+        ir_defaults: parameter values that ir_measures' spelling (``ir``) implies where they differ
+            from the library's defaults (``RBP`` is ``p=0.8`` in ir_measures, ``rbp`` is trec_eval's 0.9).
+        check: optional ``(ranked_batch, **kernel_params) -> [(flag tensor, message)]``: value checks
+            of the inputs that the plan resolves with its other checks when ``validate_args`` is set.
     """
 
     key: str
@@ -222,6 +363,11 @@ class Family:
     per_query: bool = True
     uses_gain: str = "never"
     oracle: str = ""
+    at: str = "cutoff"
+    gain: Callable[[Any], Any] | None = None
+    ties_average: bool = True
+    ir_defaults: tuple[tuple[str, Any], ...] = ()
+    check: Callable[..., list] | None = None
 
     @property
     def integer(self) -> bool:
@@ -266,8 +412,74 @@ FAMILIES: dict[str, Family] = _families(
     Family("hit_rate", _hit_rate, "whether the top k hold a relevant document", ir="Success",
            aliases=("hr", "hitrate", "success"), params=(_REL,), oracle="pytrec_eval, torchmetrics"),
     Family("dcg", _dcg, "discounted cumulative gain", params=(_GAINS, _DCG), uses_gain="always",
-           oracle="hand-computed, sklearn"),
-    Family("idcg", _idcg, "ideal DCG", params=(_GAINS, _DCG), uses_gain="always", oracle="hand-computed"),
+           oracle="hand-computed, sklearn, trec_eval's loop written out"),
+    Family("idcg", _idcg, "ideal DCG", params=(_GAINS, _DCG), uses_gain="always",
+           oracle="hand-computed, trec_eval's loop written out"),
+    # trec_eval's other measures (m_*.c); rows follow trec_eval's names, kernels its definitions.
+    Family("bpref", bpref_values, "binary preference: how few judged non-relevant documents rank above the relevant "
+           "ones", ir="Bpref", cutoff=False, params=(_REL,), uses_gain="always", gain=JudgedNonRelevant,
+           oracle="pytrec_eval, hand-computed tie averages"),
+    Family("gm_bpref", bpref_values, "geometric mean of bpref over queries", cutoff=False, params=(_REL,),
+           aggregate="gmean", per_query=False, uses_gain="always", gain=JudgedNonRelevant, oracle="pytrec_eval"),
+    Family("infap", infap_values, "inferred AP: AP estimated from a sampled judgment pool", ir="infAP", cutoff=False,
+           params=(_REL,), ties_average=False, oracle="pytrec_eval"),
+    Family("iprec_at_recall", iprec_at_recall_values, "interpolated precision at a recall level", ir="IPrec",
+           aliases=("iprec",), cutoff=False, params=(_RECALL, _REL, _ROUNDING), at="recall", ties_average=False,
+           oracle="pytrec_eval (rounding='v9'), trec_eval 10.0's test outputs"),
+    Family("11pt_avg", eleven_point_values, "interpolated precision averaged over recall levels", cutoff=False,
+           params=(_LEVELS, _REL, _ROUNDING), ties_average=False,
+           oracle="pytrec_eval (rounding='v9'), trec_eval 10.0's test outputs"),
+    Family("rprec_mult", rprec_mult_values, "precision at a multiple of R", aliases=("r_precision_mult",),
+           cutoff=False, params=(_MULTIPLE, _REL), at="multiple", oracle="pytrec_eval, brute-force tie orders"),
+    Family("utility", utility_values, "linear utility of the retrieved set", cutoff=False, params=(_COEFFICIENTS, _REL),
+           oracle="pytrec_eval (default coefficients), its counts (others)"),
+    Family("bing", bing_values, "binary G: relevant documents discounted by the non-relevant ones above them",
+           cutoff=False, params=(_REL,), oracle="pytrec_eval, brute-force tie orders"),
+    Family("g", g_values, "normalised gain G", cutoff=False, params=(_GAINS,), uses_gain="always",
+           ties_average=False, oracle="pytrec_eval (gains: on relabelled qrels)"),
+    Family("ndcg_rel", ndcg_rel_values, "nDCG averaged over the relevant documents", cutoff=False, params=(_GAINS,),
+           uses_gain="always", ties_average=False, oracle="pytrec_eval (gains: on relabelled qrels)"),
+    Family("rndcg", rndcg_values, "nDCG averaged at the R levels of the ideal ranking", cutoff=False,
+           params=(_GAINS,), uses_gain="always", oracle="pytrec_eval (gains: on relabelled qrels), brute-force tie orders"),
+    Family("relative_precision", relative_precision_values, "relevant documents in the top k over min(k, R)",
+           aliases=("relative_p",), params=(_REL,), oracle="pytrec_eval, brute-force tie orders"),
+    Family("set_precision", set_precision_values, "precision of the whole retrieved set", ir="SetP",
+           aliases=("set_p",), cutoff=False, params=(_REL,), oracle="pytrec_eval"),
+    Family("set_relative_precision", set_relative_precision_values, "relevant retrieved over min(retrieved, R)",
+           ir="SetRelP", aliases=("set_relative_p",), cutoff=False, params=(_REL,), oracle="pytrec_eval"),
+    Family("set_recall", set_recall_values, "recall of the whole retrieved set", ir="SetR", cutoff=False,
+           params=(_REL,), oracle="pytrec_eval"),
+    Family("set_ap", set_ap_values, "set precision times set recall", ir="SetAP", aliases=("set_map",),
+           cutoff=False, params=(_REL,), oracle="pytrec_eval"),
+    Family("set_f", set_f_values, "F-measure of set precision and set recall", ir="SetF", cutoff=False,
+           params=(_BETA, _REL), oracle="pytrec_eval"),
+    Family("num_nonrel_judged_ret", num_nonrel_judged_ret_values, "number of judged non-relevant documents retrieved",
+           cutoff=False, params=(_REL,), aggregate="sum", oracle="pytrec_eval"),
+    Family("yaap", yaap_values, "yet another AP: log((1 + S) / (1 + R - S)), S the sum of precisions at relevant "
+           "documents", cutoff=False, params=(_REL,), ties_average=False, oracle="trec_eval's loop written out"),
+    Family("relstring", None, "the grades of the top documents as text (trec_eval -q only)", cutoff=False,
+           params=(_LENGTH,), aggregate="text", oracle="trec_eval's test outputs"),
+    Family("err", _err, "expected reciprocal rank (cascade model, gdeval's gain)", ir="ERR",
+           aliases=("expected_reciprocal_rank",), params=(_MAX_GRADE,), check=_err_checks,
+           oracle="gdeval (via ir_measures), tie orders enumerated"),
+    Family("rbp", _rbp, "rank-biased precision", ir="RBP", aliases=("rank_biased_precision",),
+           params=(_PERSISTENCE, _RBP_REL, _RBP_GAINS), ir_defaults=(("p", 0.8),),
+           oracle="trec_eval 10.0 expected outputs, cwl_eval (via ir_measures), tie orders enumerated"),
+    Family("rbp_residual", _rbp_residual, "RBP's residual: weight of unjudged documents and of the unread tail",
+           aliases=("rbp_res",), params=(_PERSISTENCE, _TAIL),
+           oracle="trec_eval 10.0 expected outputs, cwl_eval's residual, hand-computed"),
+    Family("judged", _judged, "share of the top k that is judged", ir="Judged", aliases=("judged_rate",),
+           oracle="ir_measures"),
+    Family("unjudged", _unjudged, "share of the top k that is retrieved but unjudged", aliases=("unjudged_rate",),
+           oracle="trec_eval 10.0 expected outputs, ir_measures (1 - Judged)"),
+    Family("fall_out", _fall_out, "share of the non-relevant documents found in the top k", aliases=("fallout",),
+           oracle="torchmetrics"),
+    Family("auroc", _auroc, "area under the ROC curve of the top k (tied scores count half)",
+           aliases=("auc", "retrieval_auroc"), params=(_MAX_FPR,), oracle="torchmetrics, sklearn"),
+    Family("opa", _opa, "ordered pair accuracy: share of differently graded pairs in the right order",
+           aliases=("ordered_pair_accuracy",), cutoff=False, oracle="TF-Ranking's formula, hand-computed"),
+    Family("arp", _arp, "average relevance position: mean rank weighted by grade (lower is better)",
+           aliases=("average_relevance_position",), cutoff=False, oracle="TF-Ranking's formula, hand-computed"),
 )
 
 
@@ -278,17 +490,112 @@ class TrecName:
 
     Attributes:
         name: trec_eval's measure name (``"ndcg_cut"``).
-        family: the :data:`FAMILIES` key.
-        cutoffs: trec_eval's default cutoffs; ``()``: the spelling takes no cutoff.
-        syntax: what ``name.PARAMS`` holds: ``"cutoffs"`` (``P.5,10``), ``"gains"``
-            (``ndcg.0=0,1=1,2=3``) or ``"none"``.
+        family: the :data:`FAMILIES` key. A row whose family is not registered reserves its place
+            in the output order and is otherwise inactive.
+        defaults: what the bare name expands to: trec_eval's default cutoffs (``P``) or levels
+            (``iprec_at_recall``); ``()``: one measure.
+        syntax: what ``name.PARAMS`` holds, one of :data:`TREC_SYNTAXES`: ``"cutoffs"``
+            (``P.5,10``), ``"levels"`` (``iprec_at_recall.0.1,0.25``: one measure per level),
+            ``"gains"`` (``ndcg.0=0,1=1,2=3``), ``"values"`` (``utility.1,-1,0,0``: one measure, the
+            values in order), ``"pairs"`` (``rbp.p=0.8,2=1``: the parameters named in ``pairs``, and
+            integer grades mapped to gains when ``pairs`` holds ``"gains"``) or ``"none"``.
+        param: the measure's field that the syntax fills: ``"cutoff"`` or a parameter name.
+        since: the trec_eval version that introduced the name (``official`` and ``all_trec`` of an
+            older version leave it out).
+        implied: parameter values the trec_eval name implies where they differ from the family's
+            defaults (``rbp_resid`` is the family ``rbp_residual`` with ``tail="if_unjudged"``).
+        pairs: the parameter names a ``"pairs"`` syntax accepts.
     """
 
     name: str
     family: str
-    cutoffs: tuple[int, ...] = ()
+    defaults: tuple = ()
     syntax: str = "none"
+    param: str = "cutoff"
+    since: str = "9.0.8"
+    implied: tuple[tuple[str, Any], ...] = ()
+    pairs: tuple[str, ...] = ()
 
+    @property
+    def cutoffs(self) -> tuple:
+        """trec_eval's default cutoffs (``()`` for a spelling without cutoffs)."""
+        return self.defaults if self.syntax == "cutoffs" else ()
+
+    @property
+    def active(self) -> bool:
+        """Whether the family is registered."""
+        return self.family in FAMILIES
+
+    def render(self, measure: Measure) -> str:
+        """trec_eval's printed name of ``measure`` (which this spelling expresses)."""
+        return TREC_SYNTAXES[self.syntax].render(self, measure)
+
+
+@dataclass(frozen=True)
+class TrecSyntax:
+    """One of trec_eval's parameter syntaxes: how ``name.PARAMS`` reads (the grammar's parsers)
+    and prints.
+
+    Attributes:
+        placeholder: how the README writes the parameters (``"CUTOFFS"``).
+        printed: what may follow ``name_`` in a printed name (``P_5``, ``iprec_at_recall_0.10``).
+        render: ``(trec_name, measure) -> printed name``.
+    """
+
+    placeholder: str
+    printed: re.Pattern | None
+    render: Callable[[TrecName, Measure], str]
+
+
+def _given(measure: Measure) -> dict[str, Any]:
+    """The measure's parameters that trec_eval's printed name shows."""
+    family = measure.family
+    return {n: v for n, v in measure.params if family.param(n).trec}  # type: ignore[union-attr]
+
+
+def _render_plain(t: TrecName, m: Measure) -> str:
+    return t.name
+
+
+def _render_cutoff(t: TrecName, m: Measure) -> str:
+    return f"{t.name}_{m.cutoff}"
+
+
+def _render_level(t: TrecName, m: Measure) -> str:
+    return f"{t.name}_{m.param(t.param):3.2f}"  # trec_eval's "%s_%3.2f"
+
+
+def _render_gains(t: TrecName, m: Measure) -> str:
+    gains = _given(m).get("gains")
+    return t.name if gains is None else f"{t.name}_" + ",".join(f"{_num(g)}={_num(v)}" for g, v in gains.items())
+
+
+def _render_values(t: TrecName, m: Measure) -> str:
+    value = _given(m).get(t.param)
+    if value is None:
+        return t.name
+    return f"{t.name}_" + ",".join(_num(v) for v in (value if isinstance(value, tuple) else (value,)))
+
+
+def _render_pairs(t: TrecName, m: Measure) -> str:
+    """``rbp_p=0.8,2=1``: the named parameters that differ from what the name implies, then the gains."""
+    pairs = [f"{n}={_num(v)}" for n, v in m.differing(t.implied) if n != "gains" and m.family.param(n).trec]  # type: ignore[union-attr]
+    gains = m.param("gains")
+    if gains is not None:
+        pairs += [f"{_num(g)}={_num(v)}" for g, v in gains.items()]
+    return f"{t.name}_" + ",".join(pairs) if pairs else t.name
+
+
+_NUMBER = r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?"
+#: trec_eval's parameter syntaxes (see :class:`TrecName`).
+TREC_SYNTAXES: dict[str, TrecSyntax] = {
+    "none": TrecSyntax("", None, _render_plain),
+    "cutoffs": TrecSyntax("CUTOFFS", re.compile(r"^\d+$"), _render_cutoff),
+    "levels": TrecSyntax("LEVELS", re.compile(rf"^{_NUMBER}$"), _render_level),
+    "gains": TrecSyntax("GRADE=GAIN,...", re.compile(rf"^-?\d+={_NUMBER}(,-?\d+={_NUMBER})*$"), _render_gains),
+    "values": TrecSyntax("VALUES", re.compile(rf"^{_NUMBER}(,{_NUMBER})*$"), _render_values),
+    "pairs": TrecSyntax("NAME=VALUE,...", re.compile(rf"^\w+={_NUMBER}(,\w+={_NUMBER})*$"), _render_pairs),
+}
 
 TREC_NAMES: tuple[TrecName, ...] = (
     TrecName("runid", "runid"),
@@ -299,15 +606,42 @@ TREC_NAMES: tuple[TrecName, ...] = (
     TrecName("map", "map"),
     TrecName("gm_map", "gm_map"),
     TrecName("Rprec", "r_precision"),
+    TrecName("bpref", "bpref"),
     TrecName("recip_rank", "mrr"),
+    TrecName("iprec_at_recall", "iprec_at_recall", RECALL_LEVELS, "levels", "recall"),
     TrecName("P", "precision", TREC_CUTOFFS, "cutoffs"),
+    TrecName("relstring", "relstring", (), "values", "length"),
     TrecName("recall", "recall", TREC_CUTOFFS, "cutoffs"),
-    TrecName("ndcg", "ndcg", (), "gains"),
+    TrecName("infAP", "infap"),
+    TrecName("gm_bpref", "gm_bpref"),
+    TrecName("Rprec_mult", "rprec_mult", R_MULTIPLES, "levels", "multiple"),
+    TrecName("utility", "utility", (), "values", "coefficients"),
+    TrecName("11pt_avg", "11pt_avg", (), "values", "levels"),
+    TrecName("binG", "bing"),
+    TrecName("G", "g", (), "gains", "gains"),
+    TrecName("dcg", "dcg", (), "gains", "gains", since="10.0"),
+    TrecName("ideal_dcg", "idcg", (), "gains", "gains", since="10.0"),
+    TrecName("ndcg", "ndcg", (), "gains", "gains"),
+    TrecName("ndcg_rel", "ndcg_rel", (), "gains", "gains"),
+    TrecName("Rndcg", "rndcg", (), "gains", "gains"),
     TrecName("ndcg_cut", "ndcg", TREC_CUTOFFS, "cutoffs"),
     TrecName("map_cut", "map", TREC_CUTOFFS, "cutoffs"),
+    TrecName("relative_P", "relative_precision", TREC_CUTOFFS, "cutoffs"),
     TrecName("success", "hit_rate", (1, 5, 10), "cutoffs"),
+    TrecName("set_P", "set_precision"),
+    TrecName("set_relative_P", "set_relative_precision"),
+    TrecName("set_recall", "set_recall"),
+    TrecName("set_map", "set_ap"),
+    TrecName("set_F", "set_f", (), "values", "beta"),
+    TrecName("num_nonrel_judged_ret", "num_nonrel_judged_ret"),
+    TrecName("yaap", "yaap"),
+    # trec_eval 10.0's RBP, its residual and the unjudged share, last in its output order.
+    TrecName("rbp", "rbp", (), "pairs", since="10.0", pairs=("p", "gains")),
+    TrecName("rbp_resid", "rbp_residual", (), "pairs", since="10.0", implied=(("tail", "if_unjudged"),), pairs=("p",)),
+    TrecName("unj", "unjudged", (5, 10, 20), "cutoffs", since="10.0"),
 )
-TREC_BY_NAME: dict[str, TrecName] = {t.name: t for t in TREC_NAMES}
+#: The active trec_eval spellings by name.
+TREC_BY_NAME: dict[str, TrecName] = {t.name: t for t in TREC_NAMES if t.active}
 TREC_ORDER: dict[str, int] = {t.name: i for i, t in enumerate(TREC_NAMES)}
 
 
@@ -368,8 +702,13 @@ class Measure:
         for name in given:
             if family.param(name) is None:
                 raise ValueError(f"measure {self.key!r} takes no parameter {name!r}")
-        params = tuple(sorted((n, family.param(n).coerce(v, self.key)) for n, v in given.items()))  # type: ignore[union-attr]
+        coerced = ((n, family.param(n).coerce(v, self.key)) for n, v in given.items())  # type: ignore[union-attr]
+        # A value equal to the parameter's default is the default: set_F and set_F.1, RBP(p=0.9) and rbp are one measure.
+        params = tuple(sorted((n, v) for n, v in coerced if v != family.param(n).default))  # type: ignore[union-attr]
         object.__setattr__(self, "params", params)
+        if family.at != "cutoff" and self.param(family.at) is None:
+            example = f"{family.ir or family.key}@0.5"
+            raise ValueError(f"measure {self.key!r} needs its {family.at} ({family.param(family.at).doc}): write e.g. {example}")  # type: ignore[union-attr]
         if not self.label:
             object.__setattr__(self, "label", self.canonical())
         if not self.trec_label:
@@ -388,41 +727,60 @@ class Measure:
         p = self.family.param(name)
         return None if p is None else p.default
 
-    def _render(self, name: str) -> str:
+    def differing(self, defaults: tuple[tuple[str, Any], ...] = ()) -> list[tuple[str, Any]]:
+        """The parameters whose values differ from what a spelling implies (``defaults`` over the
+        family's defaults), sorted by name: what that spelling must write out."""
+        implied = dict(defaults)
+        out = []
+        for p in sorted(self.family.params, key=lambda q: q.name):
+            value = self.param(p.name)
+            if value is not None and value != implied.get(p.name, p.default):
+                out.append((p.name, value))
+        return out
+
+    def _render(self, name: str, implied: tuple[tuple[str, Any], ...] = ()) -> str:
         family = self.family
-        params = ",".join(f"{n}={family.param(n).render(v)}" for n, v in self.params)  # type: ignore[union-attr]
-        return name + (f"({params})" if params else "") + ("" if self.cutoff is None else f"@{self.cutoff}")
+        at = family.at
+        params = ",".join(
+            f"{n}={family.param(n).render(v)}" for n, v in self.differing(implied) if n != at  # type: ignore[union-attr]
+        )
+        where = self.at_value
+        return name + (f"({params})" if params else "") + ("" if where is None else f"@{_num(where)}")
+
+    @property
+    def at_value(self) -> Any:
+        """What ``@`` shows and the kernel receives among its "cutoffs": the cutoff, or the family's
+        ``at`` parameter (``IPrec@0.1``: the recall level)."""
+        at = self.family.at
+        return self.cutoff if at == "cutoff" else self.param(at)
 
     def canonical(self) -> str:
         """The library's spelling: lowercase key, parameters, cutoff (``"precision(rel=2)@5"``)."""
         return self._render(self.key)
 
     def ir_name(self) -> str:
-        """ir_measures' spelling (``"P(rel=2)@5"``); the library key where ir_measures has none."""
-        return self._render(self.family.ir or self.key)
+        """ir_measures' spelling (``"P(rel=2)@5"``, ``"RBP(p=0.9)"``); the library key where ir_measures has none."""
+        if self.family.ir:
+            return self._render(self.family.ir, self.family.ir_defaults)
+        return self._render(self.key)
 
     def trec_spelling(self) -> TrecName | None:
         """The trec_eval name that expresses this measure, or None (``RR@10``, ``P(rel=2)@5``)."""
-        given = dict(self.params)
         for t in TREC_NAMES:
-            if t.family != self.key or (self.cutoff is None) != (not t.cutoffs):
+            if t.family != self.key or not t.active or (self.cutoff is not None) != (t.syntax == "cutoffs"):
                 continue
-            if set(given) - ({"gains"} if t.syntax == "gains" else set()):
+            shown = {n for n, _ in self.differing(t.implied) if self.family.param(n).trec}  # type: ignore[union-attr]
+            expressible = set(t.pairs) if t.syntax == "pairs" else {t.param} if t.syntax in ("levels", "gains", "values") else set()
+            if shown - expressible:
                 continue
             return t
         return None
 
     def trec_name(self) -> str:
-        """trec_eval's printed name (``"ndcg_cut_10"``, ``"ndcg_0=0,1=1"``), or :meth:`ir_name`."""
+        """trec_eval's printed name (``"ndcg_cut_10"``, ``"ndcg_0=0,1=1"``, ``"iprec_at_recall_0.10"``),
+        or :meth:`ir_name` where trec_eval has no name for the measure."""
         t = self.trec_spelling()
-        if t is None:
-            return self.ir_name()
-        if self.cutoff is not None:
-            return f"{t.name}_{self.cutoff}"
-        gains = self.param("gains")
-        if gains is not None:
-            return f"{t.name}_" + ",".join(f"{_num(g)}={_num(v)}" for g, v in gains.items())
-        return t.name
+        return self.ir_name() if t is None else t.render(self)
 
     def with_label(self, label: str, trec_label: str = "") -> Measure:
         return Measure(self.key, self.cutoff, self.params, label, trec_label)
@@ -442,12 +800,14 @@ class Measure:
         """trec_eval's output order: its table order, then the cutoff."""
         t = self.trec_spelling()
         family_rank = TREC_ORDER[t.name] if t is not None else _FIRST_TREC.get(self.key, len(TREC_NAMES))
-        return (family_rank, self.cutoff or 0)
+        where = self.at_value
+        return (family_rank, where if isinstance(where, (int, float)) else 0)
 
     def convention(self, base: Convention, *, negative_unjudged: bool = False) -> Convention:
         """The convention the measure is computed under: ``base`` with the measure's own settings
-        (``rel``: the relevance threshold; ``gains`` / ``dcg``: the gain). ``negative_unjudged``
-        (TREC data) gives negative grades gain 0.
+        (``rel``: the relevance threshold; ``gains`` / ``dcg``: the gain; the family's own gain, such
+        as bpref's judged non-relevant indicator). ``negative_unjudged`` (TREC data) gives negative
+        grades gain 0.
 
         Example:
             >>> from torch_rankeval.conventions import PRESETS
@@ -465,16 +825,23 @@ class Measure:
             gain = "exp2" if self.param("dcg") == "exp-log2" else "linear"
         if self.param("gains") is not None:
             gain = self.param("gains")
-        if negative_unjudged:
+        if self.family.gain is not None:  # e.g. bpref: judged non-relevant indicator (no other gain)
+            gain = self.family.gain(rel if rel is not None else base.relevance_threshold)
+        elif negative_unjudged:
             gain = UnjudgedZeroGain(gain)
         if gain is not base.gain:
             overrides["gain"] = gain
         return resolve_convention(base, **overrides) if overrides else base
 
     def kernel_params(self) -> dict[str, Any]:
-        """The parameters the kernel takes as keyword arguments (those that set no convention)."""
-        family = self.family
-        return {n: v for n, v in self.params if family.param(n).convention is None}  # type: ignore[union-attr]
+        """The parameters the kernel takes as keyword arguments (those that set no convention), with
+        their defaults filled in."""
+        out = {}
+        for p in self.family.params:
+            value = self.param(p.name)
+            if p.convention is None and value is not None:
+                out[p.name] = value
+        return out
 
 
 _FIRST_TREC: dict[str, int] = {}

@@ -48,6 +48,9 @@ def _plan(metrics: str | Sequence[str], k: Any, convention: Convention) -> Measu
             raise TypeError(f"metrics entries must be strings such as 'ndcg', 'ndcg@10' or 'nDCG@10', got {entry!r}")
     ks, _ = parse_k(k)
     measures = parse_measures(metrics, cutoffs=ks)
+    # a nickname's run tag and relstring: nothing to compute on tensors (asked for by name, they raise)
+    given = {m.strip() for m in metrics}
+    measures = [m for m in measures if m.family.kernel is not None or m.label in given]
     labels = [m.label for m in measures]
     duplicated = sorted({label for label in labels if labels.count(label) > 1})
     if duplicated:

@@ -266,13 +266,30 @@ class PositionProfile(RankingMetrics):
             )
         return out
 
-    def plot(self, val: dict[str, Tensor] | None = None, ax: Any = None, **kwargs: Any) -> tuple[Any, Any]:
-        """Draw the profile (model vs ideal) with :func:`torch_rankeval.plotting.plot_position_profile`;
-        returns ``(figure, axes)`` as torchmetrics' ``plot`` does. ``val`` defaults to :meth:`compute`."""
-        from torch_rankeval.plotting import plot_position_profile
+    def plot(self, *args: Any, **kwargs: Any) -> Any:
+        """Not here: metrics sit below the plotting layer (which imports them, not the other way round).
 
-        fig = plot_position_profile(self.compute() if val is None else val, ax=ax, **kwargs)
-        return fig, (fig.axes[0] if ax is None else ax)
+        Draw the profile with :func:`torch_rankeval.plotting.plot_position_profile`, which takes
+        :meth:`compute`'s output (model vs ideal, an inversion report, a second profile to compare)::
+
+            from torch_rankeval.plotting import plot_position_profile
+            figure = plot_position_profile(profile.compute(), stat="dcg_contribution", path="profile.png")
+
+        Raises:
+            NotImplementedError: always, naming that function (torchmetrics' generic ``Metric.plot``
+                cannot draw a per-position profile).
+
+        Example:
+            >>> from torch_rankeval import PositionProfile
+            >>> PositionProfile(positions=3).plot()
+            Traceback (most recent call last):
+            ...
+            NotImplementedError: PositionProfile.plot: use torch_rankeval.plotting.plot_position_profile(profile.compute(), ...) (plots live above the metrics)
+        """
+        raise NotImplementedError(
+            "PositionProfile.plot: use torch_rankeval.plotting.plot_position_profile(profile.compute(), ...) "
+            "(plots live above the metrics)"
+        )
 
 
 def _fit(x: Tensor, positions: int) -> Tensor:

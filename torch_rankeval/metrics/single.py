@@ -15,7 +15,7 @@ from torch import Tensor
 
 from torch_rankeval.metrics.base import RankingMetrics
 
-__all__ = ["DCG", "IDCG", "NDCG", "MAP", "MRR", "Precision", "Recall", "HitRate", "RPrecision"]
+__all__ = ["DCG", "IDCG", "NDCG", "MAP", "MRR", "Precision", "Recall", "HitRate", "RPrecision", "FallOut", "AUROC"]
 
 
 class _SingleMetric(RankingMetrics):
@@ -153,9 +153,7 @@ class Recall(_SingleMetric):
         tensor(0.5000)
     """
 
-    # "recall()", not "recall": a bare "recall" is also trec_eval's name, which means recall at
-    # trec_eval's nine default cutoffs when no k is given (Recall() computed recall@5).
-    _metric = "recall()"
+    _metric = "recall"
 
 
 class HitRate(_SingleMetric):
@@ -189,3 +187,50 @@ class RPrecision(_SingleMetric):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(k=None, **kwargs)
+
+
+class FallOut(_SingleMetric):
+    """Mean fall-out@k: the share of each list's non-relevant documents that the top ``k`` hold.
+
+    Drop-in for torchmetrics' ``RetrievalFallOut(top_k=k)``: a list without non-relevant document
+    scores ``empty_target_action`` (default ``"pos"``: 1, as torchmetrics). Ties (default
+    ``"average"``): the expected value over the orders of tied documents.
+
+    Example:
+        >>> import torch
+        >>> from torch_rankeval import FallOut
+        >>> metric = FallOut(k=2)
+        >>> metric.update(torch.tensor([[0.9, 0.8, 0.7, 0.6]]), torch.tensor([[1, 0, 1, 0]]))
+        >>> metric.compute()
+        tensor(0.5000)
+    """
+
+    _metric = "fall_out"
+
+    def __init__(self, k: int | Sequence[int] | None = None, *, empty_target_action: str = "pos", **kwargs: Any) -> None:
+        super().__init__(k, empty_target_action=empty_target_action, **kwargs)
+
+
+class AUROC(_SingleMetric):
+    """Mean retrieval AUROC of each list's top ``k`` (torchmetrics' ``RetrievalAUROC(top_k=k, max_fpr=...)``).
+
+    Tied scores count half a correctly ordered pair (the trapezoidal ROC); a top ``k`` without a
+    relevant or a non-relevant document scores 0; a list without relevant document is empty
+    (``empty_target_action``, default ``"neg"``: 0). ``max_fpr``: the McClish-standardised partial
+    AUC over false-positive rates ``[0, max_fpr]``.
+
+    Example:
+        >>> import torch
+        >>> from torch_rankeval import AUROC
+        >>> metric = AUROC()
+        >>> metric.update(torch.tensor([[0.9, 0.8, 0.8, 0.6]]), torch.tensor([[1, 0, 1, 0]]))
+        >>> metric.compute()                      # pairs: right, tied (1/2), right, right
+        tensor(0.8750)
+    """
+
+    _metric = "auroc"
+
+    def __init__(self, k: int | Sequence[int] | None = None, *, max_fpr: float | None = None, **kwargs: Any) -> None:
+        if max_fpr is not None:
+            self._metric = f"auroc(max_fpr={max_fpr!r})"
+        super().__init__(k, **kwargs)

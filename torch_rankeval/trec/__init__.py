@@ -29,7 +29,7 @@ and relevant counts). :func:`evaluate` computes measures on them:
 
 
 from torch_rankeval.trec._text import TrecFormatError
-from torch_rankeval.trec.evaluation import Evaluation, Output, evaluate
+from torch_rankeval.trec.evaluation import TREC_EVAL_VERSIONS, Evaluation, Output, evaluate, trec_measures
 from torch_rankeval.trec.io import Qrels, Run, read_qrels, read_run, write_qrels, write_run
 from torch_rankeval.trec.join import TrecBatch, to_tensors
 
@@ -46,4 +46,6 @@ __all__ = [
     "Output",
     "Evaluation",
     "evaluate",
+    "trec_measures",
+    "TREC_EVAL_VERSIONS",
 ]

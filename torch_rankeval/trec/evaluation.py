@@ -1,19 +1,27 @@
-"""trec_eval's evaluation of a run against its qrels: per-query values and the summary."""
+"""trec_eval's evaluation of a run against its qrels: per-query values, the summary, and trec_eval's
+printed lines."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from torch_rankeval.measures import Measure, compute, parse_measures, summarize
+from torch_rankeval._choices import TREC_EVAL_VERSIONS as _TREC_EVAL_VERSIONS
+from torch_rankeval.measures import NICKNAMES, Measure, compute, parse_measures, summarize
+from torch_rankeval.measures.registry import TREC_BY_NAME
 from torch_rankeval.trec.io import PathLike, Qrels, Run, read_qrels, read_run
-from torch_rankeval.trec.join import to_tensors
+from torch_rankeval.trec.join import TrecBatch, to_tensors
 
-__all__ = ["Output", "Evaluation", "evaluate"]
+__all__ = ["TREC_EVAL_VERSIONS", "Evaluation", "Output", "evaluate", "relstrings", "trec_measures"]
+
+#: The trec_eval versions whose output :func:`evaluate` reproduces: ``"10.0"`` (the current one)
+#: and ``"9.0.8"`` (the one pytrec_eval and ir_measures compile in). Defined torch-free in
+#: :mod:`torch_rankeval._choices` for the command line's ``--help``.
+TREC_EVAL_VERSIONS = _TREC_EVAL_VERSIONS
 
 
 @dataclass(frozen=True)
@@ -41,11 +49,16 @@ class Evaluation:
         run: the run's file (or ``"run"``).
         runid: the run's tag.
         qids: the evaluated queries, sorted.
-        outputs: the :class:`Output` columns, in the order the measures were given.
+        outputs: the :class:`Output` columns with numbers (and ``runid``), in the order the measures
+            were given.
         per_query: ``{name: (N,) float64 tensor}`` for every measure with per-query values.
         summary: ``{name: value}``: the mean over queries (``num_*``: the sum, ``num_q``: the
-            number of queries, ``runid``: the tag, ``gm_map``: the geometric mean).
+            number of queries, ``runid``: the tag, ``gm_map`` and ``gm_bpref``: the geometric mean).
         retrieved: ``(N,)`` bool, False for queries the run does not answer (``complete=True``).
+        texts: the :class:`Output` of measures whose per-query value is a text (``relstring``);
+            they have no summary and print in trec_eval's format only.
+        text: ``{name: [text per query]}`` for ``texts``.
+        version: the trec_eval version reproduced (:data:`TREC_EVAL_VERSIONS`).
     """
 
     run: str
@@ -55,18 +68,111 @@ class Evaluation:
     per_query: dict[str, Tensor]
     summary: dict[str, float | int | str]
     retrieved: Tensor
+    texts: list[Output] = field(default_factory=list)
+    text: dict[str, list[str]] = field(default_factory=dict)
+    version: str = "10.0"
+
+    def trec_lines(self, *, per_query: bool = False, summary: bool = True) -> list[str]:
+        """trec_eval's output lines: ``measure<pad>\\tqid\\tvalue`` (``%-22s\\t%s\\t%6.4f``, counts
+        ``%ld``, ``relstring`` ``'%s'``).
+
+        Measures print in trec_eval's order; with ``per_query`` every query's values come first,
+        query by query (trec_eval 9.0.8 does not print the queries that ``-c`` adds), then the
+        summary (``all``) lines, which ``relstring`` and ``runid``-less measures skip as trec_eval does.
+
+        Example:
+            >>> qrels, run = Qrels.from_dict({"q1": {"d1": 1}}), Run.from_dict({"q1": {"d1": 0.5}}, tag="x")
+            >>> evaluate(qrels, run, ["map", "num_q", "relstring"]).trec_lines(per_query=True)
+            ['map                   \\tq1\\t1.0000', "relstring             \\tq1\\t'1'", 'num_q                 \\tall\\t1', 'map                   \\tall\\t1.0000']
+        """
+        outputs = sorted([*self.outputs, *self.texts], key=lambda o: o.measure.sort_key())
+        lines = []
+        if per_query:
+            columns = []
+            for o in outputs:
+                if o.name in self.per_query:
+                    values = self.per_query[o.name].tolist()
+                    integer = o.measure.family.integer
+                    columns.append((o, [_fmt(round(v) if integer else v) for v in values]))
+                elif o.name in self.text:
+                    columns.append((o, [f"'{s}'" for s in self.text[o.name]]))
+            shown = self.retrieved.tolist() if self.version == "9.0.8" else [True] * len(self.qids)
+            for i, qid in enumerate(self.qids):
+                if shown[i]:
+                    lines.extend(f"{o.trec_name:<22}\t{qid}\t{values[i]}" for o, values in columns)
+        if summary:
+            lines.extend(f"{o.trec_name:<22}\tall\t{_fmt(self.summary[o.name])}" for o in outputs if o.name in self.summary)
+        return lines
 
 
-def _as_measures(measures: Sequence[str | Measure] | str) -> list[Measure]:
-    """Names and parsed measures, in the given order (nicknames expand; exact duplicates drop)."""
+def _fmt(value: float | str) -> str:
+    """A value as trec_eval prints it: ``%6.4f`` (``nan`` padded to 6), counts as integers."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int):
+        return str(value)
+    return f"{value:6.4f}"
+
+
+def trec_measures(measures: Sequence[str | Measure] | str, *, trec_eval_version: str = "10.0") -> list[Measure]:
+    """Measure names read as trec_eval reads its ``-m`` options, in the given order: nicknames
+    expand to the version's measures, exact duplicates drop, and a trec_eval name given with
+    parameters (``relstring.20``, ``P.5,10``) replaces that name's defaults from a nickname or a bare
+    name (``-m all_trec -m relstring.20`` prints ``relstring_20`` only, ``-m P -m P.7`` ``P_7`` only).
+    Under trec_eval 9.0.8, interpolated precision rounds recall levels as 9.0.8 did.
+
+    Example:
+        >>> [m.label for m in trec_measures(["official", "P.7"])][-3:]
+        ['iprec_at_recall_0.90', 'iprec_at_recall_1.00', 'P_7']
+        >>> [m.param("rounding") for m in trec_measures(["11pt_avg"], trec_eval_version="9.0.8")]
+        ['v9']
+    """
+    if trec_eval_version not in TREC_EVAL_VERSIONS:
+        raise ValueError(f"trec_eval_version must be one of {list(TREC_EVAL_VERSIONS)}, got {trec_eval_version!r}")
     if isinstance(measures, str):
         measures = [measures]
+    bases = [m.strip().partition(".") for m in measures if isinstance(m, str)]
+    with_params = {base for base, dot, _ in bases if dot and base in TREC_BY_NAME}
     out: list[Measure] = []
     for m in measures:
-        for parsed in [m] if isinstance(m, Measure) else parse_measures([m]):
-            if not any(parsed == o and parsed.label == o.label for o in out):
-                out.append(parsed)
+        parsed = [m] if isinstance(m, Measure) else parse_measures([m])
+        if isinstance(m, str) and (m.strip() in NICKNAMES or m.strip() in TREC_BY_NAME):
+            parsed = [p for p in parsed if _trec(p) not in with_params]
+        if trec_eval_version == "9.0.8" and isinstance(m, str) and m.strip() in NICKNAMES:
+            parsed = [p for p in parsed if _since(p) != "10.0"]
+        for p in parsed:
+            if trec_eval_version == "9.0.8" and p.family.param("rounding") is not None and "rounding" not in dict(p.params):
+                p = Measure(p.key, p.cutoff, (*p.params, ("rounding", "v9")), p.label, p.trec_label)
+            if not any(p == o and p.label == o.label for o in out):
+                out.append(p)
     return out
+
+
+def _trec(m: Measure) -> str | None:
+    t = m.trec_spelling()
+    return None if t is None else t.name
+
+
+def _since(m: Measure) -> str:
+    t = m.trec_spelling()
+    return "9.0.8" if t is None else t.since
+
+
+def relstrings(batch: TrecBatch, length: int) -> list[str]:
+    """trec_eval's ``relstring``: the grades of each query's first ``length`` retrieved documents
+    as text: ``0``-``9``, ``>`` above 9, ``-`` absent from the qrels, ``.`` in the qrels with a
+    negative grade (pooled but not judged).
+
+    Example:
+        >>> qrels = Qrels.from_dict({"q1": {"a": 1, "b": -1, "c": 12}})
+        >>> relstrings(to_tensors(qrels, Run.from_dict({"q1": {"a": 4.0, "b": 3.0, "c": 2.0, "d": 1.0}})), 10)
+        ['1.>-']
+    """
+    target = batch.target[:, :length].cpu().numpy()
+    mask = batch.mask[:, :length].cpu().numpy()
+    chars = np.where(target > 9, ord(">"), np.where(target >= 0, ord("0") + np.clip(target, 0, 9), ord("<")))
+    chars = np.where(target == -1, ord("-"), np.where(target == -2, ord("."), chars))
+    return ["".join(map(chr, row[keep])) for row, keep in zip(chars, mask)]
 
 
 def evaluate(
@@ -76,15 +182,19 @@ def evaluate(
     *,
     relevance_level: int = 1,
     complete: bool = False,
+    max_docs: int | None = None,
+    trec_eval_version: str = "10.0",
     device: torch.device | str | None = None,
 ) -> Evaluation:
     """Evaluate a run against qrels with trec_eval's semantics.
 
-    Ties are broken by docno descending; negative grades count as unjudged; IDCG and the AP,
+    Ties are broken by docno descending; negative grades count as unjudged (in the judgment pool,
+    for infAP and relstring; documents absent from the qrels are outside it); IDCG and the AP,
     recall and R-precision denominators come from every judged document; queries only in the run
     are ignored; ``complete=True`` (``-c``) scores the qrels' queries missing from the run as 0;
-    ``relevance_level`` (``-l``) is the minimum grade of a relevant document for binary measures.
-    Everything is computed in float64.
+    ``relevance_level`` (``-l``) is the minimum grade of a relevant document for binary measures;
+    ``max_docs`` (``-M``) keeps each query's first ``max_docs`` ranked documents. Everything is
+    computed in float64.
 
     Args:
         qrels: a :class:`Qrels` or a path.
@@ -93,6 +203,11 @@ def evaluate(
             or parsed measures.
         relevance_level: trec_eval's ``-l``.
         complete: trec_eval's ``-c``.
+        max_docs: trec_eval's ``-M`` (``None``: every document).
+        trec_eval_version: ``"10.0"`` (default) or ``"9.0.8"`` (pytrec_eval's): 9.0.8 rounds
+            recall levels to documents as ``level * R + 0.9`` truncated (``iprec_at_recall``,
+            ``11pt_avg``), has no ``rbp``, ``rbp_resid``, ``unj`` in its nicknames and prints no
+            per-query lines for the queries that ``-c`` adds.
         device: where to compute (``"cuda"`` for the GPU); results come back on the CPU.
 
     Example:
@@ -104,13 +219,23 @@ def evaluate(
         {'num_q': 2, 'P_2': 0.5, 'recip_rank': 0.5}
         >>> evaluate(qrels, run, ["P@2", "P(rel=2)@2"], relevance_level=2).summary
         {'P@2': 0.5, 'P(rel=2)@2': 0.5}
+        >>> evaluate(qrels, run, ["num_ret", "P.2"], max_docs=1).summary
+        {'num_ret': 1, 'P_2': 0.5}
     """
     if isinstance(relevance_level, bool) or not isinstance(relevance_level, (int, np.integer)) or relevance_level < 1:
         raise ValueError(f"relevance_level must be an int >= 1 (the minimum relevant grade), got {relevance_level!r}")
+    if max_docs is not None and (isinstance(max_docs, bool) or not isinstance(max_docs, (int, np.integer)) or max_docs < 1):
+        raise ValueError(f"max_docs must be None or an int >= 1 (documents kept per query, trec_eval -M), got {max_docs!r}")
     qrels = qrels if isinstance(qrels, Qrels) else read_qrels(qrels)
     run = run if isinstance(run, Run) else read_run(run)
-    parsed = _as_measures(measures)
+    parsed = trec_measures(measures, trec_eval_version=trec_eval_version)
     batch = to_tensors(qrels, run, complete=complete)
+    if max_docs is not None and batch.preds.shape[-1] > max_docs:
+        keep = slice(0, int(max_docs))
+        batch = TrecBatch(
+            batch.qids, batch.preds[:, keep], batch.target[:, keep], batch.mask[:, keep], batch.ideal_target,
+            batch.retrieved, batch.runid,
+        )
     if device is not None:
         batch = batch.to(device)
     values = compute(
@@ -123,10 +248,17 @@ def evaluate(
         validate_args=False,
     )
     outputs: list[Output] = []
+    texts: list[Output] = []
     per_query: dict[str, Tensor] = {}
+    text: dict[str, list[str]] = {}
     summary: dict[str, float | int | str] = {}
     for m in parsed:
-        outputs.append(Output(m, 0, m.label, m.trec_label))
+        out = Output(m, 0, m.label, m.trec_label)
+        if m.family.aggregate == "text":
+            texts.append(out)
+            text[m.label] = relstrings(batch, int(m.param("length")))
+            continue
+        outputs.append(out)
         if m.family.aggregate == "info":
             summary[m.label] = run.tag
             continue
@@ -134,4 +266,7 @@ def evaluate(
         summary[m.label] = summarize(m, v)
         if m.per_query:
             per_query[m.label] = v
-    return Evaluation(run.path or "run", run.tag, batch.qids, outputs, per_query, summary, batch.retrieved.cpu())
+    return Evaluation(
+        run.path or "run", run.tag, batch.qids, outputs, per_query, summary, batch.retrieved.cpu(), texts, text,
+        trec_eval_version,
+    )

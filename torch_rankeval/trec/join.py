@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from torch_rankeval.functional.bpref import POOLED_UNJUDGED
 from torch_rankeval.trec._join_kernels import docno_keys, padded_join, ranking_order, same_docno
 from torch_rankeval.trec._text import TrecFormatError, decode
 from torch_rankeval.trec.io import Qrels, Run, _two_lines
@@ -30,8 +31,9 @@ class TrecBatch:
         preds: ``(N, L)`` float64 scores; each row holds a query's documents in trec_eval's ranking
             order (score descending, ties by docno descending). It may share memory with the
             run's ``score`` array.
-        target: ``(N, L)`` int64 grades; ``-1``: not judged (absent from the qrels, or a negative
-            grade) or padding.
+        target: ``(N, L)`` int64 grades; ``-1``: absent from the qrels (trec_eval's
+            RELVALUE_NONPOOL) or padding; ``-2``: a negative grade in the qrels, in the judgment
+            pool but not judged (trec_eval's RELVALUE_UNJUDGED). Both are unjudged.
         mask: ``(N, L)`` bool, False = padding.
         ideal_target: ``(N, M)`` int64 grades of every judged document of each query, ``-1``
             for padding and negative grades.
@@ -94,6 +96,13 @@ def _group_starts(rows: np.ndarray) -> np.ndarray:
     return (
         np.concatenate([np.zeros(1, dtype=np.int64), np.flatnonzero(rows[1:] != rows[:-1]) + 1]) if len(rows) else rows
     )
+
+
+def _run_grades(relevance: np.ndarray) -> np.ndarray:
+    """The grades of retrieved documents found in the qrels: a negative grade becomes ``POOLED_UNJUDGED``
+    (-2: in the judgment pool but not judged, trec_eval's RELVALUE_UNJUDGED); documents absent from
+    the qrels stay -1 (RELVALUE_NONPOOL). infAP and relstring tell the two apart."""
+    return np.where(relevance < 0, POOLED_UNJUDGED, relevance)
 
 
 def to_tensors(qrels: Qrels, run: Run, *, complete: bool = False) -> TrecBatch:
@@ -182,7 +191,7 @@ def to_tensors(qrels: Qrels, run: Run, *, complete: bool = False) -> TrecBatch:
     preds = torch.from_numpy(layout.scatter(order.apply(score, tie_invariant=True), 0.0, np.float64))
     mask = torch.from_numpy(valid)
     target = np.full(n * layout.width, -1, dtype=np.int64)
-    target[run_flat] = np.maximum(qrels.relevance[judged_rows[qrels_source.flat[qrels_flat]]], -1)
+    target[run_flat] = _run_grades(qrels.relevance[judged_rows[qrels_source.flat[qrels_flat]]])
     target = torch.from_numpy(target.reshape(n, layout.width))
     ideal = torch.from_numpy(ideal_layout.scatter(np.maximum(qrels.relevance[judged_rows], -1), -1, np.int64))
     qids = [name for name, e in zip(qrels.qids, evaluated) if e]

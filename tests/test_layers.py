@@ -1,0 +1,81 @@
+"""The layers of DESIGN.md, checked on the source: every ``torch_rankeval`` module imports only modules of its
+own layer or below, at module level or inside functions (a lazy import is still a dependency)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+# top-level module -> layer; a module may import its own layer and the ones below
+LAYERS = {
+    "torch_rankeval._choices": 0,  # plain names, no imports
+    "torch_rankeval.conventions": 0,
+    "torch_rankeval.functional": 1,
+    "torch_rankeval.measures": 1,
+    "torch_rankeval.metrics": 2,
+    "torch_rankeval.propensity": 2,
+    "torch_rankeval.sampler": 2,
+    "torch_rankeval.data": 2,
+    "torch_rankeval.trec": 3,
+    "torch_rankeval.stats": 3,
+    "torch_rankeval.diagnostics": 3,  # no plotting imports
+    "torch_rankeval.plotting": 4,  # imports downward only
+    "torch_rankeval.lightning": 5,
+    "torch_rankeval.cli": 5,
+    "torch_rankeval.__main__": 6,
+    "torch_rankeval": 6,  # the package's lazy exports
+}
+
+
+def _top(name: str) -> str:
+    parts = name.split(".")
+    return ".".join(parts[:2])
+
+
+def _imports() -> dict[str, set[tuple[str, int]]]:
+    found: dict[str, set[tuple[str, int]]] = {}
+    for path in sorted((REPO / "torch_rankeval").rglob("*.py")):
+        parts = path.relative_to(REPO).with_suffix("").parts
+        module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                targets = [node.module]
+            else:
+                continue
+            for target in targets:
+                if target.split(".")[0] == "torch_rankeval":
+                    found.setdefault(module, set()).add((target, node.lineno))
+    return found
+
+
+IMPORTS = _imports()
+
+
+def test_every_module_has_a_layer():
+    unknown = {_top(m) for m in IMPORTS} - set(LAYERS)
+    assert not unknown, f"add {sorted(unknown)} to LAYERS in tests/test_layers.py"
+
+
+@pytest.mark.parametrize("module", sorted(IMPORTS))
+def test_imports_go_downward(module):
+    layer = LAYERS[_top(module)]
+    upward = [
+        f"{module} line {line} imports {target} (layer {LAYERS.get(_top(target))} > {layer})"
+        for target, line in sorted(IMPORTS[module])
+        if target != "torch_rankeval" and LAYERS.get(_top(target), -1) > layer  # the bare package: __version__
+    ]
+    assert not upward, "; ".join(upward)
+
+
+def test_the_known_circle_is_broken():
+    """metrics -> plotting -> diagnostics -> metrics was a circle (PositionProfile.plot imported plotting)."""
+    position_profile = {t for t, _ in IMPORTS.get("torch_rankeval.metrics.position_profile", ())}
+    assert not {t for t in position_profile if t.startswith(("torch_rankeval.plotting", "torch_rankeval.diagnostics"))}
+    assert not any(t.startswith("torch_rankeval.plotting") for t, _ in IMPORTS.get("torch_rankeval.diagnostics", ()))
+    assert Path(REPO / "torch_rankeval" / "plotting.py").exists()

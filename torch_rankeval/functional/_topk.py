@@ -1,0 +1,1077 @@
+"""Top-k selection with exact tie statistics, and the ranks of target entries, without sorting a row.
+
+When every requested metric has a cutoff, only the top ``W = max(k)`` items of each row matter, plus
+a few per-row facts (the number of relevant items, the ideal gains). :func:`topk_view` finds them with
+one ``torch.topk`` per row instead of a full sort and returns a :class:`TopKView`: the first ``W``
+ranked positions with their tie-group statistics, exact under every tie policy. Metrics without a
+cutoff need only the ranks of the relevant items: :func:`entry_ranks` counts, for every target entry,
+the items scored above it and tied with it (chunked comparisons, no sort).
+
+**Ties.** Under ``ties="average"`` a metric is the expected value over all orders of tied items, which
+needs, per position, the size and the relevant count / gain sum of its WHOLE tie group. Groups that
+end inside the top ``W`` are complete in the ``topk`` output; the group of the ``W``-th score ``v``
+(the *boundary group*) may extend past ``W``: its start ``s`` (items strictly above ``v``) is read from
+the top ``W``, its size ``n`` is a count over the whole row, and its relevant count / gain sums come
+from the target's entries scored ``v`` (sparse target) or from a masked pass over the row (dense
+target). Which of its members sit inside the top ``W`` is arbitrary -- the statistics do not depend
+on it. ``ties="first"`` (input order among ties: what a stable full sort gives) takes the boundary
+group's first members by item index; ``"pessimistic"`` / ``"optimistic"`` order tied items by
+increasing / decreasing grade, then index, and fully sort the rows whose boundary group extends past
+``W``.
+
+**Host syncs and the row pass.** ``topk`` takes ``W + 1`` items; a row's boundary group extends past
+``W`` (*spills*) only when the ``(W + 1)``-th score equals ``v``. With ``validate_args=True`` there are
+two small host syncs: the value checks (with the largest excluded count per row), then the indices
+of the spilled rows; only those rows get the row pass (none with continuous scores). With
+``validate_args=False`` there is no host sync, so every row gets the row pass (one more read of the
+scores, in row chunks): same values.
+
+**Memory.** With ``exclude`` and a known largest excluded count ``E`` per row (read by the validation
+sync, or given as ``max_excluded_per_row``) such that ``W + 1 + E <= L / 4`` (e.g. 50 seen items out
+of 50,000): no copy of the scores at all -- ``topk(W + 1 + E)`` of the raw scores, then the excluded
+items are dropped. Otherwise, with ``exclude``: one
+``(N, L)`` copy of the scores with ``-inf`` at excluded items (the only full-size temporary; none
+without ``exclude``). Beyond that: ``(N, W)`` outputs, the score check's reduction, and the row pass,
+which works on row chunks of at most ``chunk_elements`` items after the copy is freed (a bool mask
+of the chunk, for ``ties="first"`` an int32 key, for a dense target its chunk's gains; the chunk's
+scores are a view, not a copy, when all rows are read). A dense target adds chunk-sized temporaries
+for its per-row counts and ideal gains; a sparse target adds only ``(nnz,)`` tensors.
+``"pessimistic"`` / ``"optimistic"`` fully sort the spilled rows (every row when unvalidated): the
+documented fallback, an int64 ``(R, L)`` permutation per chunk.
+
+**Excluded items** are never ranked and never counted: they rank after every other item and the
+positions ``>= n_valid`` (``n_valid`` = ``L`` minus the excluded count) are marked invalid. An
+excluded item that is also in the target is not relevant and not in the ideal ranking.
+
+Scores must be finite at non-excluded items (checked with ``validate_args=True``, as in the dense
+path; unvalidated NaN / infinite scores give undefined results). Excluded items may hold any score.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from torch_rankeval.functional.sparse import (
+    Check,
+    GainSpec,
+    SparseTarget,
+    _gain_callable,
+    check_exclude,
+    is_relevant,
+    is_sparse,
+    resolve_checks,
+    sparse_target,
+)
+
+__all__ = ["DEFAULT_CHUNK_ELEMENTS", "TIES", "EntryRanks", "TopKView", "boundary_histogram", "entry_ranks", "topk_view"]
+
+TIES = ("average", "first", "pessimistic", "optimistic")
+#: Default bound on the elements of one row chunk (``R x L``) of the row passes.
+DEFAULT_CHUNK_ELEMENTS = 1 << 22
+
+Exclude = Tensor | SparseTarget | None
+
+
+@dataclasses.dataclass
+class TopKView:
+    """The first ``W`` ranked positions of each row, with exact tie-group statistics.
+
+    Per position ``(N, W)``, ``W = min(k, L)``; positions are 0-based. Under ``ties="average"`` the
+    order of items *inside* a tie group is arbitrary (the group statistics are what a metric uses);
+    under the other policies the order is the policy's, and every group has size 1.
+
+    Attributes:
+        k: ``W``, the view's width.
+        ties: the tie policy used.
+        items: ``(N, W)`` int64 item index at each position (meaningless where not ``valid``).
+        scores: ``(N, W)`` the items' scores (``-inf`` where not valid).
+        valid: ``(N, W)`` bool, ``position < n_valid``: the position holds a ranked item.
+        n_valid: ``(N,)`` int64, the number of ranked (non-excluded) items of each row.
+        boundary_value: ``(N,)`` ``v``, the score at the last valid position of the view (position
+            ``min(W, n_valid) - 1``; ``-inf`` for a row without valid items).
+        boundary_start: ``(N,)`` int64 ``s``, the number of items scored strictly above ``v``.
+        boundary_size: ``(N,)`` int64 ``n``, the number of items scored ``v`` in the whole row (0 for a
+            row without valid items); ``n > W - s`` when the group extends past the view.
+        spilled: ``(N,)`` bool, the boundary group extends past the view (``n > W - s``).
+        group_start: ``(N, W)`` int64, 0-based start of the position's tie group (the position itself
+            unless ``ties="average"``; the position itself where not valid).
+        group_size: ``(N, W)`` int64, size of the WHOLE group (may extend past ``W``; 1 unless
+            ``ties="average"``; 0 where not valid).
+
+    With a target (else None):
+        grades: ``(N, W)`` the item's grade (target dtype; 0 where not valid / absent / excluded).
+        rel: ``(N, W)`` float, 1 for a relevant item.
+        gains: ``(N, W)`` float, the item's gain (0 where not valid).
+        group_relevant, group_gain, group_gain_sq: ``(N, W)`` float, relevant count, gain sum and
+            squared-gain sum of the WHOLE tie group of the position (own values unless ``"average"``).
+        relevant_before, gain_before: ``(N, W)`` float, relevant count and gain sum of the items
+            ranked before the position's group (all of them are inside the view).
+        n_relevant: ``(N,)`` float, relevant non-excluded items of the row (the whole row).
+        ideal_gains: ``(N, W)`` float, the row's ``W`` largest gains in decreasing order over its
+            non-excluded items (0-padded): IDCG@k for ``k <= W``.
+
+    Example:
+        >>> import torch
+        >>> scores = torch.tensor([[0.9, 0.5, 0.5, 0.5, 0.1]])
+        >>> target = torch.tensor([[0, 1, 0, 0, 2]])
+        >>> view = topk_view(scores, 2, target=target, gain="linear")
+        >>> view.boundary_start, view.boundary_size      # 1 item above 0.5, 3 items tied at 0.5
+        (tensor([1]), tensor([3]))
+        >>> view.group_size, view.group_relevant         # position 2 is in the 3-item group, 1 relevant
+        (tensor([[1, 3]]), tensor([[0., 1.]]))
+        >>> view.n_relevant, view.ideal_gains
+        (tensor([2.]), tensor([[2., 1.]]))
+    """
+
+    k: int
+    ties: str
+    items: Tensor
+    scores: Tensor
+    valid: Tensor
+    n_valid: Tensor
+    boundary_value: Tensor
+    boundary_start: Tensor
+    boundary_size: Tensor
+    spilled: Tensor
+    group_start: Tensor
+    group_size: Tensor
+    grades: Tensor | None = None
+    rel: Tensor | None = None
+    gains: Tensor | None = None
+    group_relevant: Tensor | None = None
+    group_gain: Tensor | None = None
+    group_gain_sq: Tensor | None = None
+    relevant_before: Tensor | None = None
+    gain_before: Tensor | None = None
+    n_relevant: Tensor | None = None
+    ideal_gains: Tensor | None = None
+    #: rows that got the row pass (None: all rows, i.e. unvalidated); internal, for consumers such as ItemExposure
+    pass_rows: Tensor | None = None
+
+
+@dataclasses.dataclass
+class EntryRanks:
+    """Ranks of the target's entries: for every entry, the items above it and tied with it in its row.
+
+    Flat over the entries of :attr:`target` (canonical order: by row, then item). Entries that do not
+    count (excluded items) hold 0 everywhere.
+
+    Attributes:
+        target: the canonical :class:`~torch_rankeval.functional.sparse.SparseTarget` (with exclusion).
+        counted: ``(nnz,)`` bool, the entry counts.
+        above: ``(nnz,)`` int64, non-excluded items of the row scored strictly above the entry: its
+            tie group starts at 0-based position ``above``.
+        tied: ``(nnz,)`` int64, non-excluded items of the row with the entry's score, itself included.
+        rel, gains: ``(nnz,)`` float relevance (0/1) and gain of the entry (0 if it does not count).
+        relevant_above, gain_above: ``(nnz,)`` float, relevant count and gain sum of the row's entries
+            scored strictly above the entry.
+        relevant_tied, gain_tied, gain_sq_tied: ``(nnz,)`` float, the same over the entries tied with
+            it (itself included), and the squared-gain sum.
+        n_relevant: ``(N,)`` float relevant non-excluded items per row; ``n_valid``: ``(N,)`` int64.
+
+    Example:
+        >>> import torch
+        >>> scores = torch.tensor([[0.1, 0.7, 0.7, 0.9]])
+        >>> target = torch.tensor([[1, 0, 1, 0]]).to_sparse()
+        >>> r = entry_ranks(scores, target)
+        >>> r.target.items, r.above, r.tied          # item 2 is tied with item 1 below item 3
+        (tensor([0, 2]), tensor([3, 1]), tensor([1, 2]))
+    """
+
+    target: SparseTarget
+    counted: Tensor
+    above: Tensor
+    tied: Tensor
+    rel: Tensor
+    gains: Tensor
+    relevant_above: Tensor
+    relevant_tied: Tensor
+    gain_above: Tensor
+    gain_tied: Tensor
+    gain_sq_tied: Tensor
+    n_relevant: Tensor
+    n_valid: Tensor
+
+
+# ---------------------------------------------------------------------------------------- inputs
+def _check_scores(scores: Any) -> None:
+    if not isinstance(scores, Tensor):
+        raise TypeError(f"preds must be a torch.Tensor, got {type(scores).__name__}")
+    if scores.layout != torch.strided:
+        raise TypeError(f"preds must be a dense tensor (every item scored), got layout {scores.layout}")
+    if not scores.is_floating_point():
+        raise TypeError(
+            f"preds must be a floating tensor (float16/bfloat16/float32/float64), got {scores.dtype}; "
+            "call preds.float()"
+        )
+    if scores.ndim != 2:
+        raise ValueError(f"preds must be (N, L): one row of scores per list, got {scores.ndim} dimensions")
+    if scores.shape[-1] == 0:
+        raise ValueError("preds has an empty item dimension: each row needs at least one item")
+
+
+def _check_k(k: Any, name: str = "k") -> int:
+    if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
+        raise ValueError(f"{name} must be a positive int (the largest cutoff), got {k!r}")
+    return k
+
+
+def _resolve_target(
+    target: Any, shape: tuple[int, int], device: torch.device, ex: Exclude, validate_args: bool, checks: list[Check]
+) -> tuple[SparseTarget | None, Tensor | None]:
+    """(sparse canonical target with exclusion, dense target): one of them, or both None."""
+    if target is None:
+        return None, None
+    if isinstance(target, SparseTarget):
+        if tuple(target.shape) != tuple(shape):
+            raise ValueError(f"target must have the shape of preds {tuple(shape)}, got {tuple(target.shape)}")
+        if target.device != device:
+            raise ValueError(f"target is on {target.device} but preds is on {device}: move all inputs to one device")
+        return target.excluding(ex), None
+    if is_sparse(target):
+        return sparse_target(target, shape, device=device, validate_args=validate_args, checks=checks).excluding(
+            ex
+        ), None
+    if not isinstance(target, Tensor):
+        raise TypeError(f"target must be a torch.Tensor (dense or sparse), got {type(target).__name__}")
+    if target.layout != torch.strided:
+        raise TypeError(f"target has layout {target.layout}; give a dense tensor or a sparse COO / CSR tensor")
+    if target.dtype.is_complex or not (
+        target.is_floating_point() or target.dtype == torch.bool or target.dtype in _INT
+    ):
+        raise TypeError(f"target must hold bool, integer or float grades, got {target.dtype}")
+    if tuple(target.shape) != tuple(shape):
+        raise ValueError(f"target must have the shape of preds {tuple(shape)}, got {tuple(target.shape)}")
+    if target.device != device:
+        raise ValueError(f"target is on {target.device} but preds is on {device}: move all inputs to one device")
+    return None, target
+
+
+_INT = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
+
+
+def _work_dtype(
+    scores: Tensor, st: SparseTarget | None, dense: Tensor | None, dtype: torch.dtype | None
+) -> torch.dtype:
+    if dtype is not None:
+        return dtype
+    grades = st.grades if st is not None else dense
+    return (
+        torch.float64
+        if scores.dtype == torch.float64 or (grades is not None and grades.dtype == torch.float64)
+        else torch.float32
+    )
+
+
+# ---------------------------------------------------------------------------------------- exclusion
+def _neg_inf(dtype: torch.dtype, device: torch.device) -> Tensor:
+    return torch.full((), float("-inf"), dtype=dtype, device=device)
+
+
+def _excluded_count(ex: Exclude, n: int, device: torch.device) -> Tensor:
+    """``(N,)`` int64 number of excluded items per row."""
+    if ex is None:
+        return torch.zeros(n, dtype=torch.int64, device=device)
+    if isinstance(ex, SparseTarget):
+        return ex.row_sum(ex.counted_mask().to(torch.int64))
+    return ex.sum(-1, dtype=torch.int64)
+
+
+def _apply_exclude(scores: Tensor, ex: Exclude) -> Tensor:
+    """The scores with ``-inf`` at excluded items: one ``(N, L)`` copy (none without ``exclude``)."""
+    if ex is None:
+        return scores
+    if not isinstance(ex, SparseTarget):
+        return scores.masked_fill(ex, float("-inf"))
+    key = scores.clone(memory_format=torch.contiguous_format)
+    if ex.nnz:
+        # accumulate: -inf + score = -inf at excluded items, + 0 elsewhere (exact even with duplicate keys)
+        fill = torch.where(
+            ex.counted_mask(), _neg_inf(key.dtype, key.device), torch.zeros((), dtype=key.dtype, device=key.device)
+        )
+        key.view(-1).index_put_((ex.keys,), fill, accumulate=True)
+    return key
+
+
+def _scatter_rows(out: Tensor, rows: Tensor, n: int, st: SparseTarget, values: Tensor, mask: Tensor) -> Tensor:
+    """Add per-entry ``values`` (where ``mask``) into ``out`` (``(R, L)``, the rows ``rows`` of an
+    ``(N, L)`` matrix, ``rows`` distinct)."""
+    if st.nnz == 0:
+        return out
+    length = out.shape[1]
+    where_row = torch.full((n,), -1, dtype=torch.int64, device=out.device)
+    where_row[rows] = torch.arange(rows.shape[0], device=out.device)
+    chunk_row = where_row.index_select(0, st.rows)
+    inside = mask & (chunk_row >= 0)
+    flat = torch.where(inside, chunk_row * length + st.items, torch.zeros_like(chunk_row))
+    out.view(-1).index_put_(
+        (flat,), torch.where(inside, values, torch.zeros((), dtype=out.dtype, device=out.device)), accumulate=True
+    )
+    return out
+
+
+def _key_rows(scores: Tensor, ex: Exclude, rows: Tensor) -> Tensor:
+    """The rows ``rows`` (distinct) of the scores with ``-inf`` at excluded items, ``(R, L)`` (a copy)."""
+    block = scores.index_select(0, rows)
+    if ex is None:
+        return block
+    if not isinstance(ex, SparseTarget):
+        return block.masked_fill_(ex.index_select(0, rows), float("-inf"))
+    return _scatter_rows(
+        block, rows, scores.shape[0], ex, _neg_inf(block.dtype, block.device).expand(ex.nnz), ex.counted_mask()
+    )
+
+
+def _chunks(rows: Tensor | None, n: int, length: int, chunk_elements: int, device: torch.device):
+    """Row chunks of at most ``chunk_elements // L`` rows, as (row indices, slice): all rows (``rows``
+    None; the slice makes each chunk a view) or the given ``rows`` (slice None)."""
+    size = max(1, chunk_elements // length)
+    if rows is None:
+        for a in range(0, n, size):
+            b = min(a + size, n)
+            yield torch.arange(a, b, device=device), slice(a, b)
+    else:
+        for a in range(0, rows.shape[0], size):
+            yield rows[a : a + size], None
+
+
+def _at(x: Tensor, st: SparseTarget) -> Tensor:
+    """``x[st.rows, st.items]`` for an ``(N, L)`` tensor: ``index_select`` on the flat keys when ``x``
+    is contiguous (much faster than advanced indexing on CPU)."""
+    if x.is_contiguous():
+        return x.view(-1).index_select(0, st.keys)
+    return x[st.rows, st.items]
+
+
+def _any_unexcluded(bad: Tensor, ex: Exclude, at_entries: Any = None) -> Tensor:
+    """Whether ``bad`` (``(N, L)`` bool) holds at a non-excluded item (scalar bool tensor)."""
+    if ex is None:
+        return bad.any()
+    if not isinstance(ex, SparseTarget):
+        return (bad & ~ex).any()
+    hits = _at(bad, ex) & ex.counted_mask()
+    return bad.sum() > hits.sum()
+
+
+# ---------------------------------------------------------------------------------------- top-k view
+def topk_view(
+    preds: Tensor,
+    k: int,
+    *,
+    target: Tensor | SparseTarget | None = None,
+    exclude: Tensor | None = None,
+    ties: str = "average",
+    gain: GainSpec = "exp2",
+    relevance_threshold: float | None = None,
+    dtype: torch.dtype | None = None,
+    validate_args: bool = True,
+    chunk_elements: int = DEFAULT_CHUNK_ELEMENTS,
+    max_excluded_per_row: int | None = None,
+) -> TopKView:
+    """Rank only the top ``min(k, L)`` items of each row, with exact tie-group statistics.
+
+    Args:
+        preds: ``(N, L)`` scores (float16 / bfloat16 / float32 / float64); higher ranks first.
+        k: the largest cutoff ``W``; ``k > L`` gives a view of width ``L``.
+        target: optional grades: a dense ``(N, L)`` tensor, a torch sparse COO / CSR ``(N, L)``
+            tensor (absent = grade 0; see :mod:`torch_rankeval.functional.sparse`) or a
+            :class:`~torch_rankeval.functional.sparse.SparseTarget`. None: selection only.
+        exclude: optional ``(N, L)`` bool, dense or sparse, True = never ranked, never counted.
+        ties: ``"average"`` (default), ``"first"``, ``"pessimistic"`` or ``"optimistic"`` (see the
+            module docstring).
+        gain: ``"exp2"`` (default), ``"linear"``, a ``{grade: gain}`` mapping or a callable.
+        relevance_threshold: grades ``>=`` this are relevant (default: ``> 0`` / ``>= 1`` for ints).
+        dtype: float dtype of the statistics (default float32, float64 when an input is float64).
+        validate_args: run the value checks (non-finite scores at non-excluded items, bad sparse
+            entries, negative / NaN grades, conventions a sparse target cannot honour) in one host
+            sync that also finds the rows whose boundary group spills past ``W``. False: no host
+            sync; every row gets the row pass.
+        chunk_elements: bound on ``rows x L`` of one chunk of the row pass.
+        max_excluded_per_row: a bound on the excluded items of any row (e.g. ``m`` of the ``(N, m)`` id
+            lists ``exclude`` was built from). Validated calls read the true maximum anyway (and raise
+            if the bound is wrong); unvalidated calls trust it, and with it skip the copy of the
+            scores (see "Memory" in the module docstring).
+
+    Returns:
+        A :class:`TopKView`.
+
+    Raises:
+        TypeError / ValueError: bad types, shapes, devices, ``ties``, ``k``; bad values (validated).
+
+    Example:
+        >>> import torch
+        >>> scores = torch.tensor([[0.2, 0.9, 0.2, 0.2, 0.7]])
+        >>> topk_view(scores, 3, ties="first").items      # ties in input order: item 0, then 2
+        tensor([[1, 4, 0]])
+        >>> exclude = torch.tensor([[False, True, False, False, False]])
+        >>> v = topk_view(scores, 3, exclude=exclude, ties="first")
+        >>> v.items, v.n_valid, v.boundary_size          # item 1 is never ranked
+        (tensor([[4, 0, 2]]), tensor([4]), tensor([3]))
+    """
+    _check_scores(preds)
+    k = _check_k(k)
+    if ties not in TIES:
+        raise ValueError(f"ties={ties!r} is not valid: use one of {', '.join(map(repr, TIES))}")
+    if isinstance(chunk_elements, bool) or not isinstance(chunk_elements, int) or chunk_elements <= 0:
+        raise ValueError(f"chunk_elements must be a positive int, got {chunk_elements!r}")
+    if relevance_threshold is not None and not isinstance(relevance_threshold, (int, float)):
+        raise TypeError(f"relevance_threshold must be a number or None, got {relevance_threshold!r}")
+    n, length = preds.shape
+    device = preds.device
+    width = min(k, length)
+    checks: list[Check] = []
+    ex = (
+        None
+        if exclude is None
+        else check_exclude(exclude, (n, length), device, validate_args=validate_args, checks=checks)
+    )
+    st, dense = _resolve_target(target, (n, length), device, ex, validate_args, checks)
+    dtype = _work_dtype(preds, st, dense, dtype)
+    gain_f = _gain_callable(gain)
+    if st is not None and relevance_threshold is not None and relevance_threshold <= 0:
+        raise ValueError(
+            f"relevance_threshold={relevance_threshold} makes grade 0 relevant, but a sparse target treats every "
+            "absent item as grade 0; use a threshold above 0 or a dense target"
+        )
+
+    # ---- value checks (validated: one host sync, which also reads the largest excluded count)
+    n_excluded = _excluded_count(ex, n, device)
+    n_valid = length - n_excluded
+    top_n = min(width + 1, length)
+    if max_excluded_per_row is not None and (
+        isinstance(max_excluded_per_row, bool) or not isinstance(max_excluded_per_row, int) or max_excluded_per_row < 0
+    ):
+        raise ValueError(f"max_excluded_per_row must be a non-negative int or None, got {max_excluded_per_row!r}")
+    most_excluded: int | None = None
+    if validate_args:
+        _target_checks(checks, st, dense, ex, gain, gain_f, dtype, device)
+        screen = _score_screen(preds).to(torch.int64).reshape(1)
+        host = resolve_checks(
+            checks, extra=torch.cat([screen, n_excluded.max().reshape(1) if n else screen.new_zeros(1)])
+        )
+        if bool(host[0]) and bool(_any_unexcluded(~torch.isfinite(preds), ex)):
+            raise ValueError(
+                "preds contains NaN or infinite scores at items that are not excluded; fix the model output, or "
+                "exclude those items with exclude="
+            )
+        most_excluded = int(host[1])
+        if max_excluded_per_row is not None and most_excluded > max_excluded_per_row:
+            raise ValueError(
+                f"max_excluded_per_row={max_excluded_per_row} but a row of exclude has {most_excluded} excluded items"
+            )
+    elif max_excluded_per_row is not None:
+        most_excluded = max_excluded_per_row
+
+    # ---- the top W + 1 non-excluded items of each row
+    if ex is not None and most_excluded is not None and top_n + most_excluded <= max(length // 4, top_n):
+        # Known bound on the excluded items per row: take them along from the raw scores and drop
+        # them (no copy of the scores at all).
+        vals, idx = _top_skipping(preds, ex, top_n + most_excluded, top_n)
+    else:  # the one (N, L) temporary: the scores with -inf at excluded items
+        key = _apply_exclude(preds, ex)
+        vals, idx = torch.topk(key, top_n, dim=-1)
+        del key
+    positions = torch.arange(width, device=device)
+    valid = positions < n_valid.unsqueeze(-1)
+    has = n_valid > 0
+    last = (n_valid.clamp(max=width) - 1).clamp(min=0)
+    v = vals.gather(1, last.unsqueeze(-1)).squeeze(-1)
+    top = vals[:, :width]
+    start = ((top > v.unsqueeze(-1)) & valid).sum(-1)
+    size = ((top == v.unsqueeze(-1)) & valid).sum(-1)
+    if top_n > width:
+        spilled = has & (n_valid > width) & (vals[:, width] == v)
+    else:
+        spilled = torch.zeros(n, dtype=torch.bool, device=device)
+    # validated: only the rows whose boundary group spills get the row pass (a second, small sync)
+    pass_rows = spilled.nonzero().squeeze(-1) if validate_args else None
+
+    # ---- order inside the view (deterministic policies) and the row pass
+    items = idx[:, :width]
+    if ties != "average":
+        items = _order_view(vals, idx, st, dense, ties)[:, :width]
+    row_stats = _row_pass(
+        preds,
+        ex,
+        v,
+        has,
+        start,
+        items,
+        width,
+        ties,
+        dense,
+        st,
+        gain_f,
+        dtype,
+        relevance_threshold,
+        pass_rows,
+        chunk_elements,
+    )
+    if row_stats is not None:
+        rows, n_full, _, replaced = row_stats
+        size = size.index_copy(0, rows, n_full)
+        if replaced is not None:
+            items = items.index_copy(0, rows, replaced)
+    # "average": the topk's own items and values; otherwise the scores of the ordered items
+    scores_out = torch.where(valid, top if ties == "average" else preds.gather(1, items), _neg_inf(preds.dtype, device))
+    size = torch.where(has, size, torch.zeros_like(size))
+
+    view = TopKView(
+        k=width,
+        ties=ties,
+        items=items,
+        scores=scores_out,
+        valid=valid,
+        n_valid=n_valid,
+        boundary_value=v,
+        boundary_start=torch.where(has, start, torch.zeros_like(start)),
+        boundary_size=size,
+        spilled=spilled,
+        group_start=positions.expand(n, -1),
+        group_size=valid.to(torch.int64),
+        pass_rows=pass_rows,
+    )
+    averaged = ties == "average"
+    if averaged:
+        gid = _group_ids(top, valid)
+        view.group_start, view.group_size = _group_positions(gid, valid, last, has, size)
+    if st is None and dense is None:
+        return view
+
+    # ---- target statistics
+    grades = st.lookup(items) if st is not None else dense.gather(1, items)
+    grades = torch.where(valid, grades, torch.zeros((), dtype=grades.dtype, device=device))
+    rel = (is_relevant(grades, relevance_threshold) & valid).to(dtype)
+    gains = torch.where(valid, gain_f(grades.to(dtype)), torch.zeros((), dtype=dtype, device=device))
+    view.grades, view.rel, view.gains = grades, rel, gains
+    if not averaged:
+        view.group_relevant, view.group_gain, view.group_gain_sq = rel, gains, gains * gains
+        view.relevant_before, view.gain_before = rel.cumsum(-1) - rel, gains.cumsum(-1) - gains
+    else:
+        tables = [_group_table(gid, x) for x in (rel, gains, gains * gains)]
+        boundary = _boundary_sums(preds, st, v, has, gain_f, dtype, relevance_threshold) if st is not None else None
+        in_boundary = (gid == gid.gather(1, last.unsqueeze(-1))) & valid & has.unsqueeze(-1)
+        out = []
+        for i, table in enumerate(tables):
+            per_position = table.gather(1, gid)
+            if boundary is not None:
+                b = boundary[i]
+            else:  # dense target: the view's sums, replaced by the row pass where it ran
+                b = table.gather(1, gid.gather(1, last.unsqueeze(-1))).squeeze(-1)
+                if row_stats is not None:
+                    b = b.index_copy(0, row_stats[0], row_stats[2][i])
+            out.append(torch.where(in_boundary, b.unsqueeze(-1), per_position))
+        view.group_relevant, view.group_gain, view.group_gain_sq = out
+        view.relevant_before = (tables[0].cumsum(-1) - tables[0]).gather(1, gid)
+        view.gain_before = (tables[1].cumsum(-1) - tables[1]).gather(1, gid)
+    view.n_relevant, view.ideal_gains = _row_target_stats(
+        st, dense, ex, n_valid, width, gain_f, dtype, relevance_threshold, chunk_elements
+    )
+    return view
+
+
+def _top_skipping(preds: Tensor, ex: Tensor | SparseTarget, width: int, keep: int) -> tuple[Tensor, Tensor]:
+    """The ``keep`` best non-excluded items of each row from ``topk(width)`` of the raw scores, where
+    ``width - keep`` bounds the excluded items of any row; excluded slots go last (as ``-inf``)."""
+    vals, idx = torch.topk(preds, width, dim=-1)
+    excluded = ex.lookup(idx) if isinstance(ex, SparseTarget) else ex.gather(1, idx)
+    vals = vals.masked_fill(excluded, float("-inf"))
+    order = torch.sort(excluded.to(torch.uint8), dim=-1, stable=True).indices[:, :keep]  # keeps the score order
+    return vals.gather(1, order), idx.gather(1, order)
+
+
+def _score_screen(preds: Tensor) -> Tensor:
+    """One reduction that is non-finite whenever a score is (or the sum overflows: re-checked exactly)."""
+    acc = torch.float64 if preds.dtype == torch.float64 else torch.float32
+    return ~torch.isfinite(preds.sum(dtype=acc))
+
+
+def _target_checks(
+    checks: list[Check], st: SparseTarget | None, dense: Tensor | None, ex: Exclude, gain: Any, gain_f, dtype, device
+) -> None:
+    if st is not None:
+        zero = gain_f(torch.zeros(1, dtype=dtype, device=device))
+        checks.append(
+            (
+                (zero != 0).any(),
+                (
+                    "a sparse target treats absent items as grade 0, so the gain must map grade 0 to 0; "
+                    "use a gain with gain(0) == 0 or a dense target"
+                ),
+            )
+        )
+        if st.nnz:
+            checks.append(
+                (
+                    (st.gains(gain_f, dtype) < 0).any(),
+                    (
+                        "the gain of a sparse target's grades must be >= 0 (absent "
+                        "items have gain 0 and would outrank them in the ideal ranking); use a dense target"
+                    ),
+                )
+            )
+    if dense is not None:
+        if dense.is_floating_point():
+            checks.append(
+                (
+                    _any_unexcluded(~torch.isfinite(dense), ex),
+                    ("target contains NaN or infinite grades at items that are not excluded; give finite grades"),
+                )
+            )
+        if gain == "exp2" and dense.dtype != torch.bool:
+            checks.append(
+                (
+                    _any_unexcluded(dense < 0, ex),
+                    (
+                        "target has negative grades, which gain='exp2' (2**rel - 1) turns "
+                        "into negative gains; use gain='linear', exclude those items, or clamp the grades at 0"
+                    ),
+                )
+            )
+
+
+def _order_view(vals: Tensor, idx: Tensor, st: SparseTarget | None, dense: Tensor | None, ties: str) -> Tensor:
+    """The view's items ordered by (score desc, [grade asc / desc,] index asc): stable sorts of ``(N, W + 1)``."""
+    order = torch.sort(idx, dim=-1, stable=True).indices
+    idx, vals = idx.gather(1, order), vals.gather(1, order)
+    if ties in ("pessimistic", "optimistic") and (st is not None or dense is not None):
+        grades = (st.lookup(idx) if st is not None else dense.gather(1, idx)).to(torch.float64)
+        order = torch.sort(grades, dim=-1, descending=ties == "optimistic", stable=True).indices
+        idx, vals = idx.gather(1, order), vals.gather(1, order)
+    order = torch.sort(vals, dim=-1, descending=True, stable=True).indices
+    return idx.gather(1, order)
+
+
+def _row_pass(
+    preds, ex, v, has, start, ordered, width, ties, dense, st, gain_f, dtype, threshold, rows, chunk_elements
+):
+    """The full-row work for the rows whose boundary group may spill past the view (``rows``; None:
+    all rows): the group size over the row, a dense target's group sums, and the boundary members
+    under the deterministic policies. Returns (rows, sizes, dense sums, replaced items) or None.
+
+    The comparison runs on the raw scores (a view of each row chunk, no copy); excluded items that
+    tie with ``v`` are masked out (dense ``exclude``) or subtracted entry by entry (sparse)."""
+    n, length = preds.shape
+    device = preds.device
+    if rows is not None and rows.numel() == 0:
+        return None
+    averaged_dense = dense is not None and ties == "average"
+    # Sparse exclude: the excluded items scored v, per row (entry work, once).
+    ex_eq = None
+    if isinstance(ex, SparseTarget) and ex.nnz:
+        ex_eq = ex.counted_mask() & (_at(preds, ex) == v.index_select(0, ex.rows)) & has.index_select(0, ex.rows)
+        ex_eq_count = ex.row_sum(ex_eq.to(torch.int64))
+        if averaged_dense:
+            ex_grades = _at(dense, ex)
+            ex_g = torch.where(ex_eq, gain_f(ex_grades.to(dtype)), torch.zeros((), dtype=dtype, device=device))
+            ex_sums = [
+                ex.row_sum((is_relevant(ex_grades, threshold) & ex_eq).to(dtype)),
+                ex.row_sum(ex_g),
+                ex.row_sum(ex_g * ex_g),
+            ]
+    done, sizes, replaced = [], [], []
+    sums: list[list[Tensor]] = [[], [], []]
+    for chunk, span in _chunks(rows, n, length, chunk_elements, device):
+        block = preds[span] if span is not None else preds.index_select(0, chunk)
+        has_c = has.index_select(0, chunk)
+        eq = block == torch.where(has_c, v.index_select(0, chunk), torch.nan).unsqueeze(
+            -1
+        )  # NaN: no row without valid items
+        if ex is not None and not isinstance(ex, SparseTarget):
+            eq &= ~(ex[span] if span is not None else ex.index_select(0, chunk))
+        count = eq.sum(-1, dtype=torch.int32).to(torch.int64)
+        if ex_eq is not None:
+            count -= ex_eq_count.index_select(0, chunk)
+        sizes.append(count)
+        if averaged_dense:
+            grades = dense[span] if span is not None else dense.index_select(0, chunk)
+            g = torch.where(eq, gain_f(grades.to(dtype)), torch.zeros((), dtype=dtype, device=device))
+            chunk_sums = [
+                (is_relevant(grades, threshold) & eq).sum(-1, dtype=torch.int32).to(dtype),
+                g.sum(-1),
+                (g * g).sum(-1),
+            ]
+            if ex_eq is not None:
+                chunk_sums = [cs - es.index_select(0, chunk) for cs, es in zip(chunk_sums, ex_sums)]
+            for i, cs in enumerate(chunk_sums):
+                sums[i].append(cs)
+            del g
+        if ties == "first":
+            replaced.append(
+                _first_members(eq, chunk, ex, start.index_select(0, chunk), ordered.index_select(0, chunk), width)
+            )
+        elif ties in ("pessimistic", "optimistic"):
+            replaced.append(_sorted_rows(_key_rows(preds, ex, chunk), chunk, dense, st, ties, width, dtype))
+        done.append(chunk)
+        del block, eq
+    if not done:
+        return None
+    cat = torch.cat
+    dense_sums = [cat(s) for s in sums] if sums[0] else None
+    return cat(done), cat(sizes), dense_sums, (cat(replaced) if replaced else None)
+
+
+def _first_members(eq: Tensor, chunk: Tensor, ex: Exclude, start: Tensor, ordered: Tensor, width: int) -> Tensor:
+    """``ties="first"``: the items strictly above the boundary (``ordered``: the view's items in (score
+    desc, index asc) order, whose first ``s`` are exactly those) and then the boundary group's
+    members by increasing index (an int32 key ``L - index`` on the group, one ``topk``), ``(R, W)``."""
+    length = eq.shape[1]
+    key_dtype = torch.int32 if length < 2**31 - 1 else torch.int64
+    reverse = torch.arange(length, 0, -1, device=eq.device, dtype=key_dtype)  # L - index: larger = earlier
+    key = torch.where(eq, reverse, torch.zeros((), dtype=key_dtype, device=eq.device))
+    if isinstance(ex, SparseTarget):  # excluded items sink below every candidate (eq was taken on the raw scores)
+        _scatter_rows(
+            key,
+            chunk,
+            ex.shape[0],
+            ex,
+            torch.full((ex.nnz,), -length - 1, dtype=key_dtype, device=eq.device),
+            ex.counted_mask(),
+        )
+    members = torch.topk(key, width, dim=-1).indices
+    p = torch.arange(width, device=eq.device).expand_as(members)
+    from_group = members.gather(1, (p - start.unsqueeze(-1)).clamp(min=0))
+    return torch.where(p < start.unsqueeze(-1), ordered, from_group)
+
+
+def boundary_histogram(
+    preds: Tensor,
+    view: TopKView,
+    weights: Tensor,
+    exclude: Exclude = None,
+    *,
+    chunk_elements: int = DEFAULT_CHUNK_ELEMENTS,
+) -> Tensor:
+    """``(L,)`` float64: ``sum_r weights[r] * [item i is in row r's boundary tie group]`` over the rows
+    whose boundary group spills past the view (rows that do not spill add nothing: their whole
+    group is in the view). ``exclude`` must be the one the view was built with (dense, sparse, or
+    the canonical form). Works in row chunks (a bool mask and a float64 copy of it per chunk); with
+    a validated view only the spilled rows are read. Used by ``ItemExposure`` to spread a tie
+    group's remaining slots over all its members.
+
+    Example:
+        >>> import torch
+        >>> scores = torch.tensor([[0.9, 0.5, 0.5, 0.5]])
+        >>> view = topk_view(scores, 2)               # one slot left for 3 tied items
+        >>> boundary_histogram(scores, view, torch.tensor([1 / 3], dtype=torch.float64))
+        tensor([0.0000, 0.3333, 0.3333, 0.3333], dtype=torch.float64)
+    """
+    n, length = preds.shape
+    device = preds.device
+    ex = None if exclude is None else check_exclude(exclude, (n, length), device, validate_args=False)
+    hist = torch.zeros(length, dtype=torch.float64, device=device)
+    rows = view.pass_rows
+    if rows is not None and rows.numel() == 0:
+        return hist
+    has = view.n_valid > 0
+    v = view.boundary_value
+    w = torch.where(view.spilled & has, weights.to(torch.float64), torch.zeros((), dtype=torch.float64, device=device))
+    for chunk, span in _chunks(rows, n, length, chunk_elements, device):
+        block = preds[span] if span is not None else preds.index_select(0, chunk)
+        eq = block == torch.where(has.index_select(0, chunk), v.index_select(0, chunk), torch.nan).unsqueeze(-1)
+        if ex is not None and not isinstance(ex, SparseTarget):
+            eq &= ~(ex[span] if span is not None else ex.index_select(0, chunk))
+        hist += w.index_select(0, chunk) @ eq.to(torch.float64)
+        del block, eq
+    if isinstance(ex, SparseTarget) and ex.nnz:  # excluded items tied with v: take their share back
+        tied = ex.counted_mask() & (_at(preds, ex) == v.index_select(0, ex.rows)) & has.index_select(0, ex.rows)
+        # w is 0 outside the spilled rows, all of which were read
+        share = torch.where(tied, w.index_select(0, ex.rows), torch.zeros((), dtype=torch.float64, device=device))
+        hist.index_add_(0, ex.items, -share)
+    return hist
+
+
+def _sorted_rows(
+    block: Tensor, chunk: Tensor, dense: Tensor | None, st: SparseTarget | None, ties: str, width: int, dtype
+) -> Tensor:
+    """Full stable sort of rows by (score desc, grade asc / desc, index asc): the documented fallback of
+    ``"pessimistic"`` / ``"optimistic"`` for rows whose boundary group spills past the view."""
+    if dense is not None:
+        grades = dense.index_select(0, chunk).to(dtype)
+    else:
+        grades = torch.zeros(block.shape, dtype=dtype, device=block.device)
+        if st is not None:
+            _scatter_rows(grades, chunk, st.shape[0], st, st.grades.to(dtype), st.counted_mask())
+    pre = torch.sort(grades, dim=-1, descending=ties == "optimistic", stable=True).indices
+    inner = torch.sort(block.gather(1, pre), dim=-1, descending=True, stable=True).indices[:, :width]
+    return pre.gather(1, inner)
+
+
+def _group_ids(top: Tensor, valid: Tensor) -> Tensor:
+    """Tie-group index of each view position (a new group where the score changes; invalid
+    positions are groups of their own)."""
+    new = torch.ones_like(valid)
+    new[:, 1:] = top[:, 1:] != top[:, :-1]
+    return (new | ~valid).cumsum(-1) - 1
+
+
+def _group_table(gid: Tensor, x: Tensor) -> Tensor:
+    return torch.zeros_like(x).scatter_add_(1, gid, x)
+
+
+def _group_positions(
+    gid: Tensor, valid: Tensor, last: Tensor, has: Tensor, boundary_size: Tensor
+) -> tuple[Tensor, Tensor]:
+    """(group start, whole-group size) per view position under ``ties="average"``."""
+    sizes = _group_table(gid, valid.to(torch.int64))
+    starts = (sizes.cumsum(-1) - sizes).gather(1, gid)
+    positions = torch.arange(gid.shape[1], device=gid.device).expand_as(gid)
+    in_boundary = (gid == gid.gather(1, last.unsqueeze(-1))) & valid & has.unsqueeze(-1)
+    size = torch.where(in_boundary, boundary_size.unsqueeze(-1), sizes.gather(1, gid))
+    return torch.where(valid, starts, positions), torch.where(valid, size, torch.zeros_like(size))
+
+
+def _boundary_sums(preds, st: SparseTarget, v, has, gain_f, dtype, threshold) -> list[Tensor]:
+    """Relevant count, gain sum and squared-gain sum of each row's entries scored ``v`` (the whole
+    boundary group's, from the sparse entries: ``(nnz,)`` work)."""
+    n = preds.shape[0]
+    if st.nnz == 0:
+        z = torch.zeros(n, dtype=dtype, device=preds.device)
+        return [z, z, z]
+    entry_scores = _at(preds, st)
+    eq = st.counted_mask() & (entry_scores == v.index_select(0, st.rows)) & has.index_select(0, st.rows)
+    g = torch.where(eq, st.gains(gain_f, dtype), torch.zeros((), dtype=dtype, device=preds.device))
+    return [st.row_sum((st.relevant(threshold) & eq).to(dtype)), st.row_sum(g), st.row_sum(g * g)]
+
+
+def _row_target_stats(st, dense, ex, n_valid, width, gain_f, dtype, threshold, chunk_elements) -> tuple[Tensor, Tensor]:
+    """(n_relevant, ideal top-W gains) per row."""
+    if st is not None:
+        return st.n_relevant(threshold).to(dtype), st.ideal_top_gains(width, gain_f, dtype)
+    n, length = dense.shape
+    counts, ideals = [], []
+    for chunk, _ in _chunks(None, n, length, chunk_elements, dense.device):
+        grades = dense.index_select(0, chunk)
+        rel = is_relevant(grades, threshold)
+        g = gain_f(grades.to(dtype))
+        if ex is not None:
+            mask = _excluded_rows(ex, chunk, n, length)
+            rel = rel & ~mask
+            g = g.masked_fill(mask, float("-inf"))
+        counts.append(rel.sum(-1).to(dtype))
+        best = torch.topk(g, width, dim=-1).values
+        slots = torch.arange(width, device=dense.device)
+        ideals.append(
+            torch.where(
+                slots < n_valid.index_select(0, chunk).unsqueeze(-1),
+                best,
+                torch.zeros((), dtype=dtype, device=dense.device),
+            )
+        )
+    if not counts:
+        return torch.zeros(0, dtype=dtype, device=dense.device), torch.zeros(0, width, dtype=dtype, device=dense.device)
+    return torch.cat(counts), torch.cat(ideals)
+
+
+def _excluded_rows(ex: Exclude, rows: Tensor, n: int, length: int) -> Tensor:
+    """``(R, L)`` bool: the excluded items of the rows ``rows``."""
+    if not isinstance(ex, SparseTarget):
+        return ex.index_select(0, rows)
+    mask = torch.zeros(rows.shape[0], length, dtype=torch.uint8, device=rows.device)
+    return (
+        _scatter_rows(mask, rows, n, ex, torch.ones(ex.nnz, dtype=torch.uint8, device=rows.device), ex.counted_mask())
+        > 0
+    )
+
+
+# ---------------------------------------------------------------------------------------- entry ranks
+def entry_ranks(
+    preds: Tensor,
+    target: Tensor | SparseTarget,
+    *,
+    exclude: Tensor | None = None,
+    gain: GainSpec = "exp2",
+    relevance_threshold: float | None = None,
+    dtype: torch.dtype | None = None,
+    validate_args: bool = True,
+    chunk_elements: int = DEFAULT_CHUNK_ELEMENTS,
+    max_entries_per_row: int | None = None,
+) -> EntryRanks:
+    """For every entry of a sparse target, the number of items scored above it and tied with it in its
+    row -- the ranks of the relevant items, which is all a metric without a cutoff (full AP, nDCG,
+    RR) needs -- without sorting any row.
+
+    Each entry is compared with its whole row (``O(nnz x L)`` comparisons, no sort). With a bound ``M``
+    on the entries per row (read in the validation's host sync, or given as ``max_entries_per_row``),
+    row chunks are compared in place against their rows' entries padded to ``(R, M)``: an ``(R, M, L)``
+    bool chunk of at most ``chunk_elements`` elements, no copy of the scores. Without one
+    (``validate_args=False`` and no bound given), chunks of ``chunk_elements // L`` entries gather a
+    copy of their rows (several times slower). Plus one ``(N, L)`` copy of the scores when
+    ``exclude`` is given. The statistics among the entries themselves (relevant count / gains above
+    and tied) come from one sort of the ``nnz`` entries.
+
+    Args:
+        preds: ``(N, L)`` scores.
+        target: a sparse ``(N, L)`` tensor (COO / CSR) or a
+            :class:`~torch_rankeval.functional.sparse.SparseTarget`; for a dense target, convert with
+            ``SparseTarget.from_dense`` (a host sync).
+        exclude, gain, relevance_threshold, dtype, validate_args, chunk_elements: as in :func:`topk_view`.
+        max_entries_per_row: a bound on the target's entries in any row (e.g. ``m`` of the ``(N, m)`` id
+            lists the target was built from); with ``validate_args=False`` it is trusted, not checked.
+
+    Example:
+        >>> import torch
+        >>> scores = torch.tensor([[0.3, 0.3, 0.8, 0.1], [0.5, 0.4, 0.3, 0.2]])
+        >>> target = torch.tensor([[2, 1, 0, 0], [0, 0, 0, 1]]).to_sparse()
+        >>> r = entry_ranks(scores, target, gain="linear")
+        >>> r.above, r.tied, r.relevant_tied, r.gain_tied
+        (tensor([1, 1, 3]), tensor([2, 2, 1]), tensor([2., 2., 1.]), tensor([3., 3., 1.]))
+    """
+    _check_scores(preds)
+    if isinstance(chunk_elements, bool) or not isinstance(chunk_elements, int) or chunk_elements <= 0:
+        raise ValueError(f"chunk_elements must be a positive int, got {chunk_elements!r}")
+    n, length = preds.shape
+    device = preds.device
+    checks: list[Check] = []
+    ex = (
+        None
+        if exclude is None
+        else check_exclude(exclude, (n, length), device, validate_args=validate_args, checks=checks)
+    )
+    if target is None or not (isinstance(target, SparseTarget) or is_sparse(target)):
+        raise TypeError(
+            "entry_ranks needs a sparse target (COO / CSR tensor or SparseTarget); convert a dense one with "
+            "SparseTarget.from_dense(target)"
+        )
+    st, _ = _resolve_target(target, (n, length), device, ex, validate_args, checks)
+    dtype = _work_dtype(preds, st, None, dtype)
+    gain_f = _gain_callable(gain)
+    if relevance_threshold is not None and relevance_threshold <= 0:
+        raise ValueError(
+            f"relevance_threshold={relevance_threshold} makes absent items (grade 0) relevant; use a threshold "
+            "above 0 or a dense target"
+        )
+    if validate_args:
+        _target_checks(checks, st, None, ex, gain, gain_f, dtype, device)
+        host = resolve_checks(checks, extra=_score_screen(preds).reshape(1))
+        if bool(host[0]) and bool(_any_unexcluded(~torch.isfinite(preds), ex)):
+            raise ValueError(
+                "preds contains NaN or infinite scores at items that are not excluded; fix the model output, "
+                "or exclude those items with exclude="
+            )
+    nnz = st.nnz
+    counted = st.counted_mask()
+    key = _apply_exclude(preds, ex)
+    entry_scores = _at(key, st) if nnz else key.new_zeros(0)
+    if nnz and (validate_args or max_entries_per_row is not None):
+        crow = st.crow.cpu()  # validated: a host sync (N + 1 numbers) that gives the chunks their extents
+        per_row = int((crow[1:] - crow[:-1]).max()) if n else 0
+        if max_entries_per_row is not None and validate_args and per_row > max_entries_per_row:
+            raise ValueError(f"max_entries_per_row={max_entries_per_row} but a row of the target has {per_row} entries")
+        bound = per_row if validate_args else max_entries_per_row
+        above, tied = _padded_counts(key, st, entry_scores, crow if validate_args else None, bound, chunk_elements)
+    else:
+        above = torch.zeros(nnz, dtype=torch.int64, device=device)
+        tied = torch.zeros(nnz, dtype=torch.int64, device=device)
+        step = max(1, chunk_elements // length)
+        for a in range(0, nnz, step):
+            b = min(a + step, nnz)
+            block = key.index_select(0, st.rows[a:b])
+            t = entry_scores[a:b].unsqueeze(-1)
+            above[a:b] = (block > t).sum(-1, dtype=torch.int32)
+            tied[a:b] = (block == t).sum(-1, dtype=torch.int32)
+            del block
+    del key
+    zero_i = torch.zeros((), dtype=torch.int64, device=device)
+    above, tied = torch.where(counted, above, zero_i), torch.where(counted, tied, zero_i)
+
+    rel = st.relevant(relevance_threshold).to(dtype)
+    gains = st.gains(gain_f, dtype)
+    stats = _entry_group_stats(st, entry_scores, counted, [rel, gains, gains * gains])
+    n_valid = length - _excluded_count(ex, n, device)
+    return EntryRanks(
+        target=st,
+        counted=counted,
+        above=above,
+        tied=tied,
+        rel=rel,
+        gains=gains,
+        relevant_above=stats[0][0],
+        relevant_tied=stats[0][1],
+        gain_above=stats[1][0],
+        gain_tied=stats[1][1],
+        gain_sq_tied=stats[2][1],
+        n_relevant=st.n_relevant(relevance_threshold).to(dtype),
+        n_valid=n_valid,
+    )
+
+
+def _padded_counts(
+    key: Tensor, st: SparseTarget, entry_scores: Tensor, crow: Tensor | None, bound: int, chunk_elements: int
+) -> tuple[Tensor, Tensor]:
+    """(above, tied) per entry: row chunks compared in place with their entries padded to ``bound``
+    per row (NaN padding compares False). ``crow`` on the host gives each chunk its entry range;
+    without it every chunk scatters all entries (entries of other rows go to a sink)."""
+    n, length = key.shape
+    device = key.device
+    nnz = st.nnz
+    bound = max(bound, 1)
+    above = torch.zeros(nnz, dtype=torch.int64, device=device)
+    tied = torch.zeros(nnz, dtype=torch.int64, device=device)
+    slot_all = torch.arange(nnz, device=device) - st.crow.index_select(0, st.rows)  # position within its row
+    size = max(1, chunk_elements // (bound * length))
+    for r0 in range(0, n, size):
+        r1 = min(r0 + size, n)
+        if crow is not None:
+            e0, e1 = int(crow[r0]), int(crow[r1])
+            if e0 == e1:
+                continue
+            entries = slice(e0, e1)
+            local = (st.rows[entries] - r0) * bound + slot_all[entries]
+        else:  # no host extents: every entry, those of other rows into a sink slot
+            entries = slice(0, nnz)
+            inside = (st.rows >= r0) & (st.rows < r1) & (slot_all < bound)
+            local = torch.where(inside, (st.rows - r0) * bound + slot_all, (r1 - r0) * bound)
+        thresholds = torch.full(((r1 - r0) * bound + 1,), float("nan"), dtype=key.dtype, device=device)
+        thresholds.scatter_(0, local, entry_scores[entries])
+        t = thresholds[:-1].view(r1 - r0, bound, 1)
+        block = key[r0:r1].unsqueeze(1)  # a view: no copy
+        a = (block > t).sum(-1, dtype=torch.int32).view(-1)
+        e = (block == t).sum(-1, dtype=torch.int32).view(-1)
+        if crow is not None:
+            above[entries] = a.index_select(0, local).to(torch.int64)
+            tied[entries] = e.index_select(0, local).to(torch.int64)
+        else:
+            a_ext = torch.cat([a, a.new_zeros(1)]).index_select(0, local).to(torch.int64)
+            e_ext = torch.cat([e, e.new_zeros(1)]).index_select(0, local).to(torch.int64)
+            above = torch.where(inside, a_ext, above)
+            tied = torch.where(inside, e_ext, tied)
+    return above, tied
+
+
+def _entry_group_stats(
+    st: SparseTarget, scores: Tensor, counted: Tensor, weights: list[Tensor]
+) -> list[tuple[Tensor, Tensor]]:
+    """For per-entry ``weights``: (sum over the row's counted entries scored strictly above, sum over
+    those tied, itself included) of each entry, from one sort of the entries by (row, score desc)."""
+    nnz = st.nnz
+    if nnz == 0:
+        return [(w, w) for w in weights]
+    device = scores.device
+    s = torch.where(counted, scores, _neg_inf(scores.dtype, device))
+    by_score = torch.sort(s, descending=True, stable=True).indices
+    by_row = torch.sort(st.rows.index_select(0, by_score), stable=True).indices
+    order = by_score.index_select(0, by_row)
+    s_sorted = s.index_select(0, order)
+    rows = st.rows  # rows in sorted order equal the canonical rows
+    new = torch.ones(nnz, dtype=torch.bool, device=device)
+    new[1:] = (s_sorted[1:] != s_sorted[:-1]) | (rows[1:] != rows[:-1])
+    index = torch.arange(nnz, device=device)
+    group_start = torch.cummax(torch.where(new, index, torch.zeros_like(index)), 0).values
+    gid = new.cumsum(0) - 1
+    row_start = st.crow.index_select(0, rows)
+    out = []
+    for w in weights:
+        w_sorted = torch.where(counted, w, torch.zeros_like(w)).index_select(0, order).to(torch.float64)
+        prefix = torch.cat([torch.zeros(1, dtype=torch.float64, device=device), w_sorted.cumsum(0)])
+        before = prefix.index_select(0, group_start) - prefix.index_select(0, row_start)
+        group = torch.zeros(nnz, dtype=torch.float64, device=device).scatter_add_(0, gid, w_sorted).index_select(0, gid)
+        above_w = torch.empty_like(before).index_copy_(0, order, before).to(w.dtype)
+        tied_w = torch.empty_like(group).index_copy_(0, order, group).to(w.dtype)
+        zero = torch.zeros((), dtype=w.dtype, device=device)
+        out.append((torch.where(counted, above_w, zero), torch.where(counted, tied_w, zero)))
+    return out

@@ -1,0 +1,180 @@
+"""Measures of incomplete judgments: bpref (and its geometric mean), infAP and the number of judged
+non-relevant documents retrieved, as trec_eval defines them.
+
+Every returned document falls in one of four classes (trec_eval's ``form_res_rels``):
+
+- judged relevant: ``rb.rel`` (judged, grade at or above the relevance threshold);
+- judged non-relevant: judged, grade ``>= 0`` and below the threshold;
+- in the judgment pool but not judged: grade ``-2`` (trec_eval's ``RELVALUE_UNJUDGED``; the TREC
+  join writes it for documents with a negative grade in the qrels);
+- not in the pool: every other document (absent from the qrels, written ``-1``, trec_eval's
+  ``RELVALUE_NONPOOL``, or marked ``judged=False``).
+
+bpref and the count ignore the last two classes alike; infAP counts the pooled-but-unjudged
+documents in its estimate of the precision above each relevant document and skips the others.
+
+Kernels follow the registry's signature ``(ranked_batch, cutoffs, convention) -> (values (N, K),
+empty flags (N, 1) or None)``; these measures take no cutoff (``cutoffs`` is ``(None,)``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from torch_rankeval.conventions import Convention
+from torch_rankeval.functional._ranking import RankedBatch
+from torch_rankeval.functional._tie_stats import group_sums, judged
+
+__all__ = [
+    "INFAP_EPSILON",
+    "POOLED_UNJUDGED",
+    "JudgedNonRelevant",
+    "bpref_values",
+    "infap_values",
+    "num_nonrel_judged_ret_values",
+]
+
+#: The grade that marks a document of the judgment pool without a judgment (trec_eval's
+#: ``RELVALUE_UNJUDGED``); the TREC join writes it for negative grades in the qrels.
+POOLED_UNJUDGED = -2
+#: trec_eval's smoothing constant of infAP.
+INFAP_EPSILON = 1e-5
+
+
+@dataclass(frozen=True)
+class JudgedNonRelevant:
+    """The gain that bpref is ranked under: 1 for a judged non-relevant grade (``0 <= grade <
+    threshold``; with ``threshold=None``, grade 0), else 0. Summed over the judged set
+    (``rb.ideal_gains``) it counts the query's judged non-relevant documents, retrieved or not
+    (bpref's ``min(N, R)`` denominator). Compared by value and picklable, so measures that share
+    it share one ranking.
+
+    Example:
+        >>> JudgedNonRelevant(2)(torch.tensor([-1.0, 0.0, 1.0, 2.0]))
+        tensor([0., 1., 1., 0.])
+        >>> JudgedNonRelevant(None)(torch.tensor([-2.0, 0.0, 0.5, 3.0]))
+        tensor([0., 1., 0., 0.])
+    """
+
+    threshold: float | None = None
+
+    def __call__(self, t: Tensor) -> Tensor:
+        nonrel = t == 0 if self.threshold is None else (t >= 0) & (t < self.threshold)
+        return nonrel.to(t.dtype)
+
+
+def _judged_nonrelevant(rb: RankedBatch) -> Tensor:
+    """``(N, L)`` 1.0 where the ranked document is judged non-relevant (judged, grade ``>= 0``, not
+    relevant), else 0.0."""
+    return rb.cached("judged_nonrelevant", lambda: ((rb.target >= 0) & judged(rb) & (rb.rel == 0)).to(rb.dtype))
+
+
+def _empty(rb: RankedBatch) -> Tensor:
+    return (rb.n_relevant <= 0).unsqueeze(-1)
+
+
+def _per_relevant(rb: RankedBatch, total: Tensor) -> Tensor:
+    r = rb.n_relevant
+    return torch.where(r > 0, total / r.clamp(min=1), torch.zeros_like(total))
+
+
+def bpref_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
+    """bpref (Buckley & Voorhees, SIGIR 2004) as trec_eval computes it, ``(N, K)``.
+
+    ``bpref = 1/R * sum over retrieved relevant documents d of (1 - min(n_d, R) / min(N, R))``,
+    where ``R`` is the number of relevant documents, ``N`` the number of judged non-relevant
+    documents of the query (retrieved or not: counted in ``ideal_target`` when given, else in the
+    list) and ``n_d`` the number of judged non-relevant documents ranked above ``d``; documents
+    without a judgment (``judged=False`` or a negative grade) do not count.
+
+    Under averaged ties the value is exact: for a relevant document in a tie group with ``m``
+    judged non-relevant documents and ``B`` above the group, the number of them above it is
+    uniform on ``B .. B + m``, so its term is ``1 - E[min(B + U, R)] / min(N, R)`` with
+    ``E[min(B + U, R)] = (c B + c (c - 1) / 2 + (m + 1 - c) R) / (m + 1)``, ``c = clamp(R - B, 0, m + 1)``.
+
+    Edge cases: no relevant document: 0 (and flagged empty); no judged non-relevant document: 1
+    per retrieved relevant document.
+
+    Requires the measure's convention to rank under :class:`JudgedNonRelevant` (the registry's
+    ``bpref`` family does), so that ``rb.ideal_gains`` counts the judged non-relevant documents.
+
+    Example:
+        >>> from torch_rankeval.measures import parse_measures, compute
+        >>> preds = torch.tensor([[4.0, 3.0, 2.0, 1.0]], dtype=torch.float64)
+        >>> target = torch.tensor([[1, 0, 1, -1]])     # relevant, non-relevant, relevant, unjudged
+        >>> compute(parse_measures(["bpref"]), preds, target)["bpref"].tolist()   # (1 + (1 - 1/1)) / 2
+        [0.5]
+    """
+    if not isinstance(conv.gain, JudgedNonRelevant):
+        raise TypeError("bpref_values needs the JudgedNonRelevant gain; compute bpref through the measure registry")
+    values = rb.cached("bpref", lambda: _bpref(rb))  # bpref and gm_bpref share it
+    return values.unsqueeze(-1).expand(-1, len(ks)), _empty(rb)
+
+
+def _bpref(rb: RankedBatch) -> Tensor:
+    rel = rb.rel
+    nonrel = _judged_nonrelevant(rb)
+    r = rb.n_relevant.unsqueeze(-1)
+    denominator = torch.minimum(rb.ideal_gains.sum(-1, keepdim=True), r).clamp(min=1)
+    inside, above = group_sums(rb, nonrel)  # judged non-relevant documents in / above the tie group
+    if rb.averaged:
+        c = torch.minimum((r - above).clamp(min=0), inside + 1)
+        expected = (c * above + c * (c - 1) / 2 + (inside + 1 - c) * r) / (inside + 1)
+    else:  # groups of one: min(above, R)
+        expected = torch.minimum(above, r)
+    total = (rel * (1.0 - expected / denominator)).sum(-1)
+    return _per_relevant(rb, total)
+
+
+def infap_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
+    """Inferred AP (Yilmaz & Aslam, CIKM 2006) as trec_eval computes it, ``(N, K)``.
+
+    For a relevant document at rank ``p`` with ``a`` relevant, ``n`` judged non-relevant and ``u``
+    pooled-but-unjudged documents above it, its precision estimate is ``1`` at rank 1, else
+    ``1/p + ((p-1)/p) * ((a + n + u)/(p-1)) * ((a + eps)/(a + n + 2 eps))`` (``eps = 1e-5``);
+    infAP is their sum over the retrieved relevant documents divided by ``R``. Documents outside
+    the pool count only in ``p``.
+
+    Ties: no closed form for the expected value over tie orders; the registry refuses
+    ``ties="average"`` for it.
+
+    Edge cases: no relevant document: 0 (flagged empty).
+
+    Example:
+        >>> from torch_rankeval.measures import parse_measures, compute
+        >>> preds = torch.tensor([[4.0, 3.0, 2.0, 1.0]], dtype=torch.float64)
+        >>> target = torch.tensor([[1, -2, 0, 1]])     # rel, pooled but unjudged, non-rel, rel
+        >>> # rank 1: 1; rank 4: 1/4 + (3/4) * (3/3) * ((1 + eps) / (2 + 2 eps)) = 0.625
+        >>> compute(parse_measures(["infAP"]), preds, target)["infAP"].tolist()   # (1 + 0.625) / 2
+        [0.8125]
+    """
+    rel = rb.rel
+    nonrel = _judged_nonrelevant(rb)
+    unjudged = (rb.valid & (rb.target == POOLED_UNJUDGED)).to(rb.dtype)
+    a = rel.cumsum(-1) - rel
+    n = nonrel.cumsum(-1) - nonrel
+    u = unjudged.cumsum(-1) - unjudged
+    fj = rb.positions - 1  # documents above, of every class
+    fj1 = fj + 1.0
+    # trec_eval's expression, operation for operation (the first rank is 1 exactly).
+    term = 1.0 / fj1 + (fj / fj1) * ((a + n + u) / fj) * ((a + INFAP_EPSILON) / (a + n + 2 * INFAP_EPSILON))
+    term = torch.where(fj == 0, torch.ones_like(term), term)
+    total = torch.where(rel > 0, term, torch.zeros_like(term)).sum(-1)
+    return _per_relevant(rb, total).unsqueeze(-1).expand(-1, len(ks)), _empty(rb)
+
+
+def num_nonrel_judged_ret_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, None]:
+    """Number of judged non-relevant documents retrieved, ``(N, K)`` (trec_eval's
+    ``num_nonrel_judged_ret``: retrieved, minus not pooled, minus pooled but unjudged, minus
+    relevant). Independent of ties.
+
+    Example:
+        >>> from torch_rankeval.measures import parse_measures, compute
+        >>> preds = torch.tensor([[4.0, 3.0, 2.0, 1.0]], dtype=torch.float64)
+        >>> compute(parse_measures(["num_nonrel_judged_ret"]), preds, torch.tensor([[1, 0, -2, 0]]))
+        {'num_nonrel_judged_ret': tensor([2.], dtype=torch.float64)}
+    """
+    return _judged_nonrelevant(rb).sum(-1, keepdim=True).expand(-1, len(ks)), None

@@ -1,0 +1,60 @@
+"""Judgment coverage: ``Judged@k`` (ir_measures) and trec_eval 10.0's ``unj``.
+
+A document is *judged* when it has a relevance judgment: the ``judged`` flags given to
+:func:`~torch_rankeval.functional.evaluate` / ``RankingMetrics.update`` (the TREC evaluation derives
+them from the qrels: a document absent from the qrels, or with a negative grade, is unjudged);
+without flags every real document is judged.
+
+- ``Judged@k`` = judged documents in the top ``k`` / ``k``;
+- ``unj@k`` (trec_eval's ``unj.5,10,20``) = unjudged documents in the top ``k`` / ``k``.
+
+A cutoff beyond the list still divides by ``k`` (trec_eval: "irrelevant, not unjudged documents
+fill in the rest"); with ``adaptive_k=True`` (the ``lightgbm`` preset) it divides by ``min(k, n)``
+as ir_measures' Judged does. Without a cutoff the whole list: divided by its length. A list of
+only padding scores 0. Ties: the expected share over the orders of tied documents (exact: the
+share is linear in the ranked flags). Neither measure has an empty case.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from torch_rankeval.functional._groups import expected_top, safe_div
+from torch_rankeval.functional._ranking import RankedBatch
+
+__all__ = ["judged_values", "unjudged_values"]
+
+
+def _share(rb: RankedBatch, flags: Tensor, ks: tuple, adaptive_k: bool) -> Tensor:
+    found = expected_top(rb, flags, ks)
+    n_valid = rb.n_valid.to(torch.float64).unsqueeze(-1)
+    cut = torch.tensor([float("inf") if k is None else float(k) for k in ks], dtype=torch.float64, device=rb.device)
+    den = torch.minimum(cut, n_valid) if adaptive_k else torch.where(torch.isinf(cut), n_valid, cut)
+    return safe_div(found, den).to(rb.dtype)
+
+
+def judged_values(rb: RankedBatch, ks: tuple, *, adaptive_k: bool = False) -> tuple[Tensor, None]:
+    """Share of the top ``k`` that is judged, ``(N, K)``.
+
+    Example:
+        >>> from torch_rankeval.conventions import DEFAULT
+        >>> rb = RankedBatch(torch.tensor([[0.9, 0.8, 0.7]]), torch.tensor([[1, 0, 0]]), None, DEFAULT,
+        ...                  judged=torch.tensor([[True, False, True]]))
+        >>> judged_values(rb, (2, 3, 5))[0]
+        tensor([[0.5000, 0.6667, 0.4000]])
+    """
+    return _share(rb, rb.judged, ks, adaptive_k), None
+
+
+def unjudged_values(rb: RankedBatch, ks: tuple, *, adaptive_k: bool = False) -> tuple[Tensor, None]:
+    """Share of the top ``k`` that is retrieved but unjudged (trec_eval's ``unj``), ``(N, K)``.
+
+    Example:
+        >>> from torch_rankeval.conventions import DEFAULT
+        >>> rb = RankedBatch(torch.tensor([[0.9, 0.8, 0.7]]), torch.tensor([[1, 0, 0]]), None, DEFAULT,
+        ...                  judged=torch.tensor([[True, False, True]]))
+        >>> unjudged_values(rb, (2, 3, 5))[0]
+        tensor([[0.5000, 0.3333, 0.2000]])
+    """
+    return _share(rb, rb.valid & ~rb.judged, ks, adaptive_k), None
