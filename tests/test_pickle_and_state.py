@@ -16,12 +16,15 @@ from torchmetrics import MetricCollection
 
 from tests.oracles import random_batch
 from torch_rankeval import (
+    AUROC,
     DCG,
     IDCG,
     MAP,
     MRR,
     NDCG,
+    FallOut,
     HitRate,
+    ItemExposure,
     PositionDebiasedDCG,
     PositionDebiasedNDCG,
     PositionProfile,
@@ -52,6 +55,8 @@ RANKING = {
     "DCG": lambda: DCG(k=3), "IDCG": lambda: IDCG(), "NDCG": lambda: NDCG(k=[1, 3]), "MAP": lambda: MAP(k=2),
     "MRR": lambda: MRR(), "Precision": lambda: Precision(k=2, adaptive_k=True), "Recall": lambda: Recall(k=3),
     "HitRate": lambda: HitRate(k=[1, 3]), "RPrecision": lambda: RPrecision(),
+    "FallOut": lambda: FallOut(k=2), "AUROC": lambda: AUROC(),
+    "trec measures": lambda: RankingMetrics(("bpref", "P(rel=2)@3", "Judged@3"), convention="trec_eval"),
     "PositionProfile": lambda: PositionProfile(positions=4, keep_per_query=True),
     "collection": lambda: MetricCollection({"ndcg": NDCG(k=3), "map": MAP(), "profile": PositionProfile(positions=3)}),
 }
@@ -66,7 +71,9 @@ DEBIASED = {
 
 def _feed(name: str, metric, part: int) -> None:
     preds, target, mask, _ = random_batch(6, 5, seed=10 + part, max_grade=3)
-    if name in DEBIASED:
+    if name in EXPOSURE:
+        metric.update(torch.rand(4, 7, generator=torch.Generator().manual_seed(part)))
+    elif name in DEBIASED:
         positions = torch.arange(1, 6).expand(6, -1)
         metric.update(preds, (target > 1).float(), logged_positions=positions, mask=mask)
     elif name in ("flat", "whole queries"):
@@ -93,7 +100,8 @@ def _assert_same(a, b) -> None:
         torch.testing.assert_close(va[key], vb[key], equal_nan=True, atol=0, rtol=0, msg=key)
 
 
-ALL = {**RANKING, **DEBIASED}
+EXPOSURE = {"ItemExposure": lambda: ItemExposure(num_items=7, k=3, popularity=torch.arange(7.0))}
+ALL = {**RANKING, **DEBIASED, **EXPOSURE}
 
 
 @pytest.mark.parametrize("name", list(ALL))
@@ -237,3 +245,44 @@ def test_identical_configurations_still_merge_and_load():
         merged = copy.deepcopy(a)
         merged.merge_state(incoming)
         assert merged.compute().item() == pytest.approx(whole.compute().item(), abs=1e-7)
+
+
+# ----------------------------------------------------------------------------- spawned processes
+def _tensor_states(metric) -> dict:
+    members = metric.items() if isinstance(metric, MetricCollection) else [("", metric)]
+    return {f"{n}/{k}": v for n, m in members for k, v in m.metric_state.items() if isinstance(v, torch.Tensor)}
+
+
+def _spawned(rank: int, metrics: dict, rdv: str, out: str) -> None:
+    """Each process adds its half; ``metrics`` arrived pickled through torch.multiprocessing, which
+    puts CPU tensors in shared memory (as Lightning's ddp_spawn does)."""
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{rdv}", rank=rank, world_size=2)
+    local = {}
+    for name, metric in metrics.items():
+        _feed(name, metric, rank)
+        dist.barrier()  # both processes have added: a shared tensor would now hold both halves
+        local[name] = {k: v.clone() for k, v in _tensor_states(metric).items()}
+        local[f"{name}/compute"] = metric.compute()
+    torch.save(local, f"{out}.{rank}")
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def test_spawned_processes_get_states_of_their_own(tmp_path):
+    import torch.multiprocessing as mp
+
+    names = ["NDCG", "PositionProfile", "PositionDebiasedDCG table", "ItemExposure", "collection"]
+    mp.spawn(_spawned, args=({n: ALL[n]() for n in names}, str(tmp_path / "rdv"), str(tmp_path / "out")), nprocs=2)
+    for name in names:
+        both = ALL[name]()
+        halves = [ALL[name](), ALL[name]()]
+        for rank in (0, 1):
+            _feed(name, both, rank)
+            _feed(name, halves[rank], rank)
+        for rank in (0, 1):
+            got = torch.load(f"{tmp_path / 'out'}.{rank}")
+            expected_local = _tensor_states(halves[rank])
+            _assert_same(got[name], expected_local)  # only this process's updates
+            _assert_same(got[f"{name}/compute"], both.compute())  # synced: both halves once

@@ -249,12 +249,7 @@ class RunningMeanMetric(Metric):
         memory, so without the copy the processes of ``ddp_spawn`` would add into one ``sums``
         tensor (``update`` adds in place) and every process would count every other's lists."""
         super().__setstate__(state)
-        for name in self._defaults:
-            value = getattr(self, name)
-            if isinstance(value, Tensor):
-                setattr(self, name, value.clone())
-            elif isinstance(value, list):
-                setattr(self, name, [v.clone() if isinstance(v, Tensor) else v for v in value])
+        own_states(self)
 
     def persistent(self, mode: bool = False) -> None:
         """As torchmetrics' ``persistent``; the empty fingerprint state never enters the state_dict,
@@ -418,6 +413,17 @@ class RunningMeanMetric(Metric):
                 local = dim_zero_cat(state) if isinstance(state, list) else state
             setattr(self, name, torch.cat(dist_sync_fn(local.to(dtype), group=group)))
         return None
+
+
+def own_states(metric: Metric) -> None:
+    """Give every state of ``metric`` storage of its own (after unpickling: see
+    :meth:`RunningMeanMetric.__setstate__`; any metric that updates its states in place needs it)."""
+    for name in metric._defaults:
+        value = getattr(metric, name)
+        if isinstance(value, Tensor):
+            setattr(metric, name, value.clone())
+        elif isinstance(value, list):
+            setattr(metric, name, [v.clone() if isinstance(v, Tensor) else v for v in value])
 
 
 def _save_config(module: RunningMeanMetric, state_dict: dict, prefix: str, local_metadata: dict) -> None:
