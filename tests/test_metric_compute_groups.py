@@ -61,5 +61,5 @@ def test_merge_state_takes_state_dicts_and_refuses_other_configurations():
     b.persistent(True)
     a.merge_state(dict(b.state_dict()))  # a plain state dict, without the fingerprint
     assert a.compute().item() == pytest.approx(whole.compute().item(), abs=1e-7)
-    with pytest.raises(ValueError, match="different configuration"):
+    with pytest.raises(ValueError, match="differently configured"):
         NDCG(k=3).merge_state(b)

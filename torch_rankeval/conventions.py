@@ -7,7 +7,7 @@ A *preset* reproduces a peer library exactly (see the conventions table in the R
 
     >>> from torch_rankeval.conventions import PRESETS, resolve_convention
     >>> sorted(PRESETS)
-    ['lightgbm', 'sklearn', 'torchmetrics', 'trec_eval']
+    ['lightgbm', 'sklearn', 'torchmetrics', 'torchmetrics_1.7', 'trec_eval']
     >>> resolve_convention("trec_eval").gain
     'linear'
     >>> resolve_convention("trec_eval", gain="exp2").gain   # explicit arguments win over the preset
@@ -17,7 +17,7 @@ A *preset* reproduces a peer library exactly (see the conventions table in the R
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Callable, Mapping, Union
 
 import torch
@@ -111,10 +111,23 @@ class Convention:
             ``"retrieved_relevant"``: torchmetrics, ``"min_k_relevant"``: ``min(k, R)``).
         graded: average precision weights each rank by its gain (graded AP) instead of 0/1.
         adaptive_k: precision@k divides by ``min(k, list length)`` instead of ``k``.
+        nonpositive_not_relevant: a document scored ``<= 0`` is never relevant (nor gains
+            anything), though it keeps its rank and still counts among the query's relevant
+            documents (the recall denominator, the "no relevant document" test). torchmetrics >= 1.8
+            does this in AP, RR, precision and recall. Default False: scores of any sign count.
+        by_measure: settings of single measures that differ from the rest, as
+            ``{measure key: {field: value}}`` (stored as sorted tuples, so conventions stay
+            hashable); a preset uses it where its peer treats one metric differently (torchmetrics
+            averages ties in nDCG only). :meth:`for_measure` applies them; arguments given
+            explicitly to :func:`resolve_convention` win over them. ``empty_target_action`` cannot
+            differ per measure (the Metric classes apply one policy).
 
     Example:
         >>> Convention().gain, Convention().ties
         ('exp2', 'average')
+        >>> c = Convention(ties="first", by_measure={"ndcg": {"ties": "average"}})
+        >>> c.for_measure("ndcg").ties, c.for_measure("map").ties
+        ('average', 'first')
     """
 
     gain: GainSpec = "exp2"
@@ -126,8 +139,11 @@ class Convention:
     denominator: str = "all_relevant"
     graded: bool = False
     adaptive_k: bool = False
+    nonpositive_not_relevant: bool = False
+    by_measure: tuple = ()
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "by_measure", _by_measure(self.by_measure))
         if isinstance(self.gain, Mapping) and not isinstance(self.gain, GainMap):
             object.__setattr__(self, "gain", GainMap(self.gain))  # hashable, compared by value
         if isinstance(self.gain, str) and self.gain not in GAINS:
@@ -136,6 +152,8 @@ class Convention:
             raise TypeError(f"gain must be a name, a mapping {{grade: gain}} or a callable, got {type(self.gain).__name__}")
         if isinstance(self.gain, Mapping) and not self.gain:
             raise ValueError("gain mapping is empty: give at least one {grade: gain} pair")
+        if isinstance(self.gain, Mapping) and not all(math.isfinite(x) for pair in self.gain.items() for x in pair):
+            raise ValueError(f"gain mapping must map finite grades to finite gains, got {dict(self.gain.items())!r}")
         if isinstance(self.log_base, bool) or not isinstance(self.log_base, (int, float)) or not (
             math.isfinite(self.log_base) and self.log_base > 1
         ):
@@ -152,9 +170,38 @@ class Convention:
                     f"relevance_threshold must be a finite number > 0 (a document is relevant when "
                     f"target >= threshold), got {t!r}"
                 )
-        for flag in ("graded", "adaptive_k"):
+        for flag in ("graded", "adaptive_k", "nonpositive_not_relevant"):
             if not isinstance(getattr(self, flag), bool):
                 raise TypeError(f"{flag} must be a bool, got {type(getattr(self, flag)).__name__}")
+        for key, _ in self.by_measure:
+            self.for_measure(key)  # the values are checked like any convention's
+
+    def for_measure(self, key: str) -> Convention:
+        """The convention a measure (a registry key such as ``"ndcg"``) is computed under: this one
+        with its ``by_measure`` settings, and no ``by_measure`` left (measures computed under equal
+        conventions share one ranking)."""
+        if not self.by_measure:
+            return self
+        return replace(self, by_measure=(), **dict(dict(self.by_measure).get(key, ())))
+
+
+def _by_measure(value: object) -> tuple:
+    """``{key: {field: value}}`` (or its tuple form) as sorted, hashable tuples, checked."""
+    items = value.items() if isinstance(value, Mapping) else value
+    if not isinstance(items, (tuple, list)) and not isinstance(value, Mapping):
+        raise TypeError(f"by_measure must be a mapping {{measure key: {{field: value}}}}, got {type(value).__name__}")
+    out = []
+    for key, fields_ in items:
+        pairs = fields_.items() if isinstance(fields_, Mapping) else fields_
+        pairs = tuple(sorted((str(f), v) for f, v in pairs))
+        for f, _ in pairs:
+            if f not in _FIELDS or f in ("by_measure", "empty_target_action"):
+                raise ValueError(
+                    f"by_measure[{key!r}] cannot set {f!r}: give convention fields other than empty_target_action and by_measure"
+                )
+        if pairs:
+            out.append((str(key), pairs))
+    return tuple(sorted(out))
 
 
 def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
@@ -165,18 +212,39 @@ def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
 DEFAULT = Convention()
 _FIELDS = tuple(f.name for f in fields(Convention))
 
+_TIE_AVERAGED = ("ndcg", "dcg", "idcg")  # torchmetrics' nDCG averages ties (sklearn's formula)
+_TORCHMETRICS_BY_MEASURE = {
+    **{key: {"ties": "average"} for key in _TIE_AVERAGED},
+    **{key: {"nonpositive_not_relevant": True} for key in ("map", "mrr", "precision", "recall")},
+}
+
 PRESETS: dict[str, Convention] = {
     # trec_eval: linear gain, IDCG and AP denominators from all judged documents (pass
     # ideal_target / n_relevant), ties by score then docno descending (order tied documents by
     # docno first, then ties="first"), P@k divides by k, rel >= 1 is relevant.
     "trec_eval": Convention(gain="linear", ties="first", denominator="all_relevant", empty_target_action="neg"),
-    # torchmetrics.retrieval: linear gain, nDCG averages ties, AP divides by the relevant
-    # documents found in the top k, P@k divides by k unless adaptive_k.
-    "torchmetrics": Convention(gain="linear", ties="average", denominator="retrieved_relevant", empty_target_action="neg"),
+    # torchmetrics.retrieval >= 1.8 (functional and classes), quirks included: linear gain; nDCG
+    # (and DCG) average tied scores, every other metric takes the sort order (torch's, which is
+    # unspecified among tied scores: here input order); AP, RR, precision and recall treat a
+    # document scored <= 0 as not relevant, though the query's relevant count (recall's
+    # denominator, the empty test) still includes it; AP divides by the relevant documents found
+    # in the top k; P@k divides by k unless adaptive_k.
+    "torchmetrics": Convention(
+        gain="linear", ties="first", denominator="retrieved_relevant", empty_target_action="neg",
+        by_measure=_TORCHMETRICS_BY_MEASURE,
+    ),
+    # torchmetrics 1.6 and 1.7: the same, but documents scored <= 0 count as relevant everywhere.
+    "torchmetrics_1.7": Convention(
+        gain="linear", ties="first", denominator="retrieved_relevant", empty_target_action="neg",
+        by_measure={key: {"ties": "average"} for key in _TIE_AVERAGED},
+    ),
     # sklearn.metrics.ndcg_score: linear gain, ties averaged.
     "sklearn": Convention(gain="linear", ties="average", empty_target_action="neg"),
-    # LightGBM / TF-Ranking: 2^rel - 1 gain, stable sort, P@k divides by min(k, n).
-    "lightgbm": Convention(gain="exp2", ties="first", denominator="all_relevant", adaptive_k=True),
+    # LightGBM's ndcg@k and map@k (rank_metric.hpp, map_metric.hpp): 2^rel - 1 gain, a stable sort
+    # (tied scores in input order), AP@k divided by min(k, relevant), and a query without relevant
+    # documents scores 1 in both (its quirk). LightGBM has no other ranking metric: the rest follow
+    # the same conventions, P@k dividing by min(k, n) as LightGBM clamps k to the list.
+    "lightgbm": Convention(gain="exp2", ties="first", denominator="min_k_relevant", empty_target_action="pos", adaptive_k=True),
 }
 
 
@@ -230,6 +298,8 @@ def resolve_convention(convention: str | Convention | None = None, **overrides: 
     if not given:
         return base
     values = {name: given.get(name, getattr(base, name)) for name in _FIELDS}
+    if "by_measure" not in given:  # an explicit argument wins over the preset's per-measure settings
+        values["by_measure"] = tuple((key, tuple((f, v) for f, v in pairs if f not in given)) for key, pairs in base.by_measure)
     return Convention(**values)
 
 
@@ -279,6 +349,11 @@ def mapped_gain(t: Tensor, keys: Tensor, values: Tensor) -> Tensor:
     return torch.where(keys[idx] == t, values[idx], t)
 
 
+def _compiling() -> bool:
+    is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)  # torch >= 2.3
+    return bool(is_compiling()) if is_compiling is not None else False
+
+
 def discount_table(length: int, convention: Convention, *, dtype: torch.dtype, device: torch.device | str) -> Tensor:
     """Discounts of ranks ``1..length``: ``1 / log_b(rank + 1)`` or the convention's callable.
 
@@ -291,5 +366,8 @@ def discount_table(length: int, convention: Convention, *, dtype: torch.dtype, d
         table = convention.discount(ranks)
         if not isinstance(table, Tensor) or table.shape != ranks.shape:
             raise ValueError("discount callable must return a tensor of the same shape as its rank argument")
+        # A user callable is checked where it is built (a host sync, skipped inside torch.compile).
+        if not _compiling() and not bool((torch.isfinite(table) & (table >= 0)).all()):
+            raise ValueError("discount callable must return finite, non-negative discounts for ranks 1, 2, ...")
         return table.to(dtype)
     return math.log(convention.log_base) / torch.log1p(ranks)

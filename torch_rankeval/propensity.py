@@ -79,7 +79,10 @@ def pbm_propensity(logged_positions: Tensor, eta: float, *, validate_args: bool 
         validate_args: check that the positions are integers >= 1 (one host sync).
 
     Returns:
-        float32 (float64 for float64 positions), the shape of ``logged_positions``.
+        float32 (float64 for float64 positions), the shape of ``logged_positions``. With
+        ``validate_args``, a probability that underflows to 0 in that dtype raises (float32 holds
+        ``position ** -eta`` down to about 1e-45: ``eta=100`` fails from position 3 on; pass float64
+        positions).
 
     Example:
         >>> import torch
@@ -93,7 +96,14 @@ def pbm_propensity(logged_positions: Tensor, eta: float, *, validate_args: bool 
         bad = (p < 1) | (~torch.isfinite(p) | (p != torch.floor(p)) if p.is_floating_point() else torch.zeros_like(p, dtype=torch.bool))
         if bool(bad.any()):
             raise ValueError("logged_positions are 1-based integers (the top slot is 1); add 1 to 0-based positions")
-    return p.to(_out_dtype(p)) ** (-float(eta))
+    rho = p.to(_out_dtype(p)) ** (-float(eta))
+    if validate_args and bool((rho == 0).any()):
+        deepest = int(p.max())
+        raise ValueError(
+            f"eta={eta} makes (1 / position) ** eta underflow to 0 in {rho.dtype} (position {deepest} gives "
+            f"{deepest}**-{eta}); pass float64 logged_positions or use a smaller eta"
+        )
+    return rho
 
 
 def _position_index(positions: Tensor, num_positions: int, name: str, validate_args: bool) -> Tensor:

@@ -24,7 +24,9 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
-__all__ = ["check_sources", "check_clicks", "as_batch", "value_problems", "debiased_gains", "raise_first", "TOLERANCE"]
+__all__ = [
+    "check_sources", "check_clicks", "as_batch", "value_problems", "gain_problems", "debiased_gains", "raise_first", "TOLERANCE",
+]
 
 # Propensities a rounding error above 1 are accepted (a float32 1/3 * 3 is not exactly 1).
 TOLERANCE = 1e-6
@@ -212,6 +214,23 @@ def value_problems(
              "affine alpha + beta must be <= 1: it is P(click | relevant) at that position"),
         ]
     return problems
+
+
+def gain_problems(gains: Tensor, valid: Tensor, *, eta: float | None, clip: float | None) -> list[tuple[Tensor, str]]:
+    """The debiased gains (and their sum per list) must be finite: a propensity that underflows to 0
+    in the working dtype (``eta=100`` at logged position 30 in float32) or is tiny would otherwise
+    give ``inf`` gains and a NaN metric. Reported after :func:`value_problems`, whose messages are
+    more specific."""
+    zero = torch.zeros((), dtype=gains.dtype, device=gains.device)
+    total = torch.where(valid, gains, zero).sum(-1) if gains.ndim else gains
+    dtype = str(gains.dtype).replace("torch.", "")
+    if clip is not None:
+        cause = f"a click count is too large for {dtype}; pass float64 clicks"
+    else:
+        underflow = f"eta={eta} makes rho = position ** -eta underflow at deep logged positions, or " if eta is not None else ""
+        cause = (f"{underflow}a propensity is too small or a click count too large for {dtype}; bound the weights with "
+                 "clip=, pass float64 clicks / positions / propensities, or check the propensity model")
+    return [(_any(~torch.isfinite(total)), f"the debiased gains c / rho are not finite: {cause}")]
 
 
 def _probability_problems(x: Tensor, where: Tensor, name: str) -> list[tuple[Tensor, str]]:

@@ -78,8 +78,6 @@ def check_preds_target(preds: Any, target: Any, mask: Any = None, *, target_name
         raise ValueError(f"preds and {target_name} must have the same shape, got {tuple(preds.shape)} and {tuple(target.shape)}")
     if preds.ndim not in (1, 2):
         raise ValueError(f"preds must be (L,) for one list or (N, L) for a batch of lists, got {preds.ndim} dimensions")
-    if preds.shape[-1] == 0:
-        raise ValueError("preds has an empty list dimension: each list needs at least one (possibly padded) position")
     _same_device(preds, target, target_name)
     if mask is not None:
         _check_tensor(mask, "mask")
@@ -127,7 +125,7 @@ def prepare(
     ``validate_args`` adds the checks
     that read values (:func:`check_values`), resolved in one host sync; the ranked batch is the same
     either way."""
-    inputs = _normalize(preds, target, mask, ignore_index, ideal_target, n_relevant, judged)
+    inputs = _normalize(preds, target, mask, ignore_index, ideal_target, n_relevant, judged, convention)
     preds, target, valid, ideal_target, ideal_valid, n_relevant, judged, single = inputs
     ranked = RankedBatch(
         preds,
@@ -147,7 +145,7 @@ def prepare(
         # tie at all. A batch without one skips the tie-group statistics (the same values: every
         # group has one document). No extra sync, no re-ranking; validate_args=False never branches.
         tied = ranked.any_tie() if ranked.averaged else None
-        if not _check_normalized(inputs, convention, uses_gain, tied):
+        if not _check_normalized(inputs, convention, uses_gain, tied, ranked):
             ranked.assume_no_ties()
     return ranked, single
 
@@ -163,6 +161,7 @@ def check_values(
     n_relevant: Tensor | None = None,
     judged: Tensor | None = None,
     uses_gain: bool = False,
+    gain: Callable[[Tensor], Tensor] | None = None,
 ) -> None:
     """The checks of ``validate_args=True`` on their own: shapes and types, then the checks that read
     values (NaN/inf scores, negative grades under exp2, ``n_relevant`` below the relevant documents
@@ -176,15 +175,24 @@ def check_values(
         ...
         ValueError: preds contains NaN or infinite scores at unmasked positions; fix the model output, or mark those documents as padding with mask=False
     """
-    _check_normalized(_normalize(preds, target, mask, ignore_index, ideal_target, n_relevant, judged), convention, uses_gain)
+    inputs = _normalize(preds, target, mask, ignore_index, ideal_target, n_relevant, judged, convention)
+    ranked = None
+    if uses_gain or inputs[3] is not None:  # finite gains, ideal_target holding the list: checks of a ranked batch
+        p, t, valid, ideal, ideal_valid, n_rel, jd, _ = inputs
+        ranked = RankedBatch(
+            p, t, valid, convention, ideal_target=ideal, ideal_valid=ideal_valid, n_relevant=n_rel, judged=jd, gain=gain,
+            dtype=work_dtype(p, t, ideal),
+        )
+    _check_normalized(inputs, convention, uses_gain, None, ranked)
 
 
 def _normalize(
     preds: Tensor, target: Tensor, mask: Tensor | None, ignore_index: int | float | None, ideal_target: Tensor | None,
-    n_relevant: Tensor | None, judged: Tensor | None = None,
+    n_relevant: Tensor | None, judged: Tensor | None = None, convention: Convention | None = None,
 ) -> tuple:
     """Type and shape checks (no host sync), 1-D input as one list: (preds, target, valid,
-    ideal_target, ideal_valid, n_relevant, judged, single)."""
+    ideal_target, ideal_valid, n_relevant, judged, single). A convention whose scores ``<= 0`` are
+    never relevant (torchmetrics' quirk) turns those documents unjudged here."""
     check_preds_target(preds, target, mask)
     if ignore_index is not None and (isinstance(ignore_index, bool) or not isinstance(ignore_index, (int, float))):
         raise TypeError(f"ignore_index must be an int (or float) grade value marking padding, got {ignore_index!r}")
@@ -201,18 +209,22 @@ def _normalize(
         mask = None if mask is None else mask.unsqueeze(0)
         judged = None if judged is None else judged.unsqueeze(0)
     n = preds.shape[0]
+    if preds.shape[-1] == 0:  # lists without documents: as if padded to one slot with mask=False
+        preds, target, mask, judged = _one_padding_slot(preds, target, judged)
     ideal_valid = None
     if ideal_target is not None:
         _check_tensor(ideal_target, "ideal_target")
         if ideal_target.is_complex() or not (ideal_target.is_floating_point() or ideal_target.dtype == torch.bool or _is_int(ideal_target)):
             raise TypeError(f"ideal_target must hold bool, integer or float grades, got {ideal_target.dtype}")
-        if ideal_target.ndim != (1 if single else 2) or (not single and ideal_target.shape[0] != n) or ideal_target.shape[-1] == 0:
+        if ideal_target.ndim != (1 if single else 2) or (not single and ideal_target.shape[0] != n):
             want = "(M,) for a single list" if single else f"({n}, M), one row of judged grades per list"
             raise ValueError(f"ideal_target must have shape {want}, got {tuple(ideal_target.shape)}")
         _same_device(preds, ideal_target, "ideal_target")
         if single:
             ideal_target = ideal_target.unsqueeze(0)
         ideal_valid = valid_mask(ideal_target, None, ignore_index) if ignore_index is not None else None
+        if ideal_target.shape[-1] == 0:  # no judged document
+            ideal_target, _, ideal_valid, _ = _one_padding_slot(ideal_target, ideal_target, None)
     if n_relevant is not None:
         _check_tensor(n_relevant, "n_relevant")
         if n_relevant.is_floating_point() or n_relevant.is_complex() or n_relevant.dtype == torch.bool:
@@ -222,12 +234,17 @@ def _normalize(
             raise ValueError(f"n_relevant must have shape {want_shape}, one count per list, got {tuple(n_relevant.shape)}")
         _same_device(preds, n_relevant, "n_relevant")
         n_relevant = n_relevant.reshape(n)
-    return preds, target, valid_mask(target, mask, ignore_index), ideal_target, ideal_valid, n_relevant, judged, single
+    valid = valid_mask(target, mask, ignore_index)
+    if convention is not None and convention.nonpositive_not_relevant:  # torchmetrics' quirk: see Convention
+        judged, n_relevant = _nonpositive_not_relevant(preds, target, valid, judged, convention, n_relevant, ideal_target)
+    return preds, target, valid, ideal_target, ideal_valid, n_relevant, judged, single
 
 
-def _check_normalized(inputs: tuple, convention: Convention, uses_gain: bool, tied: Tensor | None = None) -> bool:
+def _check_normalized(
+    inputs: tuple, convention: Convention, uses_gain: bool, tied: Tensor | None = None, ranked: RankedBatch | None = None,
+) -> bool:
     """Run the value checks in one host sync; returns the value of ``tied`` read in the same sync
-    (True when ``tied`` is None)."""
+    (True when ``tied`` is None). With ``ranked``, the checks of the ranked batch join them."""
     preds, target, valid, ideal_target, ideal_valid, n_relevant, judged, _ = inputs
     graded = valid if judged is None else (judged if valid is None else valid & judged)  # grades that count
     checks = _value_checks(preds, target, valid, graded, convention, ideal_target, ideal_valid, uses_gain)
@@ -239,12 +256,39 @@ def _check_normalized(inputs: tuple, convention: Convention, uses_gain: bool, ti
             "n_relevant is smaller than the number of relevant documents found in the list (or negative): "
             "it must count all relevant documents of each query, retrieved or not",
         ))
+    if ranked is not None:
+        checks += _ranked_checks(ranked, uses_gain=uses_gain, ideal=ideal_target is not None, counted=n_relevant is not None)
     extra = [] if tied is None else [tied]
     flags = torch.stack([flag.to(preds.device) for flag, _ in checks] + extra).tolist()  # the one host sync
     for i, (flag, (_, message)) in enumerate(zip(flags, checks)):
         if flag and not (i == 0 and valid is None and bool(torch.isfinite(preds).all())):
             raise ValueError(message)
     return True if tied is None else bool(flags[-1])
+
+
+def _nonpositive_not_relevant(
+    preds: Tensor, target: Tensor, valid: Tensor | None, judged: Tensor | None, convention: Convention,
+    n_relevant: Tensor | None, ideal_target: Tensor | None,
+) -> tuple[Tensor, Tensor | None]:
+    """Documents scored ``<= 0`` as unjudged (never relevant, no gain, rank kept), with the query's
+    relevant count taken before that, from the list, unless ``n_relevant`` / ``ideal_target`` give it."""
+    counted = judged if valid is None else (valid if judged is None else valid & judged)
+    if n_relevant is None and ideal_target is None:
+        thr = convention.relevance_threshold
+        floating = target.is_floating_point() or target.dtype == torch.bool
+        rel = target >= thr if thr is not None else (target > 0 if floating else target >= 1)
+        n_relevant = (rel if counted is None else rel & counted).sum(-1)
+    positive = preds > 0
+    return (positive if counted is None else positive & counted), n_relevant
+
+
+def _one_padding_slot(preds: Tensor, target: Tensor, judged: Tensor | None) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+    """``(N, 0)`` lists as ``(N, 1)`` lists whose one slot is padding: a list without documents
+    scores exactly as a fully masked list of any width (the empty-list policy), so results do
+    not depend on how wide a batch was padded."""
+    n = preds.shape[0]
+    padding = torch.zeros(n, 1, dtype=torch.bool, device=preds.device)
+    return preds.new_zeros(n, 1), target.new_zeros(n, 1), padding, None if judged is None else judged.new_zeros(n, 1)
 
 
 def _value_checks(
@@ -282,6 +326,51 @@ def _value_checks(
                 f"{name} has negative grades, which gain='exp2' (2**rel - 1) turns into negative gains; use "
                 "gain='linear', mark unjudged documents with ignore_index / mask, or clamp the grades at 0",
             ))
+            wide = work_dtype(preds, target, ideal_target) == torch.float64
+            limit, dtype = (1024, "float64") if wide else (128, "float32")
+            checks.append((
+                masked(t >= limit, v),
+                (f"{name} has grades >= {limit}, whose gain 2**rel - 1 overflows {dtype} (inf, then NaN in nDCG): "
+                 + ("use gain='linear' or a gain mapping" if wide else
+                    "pass float64 grades (exact up to grade 1023), or use gain='linear' or a gain mapping")),
+            ))
+    return checks
+
+
+def _ranked_checks(ranked: RankedBatch, *, uses_gain: bool, ideal: bool, counted: bool) -> list[tuple[Tensor, str]]:
+    """Checks of the ranked batch (no extra host sync: resolved with the others). Gains must be
+    finite, and their sums too (a gain mapping or callable that gives inf/NaN, linear grades near
+    the float range). ``ideal_target`` must hold every judged document of the list: each relevant
+    document, and each gain, of the list needs its counterpart there, else nDCG, AP and recall
+    exceed 1 (one more sort of the gains, only with ``ideal_target``)."""
+    checks = []
+    if uses_gain:
+        sums = [ranked.gains.sum(-1)] + ([ranked.ideal_gains.sum(-1)] if ideal else [])
+        checks.append((
+            ~torch.isfinite(torch.stack(sums)).all(),
+            ("the gains are not finite (or their sum per list overflows the float range): check the gain mapping "
+             "or callable (it must give finite numbers for every grade), or pass float64 grades"),
+        ))
+    if not ideal:
+        return checks
+    lacks = "ideal_target must hold the grades of all judged documents of each query, the list's own included, "
+    if not counted:
+        checks.append((
+            (ranked.rel.sum(-1) > ranked.n_relevant).any(),
+            (lacks + "but a row of ideal_target has fewer relevant documents than its list (AP, recall and "
+             "R-precision would exceed 1): build ideal_target from all judgments of the query (retrieved or not)"),
+        ))
+    if uses_gain:
+        # Each list's gains, sorted, must stay at or below the ideal's, position by position (then
+        # DCG@k <= IDCG@k at every k). The ideal side is the IDCG's own sorted table.
+        listed = ranked.gains.clamp(min=0).sort(-1, descending=True).values
+        best = ranked.ideal_top((None,)).clamp(min=0)
+        width = min(listed.shape[-1], best.shape[-1])
+        checks.append((
+            (listed[:, :width] > best[:, :width]).any() | (listed[:, width:] > 0).any(),
+            (lacks + "but a list holds a document whose grade (gain) its ideal_target row lacks (nDCG would exceed "
+             "1): build ideal_target from all judgments of the query (retrieved or not)"),
+        ))
     return checks
 
 

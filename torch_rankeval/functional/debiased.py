@@ -46,6 +46,7 @@ from torch_rankeval.functional._debiased_gains import (
     check_clicks,
     check_sources,
     debiased_gains,
+    gain_problems,
     raise_first,
     value_problems,
 )
@@ -126,10 +127,11 @@ def ips_gains(
     )
     valid = torch.ones_like(clicks, dtype=torch.bool) if mask is None else mask
     sources = dict(propensities=propensities, logged_positions=logged_positions, propensity_table=propensity_table, affine=affine)
-    if validate_args:
-        raise_first(value_problems(clicks, valid, **sources))
     dtype = _work_dtype(clicks, propensities, propensity_table, *_affine_tensors(affine))
-    return debiased_gains(clicks, valid, dtype=dtype, eta=eta, clip=clip, **sources)
+    gains = debiased_gains(clicks, valid, dtype=dtype, eta=eta, clip=clip, **sources)
+    if validate_args:
+        raise_first(value_problems(clicks, valid, **sources) + gain_problems(gains, valid, eta=eta, clip=clip))
+    return gains
 
 
 def position_debiased_values(
@@ -189,13 +191,16 @@ def position_debiased_values(
         preds, clicks, mask = preds.unsqueeze(0), clicks.unsqueeze(0), None if mask is None else mask.unsqueeze(0)
         sources = as_batch(**sources)
     valid = torch.ones_like(clicks, dtype=torch.bool) if mask is None else mask
+    dtype = _work_dtype(preds, clicks, propensities, propensity_table, *_affine_tensors(affine))
+    gains = debiased_gains(clicks, valid, dtype=dtype, eta=eta, clip=clip, **sources)
     if validate_args:
         preds_nan = (valid & torch.isnan(preds)).any()
         raise_first([(preds_nan, "preds contains NaN scores at unmasked positions; fix the model output or mark those "
                                  "items as padding with mask=False (+-inf scores are allowed)")]
-                    + value_problems(clicks, valid, **sources))
-    dtype = _work_dtype(preds, clicks, propensities, propensity_table, *_affine_tensors(affine))
-    gains = debiased_gains(clicks, valid, dtype=dtype, eta=eta, clip=clip, **sources)
+                    + value_problems(clicks, valid, **sources) + gain_problems(gains, valid, eta=eta, clip=clip))
+    if preds.shape[-1] == 0:  # lists without items: DCG 0, and no ideal (as fully masked lists)
+        values = torch.zeros(preds.shape[0], len(ks), dtype=dtype, device=preds.device)
+        return values, torch.full_like(values, normalize == "ideal", dtype=torch.bool)
     rb = RankedBatch(preds, gains, valid, conv, dtype=dtype)
     if normalize == "none":
         values = dcg_values(rb, ks)
@@ -217,7 +222,9 @@ def _reduce(
         values, empty, action="neg" if action == "error" else action, reduction=reduction, validate_args=False,
         single=single, keep_k=keep_k, name=name,
     )
-    if validate_args and action == "skip" and reduction == "mean" and bool(empty.all(0).any()):
+    if reduction == "mean" and values.shape[0] == 0:  # a static shape: no host sync
+        warnings.warn(f"{name}: no list to average (the batch holds 0 lists); the mean is NaN", UserWarning, stacklevel=3)
+    elif validate_args and action == "skip" and reduction == "mean" and bool(empty.all(0).any()):
         warnings.warn(
             f"{name}: every list was skipped (no clicks, ideal DCG <= 0), so the mean is NaN; aggregate clicks "
             "per query (aggregate_ips_gains) or use empty_target_action='neg'",

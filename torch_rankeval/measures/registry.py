@@ -815,6 +815,7 @@ class Measure:
             >>> c.relevance_threshold, c.ties
             (2, 'first')
         """
+        base = base.for_measure(self.key)  # a preset's settings for this measure (torchmetrics: nDCG ties)
         overrides: dict[str, Any] = {}
         rel = self.param("rel")
         if rel is not None:

@@ -18,6 +18,20 @@ and ``map`` both hold ``sums=[0], counts=[N]`` after a batch without relevant do
 metric therefore carries an empty, never persisted state whose name is a fingerprint of what it
 accumulates (``_config_<hash>``): metrics with different configurations never share states,
 identical ones still may.
+
+Foreign state. ``load_state_dict`` and ``merge_state`` refuse states of a differently configured
+metric (other metrics, cutoffs, conventions or options) with a ``ValueError`` that names both
+configurations. Two checks, neither of which adds a key to the state_dict (old checkpoints load, and
+new ones load into older versions of the library):
+
+* the configuration travels in the state_dict's *metadata* (``state_dict._metadata[prefix]
+  ["torch_rankeval_config"]``, next to the ``version`` PyTorch keeps there; it survives
+  ``torch.save`` / ``torch.load`` and Lightning checkpoints) and in the ``_config_<hash>`` key of
+  ``metric_state``; where present it must equal this metric's;
+* always, the states' shapes must fit this metric: one running sum and count per reported value.
+
+A state_dict without the metadata (written by an older version, or rebuilt as a plain ``dict``)
+is checked by shape only: it cannot tell ``ndcg@5`` from ``ndcg@10``.
 """
 
 from __future__ import annotations
@@ -41,6 +55,11 @@ from torch_rankeval.functional._inputs import counted_sums, empty_policy
 __all__ = ["RunningMeanMetric"]
 
 _SUM_STATES = ("sums", "counts")
+#: The state_dict metadata entry that carries a metric's configuration (see the module docstring).
+CONFIG_METADATA = "torch_rankeval_config"
+#: Configurations seen in this process, by fingerprint: names a foreign configuration in errors when
+#: only its fingerprint arrives (a ``metric_state`` dict).
+_KNOWN_CONFIGS: dict[str, dict[str, str]] = {}
 
 
 class RunningMeanMetric(Metric):
@@ -91,7 +110,8 @@ class RunningMeanMetric(Metric):
     ) -> None:
         """Register ``sums`` / ``counts`` for the values ``keys``, the list states, and the empty
         fingerprint state of the class, ``keys``, the options and ``config`` (everything else that
-        changes the accumulated values: conventions, tables, input handling)."""
+        changes the accumulated values: conventions, tables, input handling; a mapping
+        ``{name: value}``, so that errors can name what differs)."""
         if empty_target_action not in EMPTY_TARGET_ACTIONS:
             raise ValueError(
                 f"empty_target_action={empty_target_action!r} is not valid: use one of "
@@ -113,10 +133,123 @@ class RunningMeanMetric(Metric):
             for registry in (self._defaults, self._reductions, self._persistent):
                 registry.pop(previous, None)
             delattr(self, previous)
-        fingerprint = _describe((type(self).__qualname__, self.keys, empty_target_action, keep_per_query, config))
-        digest = hashlib.sha1(fingerprint.encode()).hexdigest()[:16]
+        fields = {"class": type(self).__qualname__, "values": self.keys, "empty_target_action": empty_target_action,
+                  "keep_per_query": keep_per_query, **(dict(config) if isinstance(config, Mapping) else {"config": config})}
+        self._config_fields = {name: _describe(value) for name, value in fields.items()}
+        digest = hashlib.sha1(repr(sorted(self._config_fields.items())).encode()).hexdigest()[:16]
+        _KNOWN_CONFIGS[digest] = self._config_fields
         self._config_state = f"_config_{digest}"
         self.add_state(self._config_state, torch.zeros(0), dist_reduce_fx="sum", persistent=False)
+        if not getattr(self, "_config_hook", False):
+            self._register_state_dict_hook(_save_config)
+            self._config_hook = True
+
+    # ------------------------------------------------------------------ foreign state
+    @property
+    def _config_digest(self) -> str:
+        return self._config_state[len("_config_"):]
+
+    def _config_metadata(self) -> dict[str, Any]:
+        """What the state_dict metadata carries: the fingerprint and the readable fields."""
+        return {"fingerprint": self._config_digest, "fields": dict(self._config_fields)}
+
+    def _refuse_foreign(self, where: str, incoming: Mapping[str, Any] | None, digest: str | None = None) -> None:
+        """Raise when ``incoming`` (a configuration as in :meth:`_config_metadata`) or the fingerprint
+        ``digest`` differs from this metric's; the message names both configurations."""
+        if incoming is not None and isinstance(incoming, Mapping):
+            digest = incoming.get("fingerprint", digest)
+        if digest is None or digest == self._config_digest:
+            return
+        fields = incoming.get("fields") if isinstance(incoming, Mapping) else None
+        fields = fields if isinstance(fields, Mapping) else _KNOWN_CONFIGS.get(digest)
+        mine = self._config_fields
+        if fields is None:
+            lines = [f"  state from:  an unknown configuration (fingerprint {digest})", f"  this metric: {_render_config(mine)}"]
+        else:
+            lines = [f"  state from:  {_unquote(fields.get('class'))} {fields.get('values')}",
+                     f"  this metric: {_unquote(mine['class'])} {mine['values']}"]
+            for name in dict.fromkeys([*mine, *fields]):
+                if name not in ("class", "values") and mine.get(name) != fields.get(name):
+                    lines.append(f"  {name}: {_shorten(fields.get(name))} (state) vs {_shorten(mine.get(name))} (this metric)")
+        raise ValueError(
+            f"{type(self).__name__}.{where}: the state comes from a differently configured metric, whose values would be "
+            "reported under this metric's names:\n" + "\n".join(lines) + "\nLoad or merge only the states of a metric "
+            "created with the same metrics, cutoffs, conventions and options."
+        )
+
+    def _check_shapes(self, where: str, states: Mapping[str, Any]) -> None:
+        """The incoming states must fit this metric: one running sum and count per reported value
+        (catches foreign state_dicts that carry no configuration, e.g. from older versions)."""
+        n = len(self.keys)
+        for name in (*_SUM_STATES, "query_values"):
+            value = states.get(name)
+            tensors = value if isinstance(value, (list, tuple)) else [value] if isinstance(value, Tensor) else []
+            for t in tensors:
+                if not isinstance(t, Tensor):
+                    continue
+                width = t.shape[-1] if t.ndim else None
+                if name in _SUM_STATES and t.shape != (n,) or name == "query_values" and t.numel() and width != n:
+                    raise ValueError(
+                        f"{type(self).__name__}.{where}: the state's {name!r} has shape {tuple(t.shape)} but this "
+                        f"metric reports {n} value(s) {self.keys}: the state comes from a differently configured "
+                        "metric (other metrics or cutoffs). Load or merge only the states of a metric created with "
+                        "the same metrics, cutoffs, conventions and options."
+                    )
+
+    def _load_from_state_dict(
+        self, state_dict: dict, prefix: str, local_metadata: dict, strict: bool, missing_keys: list[str],
+        unexpected_keys: list[str], error_msgs: list[str],
+    ) -> None:
+        """torchmetrics' loading, after refusing the states of a differently configured metric."""
+        states = {name: state_dict[prefix + name] for name in self._defaults if prefix + name in state_dict}
+        if states:
+            self._refuse_foreign("load_state_dict", (local_metadata or {}).get(CONFIG_METADATA))
+            self._check_shapes("load_state_dict", states)
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs)
+
+    def merge_state(self, incoming_state: dict[str, Any] | Metric) -> None:
+        """Add the state of another metric of the same configuration (a metric, its
+        ``metric_state`` or a ``state_dict``) to this one, as torchmetrics' ``merge_state`` (>= 1.6;
+        implemented here so that older torchmetrics have it too), after refusing the states of a
+        differently configured metric (``ValueError`` naming both configurations).
+
+        Example:
+            >>> import torch
+            >>> from torch_rankeval import NDCG
+            >>> a, b = NDCG(k=2), NDCG(k=2)
+            >>> a.update(torch.tensor([[0.9, 0.1]]), torch.tensor([[1, 0]]))
+            >>> b.update(torch.tensor([[0.9, 0.1]]), torch.tensor([[0, 1]]))
+            >>> a.merge_state(b)
+            >>> a.compute()
+            tensor(0.8155)
+        """
+        if self.dist_sync_on_step:
+            raise RuntimeError("merge_state is not supported with dist_sync_on_step=True")
+        if isinstance(incoming_state, Metric):
+            if not isinstance(incoming_state, type(self)):
+                raise ValueError(
+                    f"merge_state takes a {type(self).__name__}, its metric_state or a state_dict, got {type(incoming_state).__name__}"
+                )
+            self._refuse_foreign("merge_state", incoming_state._config_metadata())
+            incoming_state = incoming_state.metric_state
+        elif isinstance(incoming_state, Mapping):
+            metadata = getattr(incoming_state, "_metadata", None) or {}
+            self._refuse_foreign("merge_state", (metadata.get("") or {}).get(CONFIG_METADATA))
+            for key in incoming_state:
+                if isinstance(key, str) and key.startswith("_config_"):
+                    self._refuse_foreign("merge_state", None, key[len("_config_"):])
+            self._check_shapes("merge_state", incoming_state)
+        else:
+            raise ValueError(f"merge_state takes a metric, its metric_state or a state_dict, got {type(incoming_state).__name__}")
+        self._reduce_states(dict(incoming_state))
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Unpickling (``pickle``, ``copy.deepcopy``, ``torch.load``, Lightning's ``ddp_spawn``): the
+        states get storage of their own. ``torch.multiprocessing`` pickles CPU tensors into shared
+        memory, so without the copy the processes of ``ddp_spawn`` would add into one ``sums``
+        tensor (``update`` adds in place) and every process would count every other's lists."""
+        super().__setstate__(state)
+        own_states(self)
 
     def persistent(self, mode: bool = False) -> None:
         """As torchmetrics' ``persistent``; the empty fingerprint state never enters the state_dict,
@@ -127,12 +260,9 @@ class RunningMeanMetric(Metric):
     def _reduce_states(self, incoming_state: dict[str, Any]) -> None:
         """``merge_state`` / ``forward``: an incoming state without the fingerprint (e.g. a
         state_dict) is taken as is; one from a differently configured metric is refused."""
-        foreign = [key for key in incoming_state if key.startswith("_config_") and key != self._config_state]
-        if foreign:
-            raise ValueError(
-                f"{type(self).__name__}.merge_state: the incoming state comes from a metric with a different "
-                "configuration (metrics, cutoffs or conventions); merge only states of identically configured metrics"
-            )
+        for key in incoming_state:
+            if key.startswith("_config_"):
+                self._refuse_foreign("merge_state", None, key[len("_config_"):])
         super()._reduce_states({self._config_state: getattr(self, self._config_state), **incoming_state})
 
     def _apply(self, fn: Callable, *args: Any, **kwargs: Any) -> Metric:
@@ -283,6 +413,36 @@ class RunningMeanMetric(Metric):
                 local = dim_zero_cat(state) if isinstance(state, list) else state
             setattr(self, name, torch.cat(dist_sync_fn(local.to(dtype), group=group)))
         return None
+
+
+def own_states(metric: Metric) -> None:
+    """Give every state of ``metric`` storage of its own (after unpickling: see
+    :meth:`RunningMeanMetric.__setstate__`; any metric that updates its states in place needs it)."""
+    for name in metric._defaults:
+        value = getattr(metric, name)
+        if isinstance(value, Tensor):
+            setattr(metric, name, value.clone())
+        elif isinstance(value, list):
+            setattr(metric, name, [v.clone() if isinstance(v, Tensor) else v for v in value])
+
+
+def _save_config(module: RunningMeanMetric, state_dict: dict, prefix: str, local_metadata: dict) -> None:
+    """state_dict hook: the configuration rides in the metadata, never as a key (module-level: picklable)."""
+    local_metadata[CONFIG_METADATA] = module._config_metadata()
+
+
+def _unquote(value: Any) -> str:
+    return str(value).strip("'")
+
+
+def _shorten(value: Any, width: int = 300) -> str:
+    text = str(value)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _render_config(fields: Mapping[str, str]) -> str:
+    """A one-line description of a configuration for error messages (long values shortened)."""
+    return ", ".join(f"{name}={_shorten(value)}" for name, value in fields.items())
 
 
 def _describe(x: Any) -> str:

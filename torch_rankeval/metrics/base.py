@@ -160,7 +160,8 @@ class RankingMetrics(RunningMeanMetric):
             self.plan.labels,
             empty_target_action=self.convention.empty_target_action,
             keep_per_query=keep_per_query,
-            config=(self.convention, self.plan.measures, ignore_index, input_format, whole_queries),
+            config={"convention": self.convention, "measures": self.plan.measures, "ignore_index": ignore_index,
+                    "input_format": input_format, "whole_queries": whole_queries},
         )
 
         # Device-resident tables: non-persistent buffers that follow .to(device).
@@ -282,7 +283,7 @@ class RankingMetrics(RunningMeanMetric):
         if self.validate_args:
             check_values(
                 preds, target, convention=self.convention, mask=mask, ignore_index=self.ignore_index,
-                ideal_target=ideal_target, n_relevant=n_relevant, judged=judged, uses_gain=self.plan.uses_gain,
+                ideal_target=ideal_target, n_relevant=n_relevant, judged=judged, uses_gain=self.plan.uses_gain, gain=self._gain(),
             )
         length = preds.shape[-1] if ideal_target is None else max(preds.shape[-1], ideal_target.shape[-1])
         reduce = not self.keep_per_query and self.empty_target_action != "error"

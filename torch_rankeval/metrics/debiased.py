@@ -142,7 +142,8 @@ class PositionDebiasedNDCG(RunningMeanMetric):
             [prefix if c is None else f"{prefix}@{c}" for c in self._ks],
             empty_target_action=empty_target_action,
             keep_per_query=keep_per_query,
-            config=(self.clip, self.eta, table, alpha, beta, self.ties),
+            config={"clip": self.clip, "eta": self.eta, "propensity_table": table, "affine_alpha": alpha, "affine_beta": beta,
+                    "ties": self.ties},
         )
 
     def _static_affine(self) -> tuple[Tensor, Tensor] | None:

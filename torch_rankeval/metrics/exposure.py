@@ -20,6 +20,7 @@ from torchmetrics.utilities.distributed import gather_all_tensors
 
 from torch_rankeval.functional._topk import DEFAULT_CHUNK_ELEMENTS, boundary_histogram, topk_view
 from torch_rankeval.functional.sparse import check_exclude
+from torch_rankeval.metrics._running import own_states
 
 __all__ = ["ItemExposure"]
 
@@ -226,7 +227,18 @@ class ItemExposure(Metric):
                 "ItemExposure.merge_state: the incoming metric has a different configuration (num_items, k, ties or "
                 "popularity); merge only states of identically configured metrics"
             )
-        super().merge_state(incoming_state)
+        # torchmetrics' merge_state (>= 1.6) in two lines, so that older torchmetrics have it too
+        if isinstance(incoming_state, Metric):
+            if not isinstance(incoming_state, ItemExposure):
+                raise ValueError(f"merge_state takes an ItemExposure or its state, got {type(incoming_state).__name__}")
+            incoming_state = incoming_state.metric_state
+        self._reduce_states(dict(incoming_state))
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Unpickled metrics get states of their own: ``torch.multiprocessing`` (``ddp_spawn``)
+        pickles CPU tensors into shared memory, and ``update`` adds in place."""
+        super().__setstate__(state)
+        own_states(self)
 
     def _reduce_states(self, incoming_state: dict[str, Any]) -> None:
         self._check_counts(incoming_state.get("counts"), "merge_state")

@@ -140,7 +140,8 @@ class PositionProfile(RankingMetrics):
         # Re-register the running states for the per-position values (replacing the "dcg" ones).
         self._add_running_states(
             self.keys, empty_target_action=self.convention.empty_target_action, keep_per_query=keep_per_query,
-            config=(self.convention, positions, ideal, input_format, whole_queries, ignore_index),
+            config={"convention": self.convention, "positions": positions, "ideal": ideal, "input_format": input_format,
+                    "whole_queries": whole_queries, "ignore_index": ignore_index},
         )
 
     # ------------------------------------------------------------------ update
