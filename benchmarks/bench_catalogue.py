@@ -28,7 +28,10 @@ dense path (both one run: they take minutes) are the whole computation of all th
 - ``view_reductions``: ``topk_view`` plus plain nDCG / Recall / AP@20 reductions over it (valid here
   because the scores have no ties); a sanity check that the view carries the metrics (its values
   are compared with the dense path), NOT the library's top-k core.
-- ``ours``: the library's top-k core -- not wired yet (issue 10, second step).
+- ``ours``: the library as a user calls it: ``RankingMetrics(("ndcg@20", "recall@20", "map@20"))``,
+  ``update(scores, sparse_target, exclude=seen)`` and ``compute()`` (validated: the value checks and
+  the spilled-rows read are its host syncs); ``ours_unvalidated``: the same with
+  ``validate_args=False`` (no host sync: one copy of the scores to apply ``exclude`` and a row pass).
 - ``entry_ranks``: ranks of the 10 target items per user without a sort (what metrics without a
   cutoff need), for reference; ``exposure``: ``ItemExposure(50_000, 20).update``.
 
@@ -55,7 +58,7 @@ sys.path.insert(0, str(REPO))  # this checkout's torch_rankeval, not an installe
 K = 20
 CASES = (
     "floor", "dense", "torchmetrics", "topk_select", "topk_view", "topk_view_unvalidated",
-    "topk_view_unvalidated_bound", "view_reductions", "ours", "entry_ranks", "exposure",
+    "topk_view_unvalidated_bound", "view_reductions", "ours", "ours_unvalidated", "entry_ranks", "exposure",
 )  # fmt: skip
 
 
@@ -205,6 +208,19 @@ def build_case(name: str, scores, rel_ids, seen_ids, args):
             lambda out: {key: v.mean().item() for key, v in out.items()}
         ) if name == "view_reductions" else None
 
+    if name in ("ours", "ours_unvalidated"):
+        from torch_rankeval import RankingMetrics
+
+        target, exclude = sparse_inputs(rel_ids, seen_ids, items)
+        metric = RankingMetrics(("ndcg@20", "recall@20", "map@20"), validate_args=name == "ours").to(scores.device)
+
+        def run():
+            metric.reset()
+            metric.update(scores, target, exclude=exclude)
+            return metric.compute()
+
+        return run, lambda out: {key: v.item() for key, v in out.items()}
+
     if name == "entry_ranks":
         from torch_rankeval.functional._topk import entry_ranks
 
@@ -248,8 +264,6 @@ def run_case(args) -> dict:
     if args.threads:
         torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore", message="Sparse")
-    if args.case == "ours":
-        return {"case": "ours", "status": "not wired yet (issue 10, step 2: the top-k core consumes topk_view)"}
     scores, rel_ids, seen_ids = make_data(args.users, args.items, args.relevant, args.seen, args.device)
     run, values = build_case(args.case, scores, rel_ids, seen_ids, args)
     out = run()  # warm-up (allocator, lazy imports, numba-free)
@@ -307,7 +321,7 @@ def interleaved(args) -> dict:
     return best
 
 
-FAST = ("floor", "topk_select", "topk_view", "topk_view_unvalidated", "topk_view_unvalidated_bound", "view_reductions",
+FAST = ("floor", "topk_select", "topk_view", "topk_view_unvalidated", "topk_view_unvalidated_bound", "view_reductions", "ours", "ours_unvalidated",
         "exposure")  # fmt: skip
 
 
@@ -405,7 +419,7 @@ def _line(r: dict, floor: dict | None, dense: dict | None) -> str:
 
 def _check_values(cases: dict) -> None:
     dense = cases.get("dense", {}).get("values")
-    for name in ("view_reductions",):
+    for name in ("view_reductions", "ours", "ours_unvalidated"):
         got = cases.get(name, {}).get("values")
         if dense and got:
             worst = max(abs(got[k] - dense[k]) for k in dense)

@@ -218,7 +218,7 @@ def catalogue_batch(
     view = topk_view(
         preds, width, target=target, exclude=exclude, ties=convention.ties,
         gain=convention.gain if gain is None else gain, relevance_threshold=convention.relevance_threshold,
-        dtype=torch.float64, validate_args=validate_args, chunk_elements=chunk_elements,
+        dtype=dtype, validate_args=validate_args, chunk_elements=chunk_elements,
     )
     return TopKRankedBatch(view, convention, length=length, dtype=dtype, discounts=discounts)
 
