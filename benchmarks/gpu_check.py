@@ -26,6 +26,10 @@ Sections (each prints its table; the process exits 1 if a check fails):
    or not, ``validate_args`` True/False, float32/bfloat16 scores).
 5. **compile**: ``RankingMetrics(compile=True)`` (inductor) equals eager, makes no host sync, and
    its update time next to eager's and a sort's.
+6. **catalogue**: full-catalogue evaluation (sparse targets, ``exclude``) on the device equals the
+   CPU's dense path (COO / CSR, ties, float32 / float64 / bfloat16, validated or not) and
+   ``ItemExposure`` the CPU's; no host sync unvalidated; 1,000 x 50,000 users x items against the
+   top-k floor, the dense path and torchmetrics (a subset, scaled), with peak device memory.
 """
 
 from __future__ import annotations
@@ -416,13 +420,160 @@ def sort_ratio(device: str, quick: bool) -> list[dict]:
     return rows
 
 
+# ------------------------------------------------------------------------------------ 6. catalogue
+CATALOGUE_MEASURES = ("ndcg@20", "ndcg", "map@20", "map", "mrr", "precision@20", "recall@20", "hit_rate@5", "r_precision")
+
+
+def _catalogue_data(n: int, items: int, *, seed: int, ties: bool):
+    g = torch.Generator().manual_seed(seed)
+    preds = torch.randint(0, 8, (n, items), generator=g).float() if ties else torch.randn(n, items, generator=g)
+    target = (torch.rand(n, items, generator=g) < 0.02).long() * torch.randint(1, 4, (n, items), generator=g)
+    exclude = torch.rand(n, items, generator=g) < 0.05
+    return preds, target, exclude
+
+
+def catalogue(device: str, quick: bool) -> dict:
+    """Full-catalogue evaluation (issue 10) on the device: sparse targets and ``exclude`` equal the CPU
+    dense path, make no host sync unvalidated, and the 1,000 x 50,000 benchmark (floor, ours, dense,
+    torchmetrics on a subset) with peak device memory."""
+    from torch_rankeval import ItemExposure, RankingMetrics
+    from torch_rankeval import functional as F
+
+    out: dict = {"equality": [], "no_sync": []}
+    for (ties, dtype), va in itertools.product(
+        ((True, torch.float32), (False, torch.float32), (True, torch.float64), (True, torch.bfloat16)), (True, False)
+    ):
+        preds, target, exclude = _catalogue_data(64, 2000, seed=3, ties=ties)
+        preds = preds.to(dtype)
+        want = F.evaluate(preds, target, CATALOGUE_MEASURES, mask=~exclude, reduction="none")
+        for layout in ("coo", "csr"):
+            tgt = target.to_sparse() if layout == "coo" else target.to_sparse_csr()
+            got = F.evaluate(
+                to(preds, device), tgt.to(device), CATALOGUE_MEASURES, exclude=to(exclude, device).to_sparse(),
+                reduction="none", validate_args=va,
+            )
+            worst = max(_err(want[k], got[k].cpu()) for k in want)
+            case = f"ties={ties} {str(dtype).split('.')[-1]} {layout} validate_args={va}"
+            out["equality"].append({"case": case, "max_rel_err": worst, "status": "ok" if worst <= 1e-6 else "MISMATCH"})
+            if worst > 1e-6:
+                FAILURES.append(f"catalogue equality: {case}: {worst:.2e}")
+    preds, target, exclude = _catalogue_data(128, 4000, seed=5, ties=True)
+    exposure_cpu, exposure_dev = ItemExposure(4000, 20), ItemExposure(4000, 20).to(device)
+    exposure_cpu.update(preds, exclude=exclude)
+    exposure_dev.update(to(preds, device), exclude=to(exclude, device))
+    a, b = exposure_cpu.compute(), exposure_dev.compute()
+    worst = max(_err(a[k], b[k].cpu()) for k in a)
+    out["equality"].append({"case": "ItemExposure", "max_rel_err": worst, "status": "ok" if worst <= 1e-6 else "MISMATCH"})
+    if worst > 1e-6:
+        FAILURES.append(f"catalogue equality: ItemExposure {worst:.2e}")
+
+    # no host sync: validate_args=False, every cutoff finite, sparse target, dense or sparse exclude
+    p, t, ex = to(preds, device), target.to_sparse().to(device), to(exclude, device)
+    sparse_ex = ex.to_sparse()
+    m = RankingMetrics(("ndcg@20", "recall@20", "map@20", "mrr@10"), validate_args=False).to(device)
+    e = ItemExposure(4000, 20, validate_args=False).to(device) if "validate_args" in ItemExposure.__init__.__code__.co_varnames else None
+    m.update(p, t, exclude=ex)
+    calls = {"RankingMetrics sparse target, dense exclude": lambda: m.update(p, t, exclude=ex),
+             "RankingMetrics sparse target, sparse exclude": lambda: m.update(p, t, exclude=sparse_ex)}
+    if e is not None:
+        e.update(p, exclude=ex)
+        calls["ItemExposure"] = lambda: e.update(p, exclude=ex)
+    shim = _CpuSyncShim() if device == "cpu" else None
+    for name, call in calls.items():
+        try:
+            if device == "cpu":
+                with shim():
+                    call()
+            else:
+                torch.cuda.synchronize()
+                torch.cuda.set_sync_debug_mode("error")
+                try:
+                    call()
+                finally:
+                    torch.cuda.set_sync_debug_mode("default")
+            out["no_sync"].append({"case": name, "status": "ok: no host sync"})
+        except RuntimeError as err:
+            out["no_sync"].append({"case": name, "status": f"SYNC: {str(err).splitlines()[0][:120]}"})
+            FAILURES.append(f"catalogue no_sync: {name}: {err}")
+
+    # speed and memory: 1,000 users x 50,000 items, 10 targets and 50 seen items per user
+    users, items = (100, 5000) if quick else (1000, 50_000)
+    g = torch.Generator().manual_seed(0)
+    scores = torch.randn(users, items, generator=g).to(device)
+    perm = torch.rand(users, items, generator=g).argsort(-1)
+    rel_ids, seen_ids = perm[:, :10].to(device), perm[:, 10:60].to(device)
+    rows = torch.arange(users, device=device).unsqueeze(-1)
+    target = torch.sparse_coo_tensor(torch.stack([rows.expand(-1, 10).reshape(-1), rel_ids.reshape(-1)]),
+                                     torch.ones(users * 10, dtype=torch.long, device=device), (users, items)).coalesce()
+    seen = torch.zeros(users, items, dtype=torch.bool, device=device).scatter_(1, seen_ids, True)
+    scores_mib = scores.numel() * scores.element_size() / 2**20
+
+    def floor():
+        s = scores.clone()
+        s.scatter_(1, seen_ids, float("-inf"))
+        return torch.topk(s, 20, dim=-1)
+
+    ours_v = RankingMetrics(("ndcg@20", "recall@20", "map@20")).to(device)
+    ours_u = RankingMetrics(("ndcg@20", "recall@20", "map@20"), validate_args=False).to(device)
+
+    def run(metric):
+        metric.reset()
+        metric.update(scores, target, exclude=seen)
+        return metric.compute()
+
+    dense_target = target.to_dense()
+
+    def dense():
+        return F.evaluate(scores, dense_target, ("ndcg@20", "recall@20", "map@20"), mask=~seen)
+
+    def peak(fn) -> float:
+        if device != "cuda":
+            return float("nan")
+        torch.cuda.synchronize()
+        base = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        fn()
+        torch.cuda.synchronize()
+        return (torch.cuda.max_memory_allocated() - base) / 2**20
+
+    speed_rows = {}
+    for name, fn, repeats in (("floor", floor, 10), ("ours", lambda: run(ours_v), 10),
+                              ("ours_unvalidated", lambda: run(ours_u), 10), ("dense path", dense, 3)):
+        seconds = _time(fn, device, repeats)
+        extra = peak(fn)
+        speed_rows[name] = {"ms": seconds * 1e3, "peak_extra_mib": extra, "peak_x_scores": extra / scores_mib}
+    a, b = run(ours_v), dense()
+    worst = max(_err(a[k].cpu(), b[k].cpu()) for k in a)
+    if worst > 1e-5:
+        FAILURES.append(f"catalogue: ours != dense path on the benchmark data ({worst:.2e})")
+    from torchmetrics.retrieval import RetrievalMAP, RetrievalNormalizedDCG, RetrievalRecall
+
+    sub = 20 if quick else 100
+    keep = ~seen[:sub]
+    flat_p, flat_t = scores[:sub][keep], dense_target[:sub][keep]
+    idx = torch.arange(sub, device=device).unsqueeze(-1).expand(sub, items)[keep]
+
+    def theirs():
+        for cls in (RetrievalNormalizedDCG, RetrievalRecall, RetrievalMAP):
+            metric = cls(top_k=20).to(device)
+            metric.update(flat_p, flat_t, indexes=idx)
+            metric.compute()
+
+    tm = _time(theirs, device, 1) * users / sub
+    speed_rows["torchmetrics (scaled)"] = {"ms": tm * 1e3, "users_timed": sub}
+    for name, row in speed_rows.items():
+        row["x_floor"] = row["ms"] / speed_rows["floor"]["ms"]
+    out["speed"] = {"shape": f"{users} x {items}", "max_rel_err_vs_dense": worst, **speed_rows}
+    return out
+
+
 # ------------------------------------------------------------------------------------ main
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cuda", help="cuda (default) or cpu (a self-check of this script)")
     parser.add_argument("--quick", action="store_true", help="smaller speed workloads")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (the CPU self-check on a busy machine: 1)")
-    parser.add_argument("--skip", default="", help="comma-separated sections to skip: equality,no_sync,memory,speed,sort_ratio,compile")
+    parser.add_argument("--skip", default="", help="comma-separated sections to skip: equality,no_sync,memory,speed,sort_ratio,compile,catalogue")
     parser.add_argument("--json", default=None, help="where to write the figures (default: $OUT/gpu_check.json when $OUT is set)")
     args = parser.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -439,7 +590,8 @@ def main() -> int:
     skip = set(filter(None, args.skip.split(",")))
     sections = [("equality", lambda: equality(args.device)), ("no_sync", lambda: no_sync(args.device)),
                 ("memory", lambda: memory(args.device)), ("speed", lambda: speed(args.device, args.quick)),
-                ("sort_ratio", lambda: sort_ratio(args.device, args.quick)), ("compile", lambda: compiled(args.device))]
+                ("sort_ratio", lambda: sort_ratio(args.device, args.quick)), ("compile", lambda: compiled(args.device)),
+                ("catalogue", lambda: catalogue(args.device, args.quick))]
     for name, fn in sections:
         if name in skip:
             continue
@@ -470,6 +622,16 @@ def _print(name: str, result) -> None:
             f"{max((r.get('max_rel_err', 0) for r in result), default=0):.2e}")
         for r in result if name == "no_sync" else bad:
             log(f"  {r['case']}: {r['status']}")
+    elif name == "catalogue":
+        bad = [r for r in result["equality"] if r["status"] != "ok"]
+        log(f"  equality: {len(result['equality'])} cases, {len(bad)} not ok; worst "
+            f"{max(r['max_rel_err'] for r in result['equality']):.2e}")
+        for r in result["no_sync"]:
+            log(f"  no sync: {r['case']}: {r['status']}")
+        log(f"  speed ({result['speed']['shape']}):")
+        for k, v in result["speed"].items():
+            if isinstance(v, dict):
+                log(f"    {k}: " + ", ".join(f"{a} {b:.4g}" if isinstance(b, float) else f"{a} {b}" for a, b in v.items()))
     elif name in ("memory", "compile"):
         log("  " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in result.items()))
     elif name == "sort_ratio":
