@@ -49,7 +49,7 @@ STAGES = ("validate", "test")
 _HOOK_STAGE = {"validate": "validation", "test": "test"}
 _DEFAULT_PREFIX = {"validate": "val/", "test": "test/"}
 _SHARDING_ACTIONS = ("warn", "error", "ignore")
-_INPUTS = ("preds", "target", "mask", "indexes", "ideal_target", "n_relevant")
+_INPUTS = ("preds", "target", "mask", "indexes", "ideal_target", "n_relevant", "exclude")
 _NO_UPDATE_WARNING = r"The ``compute`` method of metric .* was called before the ``update`` method"
 MetricFactory = Callable[[], Metric]
 
@@ -67,13 +67,15 @@ class RankingMetricsCallback(Callback):
         prefix: name prefix per stage, default ``{"validate": "val/", "test": "test/"}``: keys are
             ``prefix + metric`` (``"val/ndcg@10"``), plus ``"/dataloader_idx_<i>"`` when a stage
             has several dataloaders (as Lightning names them).
-        preds_key, target_key, mask_key, indexes_key, ideal_target_key, n_relevant_key: where the
+        preds_key, target_key, mask_key, indexes_key, ideal_target_key, n_relevant_key, exclude_key: where the
             inputs of :meth:`RankingMetrics.update` are found. Each is looked up in what the step
             returned (a dict), then in the batch (if it is a dict), so a step may return only the
             scores: ``{"preds": scores}``, or the scores tensor itself. ``preds`` and ``target`` are
             required; the others are optional (None: never read). Defaults: ``"preds"``,
             ``"target"``, ``"mask"``, ``"indexes"``, ``"ideal_target"``, ``"n_relevant"`` — the
-            batch keys of :func:`torch_rankeval.data.collate_queries`.
+            batch keys of :func:`torch_rankeval.data.collate_queries` — and ``"exclude"``. A
+            recommender's step returns the full-catalogue scores, a sparse target and
+            ``exclude`` (the items seen in training): they pass through unchanged (top-k path).
         extra_metrics: more metrics to feed the same inputs each epoch, ``{name: factory}`` where
             ``factory()`` returns a torchmetrics ``Metric`` (e.g. ``lambda: NDCG(k=10,
             convention="trec_eval")``). Its ``update`` gets the inputs its signature accepts; its
@@ -146,6 +148,7 @@ class RankingMetricsCallback(Callback):
         indexes_key: Optional[str] = "indexes",
         ideal_target_key: Optional[str] = "ideal_target",
         n_relevant_key: Optional[str] = "n_relevant",
+        exclude_key: Optional[str] = "exclude",
         extra_metrics: Optional[Mapping[str, MetricFactory]] = None,
         prog_bar: bool = True,
         on_inexact_sharding: str = "warn",
@@ -180,7 +183,7 @@ class RankingMetricsCallback(Callback):
                 raise ValueError(f"prefix must map stages {STAGES} to strings, got {dict(prefix or {})!r}")
         keys = {
             "preds": preds_key, "target": target_key, "mask": mask_key, "indexes": indexes_key,
-            "ideal_target": ideal_target_key, "n_relevant": n_relevant_key,
+            "ideal_target": ideal_target_key, "n_relevant": n_relevant_key, "exclude": exclude_key,
         }
         for name, key in keys.items():
             required = name in ("preds", "target")
@@ -504,8 +507,6 @@ _PROFILE = "profile"
 
 def _accepted(metric: Metric, inputs: dict[str, Any]) -> dict[str, Any]:
     """The keyword inputs ``metric.update`` accepts (all of them if it takes ``**kwargs``)."""
-    if isinstance(metric, RankingMetrics):
-        return inputs
     params = inspect.signature(metric.update).parameters
     if any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params.values()):
         return inputs

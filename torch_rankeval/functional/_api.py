@@ -39,6 +39,7 @@ def evaluate_family(
     ignore_index: int | None = None,
     ideal_target: Tensor | None = None,
     n_relevant: Tensor | None = None,
+    exclude: Tensor | None = None,
     reduction: str = "mean",
     validate_args: bool = True,
     name: str = "",
@@ -52,6 +53,7 @@ def evaluate_family(
     out = _reduced(
         MeasurePlan([Measure(key, c) for c in ks], convention), convention, preds, target, reduction, validate_args,
         name or key, mask=mask, ignore_index=ignore_index, ideal_target=ideal_target, n_relevant=n_relevant,
+        exclude=exclude,
     )
     return out if keep_k else out.squeeze(-1)
 
@@ -67,6 +69,7 @@ def evaluate(
     ideal_target: Tensor | None = None,
     n_relevant: Tensor | None = None,
     judged: Tensor | None = None,
+    exclude: Tensor | None = None,
     convention: str | Convention | None = None,
     reduction: str = "mean",
     validate_args: bool = True,
@@ -79,6 +82,10 @@ def evaluate(
             :func:`average_precision`.
         judged: ``(N, L)`` bool, False for documents without a relevance judgment (never relevant,
             no gain; read by the measures of judged coverage such as ``bpref`` and ``Judged@k``).
+        exclude: ``(N, L)`` bool, dense or sparse: items never ranked and never counted (e.g. the
+            items a user interacted with in training); an excluded item that is also in the target
+            does not count, exactly as ``mask=False``. ``target`` may be a torch sparse tensor
+            (see "Recommender evaluation over the full catalogue" in the README).
         metrics: names such as ``"ndcg@10"``, ``"nDCG@10"``, ``"ndcg_cut.10"``, ``"P(rel=2)@5"``, ``"map"``.
         k: cutoffs for names written without one (None: each name's own default).
         convention: a preset name or :class:`~torch_rankeval.conventions.Convention`; the keyword
@@ -108,6 +115,6 @@ def evaluate(
     plan = MeasurePlan(parse_measures(metrics, cutoffs=ks), conv)
     out = _reduced(
         plan, conv, preds, target, reduction, validate_args, ", ".join(plan.labels), mask=mask,
-        ignore_index=ignore_index, ideal_target=ideal_target, n_relevant=n_relevant, judged=judged,
+        ignore_index=ignore_index, ideal_target=ideal_target, n_relevant=n_relevant, judged=judged, exclude=exclude,
     )
     return {label: out[..., j] for j, label in enumerate(plan.labels)}

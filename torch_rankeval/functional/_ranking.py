@@ -363,6 +363,9 @@ class RankedBatch:
         tensor([[0.0000, 0.5000, 0.5000, 1.0000]])
     """
 
+    #: whether the list goes on past ``length`` (a top-k view of a longer row): no cutoff reads the whole list
+    truncated = False
+
     def __init__(
         self,
         preds: Tensor,

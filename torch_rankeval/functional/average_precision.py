@@ -98,7 +98,7 @@ def average_precision_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tu
     check_graded_cutoffs(conv, [k for k in ks if k is not None], rb.length)
     denominator, graded = conv.denominator, conv.graded
     terms = _terms(rb, rb.span(ks), binary=not graded)
-    inside_list = any(i < rb.length - 1 for i in rb.cutoff_index(ks))
+    inside_list = rb.truncated or any(i < rb.length - 1 for i in rb.cutoff_index(ks))
     if not graded and denominator == "retrieved_relevant" and rb.averaged and inside_list:
         return _retrieved_denominator_expectation(rb, terms, ks), (rb.n_relevant <= 0).unsqueeze(-1)
     numerator = rb.cumulative(terms, ks, dtype=torch.float64).to(rb.dtype)

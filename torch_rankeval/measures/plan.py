@@ -30,9 +30,11 @@ from torch import Tensor
 from torch_rankeval.conventions import Convention
 from torch_rankeval.functional._inputs import counted_sums, empty_policy, prepare
 from torch_rankeval.functional._ranking import RankedBatch
+from torch_rankeval.functional._topk_batch import WHOLE_LIST_FAMILIES, catalogue_batch, topk_supported
+from torch_rankeval.functional.sparse import SparseTarget, check_exclude, is_sparse, sparse_target
 from torch_rankeval.measures.registry import MIN_GEO_MEAN, Family, Measure
 
-__all__ = ["MeasurePlan"]
+__all__ = ["MeasurePlan", "densified"]
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,10 @@ class MeasurePlan:
         self.uses_gain = any(c.family.needs_gain(conv) for conv, calls in self._groups for c in calls)
         self.cutoffs = sorted({m.cutoff for m in unique if m.cutoff is not None})
         self.conventions = [conv for conv, _ in self._groups]
+        self.cutoffs_used = sorted({c for _, calls in self._groups for call in calls for c in call.cutoffs}, key=lambda c: (c is None, c or 0))
+        if any(call.family.key in WHOLE_LIST_FAMILIES for _, calls in self._groups for call in calls):
+            self.cutoffs_used.append(None)
+        self._negative_unjudged = negative_unjudged
 
     def __repr__(self) -> str:
         return f"MeasurePlan({self.labels})"
@@ -122,24 +128,44 @@ class MeasurePlan:
         validate_args: bool = True,
         discounts: Tensor | None = None,
         gain: Callable[[Tensor], Tensor] | None = None,
+        exclude: Tensor | None = None,
     ) -> tuple[Tensor, Tensor, bool]:
         """Per-query values ``(N, C)`` of every column, their "empty" flags ``(N, C)`` (a query
         without relevant documents, for the measures that have that case) and whether the input
         was a single 1-D list.
 
         ``discounts`` and ``gain`` are optional device-resident tables of the base convention (the
-        Metric classes keep them as buffers); measures with their own gain build theirs."""
+        Metric classes keep them as buffers); measures with their own gain build theirs.
+
+        ``target`` may be a torch sparse ``(N, L)`` tensor (COO / CSR; absent = grade 0) and
+        ``exclude`` an ``(N, L)`` bool tensor, dense or sparse (items never ranked, never counted).
+        Those, and dense batches of long rows whose measures all have small cutoffs, take the top-k
+        path (:func:`~torch_rankeval.functional._topk_batch.catalogue_batch`) when every measure
+        supports it; otherwise the target is made dense and ``exclude`` joins ``mask``."""
+        route = self._route(preds, target, mask, ideal_target, n_relevant, judged, exclude)
+        if route == "dense" and (exclude is not None or _is_sparse(target)):
+            target, mask = densified(preds, target, mask, exclude)
         out: list[Tensor | None] = [None] * self._n_unique
         empties: list[Tensor | None] = [None] * self._n_unique
         single = False
+        if route == "topk":
+            keep = _excluded(preds, target, mask, ignore_index, exclude)
         for conv, calls in self._groups:
-            rb, single = prepare(
-                preds, target, convention=conv, mask=mask, ignore_index=ignore_index, ideal_target=ideal_target,
-                n_relevant=n_relevant, judged=judged, validate_args=validate_args, uses_gain=any(c.family.needs_gain(conv) for c in calls),
-                discounts=discounts, gain=gain if conv.gain == self.convention.gain else None,
-            )
-            if validate_args:
-                _family_checks(rb, calls)
+            same_gain = gain if conv.gain == self.convention.gain else None
+            if route == "topk":
+                rb = catalogue_batch(
+                    preds, target, conv, cutoffs=tuple(c for call in calls for c in call.cutoffs),
+                    whole_list=any(call.family.key in WHOLE_LIST_FAMILIES for call in calls), exclude=keep,
+                    gain=same_gain, discounts=discounts, validate_args=validate_args,
+                )
+            else:
+                rb, single = prepare(
+                    preds, target, convention=conv, mask=mask, ignore_index=ignore_index, ideal_target=ideal_target,
+                    n_relevant=n_relevant, judged=judged, validate_args=validate_args,
+                    uses_gain=any(c.family.needs_gain(conv) for c in calls), discounts=discounts, gain=same_gain,
+                )
+                if validate_args:
+                    _family_checks(rb, calls)
             values, empty = _run_calls(rb, calls, conv)
             empty = empty.expand_as(values)
             j = 0
@@ -153,6 +179,27 @@ class MeasurePlan:
             index = torch.tensor(self._columns, device=values.device)
             values, empty = values.index_select(1, index), empty.index_select(1, index)
         return values, empty, single
+
+    # ------------------------------------------------------------------ routing
+    def topk_ready(self) -> bool:
+        """Whether every measure of the plan runs on a top-k view (:data:`TOPK_FAMILIES`)."""
+        return not self._negative_unjudged and all(
+            topk_supported(call.family.key, conv) for conv, calls in self._groups for call in calls
+        )
+
+    def _route(self, preds, target, mask, ideal_target, n_relevant, judged, exclude) -> str:  # noqa: ANN001
+        """``"topk"`` or ``"dense"``: the top-k path for sparse targets, ``exclude`` and long dense rows
+        whose measures all have small cutoffs, when the plan and the inputs allow it."""
+        catalogue = exclude is not None or _is_sparse(target)
+        if not catalogue and (
+            preds.ndim != 2 or torch.compiler.is_compiling() or preds.shape[-1] < LONG_ROW
+            or any(c is None or c * 8 > preds.shape[-1] for c in self.cutoffs_used)
+            or any(conv.gain != "exp2" for conv in self.conventions)
+        ):
+            return "dense"
+        if ideal_target is not None or n_relevant is not None or judged is not None or not self.topk_ready():
+            return "dense"
+        return "topk"
 
     # ------------------------------------------------------------------ reduction
     def transform(self, values: Tensor) -> Tensor:
@@ -193,6 +240,52 @@ class MeasurePlan:
             warnings.warn(f"{name}: every list was skipped (no relevant documents); the mean is NaN", UserWarning, stacklevel=4)
         count = torch.as_tensor(count, device=total.device).to(total.dtype).expand_as(total)
         return self.finish(total, count).to(out_dtype)
+
+
+#: Rows at least this long take the top-k path on their own (dense target, measures with cutoffs <= L / 8).
+LONG_ROW = 4096
+
+
+def _is_sparse(target: object) -> bool:
+    return isinstance(target, SparseTarget) or is_sparse(target)
+
+
+def densified(preds: Tensor, target, mask: Tensor | None, exclude) -> tuple[Tensor, Tensor | None]:  # noqa: ANN001
+    """The dense path's inputs: a sparse target made dense, ``exclude`` folded into ``mask``
+    (``N x L`` memory: for measures outside the top-k table and per-position diagnostics).
+
+    Example:
+        >>> import torch
+        >>> target, mask = densified(torch.zeros(1, 3), torch.tensor([[0, 2, 0]]).to_sparse(),
+        ...                          None, torch.tensor([[True, False, False]]))
+        >>> target, mask
+        (tensor([[0, 2, 0]]), tensor([[False,  True,  True]]))
+    """
+    if _is_sparse(target):
+        if preds.ndim != 2:
+            raise ValueError(f"a sparse target needs (N, L) preds, got preds of shape {tuple(preds.shape)}")
+        st = target if isinstance(target, SparseTarget) else sparse_target(target, tuple(preds.shape), device=preds.device)
+        target = st.to_dense()
+    if exclude is not None:
+        ex = check_exclude(exclude, tuple(preds.shape) if preds.ndim == 2 else (1, preds.shape[0]), preds.device)
+        ex = (ex.to_dense() if isinstance(ex, SparseTarget) else ex).reshape(preds.shape)
+        mask = ~ex if mask is None else mask & ~ex
+    return target, mask
+
+
+def _excluded(preds: Tensor, target, mask: Tensor | None, ignore_index, exclude):  # noqa: ANN001, ANN202
+    """``exclude`` for the top-k path: padding (``mask=False``, ``ignore_index``) is excluded too."""
+    if mask is None and (ignore_index is None or _is_sparse(target)):
+        return exclude
+    if mask is not None and (not isinstance(mask, Tensor) or mask.dtype != torch.bool or mask.shape != preds.shape):
+        raise TypeError(f"mask must be a bool tensor of the shape of preds {tuple(preds.shape)} (True = real item)")
+    pad = None if mask is None else ~mask
+    if ignore_index is not None and not _is_sparse(target):
+        pad = (target == ignore_index) if pad is None else pad | (target == ignore_index)
+    if exclude is None:
+        return pad
+    ex = check_exclude(exclude, tuple(preds.shape), preds.device)
+    return (ex.to_dense() if isinstance(ex, SparseTarget) else ex) | pad
 
 
 def _family_checks(rb: RankedBatch, calls: list[_Call]) -> None:

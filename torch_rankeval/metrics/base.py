@@ -22,6 +22,7 @@ from torch import Tensor
 from torchmetrics.utilities.data import dim_zero_cat
 
 from torch_rankeval.conventions import Convention, discount_table, gain_table, mapped_gain, resolve_convention
+from torch_rankeval.functional.sparse import is_sparse
 from torch_rankeval.functional._inputs import check_preds_target, check_values, counted_sums, empty_policy, parse_k
 from torch_rankeval.functional.flat import group_by_query_buckets
 from torch_rankeval.measures import MeasurePlan, parse_measures
@@ -198,6 +199,7 @@ class RankingMetrics(RunningMeanMetric):
         ideal_target: Tensor | None = None,
         n_relevant: Tensor | None = None,
         judged: Tensor | None = None,
+        exclude: Tensor | None = None,
     ) -> None:
         """Add a batch.
 
@@ -211,10 +213,17 @@ class RankingMetrics(RunningMeanMetric):
             n_relevant: padded input: ``(N,)`` number of relevant documents of each query.
             judged: padded input: ``(N, L)`` bool, False for documents without a relevance judgment
                 (never relevant, no gain; read by ``bpref``, ``Judged@k`` and the like).
+            exclude: padded input: ``(N, L)`` bool, dense or sparse, True for items never ranked and
+                never counted (seen in training); ``target`` may then be a torch sparse ``(N, L)``
+                tensor (absent = grade 0). See "Recommender evaluation over the full catalogue".
         """
-        check_preds_target(preds, target, mask)
+        catalogue = exclude is not None or is_sparse(target)
+        if catalogue:
+            self._check_catalogue(preds, target, mask, indexes)
+        else:
+            check_preds_target(preds, target, mask)
         self._check_device(preds)
-        flat = self._is_flat(preds, indexes)
+        flat = not catalogue and self._is_flat(preds, indexes)
         if flat:
             if mask is not None or ideal_target is not None or n_relevant is not None or judged is not None:
                 raise ValueError(
@@ -223,7 +232,18 @@ class RankingMetrics(RunningMeanMetric):
                 )
             self._update_flat(preds, target, indexes)
         else:
-            self._update_padded(preds, target, mask, ideal_target, n_relevant, indexes, judged)
+            self._update_padded(preds, target, mask, ideal_target, n_relevant, indexes, judged, exclude)
+
+    def _check_catalogue(self, preds: Tensor, target: Tensor, mask: Tensor | None, indexes: Tensor | None) -> None:
+        """Inputs of a catalogue update (sparse target or ``exclude``): ``(N, L)`` scores, padded layout."""
+        if not isinstance(preds, Tensor) or preds.ndim != 2:
+            raise ValueError("a sparse target or exclude= needs (N, L) preds: one row of scores per list (user)")
+        if self.input_format == "flat":
+            raise ValueError("a sparse target or exclude= needs padded (N, L) input, not input_format='flat'")
+        if indexes is not None:
+            self._is_flat(preds, indexes)  # checks the (N,) ids
+        if not is_sparse(target):
+            check_preds_target(preds, target, mask)
 
     def _is_flat(self, preds: Tensor, indexes: Tensor | None) -> bool:
         if indexes is not None:
@@ -252,22 +272,22 @@ class RankingMetrics(RunningMeanMetric):
                 )
         return False
 
-    def _update_padded(self, preds, target, mask, ideal_target, n_relevant, ids, judged=None) -> None:  # noqa: ANN001
-        if self.compile:
+    def _update_padded(self, preds, target, mask, ideal_target, n_relevant, ids, judged=None, exclude=None) -> None:  # noqa: ANN001
+        if self.compile and exclude is None and not is_sparse(target):
             self._compiled_update(preds, target, mask, ideal_target, n_relevant, judged, ids)
             return
-        values, empty = self._batch(preds, target, mask, ideal_target, n_relevant, judged)
+        values, empty = self._batch(preds, target, mask, ideal_target, n_relevant, judged, exclude)
         if self.keep_per_query:
             ids = self._generate_ids(values.shape[0], values.device) if ids is None else ids.reshape(-1).long()
         self._accumulate(values, empty, ids)
 
-    def _batch(self, preds, target, mask, ideal_target, n_relevant, judged=None) -> tuple[Tensor, Tensor]:  # noqa: ANN001
+    def _batch(self, preds, target, mask, ideal_target, n_relevant, judged=None, exclude=None) -> tuple[Tensor, Tensor]:  # noqa: ANN001
         """Per-query values ``(N, V)`` of every reported key and their empty flags (the one evaluation loop)."""
         length = preds.shape[-1] if ideal_target is None else max(preds.shape[-1], ideal_target.shape[-1])
         values, empty, _ = self.plan.values(
             preds, target, mask=mask, ignore_index=self.ignore_index, ideal_target=ideal_target,
             n_relevant=n_relevant, judged=judged, validate_args=self.validate_args, discounts=self._discount_table(length),
-            gain=self._gain(),
+            gain=self._gain(), exclude=exclude,
         )
         return values, empty
 

@@ -22,6 +22,7 @@ from torch import Tensor
 from torch_rankeval.conventions import Convention
 from torch_rankeval.functional._inputs import empty_policy, prepare, valid_mask
 from torch_rankeval.functional._ranking import RankedBatch
+from torch_rankeval.functional.sparse import is_sparse
 from torch_rankeval.metrics.base import RankingMetrics
 
 __all__ = ["PositionProfile", "PROFILE_STATS"]
@@ -153,6 +154,7 @@ class PositionProfile(RankingMetrics):
         *,
         mask: Tensor | None = None,
         ideal_target: Tensor | None = None,
+        exclude: Tensor | None = None,
     ) -> None:
         """Add a batch.
 
@@ -164,10 +166,17 @@ class PositionProfile(RankingMetrics):
             mask: padded input: bool, False marks padding.
             ideal_target: padded input: ``(N, M)`` grades of all judged documents of each query, for
                 the ideal profile (default: the list's own grades).
+            exclude: padded input: ``(N, L)`` bool, dense or sparse: items never ranked, never counted.
+                ``target`` may be a torch sparse tensor. The profile reads every position, so both
+                are made dense here (``mask=False`` at excluded items): ``N x L`` memory.
         """
+        if exclude is not None or is_sparse(target):
+            from torch_rankeval.measures.plan import densified  # noqa: PLC0415
+
+            target, mask = densified(preds, target, mask, exclude)
         super().update(preds, target, indexes, mask=mask, ideal_target=ideal_target)
 
-    def _batch(self, preds, target, mask, ideal_target, n_relevant, judged=None) -> tuple[Tensor, Tensor]:  # noqa: ANN001
+    def _batch(self, preds, target, mask, ideal_target, n_relevant, judged=None, exclude=None) -> tuple[Tensor, Tensor]:  # noqa: ANN001
         """Per-query per-position statistics (not the registry's measures: the profile's own values)."""
         length = preds.shape[-1] if ideal_target is None else max(preds.shape[-1], ideal_target.shape[-1])
         rb, single = prepare(

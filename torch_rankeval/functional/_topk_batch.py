@@ -1,0 +1,273 @@
+"""The top-k ranked view as a :class:`~torch_rankeval.functional._ranking.RankedBatch`: the kernels of the
+measure table run on it unchanged, so a full catalogue is ranked only as deep as the measures read.
+
+:class:`TopKRankedBatch` wraps a :class:`~torch_rankeval.functional._topk.TopKView` (``torch.topk`` of the
+first ``W`` positions plus exact whole-group tie statistics, the per-row relevant count and the ideal
+top gains) and answers the ranked-view contract of the ranking core for the first ``W`` positions.
+:func:`catalogue_batch` builds one from scores, a dense or sparse target and ``exclude``:
+
+* **measures with a cutoff** need ``W = max(k)`` positions (``min(k, L)``);
+* **measures without one** (full AP, nDCG, RR, R-precision, ``P``/``R`` over the whole list) need every
+  position down to the last item with a non-zero grade, with its whole tie group. A validated call
+  reads that depth in one host sync (per row: the items scored at or above the row's lowest-scored
+  non-zero entry, one comparison pass over the scores in row chunks, no sort); an unvalidated call
+  cannot read it and ranks the whole row (``W = L``: the cost of a sort, no sync).
+
+Past the last non-zero item every position holds grade 0 and gain 0, so values computed on such a
+view equal the full ranking's. :data:`TOPK_FAMILIES` lists the measures whose kernels read only
+these quantities; the plan (:class:`~torch_rankeval.measures.MeasurePlan`) routes to this view when
+every requested measure is one of them, and densifies otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from torch_rankeval.conventions import Convention, discount_table
+from torch_rankeval.functional._ranking import RankedBatch, TieGroups
+from torch_rankeval.functional._topk import DEFAULT_CHUNK_ELEMENTS, TopKView, topk_view
+from torch_rankeval.functional.sparse import SparseTarget, check_exclude, is_sparse, sparse_target
+
+__all__ = ["TOPK_FAMILIES", "TopKRankedBatch", "catalogue_batch", "topk_supported"]
+
+#: Families whose kernels read only the ranked-view contract (first ``W`` positions, their whole tie
+#: groups, the relevant count, the valid count and the ideal top gains).
+TOPK_FAMILIES = frozenset({"ndcg", "dcg", "idcg", "map", "mrr", "precision", "recall", "hit_rate", "r_precision"})
+#: Families that need the whole ranking (no cutoff): the view must reach the last non-zero grade.
+WHOLE_LIST_FAMILIES = frozenset({"r_precision"})
+
+
+def topk_supported(key: str, conv: Convention) -> bool:
+    """Whether measure family ``key`` under ``conv`` can run on a top-k view.
+
+    Graded AP normalises by the sum of ALL judged gains (not a top-k quantity), and torchmetrics'
+    "scores <= 0 are not relevant" quirk re-grades documents by score: both take the dense path.
+
+    Example:
+        >>> from torch_rankeval.conventions import DEFAULT
+        >>> topk_supported("ndcg", DEFAULT), topk_supported("bpref", DEFAULT)
+        (True, False)
+    """
+    if key not in TOPK_FAMILIES or conv.nonpositive_not_relevant:
+        return False
+    return not (key == "map" and conv.graded)
+
+
+class _ViewGroups(TieGroups):
+    """The view's whole-group statistics, read as :class:`TieGroups` of its first ``width`` positions."""
+
+    def __init__(self, rb: TopKRankedBatch, width: int) -> None:
+        super().__init__(rb, width)
+        self._bounds_done = True
+        v, f, f64 = rb._view, rb.dtype, torch.float64
+        valid = v.valid[:, :width]
+        one = torch.ones((), dtype=v.group_size.dtype, device=rb.device)
+        self._cache.update(
+            start=v.group_start[:, :width].to(f),
+            # positions past n_valid are padding: groups of one document that is not relevant
+            size=torch.where(valid, v.group_size[:, :width], one).to(f),
+            rel=v.group_relevant[:, :width].to(f),
+            rel_before=v.relevant_before[:, :width].to(f),
+            gain=v.group_gain[:, :width].to(f64),
+            gain_before=v.gain_before[:, :width].to(f64),
+            gain_sq=v.group_gain_sq[:, :width].to(f64),
+        )
+
+    def sums(self, head: Tensor, doc: Tensor | None, *, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+        raise NotImplementedError("a top-k view holds the group sums of relevance and gains only")
+
+
+class TopKRankedBatch(RankedBatch):
+    """A :class:`~torch_rankeval.functional._topk.TopKView` as a ranked batch of length ``W`` (its width).
+
+    ``length`` is ``W``: cutoffs ``k <= W`` read the view; a cutoff of None reads all ``W`` positions,
+    which equals the whole ranking when the view reaches the last non-zero grade
+    (:func:`catalogue_batch`). ``n_valid`` is the true number of ranked (non-excluded) items of each row.
+
+    Example:
+        >>> import torch
+        >>> from torch_rankeval.conventions import DEFAULT
+        >>> from torch_rankeval.functional.dcg import ndcg_values
+        >>> scores = torch.tensor([[0.9, 0.5, 0.5, 0.5, 0.1]])
+        >>> view = topk_view(scores, 2, target=torch.tensor([[0, 1, 0, 0, 2]]), dtype=torch.float64)
+        >>> rb = TopKRankedBatch(view, DEFAULT, length=5)
+        >>> values, _ = ndcg_values(rb, (2,))
+        >>> round(values.item(), 4)                    # position 2: one of three tied items, one relevant
+        0.0579
+    """
+
+    def __init__(
+        self,
+        view: TopKView,
+        convention: Convention,
+        *,
+        length: int,
+        dtype: torch.dtype = torch.float32,
+        discounts: Tensor | None = None,
+    ) -> None:
+        if view.rel is None:
+            raise ValueError("the view has no target statistics: build it with topk_view(..., target=...)")
+        self._view = view
+        self._cache: dict[str, Tensor] = {}
+        self._groups: dict[int, TieGroups] = {}
+        self.convention = convention
+        self.dtype = dtype
+        self.n_lists, self.length = view.items.shape
+        self.device = view.items.device
+        self.averaged = convention.ties == "average"
+        self.truncated = self.length < length
+        self._has_padding = True
+        self._threshold_int = False
+        self._ideal_target = self._ideal_valid = self._n_relevant = None
+        if discounts is None or discounts.shape[0] < self.length:
+            discounts = discount_table(self.length, convention, dtype=dtype, device=self.device)
+        self._discounts_in = discounts
+
+    def any_tie(self) -> Tensor:
+        return (self._view.group_size > 1).any()
+
+    def _doc(self, name: str) -> Tensor | None:
+        raise NotImplementedError("a top-k view has no per-document (input order) tensors")
+
+    def _make_head(self, name: str, width: int) -> Tensor:
+        v = self._view
+        if name in ("valid", "judged"):
+            return v.valid[:, :width]
+        if name == "relmask":
+            return v.rel[:, :width] > 0
+        if name == "rel":
+            return v.rel[:, :width].to(self.dtype)
+        if name == "gains":
+            return v.gains[:, :width].to(self.dtype)
+        if name == "target":
+            return torch.where(v.valid[:, :width], v.grades[:, :width].to(self.dtype), self._zero)
+        raise ValueError(f"unknown per-position quantity {name!r}")
+
+    def groups(self, width: int | None = None) -> TieGroups:
+        width = self.length if width is None else min(width, self.length)
+        g = self._groups.get(width)
+        if g is None:
+            g = self._groups[width] = _ViewGroups(self, width)
+        return g
+
+    @property
+    def n_relevant(self) -> Tensor:
+        return self.cached("n_relevant", lambda: self._view.n_relevant.to(self.dtype))
+
+    @property
+    def n_relevant_in_list(self) -> Tensor:
+        return self.n_relevant
+
+    @property
+    def n_valid(self) -> Tensor:
+        return self.cached("n_valid", lambda: self._view.n_valid.to(self.dtype))
+
+    @property
+    def ideal_gains(self) -> Tensor:
+        """The row's ``W`` largest gains in decreasing order (the rest of the row holds none larger)."""
+        return self.cached("ideal_gains", lambda: self._view.ideal_gains.to(self.dtype))
+
+    def ideal_top(self, ks: tuple[int | None, ...]) -> Tensor:
+        top = self.length if None in ks else min(max(ks), self.length)
+        return self.ideal_gains[:, :top]
+
+
+def catalogue_batch(
+    preds: Tensor,
+    target: Any,
+    convention: Convention,
+    *,
+    cutoffs: tuple[int | None, ...],
+    whole_list: bool,
+    exclude: Any = None,
+    gain: Any = None,
+    discounts: Tensor | None = None,
+    validate_args: bool = True,
+    chunk_elements: int = DEFAULT_CHUNK_ELEMENTS,
+) -> TopKRankedBatch:
+    """Rank ``preds`` ``(N, L)`` only as deep as ``cutoffs`` (and, with ``whole_list``, down to the last
+    non-zero grade) and return the view as a ranked batch.
+
+    ``target``: dense ``(N, L)`` grades, a torch sparse COO / CSR tensor or a
+    :class:`~torch_rankeval.functional.sparse.SparseTarget`; ``exclude``: ``(N, L)`` bool, dense or
+    sparse (never ranked, never counted). ``gain``: a callable replacing the convention's gain.
+
+    Example:
+        >>> import torch
+        >>> from torch_rankeval.conventions import DEFAULT
+        >>> scores = torch.tensor([[0.1, 0.9, 0.4, 0.8]])
+        >>> target = torch.tensor([[1, 0, 0, 1]]).to_sparse()
+        >>> rb = catalogue_batch(scores, target, DEFAULT, cutoffs=(None,), whole_list=True,
+        ...                      exclude=torch.tensor([[False, True, False, False]]))
+        >>> rb.length, rb.n_valid, rb.head("rel")      # item 1 excluded; the view reaches item 0
+        (3, tensor([3.]), tensor([[1., 0., 1.]]))
+    """
+    n, length = preds.shape
+    dtype = torch.float64 if preds.dtype == torch.float64 or _grades_dtype(target) == torch.float64 else torch.float32
+    finite = [min(k, length) for k in cutoffs if k is not None]
+    width = max(finite, default=1)
+    if whole_list or len(finite) < len(cutoffs):
+        if not validate_args:
+            width = length  # the depth is data: without a host sync, rank the whole row
+        elif n:
+            width = max(width, int(_depth(preds, target, exclude, chunk_elements).max()))  # the one extra sync
+    width = max(1, min(width, length))
+    view = topk_view(
+        preds, width, target=target, exclude=exclude, ties=convention.ties,
+        gain=convention.gain if gain is None else gain, relevance_threshold=convention.relevance_threshold,
+        dtype=torch.float64, validate_args=validate_args, chunk_elements=chunk_elements,
+    )
+    return TopKRankedBatch(view, convention, length=length, dtype=dtype, discounts=discounts)
+
+
+def _grades_dtype(target: Any) -> torch.dtype:
+    if isinstance(target, SparseTarget):
+        return target.grades.dtype
+    return target.dtype
+
+
+def _depth(preds: Tensor, target: Any, exclude: Any, chunk_elements: int) -> Tensor:
+    """``(N,)`` int64: per row, the non-excluded items scored at or above the row's lowest-scored item
+    with a non-zero grade (0 for a row without one): how deep the ranking must go to hold every
+    non-zero grade with its whole tie group. One comparison pass over the scores in row chunks."""
+    n, length = preds.shape
+    inf = torch.full((), float("inf"), dtype=preds.dtype, device=preds.device)
+    ex = None if exclude is None else check_exclude(exclude, (n, length), preds.device)
+    flat = preds.reshape(-1)
+    if isinstance(target, SparseTarget) or is_sparse(target):
+        st = target if isinstance(target, SparseTarget) else sparse_target(target, (n, length), device=preds.device)
+        st = st.excluding(ex)
+        keep = st.counted_mask() & (st.grades != 0)
+        scores = torch.where(keep, flat.index_select(0, st.keys), inf)
+        lowest = torch.full((n,), float("inf"), dtype=preds.dtype, device=preds.device)
+        lowest = lowest.scatter_reduce(0, st.rows, scores, "amin")
+        dense = None
+    else:
+        lowest, dense = None, target
+    rows = max(1, chunk_elements // max(length, 1))
+    out = []
+    for a in range(0, n, rows):
+        p = preds[a : a + rows]
+        skip = None if ex is None or isinstance(ex, SparseTarget) else ex[a : a + rows]
+        if dense is None:
+            low = lowest[a : a + rows]
+        else:
+            keep = dense[a : a + rows] != 0
+            if skip is not None:
+                keep &= ~skip
+            low = torch.where(keep, p, inf).amin(-1)
+        above = p >= low.unsqueeze(-1)
+        if skip is not None:
+            above &= ~skip
+        out.append(above.sum(-1))
+    depth = torch.cat(out) if out else torch.zeros(0, dtype=torch.int64, device=preds.device)
+    if isinstance(ex, SparseTarget) and ex.nnz:
+        low = lowest if lowest is not None else torch.zeros(n, dtype=preds.dtype, device=preds.device)
+        if dense is not None:  # the dense target's lowest scores, again per chunk (rare: dense target, sparse exclude)
+            low = torch.cat([torch.where(dense[a : a + rows] != 0, preds[a : a + rows], inf).amin(-1) for a in range(0, n, rows)])
+        hit = ex.counted_mask() & (flat.index_select(0, ex.keys) >= low.index_select(0, ex.rows))
+        depth = depth - torch.zeros_like(depth).index_add_(0, ex.rows, hit.to(depth.dtype))
+    return depth
