@@ -319,3 +319,35 @@ def test_position_profile_scalars_inversions_and_figure_are_logged(tmp_path):
 def test_position_profile_must_be_a_positive_int():
     with pytest.raises(ValueError, match="position_profile must be"):
         RankingMetricsCallback(position_profile=0)
+
+
+def test_full_catalogue_step_passes_a_sparse_target_and_exclude_through(tmp_path):
+    from torch_rankeval import ItemExposure
+
+    users, items = 12, 40
+    g = torch.Generator().manual_seed(21)
+    scores = torch.randn(users, items, generator=g)
+    target = (torch.rand(users, items, generator=g) < 0.1).long()
+    seen = torch.rand(users, items, generator=g) < 0.2
+
+    class Catalogue(pl.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.scale = torch.nn.Parameter(torch.ones(()))
+
+        def validation_step(self, batch, batch_idx):  # noqa: ANN001
+            rows = batch["user"]
+            return {"preds": scores[rows] * self.scale, "target": target[rows].to_sparse(), "exclude": seen[rows].to_sparse()}
+
+    callback = RankingMetricsCallback(
+        metrics=("ndcg@5", "recall@5", "map"), k=None, extra_metrics={"exposure": lambda: ItemExposure(items, 5)}
+    )
+    loader_ = DataLoader([{"user": torch.tensor(u)} for u in range(users)], batch_size=5)
+    (val,) = _trainer(tmp_path, [callback]).validate(Catalogue(), loader_, verbose=False)
+    want = F.evaluate(scores, target, ["ndcg@5", "recall@5", "map"], mask=~seen)
+    for name, value in want.items():
+        assert val[f"val/{name}"] == pytest.approx(value.item(), abs=1e-6)
+    reference = ItemExposure(items, 5)
+    reference.update(scores, exclude=seen)
+    for name, value in reference.compute().items():
+        assert val[f"val/exposure/{name}"] == pytest.approx(value.item(), abs=1e-6)

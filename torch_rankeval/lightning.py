@@ -78,7 +78,8 @@ class RankingMetricsCallback(Callback):
             ``exclude`` (the items seen in training): they pass through unchanged (top-k path).
         extra_metrics: more metrics to feed the same inputs each epoch, ``{name: factory}`` where
             ``factory()`` returns a torchmetrics ``Metric`` (e.g. ``lambda: NDCG(k=10,
-            convention="trec_eval")``). Its ``update`` gets the inputs its signature accepts; its
+            convention="trec_eval")``, or ``lambda: ItemExposure(num_items, k=20)``, whose ``update``
+            takes no target). Its ``update`` gets the inputs its signature accepts; its
             ``compute()`` result is logged as ``prefix + name`` (a scalar) or ``prefix + name + "/" +
             key`` (a dict of scalars); non-scalar results land in :attr:`results` and
             :meth:`log_results`, which a subclass can override (to draw a figure, say).
@@ -382,7 +383,10 @@ class RankingMetricsCallback(Callback):
         inputs = self._inputs(stage, outputs, batch, slot[""].sums.device)
         preds, target = inputs.pop("preds"), inputs.pop("target")
         for metric in slot.values():
-            metric.update(preds, target, **_accepted(metric, inputs))
+            if "target" in inspect.signature(metric.update).parameters:
+                metric.update(preds, target, **_accepted(metric, inputs))
+            else:  # a metric of the scores alone, e.g. ItemExposure(num_items, k): update(preds, exclude=...)
+                metric.update(preds, **_accepted(metric, inputs))
 
     def _inputs(self, stage: str, outputs: Any, batch: Any, device: Any) -> dict[str, Tensor]:
         """The metric inputs of one batch: from the step's output, else from the batch."""
