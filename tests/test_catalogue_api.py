@@ -220,3 +220,25 @@ def test_k_beyond_the_catalogue_is_the_whole_list():
     got = F.evaluate(preds, target.to_sparse(), ["ndcg@1000", "recall@1000"], exclude=exclude)
     ref = F.evaluate(preds, target.to_sparse(), ["ndcg", "recall"], exclude=exclude)
     assert _close(got["ndcg@1000"], ref["ndcg"]) and _close(got["recall@1000"], ref["recall"])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_equals_cpu_without_host_sync():
+    preds, target, exclude = _data(8)
+    want = F.evaluate(preds, target, MEASURES, mask=~exclude, reduction="none")
+    got = F.evaluate(preds.cuda(), target.to_sparse().cuda(), MEASURES, exclude=exclude.cuda(), reduction="none")
+    for name in MEASURES:
+        assert _close(got[name].cpu(), want[name]), name
+    m = RankingMetrics(("ndcg@5", "recall@10", "map@10"), validate_args=False).cuda()
+    p, t, ex = preds.cuda(), target.to_sparse().cuda(), exclude.cuda().to_sparse()
+    m.update(p, t, exclude=ex)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        m.update(p, t, exclude=ex)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    ref = RankingMetrics(("ndcg@5", "recall@10", "map@10"))
+    ref.update(preds, target, mask=~exclude)
+    ref.update(preds, target, mask=~exclude)
+    assert all(_close(m.compute()[k].cpu(), ref.compute()[k]) for k in ref.keys)
