@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from torch_rankeval.functional._ranking import RankedBatch
+from torch_rankeval.functional._ranking import RankedBatch, device_constant
 
 __all__ = ["between", "bounds", "expected_relevant", "expected_top", "group_bounds", "group_sums", "prefix", "safe_div"]
 
@@ -75,7 +75,7 @@ def expected_top(rb: RankedBatch, x: Tensor, ks: tuple) -> Tensor:
     groups above the cutoff's group in full, plus that group's mean times its slots inside the cutoff."""
     start, end = bounds(rb)
     cs = prefix(x)
-    idx = torch.tensor(rb.cutoff_index(ks), device=rb.device).expand(rb.n_lists, -1)
+    idx = device_constant(tuple(rb.cutoff_index(ks)), torch.int64, rb.device).expand(rb.n_lists, -1)
     s, e = start.gather(-1, idx), end.gather(-1, idx)
     inside = (idx + 1 - s).to(torch.float64)
     return cs.gather(-1, s) + inside * between(cs, s, e) / (e - s).to(torch.float64)

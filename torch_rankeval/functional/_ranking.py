@@ -52,7 +52,7 @@ from torch import Tensor
 
 from torch_rankeval.conventions import Convention, discount_table, gain_fn
 
-__all__ = ["RankedBatch", "TieGroups", "log_comb", "prefix_sums", "relevant", "take_columns"]
+__all__ = ["RankedBatch", "TieGroups", "device_constant", "log_comb", "prefix_sums", "relevant", "take_columns"]
 
 _INDEX_CACHE: dict[tuple, Tensor] = {}
 _DISCOUNT_HEADS: dict[int, tuple[weakref.ref, dict]] = {}  # id(table) -> (table, {(width, dtype): head})
@@ -66,8 +66,28 @@ def _constant(values: tuple, dtype: torch.dtype, device: torch.device) -> Tensor
     if t is None:
         if len(_INDEX_CACHE) > 4096:
             _INDEX_CACHE.clear()
-        t = _INDEX_CACHE[key] = torch.tensor(values, dtype=dtype, device=device)
+        t = _INDEX_CACHE[key] = _to_device(torch.tensor(values, dtype=dtype), device)
     return t
+
+
+def _to_device(t: Tensor, device: torch.device) -> Tensor:
+    """A small host-built tensor on ``device`` without a host sync: through pinned memory and a
+    non-blocking copy on CUDA (a plain copy from pageable memory synchronises the stream)."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return t.to(device)
+    return t.pin_memory().to(device, non_blocking=True)
+
+
+def device_constant(values: tuple, dtype: torch.dtype, device: torch.device) -> Tensor:
+    """A small constant tensor (cutoffs, column picks, gain tables) on ``device``, built once per
+    process, dtype and device and copied without a host sync; a plain tensor under ``torch.compile``.
+
+    Example:
+        >>> device_constant((1, 5, 10), torch.int64, torch.device("cpu"))
+        tensor([ 1,  5, 10])
+    """
+    return _constant(tuple(values), dtype, device)
 
 
 def _table(kind: str, n: int, dtype: torch.dtype, device: torch.device) -> Tensor:

@@ -121,7 +121,7 @@ def average_precision_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tu
         if denominator == "all_relevant":
             den = r_total
         elif denominator == "min_k_relevant":
-            cut = torch.tensor([float("inf") if k is None else float(k) for k in ks], dtype=rb.dtype, device=rb.device)
+            cut = rb.constant([float("inf") if k is None else float(k) for k in ks])
             den = torch.minimum(r_total, cut)
         else:
             den = rb.expected_in_top("rel", ks)

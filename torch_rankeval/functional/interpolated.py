@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 
 from torch_rankeval.conventions import Convention
-from torch_rankeval.functional._ranking import RankedBatch
+from torch_rankeval.functional._ranking import RankedBatch, device_constant
 from torch_rankeval.functional._groups import expected_relevant, group_bounds, group_sums
 
 __all__ = [
@@ -62,7 +62,7 @@ def relevant_counts(levels: tuple[float, ...], n_relevant: Tensor, rounding: str
     """
     if rounding not in ROUNDINGS:
         raise ValueError(f"rounding must be one of {list(ROUNDINGS)}, got {rounding!r}")
-    x = torch.tensor(levels, dtype=torch.float64, device=n_relevant.device) * n_relevant.to(torch.float64).unsqueeze(-1)
+    x = device_constant(tuple(levels), torch.float64, n_relevant.device) * n_relevant.to(torch.float64).unsqueeze(-1)
     if rounding == "v9":
         return torch.trunc(x + 0.9)
     whole = torch.trunc(x)  # lround: halves away from zero; x - trunc(x) is exact
@@ -152,7 +152,7 @@ def rprec_mult_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Ten
         {'Rprec_mult_0.50': tensor([0.], dtype=torch.float64), 'Rprec_mult_1.00': tensor([0.5000], dtype=torch.float64), 'Rprec_mult_4.00': tensor([0.2500], dtype=torch.float64)}
     """
     c = torch.trunc(
-        torch.tensor(ks, dtype=torch.float64, device=rb.device) * rb.n_relevant.to(torch.float64).unsqueeze(-1) + 0.9
+        rb.constant(list(ks), torch.float64) * rb.n_relevant.to(torch.float64).unsqueeze(-1) + 0.9
     ).to(rb.dtype)
     end = c.clamp(min=1, max=rb.length)
     index = end.long() - 1
@@ -184,7 +184,7 @@ def relative_precision_values(rb: RankedBatch, ks: tuple, conv: Convention) -> t
     """
     found = expected_relevant(rb, ks)
     r = rb.n_relevant.unsqueeze(-1)
-    k = torch.tensor([math.inf if k is None else k for k in ks], dtype=rb.dtype, device=rb.device)
+    k = rb.constant([math.inf if k is None else k for k in ks])
     k = torch.where(torch.isinf(k), rb.n_valid.unsqueeze(-1), k)
     den = torch.minimum(k, r)
     values = torch.where(den > 0, found / den.clamp(min=1), torch.zeros_like(found))

@@ -29,7 +29,7 @@ __all__ = ["judged_values", "unjudged_values"]
 def _share(rb: RankedBatch, flags: Tensor, ks: tuple, adaptive_k: bool) -> Tensor:
     found = expected_top(rb, flags, ks)
     n_valid = rb.n_valid.to(torch.float64).unsqueeze(-1)
-    cut = torch.tensor([float("inf") if k is None else float(k) for k in ks], dtype=torch.float64, device=rb.device)
+    cut = rb.constant([float("inf") if k is None else float(k) for k in ks], torch.float64)
     den = torch.minimum(cut, n_valid) if adaptive_k else torch.where(torch.isinf(cut), n_valid, cut)
     return safe_div(found, den).to(rb.dtype)
 

@@ -31,7 +31,7 @@ import torch
 from torch import Tensor
 
 from torch_rankeval.functional._groups import between, bounds, prefix
-from torch_rankeval.functional._ranking import RankedBatch, log_comb
+from torch_rankeval.functional._ranking import RankedBatch, device_constant, log_comb
 
 __all__ = ["rbp_residual_values", "rbp_values"]
 
@@ -41,7 +41,7 @@ def _weighted_expected(rb: RankedBatch, u: Tensor, ks: tuple, p: float) -> Tenso
     start, end = bounds(rb)
     cs = prefix(u)
     mean = between(cs, start, end) / (end - start).to(torch.float64)
-    w = (1.0 - p) * torch.pow(torch.tensor(p, dtype=torch.float64, device=rb.device),
+    w = (1.0 - p) * torch.pow(float(p),
                               torch.arange(rb.length, dtype=torch.float64, device=rb.device))
     return rb.cumulative(mean * w, ks)
 
@@ -85,8 +85,8 @@ def utilities(rb: RankedBatch, *, rel: float | None = None, gains=None) -> Tenso
     top = _top_grade(rb, grades)
     g = grades
     if gains is not None:
-        keys = torch.tensor([float(k) for k in gains], dtype=torch.float64, device=rb.device)
-        vals = torch.tensor([float(gains[k]) for k in gains], dtype=torch.float64, device=rb.device)
+        keys = device_constant(tuple(float(k) for k in gains), torch.float64, rb.device)
+        vals = device_constant(tuple(float(gains[k]) for k in gains), torch.float64, rb.device)
         hit = grades.unsqueeze(-1) == keys
         g = torch.where(hit.any(-1), (hit * vals).sum(-1), grades)
     lo, hi = _levels_range(top, gains)
@@ -120,9 +120,9 @@ def rbp_residual_values(rb: RankedBatch, ks: tuple, *, p: float = 0.8, tail: str
     """
     unjudged = rb.valid & ~rb.judged
     weight = _weighted_expected(rb, unjudged, ks, p)
-    inside = torch.tensor([rb.length if k is None else k for k in ks], dtype=torch.float64, device=rb.device)
+    inside = rb.constant([rb.length if k is None else k for k in ks], torch.float64)
     m = torch.minimum(inside, rb.n_valid.to(torch.float64).unsqueeze(-1))
-    resid = weight + torch.pow(torch.tensor(p, dtype=torch.float64, device=rb.device), m)
+    resid = weight + torch.pow(float(p), m)
     if tail == "if_unjudged":
         resid = weight + (resid - weight) * _any_in_top(rb, unjudged, ks)
     elif tail != "always":
@@ -134,7 +134,7 @@ def _any_in_top(rb: RankedBatch, flags: Tensor, ks: tuple) -> Tensor:
     """Probability that the top ``k`` hold a flagged document, over the orders of tied documents."""
     start, end = bounds(rb)
     cs = prefix(flags)
-    idx = torch.tensor(rb.cutoff_index(ks), device=rb.device).expand(rb.n_lists, -1)
+    idx = device_constant(tuple(rb.cutoff_index(ks)), torch.int64, rb.device).expand(rb.n_lists, -1)
     s, e = start.gather(-1, idx), end.gather(-1, idx)
     before = cs.gather(-1, s)
     n = (e - s).to(torch.float64)

@@ -29,7 +29,7 @@ from torch import Tensor
 
 from torch_rankeval.conventions import Convention
 from torch_rankeval.functional._inputs import counted_sums, empty_policy, prepare
-from torch_rankeval.functional._ranking import RankedBatch
+from torch_rankeval.functional._ranking import RankedBatch, device_constant
 from torch_rankeval.functional._topk_batch import WHOLE_LIST_FAMILIES, catalogue_batch, topk_supported
 from torch_rankeval.functional.sparse import SparseTarget, check_exclude, is_sparse, sparse_target
 from torch_rankeval.measures.registry import MIN_GEO_MEAN, Family, Measure
@@ -176,7 +176,7 @@ class MeasurePlan:
         values = torch.stack(out, dim=1)  # type: ignore[arg-type]
         empty = torch.stack(empties, dim=1)  # type: ignore[arg-type]
         if not self._identity:
-            index = torch.tensor(self._columns, device=values.device)
+            index = device_constant(tuple(self._columns), torch.int64, values.device)
             values, empty = values.index_select(1, index), empty.index_select(1, index)
         return values, empty, single
 
@@ -190,6 +190,8 @@ class MeasurePlan:
     def _route(self, preds, target, mask, ideal_target, n_relevant, judged, exclude) -> str:  # noqa: ANN001
         """``"topk"`` or ``"dense"``: the top-k path for sparse targets, ``exclude`` and long dense rows
         whose measures all have small cutoffs, when the plan and the inputs allow it."""
+        if not isinstance(preds, Tensor):
+            return "dense"  # its checks name the problem
         catalogue = exclude is not None or _is_sparse(target)
         if not catalogue and (
             preds.ndim != 2 or torch.compiler.is_compiling() or preds.shape[-1] < LONG_ROW
@@ -207,7 +209,7 @@ class MeasurePlan:
         if "gmean" not in self.aggregates:
             return values
         logs = torch.log(values.clamp(min=MIN_GEO_MEAN))
-        gmean = torch.tensor([a == "gmean" for a in self.aggregates], device=values.device)
+        gmean = device_constant(tuple(a == "gmean" for a in self.aggregates), torch.bool, values.device)
         return torch.where(gmean, logs, values)
 
     def finish(self, sums: Tensor, counts: Tensor) -> Tensor:
