@@ -278,7 +278,11 @@ def _excluded_count(ex: Exclude, n: int, device: torch.device) -> Tensor:
         return torch.zeros(n, dtype=torch.int64, device=device)
     if isinstance(ex, SparseTarget):
         return ex.row_sum(ex.counted_mask().to(torch.int64))
-    return ex.sum(-1, dtype=torch.int64)
+    # in row chunks: on CUDA a bool sum materialises an int64 copy of its input (8 bytes per item)
+    rows = max(1, DEFAULT_CHUNK_ELEMENTS // max(ex.shape[-1], 1))
+    if ex.shape[0] <= rows:
+        return ex.sum(-1, dtype=torch.int64)
+    return torch.cat([part.sum(-1, dtype=torch.int64) for part in ex.split(rows)])
 
 
 def _apply_exclude(scores: Tensor, ex: Exclude) -> Tensor:
