@@ -55,8 +55,19 @@ def main() -> None:
     continuous = torch.rand(n, length, generator=g).to(args.device)
     tied = (continuous * 4).round() / 4
     judged = (torch.rand(n, length, generator=g) > 0.1).to(args.device)
-    names = ["ndcg@10", "ERR@10", "ERR@20", "RBP", "rbp_residual", "Judged@10", "fall_out@10", "auroc", "auroc@10",
-             "opa", "arp"]
+    names = [
+        "ndcg@10",
+        "ERR@10",
+        "ERR@20",
+        "RBP",
+        "rbp_residual",
+        "Judged@10",
+        "fall_out@10",
+        "auroc",
+        "auroc@10",
+        "opa",
+        "arp",
+    ]
     print(f"{n} queries x {length} documents, {args.threads} threads, {args.device}; seconds (ratio to nDCG@10)")
     print("| measure | no ties | ties | ties, validate_args=False |\n|---|---|---|---|")
     base = {}
@@ -84,9 +95,13 @@ def main() -> None:
             theirs = metric.compute()
             t_tm = time.perf_counter() - t0
             t_ours = _median(functools.partial(F.evaluate, preds, rel, [ours_name]))
-            ours = F.evaluate(preds, rel, [ours_name], empty_target_action="pos" if "fall" in label else "neg")[ours_name]
-            print(f"{label} ({tag}): ours {t_ours:.4f} s, torchmetrics {t_tm:.3f} s ({t_tm / t_ours:.0f}x slower); "
-                  f"values {ours.item():.6f} vs {theirs.item():.6f}")
+            ours = F.evaluate(preds, rel, [ours_name], empty_target_action="pos" if "fall" in label else "neg")[
+                ours_name
+            ]
+            print(
+                f"{label} ({tag}): ours {t_ours:.4f} s, torchmetrics {t_tm:.3f} s ({t_tm / t_ours:.0f}x slower); "
+                f"values {ours.item():.6f} vs {theirs.item():.6f}"
+            )
 
     for docs in (1000, 3000):
         p = (torch.rand(64, docs, generator=g) * 20).round().to(args.device)
@@ -94,8 +109,10 @@ def main() -> None:
         t_ours = _median(functools.partial(F.evaluate, p, t, ["opa"]), runs=3)
         t_pairs = _median(functools.partial(_pairs_opa, p, t), runs=3)
         assert torch.allclose(F.evaluate(p, t, ["opa"], reduction="none")["opa"], _pairs_opa(p, t).float(), atol=1e-5)
-        print(f"OPA, 64 lists x {docs}: ours {t_ours:.4f} s; L x L pair tensors {t_pairs:.4f} s "
-              f"({64 * docs * docs * 3 / 2**20:.0f} MiB of pair tensors)")
+        print(
+            f"OPA, 64 lists x {docs}: ours {t_ours:.4f} s; L x L pair tensors {t_pairs:.4f} s "
+            f"({64 * docs * docs * 3 / 2**20:.0f} MiB of pair tensors)"
+        )
 
 
 if __name__ == "__main__":

@@ -156,7 +156,10 @@ def case_pytrec(batches):
                 qrels[qid] = {str(j): g for j, g in enumerate(t_row)}
         res = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10", "map"}).evaluate(runs)
         n = len(qrels)  # queries without relevant documents score 0, as ours
-        return {"ndcg@10": sum(v["ndcg_cut_10"] for v in res.values()) / n, "map": sum(v["map"] for v in res.values()) / n}
+        return {
+            "ndcg@10": sum(v["ndcg_cut_10"] for v in res.values()) / n,
+            "map": sum(v["map"] for v in res.values()) / n,
+        }
 
     return run
 
@@ -221,7 +224,13 @@ def run_case(args) -> dict:
         t0 = time.perf_counter()
         values = fn()
         times.append(time.perf_counter() - t0)
-    out = {"median_s": statistics.median(times), "times": times, "values": values, "peak_rss_delta_mb": peak_rss_mb() - base_rss, **extra}
+    out = {
+        "median_s": statistics.median(times),
+        "times": times,
+        "values": values,
+        "peak_rss_delta_mb": peak_rss_mb() - base_rss,
+        **extra,
+    }
     if args.device == "cuda" and args.case.startswith("ours"):
         out["cuda_peak_mb"] = torch.cuda.max_memory_allocated() / 2**20
     return out
@@ -249,7 +258,12 @@ def stream_memory(args) -> dict:
         metric.update(preds.to(args.device), target.to(args.device))
     metric.compute()
     state_bytes = sum(t.numel() * t.element_size() for t in (metric.sums, metric.counts))
-    return {"queries": args.stream_queries, "seconds": time.perf_counter() - t0, "peak_rss_delta_mb": peak_rss_mb() - base, "state_bytes": state_bytes}
+    return {
+        "queries": args.stream_queries,
+        "seconds": time.perf_counter() - t0,
+        "peak_rss_delta_mb": peak_rss_mb() - base,
+        "state_bytes": state_bytes,
+    }
 
 
 # ---------------------------------------------------------------------------------------- sort ratio
@@ -284,7 +298,8 @@ def sort_ratio_case(args) -> dict:
         configs.append(("compiled", {"validate_args": False, "compile": True}))
     inputs = {
         (ties, dtype): tuple(t.to(args.device) for t in ratio_inputs(n, length, ties, dtype))
-        for ties in (False, True) for dtype in ("float32", "bfloat16")
+        for ties in (False, True)
+        for dtype in ("float32", "bfloat16")
     }
     metrics = {name: RankingMetrics(RATIO_METRICS, k=10, **kw).to(args.device) for name, kw in configs}
     sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
@@ -314,7 +329,16 @@ def sort_ratio_case(args) -> dict:
         sort_s = statistics.median(times[(ties, dtype, "sort")])
         for name, _ in configs:
             upd = statistics.median(times[(ties, dtype, name)])
-            out.append({"ties": ties, "dtype": dtype, "config": name, "update_ms": upd * 1e3, "sort_ms": sort_s * 1e3, "ratio": upd / sort_s})
+            out.append(
+                {
+                    "ties": ties,
+                    "dtype": dtype,
+                    "config": name,
+                    "update_ms": upd * 1e3,
+                    "sort_ms": sort_s * 1e3,
+                    "ratio": upd / sort_s,
+                }
+            )
     return {"size": args.ratio_size, "repeats": repeats, "rows": out, "values": values}
 
 
@@ -368,12 +392,18 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--slow-repeats", type=int, default=1, help="repeats for torchmetrics and pytrec_eval")
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--threads", type=int, default=None, help="torch and numba threads per case (default: all cores)")
-    parser.add_argument("--stream", default="10000,100000,1000000", help="query counts for the streaming memory check ('' to skip)")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="torch and numba threads per case (default: all cores)"
+    )
+    parser.add_argument(
+        "--stream", default="10000,100000,1000000", help="query counts for the streaming memory check ('' to skip)"
+    )
     parser.add_argument("--json", default=None, help="where to write the JSON results (default: benchmarks/results/)")
     parser.add_argument("--sort-ratio", action="store_true", help="the update / torch.sort table instead of the peers")
     parser.add_argument("--sizes", default=RATIO_SIZES, help="--sort-ratio batch sizes, NxL comma-separated")
-    parser.add_argument("--ratio-repeats", type=int, default=None, help="--sort-ratio repeats (default: by size, 7-300)")
+    parser.add_argument(
+        "--ratio-repeats", type=int, default=None, help="--sort-ratio repeats (default: by size, 7-300)"
+    )
     parser.add_argument("--compiled", action="store_true", help="--sort-ratio: also RankingMetrics(compile=True)")
     parser.add_argument("--repo", default=None, help="checkout whose torch_rankeval is measured (default: this one)")
     # child mode
@@ -395,11 +425,23 @@ def main() -> None:
 
     import torch
 
-    machine = {"platform": platform.platform(), "processor": platform.processor(), "cpus": os.cpu_count(),
-               "torch": torch.__version__, "threads": args.threads or torch.get_num_threads(), "device": args.device,
-               "repo": str(args.repo or REPO), "load_average_before": os.getloadavg()}
+    machine = {
+        "platform": platform.platform(),
+        "processor": platform.processor(),
+        "cpus": os.cpu_count(),
+        "torch": torch.__version__,
+        "threads": args.threads or torch.get_num_threads(),
+        "device": args.device,
+        "repo": str(args.repo or REPO),
+        "load_average_before": os.getloadavg(),
+    }
     if args.sort_ratio:
-        extra = ["--device", args.device, *(["--compiled"] if args.compiled else []), *(["--ratio-repeats", str(args.ratio_repeats)] if args.ratio_repeats else [])]
+        extra = [
+            "--device",
+            args.device,
+            *(["--compiled"] if args.compiled else []),
+            *(["--ratio-repeats", str(args.ratio_repeats)] if args.ratio_repeats else []),
+        ]
         results = []
         for size in args.sizes.split(","):
             results.append(child("--ratio-size", size, *extra, threads=args.threads, repo=args.repo))
@@ -423,14 +465,27 @@ def main() -> None:
             repeats = args.slow_repeats if case in slow else args.repeats
             extra = ["--device", args.device] if case.startswith("ours") else []
             results[case] = child(
-                "--case", case, "--workload", wname, "--repeats", str(repeats), *extra, *(["--quick"] if args.quick else []),
-                threads=args.threads, repo=args.repo,
+                "--case",
+                case,
+                "--workload",
+                wname,
+                "--repeats",
+                str(repeats),
+                *extra,
+                *(["--quick"] if args.quick else []),
+                threads=args.threads,
+                repo=args.repo,
             )
             print(f"[{wname}] {case}: {results[case]}", file=sys.stderr)
-        report["workloads"][wname] = {"size": w, "results": results, "sync_bytes": sync_bytes(w["queries"] * w["length"])}
+        report["workloads"][wname] = {
+            "size": w,
+            "results": results,
+            "sync_bytes": sync_bytes(w["queries"] * w["length"]),
+        }
     if args.stream:
         report["stream"] = [
-            child("--stream-queries", n, "--device", args.device, threads=args.threads, repo=args.repo) for n in args.stream.split(",")
+            child("--stream-queries", n, "--device", args.device, threads=args.threads, repo=args.repo)
+            for n in args.stream.split(",")
         ]
     report["machine"]["load_average_after"] = os.getloadavg()
     path = Path(args.json or REPO / "benchmarks" / "results" / "bench_metrics.json")
@@ -445,7 +500,9 @@ def print_report(report: dict) -> None:
         res = w["results"]
         ours = res.get("ours", {}).get("median_s")
         reference = res.get("pytrec_eval", {}).get("values") or {}
-        print(f"\n## {wname}: {w['size']['queries']} queries x {w['size']['length']} docs (batches of {w['size']['batch']})")
+        print(
+            f"\n## {wname}: {w['size']['queries']} queries x {w['size']['length']} docs (batches of {w['size']['batch']})"
+        )
         print(f"{'case':<14}{'median s':>10}{'ours faster by':>16}{'peak MB':>10}   values (pytrec_eval diff)")
         for case, r in res.items():
             if "error" in r:
@@ -453,14 +510,17 @@ def print_report(report: dict) -> None:
                 continue
             ratio = r["median_s"] / ours if ours else float("nan")
             diffs = ", ".join(
-                f"{k}={v:.6f}" + (f" ({v - reference[k]:+.1e})" if k in reference else "") for k, v in r["values"].items()
+                f"{k}={v:.6f}" + (f" ({v - reference[k]:+.1e})" if k in reference else "")
+                for k, v in r["values"].items()
             )
             jit = f"  [JIT warm-up {r['jit_s']:.1f}s excluded]" if "jit_s" in r else ""
             print(f"{case:<14}{r['median_s']:>10.4f}{ratio:>15.1f}x{r['peak_rss_delta_mb']:>10.0f}   {diffs}{jit}")
         sb = w["sync_bytes"]
         print(f"bytes per process per sync: ours {sb['ours']} B, torchmetrics {sb['torchmetrics'] / 2**20:.1f} MiB")
     for s in report.get("stream", []):
-        print(f"streaming {s.get('queries')} queries: peak RSS +{s.get('peak_rss_delta_mb', float('nan')):.0f} MB, state {s.get('state_bytes')} B, {s.get('seconds', float('nan')):.1f}s")
+        print(
+            f"streaming {s.get('queries')} queries: peak RSS +{s.get('peak_rss_delta_mb', float('nan')):.0f} MB, state {s.get('state_bytes')} B, {s.get('seconds', float('nan')):.1f}s"
+        )
 
 
 if __name__ == "__main__":

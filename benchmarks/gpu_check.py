@@ -60,7 +60,11 @@ def log(msg: str) -> None:
 # ------------------------------------------------------------------------------------ data
 def make_batch(n: int, length: int, *, seed: int, ties: bool, pad: bool, dtype=torch.float32):
     g = torch.Generator().manual_seed(seed)
-    preds = torch.randint(0, 6, (n, length), generator=g).to(dtype) if ties else torch.randn(n, length, generator=g, dtype=dtype)
+    preds = (
+        torch.randint(0, 6, (n, length), generator=g).to(dtype)
+        if ties
+        else torch.randn(n, length, generator=g, dtype=dtype)
+    )
     target = torch.randint(0, 5, (n, length), generator=g)
     target = torch.where(torch.rand(n, length, generator=g) < 0.5, torch.zeros_like(target), target)
     mask = torch.rand(n, length, generator=g) > 0.25 if pad else None
@@ -105,9 +109,15 @@ def equality(device: str) -> list[dict]:
         "bfloat16 scores, ties, padded": make_batch(64, 40, seed=2, ties=True, pad=True, dtype=torch.bfloat16),
     }
     extras = {"": {}, "ideal_target": {"ideal": True}, "n_relevant": {"n_rel": True}}
-    for (iname, (preds, target, mask, ideal, n_rel)), conv, (ename, extra) in itertools.product(inputs.items(), CONVENTIONS, extras.items()):
+    for (iname, (preds, target, mask, ideal, n_rel)), conv, (ename, extra) in itertools.product(
+        inputs.items(), CONVENTIONS, extras.items()
+    ):
         ks = (1, 3, 10, 50)
-        kwargs = {"mask": mask, "ideal_target": ideal if extra.get("ideal") else None, "n_relevant": n_rel if extra.get("n_rel") else None}
+        kwargs = {
+            "mask": mask,
+            "ideal_target": ideal if extra.get("ideal") else None,
+            "n_relevant": n_rel if extra.get("n_rel") else None,
+        }
         label = f"{iname} | {conv or 'defaults'} | {ename or '-'}"
         try:
             results = {}
@@ -127,12 +137,21 @@ def equality(device: str) -> list[dict]:
     preds, target, mask, ideal, n_rel = make_batch(128, 30, seed=3, ties=True, pad=True)
     fns = {
         "F.ndcg none": lambda d: F.ndcg(preds.to(d), target.to(d), [1, 5], mask=to(mask, d), reduction="none"),
-        "F.average_precision none": lambda d: F.average_precision(preds.to(d), target.to(d), 5, mask=to(mask, d), denominator="retrieved_relevant", reduction="none"),
-        "F.reciprocal_rank none": lambda d: F.reciprocal_rank(preds.to(d), target.to(d), mask=to(mask, d), reduction="none"),
+        "F.average_precision none": lambda d: F.average_precision(
+            preds.to(d), target.to(d), 5, mask=to(mask, d), denominator="retrieved_relevant", reduction="none"
+        ),
+        "F.reciprocal_rank none": lambda d: F.reciprocal_rank(
+            preds.to(d), target.to(d), mask=to(mask, d), reduction="none"
+        ),
         "F.hit_rate none": lambda d: F.hit_rate(preds.to(d), target.to(d), [2, 8], mask=to(mask, d), reduction="none"),
         "F.position_debiased_ndcg": lambda d: F.position_debiased_ndcg(
-            preds.to(d), (target > 1).to(d).float(), 5, propensities=(torch.rand(128, 30, generator=torch.Generator().manual_seed(9)) * 0.9 + 0.1).to(d),
-            mask=to(mask, d), empty_target_action="neg"),
+            preds.to(d),
+            (target > 1).to(d).float(),
+            5,
+            propensities=(torch.rand(128, 30, generator=torch.Generator().manual_seed(9)) * 0.9 + 0.1).to(d),
+            mask=to(mask, d),
+            empty_target_action="neg",
+        ),
     }
     for name, fn in fns.items():
         worst = _err(fn("cpu").double().cpu(), fn(device).double().cpu())
@@ -175,8 +194,15 @@ class _CpuSyncShim:
         from torch.utils._python_dispatch import TorchDispatchMode
 
         aten = torch.ops.aten
-        ops = {aten._local_scalar_dense.default, aten.nonzero.default, aten.masked_select.default, aten.equal.default,
-               aten._unique2.default, aten.unique_consecutive.default, aten.is_nonzero.default}
+        ops = {
+            aten._local_scalar_dense.default,
+            aten.nonzero.default,
+            aten.masked_select.default,
+            aten.equal.default,
+            aten._unique2.default,
+            aten.unique_consecutive.default,
+            aten.is_nonzero.default,
+        }
         self.count, self.inside, self.refuse = 0, False, True
         shim = self
 
@@ -193,8 +219,13 @@ class _CpuSyncShim:
 
         class Operators(TorchDispatchMode):
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-                if not shim.inside and (func in ops or (func is aten.index.Tensor and any(
-                        isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in (args[1] or [])))):
+                if not shim.inside and (
+                    func in ops
+                    or (
+                        func is aten.index.Tensor
+                        and any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in (args[1] or []))
+                    )
+                ):
                     shim.hit(str(func))
                 return func(*args, **(kwargs or {}))
 
@@ -221,7 +252,11 @@ def no_sync(device: str) -> list[dict]:
     rows = []
     preds, target, mask, ideal, n_rel = (to(t, device) for t in make_batch(256, 64, seed=4, ties=True, pad=True))
     configs = {f"ties={t}": {"ties": t} for t in ("average", "first", "pessimistic", "optimistic")}
-    configs["mapped gain, graded AP"] = {"gain": {0: 0.0, 1: 1.0, 2: 3.0, 3: 7.0, 4: 15.0}, "graded": True, "denominator": "min_k_relevant"}
+    configs["mapped gain, graded AP"] = {
+        "gain": {0: 0.0, 1: 1.0, 2: 3.0, 3: 7.0, 4: 15.0},
+        "graded": True,
+        "denominator": "min_k_relevant",
+    }
     configs["retrieved-relevant AP"] = {"metrics": ("map",), "denominator": "retrieved_relevant"}
     shim = _CpuSyncShim() if device == "cpu" else None
     for name, conf in configs.items():
@@ -282,7 +317,13 @@ def memory(device: str) -> dict:
     m = RankingMetrics(("ndcg@10", "map"), gain="linear").to(device)
     state = sum(t.numel() * t.element_size() for t in (m.sums, m.counts))
     g = torch.Generator().manual_seed(5)
-    batch = lambda: (torch.rand(10_000, 100, generator=g).to(device), torch.randint(0, 5, (10_000, 100), generator=g).to(device))
+
+    def batch():
+        return (
+            torch.rand(10_000, 100, generator=g).to(device),
+            torch.randint(0, 5, (10_000, 100), generator=g).to(device),
+        )
+
     preds, target = batch()
     m.update(preds, target)
     out = {"state_bytes": state}
@@ -297,8 +338,13 @@ def memory(device: str) -> dict:
                 torch.cuda.synchronize()
                 peaks.append((torch.cuda.max_memory_allocated() - base) / 2**20)
         m.compute()
-        out.update({"peak_MiB_after_1_batch": peaks[0], "peak_MiB_after_20_batches": peaks[1],
-                    "input_batch_MiB": (preds.numel() * 4 + target.numel() * 8) / 2**20})
+        out.update(
+            {
+                "peak_MiB_after_1_batch": peaks[0],
+                "peak_MiB_after_20_batches": peaks[1],
+                "input_batch_MiB": (preds.numel() * 4 + target.numel() * 8) / 2**20,
+            }
+        )
         if peaks[1] > peaks[0] * 1.05 + 1:
             FAILURES.append(f"memory: peak grew from {peaks[0]:.1f} to {peaks[1]:.1f} MiB over 20 batches")
     return out
@@ -330,7 +376,10 @@ def speed(device: str, quick: bool) -> dict:
     workloads = {"10k x 100": [(10_000 // scale, 100)], "loop 200 x (256 x 64)": [(256, 64)] * (200 // scale)}
     for wname, shapes in workloads.items():
         g = torch.Generator().manual_seed(6)
-        batches = [(torch.rand(n, l, generator=g).to(device), torch.randint(0, 5, (n, l), generator=g).to(device)) for n, l in shapes]
+        batches = [
+            (torch.rand(n, m, generator=g).to(device), torch.randint(0, 5, (n, m), generator=g).to(device))
+            for n, m in shapes
+        ]
         row = {}
         for va in (True, False):
             m = RankingMetrics(("ndcg@10", "map"), gain="linear", validate_args=va).to(device)
@@ -395,10 +444,13 @@ def compiled(device: str) -> dict:
             FAILURES.append(f"compile: host sync in the compiled update: {err}")
         finally:
             torch.cuda.set_sync_debug_mode("default")
-    out = {"compile_s": compile_s, "max_rel_err": worst,
-           "eager_update_ms": _time(lambda: eager.update(preds, target), device, 50) * 1e3,
-           "compiled_update_ms": _time(lambda: comp.update(preds, target), device, 50) * 1e3,
-           "sort_ms": _time(lambda: torch.sort(preds, dim=-1, descending=True), device, 50) * 1e3}
+    out = {
+        "compile_s": compile_s,
+        "max_rel_err": worst,
+        "eager_update_ms": _time(lambda: eager.update(preds, target), device, 50) * 1e3,
+        "compiled_update_ms": _time(lambda: comp.update(preds, target), device, 50) * 1e3,
+        "sort_ms": _time(lambda: torch.sort(preds, dim=-1, descending=True), device, 50) * 1e3,
+    }
     return out
 
 
@@ -407,21 +459,46 @@ def sort_ratio(device: str, quick: bool) -> list[dict]:
 
     rows = []
     sizes = [(256, 64), (1000, 100), (10_000, 100)]
-    for (n, length), ties, dtype, va in itertools.product(sizes, (False, True), (torch.float32, torch.bfloat16), (True, False)):
+    for (n, length), ties, dtype, va in itertools.product(
+        sizes, (False, True), (torch.float32, torch.bfloat16), (True, False)
+    ):
         g = torch.Generator().manual_seed(7)
-        preds = torch.randint(0, 10, (n, length), generator=g).float() if ties else torch.rand(n, length, generator=g).argsort(-1).float()
+        preds = (
+            torch.randint(0, 10, (n, length), generator=g).float()
+            if ties
+            else torch.rand(n, length, generator=g).argsort(-1).float()
+        )
         preds, target = preds.to(dtype).to(device), torch.randint(0, 5, (n, length), generator=g).to(device)
         m = RankingMetrics(("ndcg", "map"), k=10, validate_args=va).to(device)
         repeats = 10 if quick else 50
         upd = _time(lambda m=m, preds=preds, target=target: m.update(preds, target), device, repeats)
         srt = _time(lambda preds=preds: torch.sort(preds, dim=-1, descending=True), device, repeats)
-        rows.append({"batch": f"{n}x{length}", "ties": ties, "dtype": str(dtype).split(".")[-1], "validate_args": va,
-                     "update_ms": upd * 1e3, "sort_ms": srt * 1e3, "ratio": upd / srt})
+        rows.append(
+            {
+                "batch": f"{n}x{length}",
+                "ties": ties,
+                "dtype": str(dtype).split(".")[-1],
+                "validate_args": va,
+                "update_ms": upd * 1e3,
+                "sort_ms": srt * 1e3,
+                "ratio": upd / srt,
+            }
+        )
     return rows
 
 
 # ------------------------------------------------------------------------------------ 6. catalogue
-CATALOGUE_MEASURES = ("ndcg@20", "ndcg", "map@20", "map", "mrr", "precision@20", "recall@20", "hit_rate@5", "r_precision")
+CATALOGUE_MEASURES = (
+    "ndcg@20",
+    "ndcg",
+    "map@20",
+    "map",
+    "mrr",
+    "precision@20",
+    "recall@20",
+    "hit_rate@5",
+    "r_precision",
+)
 
 
 def _catalogue_data(n: int, items: int, *, seed: int, ties: bool):
@@ -449,12 +526,18 @@ def catalogue(device: str, quick: bool) -> dict:
         for layout in ("coo", "csr"):
             tgt = target.to_sparse() if layout == "coo" else target.to_sparse_csr()
             got = F.evaluate(
-                to(preds, device), tgt.to(device), CATALOGUE_MEASURES, exclude=to(exclude, device).to_sparse(),
-                reduction="none", validate_args=va,
+                to(preds, device),
+                tgt.to(device),
+                CATALOGUE_MEASURES,
+                exclude=to(exclude, device).to_sparse(),
+                reduction="none",
+                validate_args=va,
             )
             worst = max(_err(want[k], got[k].cpu()) for k in want)
             case = f"ties={ties} {str(dtype).split('.')[-1]} {layout} validate_args={va}"
-            out["equality"].append({"case": case, "max_rel_err": worst, "status": "ok" if worst <= 1e-6 else "MISMATCH"})
+            out["equality"].append(
+                {"case": case, "max_rel_err": worst, "status": "ok" if worst <= 1e-6 else "MISMATCH"}
+            )
             if worst > 1e-6:
                 FAILURES.append(f"catalogue equality: {case}: {worst:.2e}")
     preds, target, exclude = _catalogue_data(128, 4000, seed=5, ties=True)
@@ -463,7 +546,9 @@ def catalogue(device: str, quick: bool) -> dict:
     exposure_dev.update(to(preds, device), exclude=to(exclude, device))
     a, b = exposure_cpu.compute(), exposure_dev.compute()
     worst = max(_err(a[k], b[k].cpu()) for k in a)
-    out["equality"].append({"case": "ItemExposure", "max_rel_err": worst, "status": "ok" if worst <= 1e-6 else "MISMATCH"})
+    out["equality"].append(
+        {"case": "ItemExposure", "max_rel_err": worst, "status": "ok" if worst <= 1e-6 else "MISMATCH"}
+    )
     if worst > 1e-6:
         FAILURES.append(f"catalogue equality: ItemExposure {worst:.2e}")
 
@@ -471,10 +556,16 @@ def catalogue(device: str, quick: bool) -> dict:
     p, t, ex = to(preds, device), target.to_sparse().to(device), to(exclude, device)
     sparse_ex = ex.to_sparse()
     m = RankingMetrics(("ndcg@20", "recall@20", "map@20", "mrr@10"), validate_args=False).to(device)
-    e = ItemExposure(4000, 20, validate_args=False).to(device) if "validate_args" in ItemExposure.__init__.__code__.co_varnames else None
+    e = (
+        ItemExposure(4000, 20, validate_args=False).to(device)
+        if "validate_args" in ItemExposure.__init__.__code__.co_varnames
+        else None
+    )
     m.update(p, t, exclude=ex)
-    calls = {"RankingMetrics sparse target, dense exclude": lambda: m.update(p, t, exclude=ex),
-             "RankingMetrics sparse target, sparse exclude": lambda: m.update(p, t, exclude=sparse_ex)}
+    calls = {
+        "RankingMetrics sparse target, dense exclude": lambda: m.update(p, t, exclude=ex),
+        "RankingMetrics sparse target, sparse exclude": lambda: m.update(p, t, exclude=sparse_ex),
+    }
     if e is not None:
         e.update(p, exclude=ex)
         calls["ItemExposure"] = lambda: e.update(p, exclude=ex)
@@ -503,8 +594,11 @@ def catalogue(device: str, quick: bool) -> dict:
     perm = torch.rand(users, items, generator=g).argsort(-1)
     rel_ids, seen_ids = perm[:, :10].to(device), perm[:, 10:60].to(device)
     rows = torch.arange(users, device=device).unsqueeze(-1)
-    target = torch.sparse_coo_tensor(torch.stack([rows.expand(-1, 10).reshape(-1), rel_ids.reshape(-1)]),
-                                     torch.ones(users * 10, dtype=torch.long, device=device), (users, items)).coalesce()
+    target = torch.sparse_coo_tensor(
+        torch.stack([rows.expand(-1, 10).reshape(-1), rel_ids.reshape(-1)]),
+        torch.ones(users * 10, dtype=torch.long, device=device),
+        (users, items),
+    ).coalesce()
     seen = torch.zeros(users, items, dtype=torch.bool, device=device).scatter_(1, seen_ids, True)
     scores_mib = scores.numel() * scores.element_size() / 2**20
 
@@ -537,8 +631,12 @@ def catalogue(device: str, quick: bool) -> dict:
         return (torch.cuda.max_memory_allocated() - base) / 2**20
 
     speed_rows = {}
-    for name, fn, repeats in (("floor", floor, 10), ("ours", lambda: run(ours_v), 10),
-                              ("ours_unvalidated", lambda: run(ours_u), 10), ("dense path", dense, 3)):
+    for name, fn, repeats in (
+        ("floor", floor, 10),
+        ("ours", lambda: run(ours_v), 10),
+        ("ours_unvalidated", lambda: run(ours_u), 10),
+        ("dense path", dense, 3),
+    ):
         seconds = _time(fn, device, repeats)
         extra = peak(fn)
         speed_rows[name] = {"ms": seconds * 1e3, "peak_extra_mib": extra, "peak_x_scores": extra / scores_mib}
@@ -572,13 +670,24 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cuda", help="cuda (default) or cpu (a self-check of this script)")
     parser.add_argument("--quick", action="store_true", help="smaller speed workloads")
-    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (the CPU self-check on a busy machine: 1)")
-    parser.add_argument("--skip", default="", help="comma-separated sections to skip: equality,no_sync,memory,speed,sort_ratio,compile,catalogue")
-    parser.add_argument("--json", default=None, help="where to write the figures (default: $OUT/gpu_check.json when $OUT is set)")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="torch CPU threads (the CPU self-check on a busy machine: 1)"
+    )
+    parser.add_argument(
+        "--skip",
+        default="",
+        help="comma-separated sections to skip: equality,no_sync,memory,speed,sort_ratio,compile,catalogue",
+    )
+    parser.add_argument(
+        "--json", default=None, help="where to write the figures (default: $OUT/gpu_check.json when $OUT is set)"
+    )
     args = parser.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
-        print("gpu_check: CUDA is not available on this machine (torch "
-              f"{torch.__version__}); run it where a GPU is, or use --device cpu to self-check the script", file=sys.stderr)
+        print(
+            "gpu_check: CUDA is not available on this machine (torch "
+            f"{torch.__version__}); run it where a GPU is, or use --device cpu to self-check the script",
+            file=sys.stderr,
+        )
         return 2
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -588,10 +697,15 @@ def main() -> int:
         report["gpu"] = torch.cuda.get_device_name(0)
     log(f"gpu_check on {report.get('gpu', args.device)}, torch {torch.__version__}")
     skip = set(filter(None, args.skip.split(",")))
-    sections = [("equality", lambda: equality(args.device)), ("no_sync", lambda: no_sync(args.device)),
-                ("memory", lambda: memory(args.device)), ("speed", lambda: speed(args.device, args.quick)),
-                ("sort_ratio", lambda: sort_ratio(args.device, args.quick)), ("compile", lambda: compiled(args.device)),
-                ("catalogue", lambda: catalogue(args.device, args.quick))]
+    sections = [
+        ("equality", lambda: equality(args.device)),
+        ("no_sync", lambda: no_sync(args.device)),
+        ("memory", lambda: memory(args.device)),
+        ("speed", lambda: speed(args.device, args.quick)),
+        ("sort_ratio", lambda: sort_ratio(args.device, args.quick)),
+        ("compile", lambda: compiled(args.device)),
+        ("catalogue", lambda: catalogue(args.device, args.quick)),
+    ]
     for name, fn in sections:
         if name in skip:
             continue
@@ -617,27 +731,40 @@ def main() -> int:
 
 def _print(name: str, result) -> None:
     if name in ("equality", "no_sync"):
-        bad = [r for r in result if r["status"] not in ("ok",) and not r["status"].startswith(("ok:", "refused", "1 host"))]
-        log(f"{len(result)} cases, {len(bad)} not ok; worst error "
-            f"{max((r.get('max_rel_err', 0) for r in result), default=0):.2e}")
+        bad = [
+            r for r in result if r["status"] not in ("ok",) and not r["status"].startswith(("ok:", "refused", "1 host"))
+        ]
+        log(
+            f"{len(result)} cases, {len(bad)} not ok; worst error "
+            f"{max((r.get('max_rel_err', 0) for r in result), default=0):.2e}"
+        )
         for r in result if name == "no_sync" else bad:
             log(f"  {r['case']}: {r['status']}")
     elif name == "catalogue":
         bad = [r for r in result["equality"] if r["status"] != "ok"]
-        log(f"  equality: {len(result['equality'])} cases, {len(bad)} not ok; worst "
-            f"{max(r['max_rel_err'] for r in result['equality']):.2e}")
+        log(
+            f"  equality: {len(result['equality'])} cases, {len(bad)} not ok; worst "
+            f"{max(r['max_rel_err'] for r in result['equality']):.2e}"
+        )
         for r in result["no_sync"]:
             log(f"  no sync: {r['case']}: {r['status']}")
         log(f"  speed ({result['speed']['shape']}):")
         for k, v in result["speed"].items():
             if isinstance(v, dict):
-                log(f"    {k}: " + ", ".join(f"{a} {b:.4g}" if isinstance(b, float) else f"{a} {b}" for a, b in v.items()))
+                log(
+                    f"    {k}: "
+                    + ", ".join(f"{a} {b:.4g}" if isinstance(b, float) else f"{a} {b}" for a, b in v.items())
+                )
     elif name in ("memory", "compile"):
         log("  " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in result.items()))
     elif name == "sort_ratio":
-        log("| batch | ties | scores | validate_args | update ms | sort ms | update / sort |\n|---|---|---|---|---|---|---|")
+        log(
+            "| batch | ties | scores | validate_args | update ms | sort ms | update / sort |\n|---|---|---|---|---|---|---|"
+        )
         for r in result:
-            log(f"| {r['batch']} | {r['ties']} | {r['dtype']} | {r['validate_args']} | {r['update_ms']:.3f} | {r['sort_ms']:.3f} | {r['ratio']:.2f}x |")
+            log(
+                f"| {r['batch']} | {r['ties']} | {r['dtype']} | {r['validate_args']} | {r['update_ms']:.3f} | {r['sort_ms']:.3f} | {r['ratio']:.2f}x |"
+            )
 
 
 if __name__ == "__main__":

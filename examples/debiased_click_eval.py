@@ -43,10 +43,17 @@ DEFAULTS = {
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--queries", type=int, default=DEFAULTS["queries"], help="queries before dropping those without a relevant document"
+        "--queries",
+        type=int,
+        default=DEFAULTS["queries"],
+        help="queries before dropping those without a relevant document",
     )
-    parser.add_argument("--sessions", type=int, nargs="+", default=DEFAULTS["sessions"], help="sessions per query to evaluate at")
-    parser.add_argument("--eta", type=float, default=DEFAULTS["eta"], help="true position-bias exponent of the simulated users")
+    parser.add_argument(
+        "--sessions", type=int, nargs="+", default=DEFAULTS["sessions"], help="sessions per query to evaluate at"
+    )
+    parser.add_argument(
+        "--eta", type=float, default=DEFAULTS["eta"], help="true position-bias exponent of the simulated users"
+    )
     parser.add_argument("--k", type=int, default=DEFAULTS["k"], help="nDCG cutoff")
     parser.add_argument("--seed", type=int, default=DEFAULTS["seed"])
     parser.add_argument("--output", default=DEFAULTS["output"], help="where to save the plot (PNG)")
@@ -78,7 +85,11 @@ def evaluate(sim: dict[str, torch.Tensor], sessions: int, eta: float, k: int) ->
     out = {"with_click": clicks.any(-1).any(-1).double().mean().item()}
     for method, eta_used in (("naive", 0.0), ("ips", eta)):
         q, d, gains = F.aggregate_ips_gains(
-            query_ids[rows], doc_ids[rows], clicks[rows], logged_positions=positions[rows], eta=eta_used,
+            query_ids[rows],
+            doc_ids[rows],
+            clicks[rows],
+            logged_positions=positions[rows],
+            eta=eta_used,
             num_sessions=sessions,
         )
         dense = torch.zeros(n_q, n, dtype=gains.dtype).index_put_((q, d), gains)
@@ -97,7 +108,14 @@ def plot(rows: list[dict[str, float]], sessions: list[int], truth: dict[str, flo
     fig, ax = plt.subplots(figsize=(9, 4.5))
     for ranker, color in (("new", "tab:blue"), ("logger", "tab:orange")):
         ax.plot(sessions, [r[f"{ranker}_ips"] for r in rows], "o-", color=color, label=f"{ranker} ranker: IPS")
-        ax.plot(sessions, [r[f"{ranker}_naive"] for r in rows], "s--", color=color, alpha=0.7, label=f"{ranker} ranker: naive clicks")
+        ax.plot(
+            sessions,
+            [r[f"{ranker}_naive"] for r in rows],
+            "s--",
+            color=color,
+            alpha=0.7,
+            label=f"{ranker} ranker: naive clicks",
+        )
         ax.axhline(truth[ranker], color=color, linestyle=":", label=f"{ranker} ranker: true")
     ax.set_xscale("log")
     ax.set_xlabel("sessions per query")
@@ -116,7 +134,9 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit("--sessions must be positive")
     sim = simulate(args)
     truth = {r: F.ndcg(sim[r], sim["rel"], args.k, gain="linear").item() for r in ("new", "logger")}
-    print(f"nDCG@{args.k} from a simulated click log: {sim['rel'].shape[0]} queries, PBM eta={args.eta}, deterministic logger")
+    print(
+        f"nDCG@{args.k} from a simulated click log: {sim['rel'].shape[0]} queries, PBM eta={args.eta}, deterministic logger"
+    )
     columns = ["sessions", "with_click", "new_naive", "new_ips", "logger_naive", "logger_ips"]
     print("  ".join(f"{c:>12}" for c in columns))
     rows = []

@@ -145,7 +145,9 @@ class NeuralRanker(pl.LightningModule):
         self.random_baseline = {f"{prefix}{k}": v.item() for k, v in metric.compute().items()}
         _print("random ranker on the validation set: " + _format(self.random_baseline))
         if self.logger is not None:
-            self.logger.log_metrics({k.replace(prefix, "random/", 1): v for k, v in self.random_baseline.items()}, step=0)
+            self.logger.log_metrics(
+                {k.replace(prefix, "random/", 1): v for k, v in self.random_baseline.items()}, step=0
+            )
 
     def on_fit_end(self) -> None:
         callback = self._metrics_callback()
@@ -258,7 +260,10 @@ class LTRData(pl.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader:
         return DataLoader(
-            self.train_dataset, batch_size=self.batch_size, shuffle=True, collate_fn=collate_queries,
+            self.train_dataset,
+            batch_size=self.batch_size,
+            shuffle=True,
+            collate_fn=collate_queries,
             num_workers=self.num_workers,
         )
 
@@ -267,7 +272,10 @@ class LTRData(pl.LightningDataModule):
             return []
         # Every query on exactly one process (Lightning keeps this sampler): exact metrics under DDP.
         return DataLoader(
-            data, batch_size=self.eval_batch_size, sampler=UnpaddedDistributedSampler(data), collate_fn=collate_queries,
+            data,
+            batch_size=self.eval_batch_size,
+            sampler=UnpaddedDistributedSampler(data),
+            collate_fn=collate_queries,
             num_workers=self.num_workers,
         )
 

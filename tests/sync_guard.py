@@ -25,13 +25,35 @@ from torch.utils._python_dispatch import TorchDispatchMode
 aten = torch.ops.aten
 
 SYNC_METHODS = {
-    "item", "tolist", "__bool__", "__int__", "__float__", "__index__", "__complex__", "cpu", "numpy",
-    "nonzero", "argwhere", "masked_select", "unique", "unique_consecutive", "equal", "allclose", "is_nonzero",
+    "item",
+    "tolist",
+    "__bool__",
+    "__int__",
+    "__float__",
+    "__index__",
+    "__complex__",
+    "cpu",
+    "numpy",
+    "nonzero",
+    "argwhere",
+    "masked_select",
+    "unique",
+    "unique_consecutive",
+    "equal",
+    "allclose",
+    "is_nonzero",
 }
 SYNC_OPS = {
-    aten._local_scalar_dense.default, aten.nonzero.default, aten.argwhere.default, aten.masked_select.default,
-    aten.equal.default, aten.is_nonzero.default, aten._unique2.default, aten.unique_consecutive.default,
-    aten.unique_dim.default, aten.nonzero_static.default,
+    aten._local_scalar_dense.default,
+    aten.nonzero.default,
+    aten.argwhere.default,
+    aten.masked_select.default,
+    aten.equal.default,
+    aten.is_nonzero.default,
+    aten._unique2.default,
+    aten.unique_consecutive.default,
+    aten.unique_dim.default,
+    aten.nonzero_static.default,
 }
 
 
@@ -76,7 +98,10 @@ class _Operators(TorchDispatchMode):
             isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8) for i in (args[1] or [])
         ):
             self.guard.record(f"boolean mask index at {_where()}")
-        elif func in (aten.repeat_interleave.Tensor, aten.repeat_interleave.self_Tensor) and kwargs.get("output_size") is None:
+        elif (
+            func in (aten.repeat_interleave.Tensor, aten.repeat_interleave.self_Tensor)
+            and kwargs.get("output_size") is None
+        ):
             self.guard.record(f"{func} without output_size at {_where()}")
         elif func in (aten._to_copy.default, aten.copy_.default):
             devices = {t.device for t in args if isinstance(t, torch.Tensor)}

@@ -20,7 +20,19 @@ from torch_rankeval import AUROC, FallOut, RankingMetrics, trec
 from torch_rankeval import functional as F
 from torch_rankeval import measures as M
 
-NEW = ["ERR@5", "RBP", "rbp", "rbp_resid", "unj@5", "Judged@5", "fall_out@3", "auroc", "AUROC(max_fpr=0.5)@4", "opa", "arp"]
+NEW = [
+    "ERR@5",
+    "RBP",
+    "rbp",
+    "rbp_resid",
+    "unj@5",
+    "Judged@5",
+    "fall_out@3",
+    "auroc",
+    "AUROC(max_fpr=0.5)@4",
+    "opa",
+    "arp",
+]
 
 
 # ----------------------------------------------------------------------------- brute-force oracles
@@ -64,8 +76,12 @@ def _case(rng, length):
 
 def _ours(scores, grades, names, judged=None, **kw):
     out = F.evaluate(
-        torch.tensor([scores], dtype=torch.float64), torch.tensor([grades]), names, reduction="none",
-        judged=None if judged is None else torch.tensor([judged]), **kw,
+        torch.tensor([scores], dtype=torch.float64),
+        torch.tensor([grades]),
+        names,
+        reduction="none",
+        judged=None if judged is None else torch.tensor([judged]),
+        **kw,
     )
     return [v.item() for v in out.values()]
 
@@ -84,7 +100,9 @@ def _brute_force_values(scores, grades, judged, kk):
 
     def opa(o):
         pos = {d: r for r, d in enumerate(o)}
-        pairs = [(a, b) for a in range(length) for b in range(length) if judged[a] and judged[b] and grades[a] > grades[b]]
+        pairs = [
+            (a, b) for a in range(length) for b in range(length) if judged[a] and judged[b] and grades[a] > grades[b]
+        ]
         return sum(pos[a] < pos[b] for a, b in pairs) / len(pairs) if pairs else 0.0
 
     def arp(o):
@@ -116,8 +134,18 @@ def test_tie_averaged_values_equal_the_mean_over_all_tie_orders(validate_args):
         scores, grades, judged = _case(rng, length)
         for k in (1, 2, 3, 5, None):
             at = "" if k is None else f"@{k}"
-            names = [f"ERR{at}", f"RBP(rel=2){at}", f"rbp_residual(tail='if_unjudged'){at}", f"rbp_residual{at}",
-                     f"Judged{at}", f"unjudged{at}", f"fall_out{at}", f"auroc{at}", "opa", "arp"]
+            names = [
+                f"ERR{at}",
+                f"RBP(rel=2){at}",
+                f"rbp_residual(tail='if_unjudged'){at}",
+                f"rbp_residual{at}",
+                f"Judged{at}",
+                f"unjudged{at}",
+                f"fall_out{at}",
+                f"auroc{at}",
+                "opa",
+                "arp",
+            ]
             got = _ours(scores, grades, names, judged, validate_args=validate_args)
             want = _brute_force_values(scores, grades, judged, length if k is None else k)
             for name, g, w in zip(names, got, want):
@@ -133,14 +161,22 @@ def test_strict_tie_policies_are_the_plain_measures():
         strict = sum(scores[a] > scores[b] for a, b in pairs) / len(pairs) if pairs else 0.0
         assert _ours(scores, grades, ["opa"], ties="pessimistic")[0] == pytest.approx(strict, abs=1e-12)
         order = sorted(range(len(scores)), key=lambda i: -scores[i])  # stable: input order among ties
-        assert _ours(scores, grades, ["ERR@3"], ties="first")[0] == pytest.approx(_err([grades[i] for i in order], 3), abs=1e-12)
+        assert _ours(scores, grades, ["ERR@3"], ties="first")[0] == pytest.approx(
+            _err([grades[i] for i in order], 3), abs=1e-12
+        )
 
 
 # ----------------------------------------------------------------------------- ERR
 def _numeric_collection(seed, n_queries=25, max_grade=4):
     rng = random.Random(seed)
-    qrels = {str(q): {f"d{i}": rng.choice([-1, 0, 0, 1, 2, max_grade]) for i in rng.sample(range(50), 20)} for q in range(1, n_queries + 1)}
-    run = {str(q): {f"d{i}": round(rng.random(), 2) for i in rng.sample(range(50), rng.randint(1, 30))} for q in range(1, n_queries + 1)}
+    qrels = {
+        str(q): {f"d{i}": rng.choice([-1, 0, 0, 1, 2, max_grade]) for i in rng.sample(range(50), 20)}
+        for q in range(1, n_queries + 1)
+    }
+    run = {
+        str(q): {f"d{i}": round(rng.random(), 2) for i in rng.sample(range(50), rng.randint(1, 30))}
+        for q in range(1, n_queries + 1)
+    }
     return qrels, run
 
 
@@ -175,12 +211,18 @@ def test_err_hand_example_and_grade_checks():
         F.evaluate(preds, target, ["ERR(max_grade=2.5)@3"])
     # without validation, grades above max_grade are clamped (documented); negative grades count 0
     clamped = F.evaluate(preds, target, ["ERR(max_grade=2)@3"], validate_args=False)["ERR(max_grade=2)@3"]
-    assert clamped.item() == pytest.approx(F.evaluate(preds, target.clamp(max=2), ["ERR(max_grade=2)@3"])["ERR(max_grade=2)@3"].item())
-    assert F.evaluate(preds, torch.tensor([[-1, 4, 2]]), ["ERR@3"])["ERR@3"].item() == pytest.approx(got["ERR@3"].item())
+    assert clamped.item() == pytest.approx(
+        F.evaluate(preds, target.clamp(max=2), ["ERR(max_grade=2)@3"])["ERR(max_grade=2)@3"].item()
+    )
+    assert F.evaluate(preds, torch.tensor([[-1, 4, 2]]), ["ERR@3"])["ERR@3"].item() == pytest.approx(
+        got["ERR@3"].item()
+    )
     # edge cases: no relevant document, k beyond the list, all padding
     assert F.evaluate(preds, torch.zeros(1, 3, dtype=torch.long), ["ERR@3"])["ERR@3"].item() == 0.0
     assert F.evaluate(preds, target, ["ERR@50"])["ERR@50"].item() == pytest.approx(got["ERR@3"].item())
-    pad = F.evaluate(preds, target, ["ERR@3", "RBP", "auroc", "opa", "arp", "Judged@2"], mask=torch.zeros(1, 3, dtype=torch.bool))
+    pad = F.evaluate(
+        preds, target, ["ERR@3", "RBP", "auroc", "opa", "arp", "Judged@2"], mask=torch.zeros(1, 3, dtype=torch.bool)
+    )
     assert all(v.item() == 0.0 for v in pad.values())
 
 
@@ -279,8 +321,15 @@ def test_judged_matches_ir_measures():
     for k in (1, 5, 10, 40):
         want = {m.query_id: m.value for m in ir_measures.iter_calc([ir_measures.Judged @ k], qrels, run)}
         # ir_measures divides by min(k, list length): adaptive_k
-        got = F.evaluate(batch.preds, batch.target, [f"Judged@{k}"], mask=batch.mask, judged=batch.target >= 0,
-                         adaptive_k=True, reduction="none")[f"Judged@{k}"]
+        got = F.evaluate(
+            batch.preds,
+            batch.target,
+            [f"Judged@{k}"],
+            mask=batch.mask,
+            judged=batch.target >= 0,
+            adaptive_k=True,
+            reduction="none",
+        )[f"Judged@{k}"]
         for i, q in enumerate(batch.qids):
             assert got[i].item() == pytest.approx(want[q], abs=1e-6), (k, q)
 
@@ -293,7 +342,9 @@ def test_judged_and_unj_edge_cases():
     adaptive = F.evaluate(preds, target, ["Judged@5", "unj@5"], judged=judged, adaptive_k=True)
     assert [round(v.item(), 4) for v in adaptive.values()] == [0.6667, 0.3333]
     # without judged flags every real document is judged
-    assert F.evaluate(preds, target, ["Judged@5"], mask=torch.tensor([[True, True, False]]))["Judged@5"].item() == pytest.approx(0.4)
+    assert F.evaluate(preds, target, ["Judged@5"], mask=torch.tensor([[True, True, False]]))[
+        "Judged@5"
+    ].item() == pytest.approx(0.4)
 
 
 # ----------------------------------------------------------------------------- fall-out, AUROC
@@ -307,22 +358,37 @@ def test_fall_out_and_auroc_match_torchmetrics_with_ties():
     target[0], target[1] = True, False  # all relevant, none relevant
     for k in (None, 12, 20):  # cutoffs that split no tie group
         at = "" if k is None else f"@{k}"
-        ours = F.evaluate(preds, target, [f"fall_out{at}", f"auroc{at}", f"auroc(max_fpr=0.3){at}"], reduction="none",
-                          empty_target_action="neg")
+        ours = F.evaluate(
+            preds,
+            target,
+            [f"fall_out{at}", f"auroc{at}", f"auroc(max_fpr=0.3){at}"],
+            reduction="none",
+            empty_target_action="neg",
+        )
         for i in range(40):
-            assert ours[f"fall_out{at}"][i].item() == pytest.approx(retrieval_fall_out(preds[i], target[i], top_k=k).item(), abs=1e-6)
-            assert ours[f"auroc{at}"][i].item() == pytest.approx(retrieval_auroc(preds[i], target[i], top_k=k).item(), abs=1e-6)
+            assert ours[f"fall_out{at}"][i].item() == pytest.approx(
+                retrieval_fall_out(preds[i], target[i], top_k=k).item(), abs=1e-6
+            )
+            assert ours[f"auroc{at}"][i].item() == pytest.approx(
+                retrieval_auroc(preds[i], target[i], top_k=k).item(), abs=1e-6
+            )
             tm = retrieval_auroc(preds[i], target[i], top_k=k, max_fpr=0.3).item()
             assert ours[f"auroc(max_fpr=0.3){at}"][i].item() == pytest.approx(tm, abs=1e-6)
             if 0 < target[i].sum() < 12:
-                assert ours[f"auroc{at}"][i].item() == pytest.approx(roc_auc_score(target[i].numpy(), preds[i].numpy()), abs=1e-6)
+                assert ours[f"auroc{at}"][i].item() == pytest.approx(
+                    roc_auc_score(target[i].numpy(), preds[i].numpy()), abs=1e-6
+                )
     # distinct scores: any cutoff
     preds = torch.rand(40, 12, generator=g)
     for k in (1, 3, 7):
         ours = F.evaluate(preds, target, [f"fall_out@{k}", f"auroc@{k}", f"auroc(max_fpr=0.5)@{k}"], reduction="none")
         for i in range(40):
-            assert ours[f"fall_out@{k}"][i].item() == pytest.approx(retrieval_fall_out(preds[i], target[i], top_k=k).item(), abs=1e-6)
-            assert ours[f"auroc@{k}"][i].item() == pytest.approx(retrieval_auroc(preds[i], target[i], top_k=k).item(), abs=1e-6)
+            assert ours[f"fall_out@{k}"][i].item() == pytest.approx(
+                retrieval_fall_out(preds[i], target[i], top_k=k).item(), abs=1e-6
+            )
+            assert ours[f"auroc@{k}"][i].item() == pytest.approx(
+                retrieval_auroc(preds[i], target[i], top_k=k).item(), abs=1e-6
+            )
             tm = retrieval_auroc(preds[i], target[i], top_k=k, max_fpr=0.5).item()
             assert ours[f"auroc(max_fpr=0.5)@{k}"][i].item() == pytest.approx(tm, abs=1e-6)
 
@@ -477,7 +543,20 @@ def test_every_api_gives_the_same_values(tmp_path):
     import json
 
     out = io.StringIO()
-    assert main(["evaluate", str(qrels_path), str(run_path), *[arg for n in names for arg in ("-m", n)], "--format", "json"], out) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                str(qrels_path),
+                str(run_path),
+                *[arg for n in names for arg in ("-m", n)],
+                "--format",
+                "json",
+            ],
+            out,
+        )
+        == 0
+    )
     cli = json.loads(out.getvalue())["runs"][0]["summary"]
     for name in names:
         assert functional[name].item() == pytest.approx(res.summary[name], abs=1e-6), name
@@ -493,8 +572,17 @@ def test_callback_logs_the_new_measures(tmp_path):
     data, model = dataset(9, seed=2), LinearRanker()
     names = ("ERR@10", "RBP", "opa", "auroc@5")
     callback = RankingMetricsCallback(metrics=names, k=None)
-    trainer = pl.Trainer(callbacks=[callback], accelerator="cpu", devices=1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                         enable_model_summary=False, default_root_dir=tmp_path, num_sanity_val_steps=0)
+    trainer = pl.Trainer(
+        callbacks=[callback],
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
+        num_sanity_val_steps=0,
+    )
     (val,) = trainer.validate(model, loader(data, 4, exact=True), verbose=False)
     batch = data.padded()
     with torch.no_grad():

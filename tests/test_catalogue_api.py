@@ -12,14 +12,29 @@ import pytest
 import torch
 
 import torch_rankeval.measures.plan as plan_module
+from tests.sync_guard import HostSyncGuard
 from torch_rankeval import NDCG, ItemExposure, PositionProfile, RankingMetrics
 from torch_rankeval import functional as F
 from torch_rankeval.functional.sparse import sparse_from_ids
-from tests.sync_guard import HostSyncGuard
 
 MEASURES = [
-    "ndcg@5", "ndcg@50", "ndcg", "dcg@5", "idcg@5", "map@5", "map", "mrr@3", "mrr", "precision@5", "precision",
-    "recall@5", "recall@40", "hit_rate@1", "hit_rate@5", "r_precision", "ndcg@1000",
+    "ndcg@5",
+    "ndcg@50",
+    "ndcg",
+    "dcg@5",
+    "idcg@5",
+    "map@5",
+    "map",
+    "mrr@3",
+    "mrr",
+    "precision@5",
+    "precision",
+    "recall@5",
+    "recall@40",
+    "hit_rate@1",
+    "hit_rate@5",
+    "r_precision",
+    "ndcg@1000",
 ]
 
 
@@ -72,9 +87,16 @@ def test_sparse_and_exclude_equal_the_dense_path(ties, validate_args, monkeypatc
 @pytest.mark.parametrize(
     "settings",
     [
-        {"convention": "trec_eval"}, {"convention": "lightgbm"}, {"gain": "linear"}, {"gain": {1: 1.0, 2: 5.0, 3: 9.0}},
-        {"denominator": "retrieved_relevant"}, {"denominator": "min_k_relevant"}, {"adaptive_k": True},
-        {"relevance_threshold": 2}, {"empty_target_action": "skip"}, {"empty_target_action": "pos"},
+        {"convention": "trec_eval"},
+        {"convention": "lightgbm"},
+        {"gain": "linear"},
+        {"gain": {1: 1.0, 2: 5.0, 3: 9.0}},
+        {"denominator": "retrieved_relevant"},
+        {"denominator": "min_k_relevant"},
+        {"adaptive_k": True},
+        {"relevance_threshold": 2},
+        {"empty_target_action": "skip"},
+        {"empty_target_action": "pos"},
         {"log_base": 10.0},
     ],
 )
@@ -166,7 +188,11 @@ def test_metric_classes_and_the_one_metric_classes(monkeypatch):
 
 def test_empty_batches_are_no_ops():
     m = RankingMetrics(("ndcg@5", "map"))
-    m.update(torch.zeros(0, 30), torch.zeros(0, 30, dtype=torch.long).to_sparse(), exclude=torch.zeros(0, 30, dtype=torch.bool))
+    m.update(
+        torch.zeros(0, 30),
+        torch.zeros(0, 30, dtype=torch.long).to_sparse(),
+        exclude=torch.zeros(0, 30, dtype=torch.bool),
+    )
     preds, target, exclude = _data(1)
     m.update(preds, target.to_sparse(), exclude=exclude)
     ref = RankingMetrics(("ndcg@5", "map"))

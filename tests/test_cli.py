@@ -44,9 +44,24 @@ def _expected_lines(expected_path) -> tuple[list[str], int, set[str]]:
 
 
 MEAS_PARAMS = [  # trec_eval's Makefile: the out.test.meas_params command
-    "-m", "iprec_at_recall..10,.20,.25,.75,.50", "-m", "P.5,7,3", "-m", "recall.20,2000", "-m", "Rprec_mult.5.0,0.2,0.35",
-    "-m", "utility.2,-1,0,0", "-m", "11pt_avg..25,.5,.75", "-m", "ndcg.1=3,2=9,4=4.5", "-m", "ndcg_cut.10,20,23.4",
-    "-m", "success.2,5,20",
+    "-m",
+    "iprec_at_recall..10,.20,.25,.75,.50",
+    "-m",
+    "P.5,7,3",
+    "-m",
+    "recall.20,2000",
+    "-m",
+    "Rprec_mult.5.0,0.2,0.35",
+    "-m",
+    "utility.2,-1,0,0",
+    "-m",
+    "11pt_avg..25,.5,.75",
+    "-m",
+    "ndcg.1=3,2=9,4=4.5",
+    "-m",
+    "ndcg_cut.10,20,23.4",
+    "-m",
+    "success.2,5,20",
 ]
 
 
@@ -360,7 +375,9 @@ def test_default_summary_fits_80_columns(tmp_path, monkeypatch):
     for name, cells in table.items():
         for cell, result in zip(cells, results):
             value = result.summary[name]
-            assert cell == (value if isinstance(value, str) else str(value) if isinstance(value, int) else f"{value:.4f}")
+            assert cell == (
+                value if isinstance(value, str) else str(value) if isinstance(value, int) else f"{value:.4f}"
+            )
 
 
 def test_wide_terminal_and_short_names_keep_a_row_per_run(tmp_path, monkeypatch):

@@ -71,7 +71,10 @@ def test_json_profile_matches_hand_values_and_pytrec_eval(files, capsys, tmp_pat
     assert inv["p_value"] is not None  # scipy is installed here: the t-test ran
 
     qrels = {"q1": {"d1": 2, "d2": 0, "d3": 1, "d4": 3, "d5": -1}, "q2": {"a": 1, "b": 2}}
-    run = {"q1": {"d1": 0.9, "d2": 0.5, "d3": 0.5, "d5": 0.4, "d9": 0.3, "d6": 0.1}, "q2": {"b": 0.2, "a": 0.8, "c": 0.1}}
+    run = {
+        "q1": {"d1": 0.9, "d2": 0.5, "d3": 0.5, "d5": 0.4, "d9": 0.3, "d6": 0.1},
+        "q2": {"b": 0.2, "a": 0.8, "c": 0.1},
+    }
     expected = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.6"}).evaluate(run)
     per_query = out["per_query"]
     assert per_query["key"] == "ndcg@6" and per_query["n_queries"] == 2
@@ -87,7 +90,9 @@ def test_positions_beyond_the_longest_list_are_not_allocated(files, capsys):
     status, text = profile(*files, "-k", 10**7, "--format", "json")
     err = capsys.readouterr().err
     assert status == 0
-    assert err == "torch-rankeval: note: -k 10000000 is more than the longest list (6 documents); profiling 6 positions\n"
+    assert (
+        err == "torch-rankeval: note: -k 10000000 is more than the longest list (6 documents); profiling 6 positions\n"
+    )
     clamped = json.loads(text)
     assert len(clamped["profile"]["relevance"]) == 6 and clamped["per_query"]["key"] == "ndcg@6"
     status, text = profile(*files, "-k", "6", "--format", "json")

@@ -12,7 +12,9 @@ from torch_rankeval import functional as F
     "fn",
     [
         lambda p, t, m: F.ndcg(p, t, [3, 10], mask=m, validate_args=False),
-        lambda p, t, m: F.average_precision(p, t, [3, 10], mask=m, denominator="retrieved_relevant", validate_args=False),
+        lambda p, t, m: F.average_precision(
+            p, t, [3, 10], mask=m, denominator="retrieved_relevant", validate_args=False
+        ),
     ],
     ids=["ndcg", "average_precision"],
 )

@@ -59,8 +59,12 @@ def test_the_three_propensity_sources_agree(dtype, tol):
     rho = t([1, 1 / 2, 1 / 3, 1 / 4], dtype)
     table = t([1, 1 / 2, 1 / 3, 1 / 4, 1 / 5], dtype)
     assert F.position_debiased_ndcg(p, c, propensities=rho).item() == pytest.approx(want, abs=tol)
-    assert F.position_debiased_ndcg(p, c, logged_positions=pos, propensity_table=table).item() == pytest.approx(want, abs=tol)
-    assert F.position_debiased_ndcg(p, c, logged_positions=pos.to(dtype), eta=1.0).item() == pytest.approx(want, abs=tol)
+    assert F.position_debiased_ndcg(p, c, logged_positions=pos, propensity_table=table).item() == pytest.approx(
+        want, abs=tol
+    )
+    assert F.position_debiased_ndcg(p, c, logged_positions=pos.to(dtype), eta=1.0).item() == pytest.approx(
+        want, abs=tol
+    )
 
 
 @pytest.mark.parametrize("dtype,tol", DTYPES)
@@ -81,7 +85,9 @@ def test_example_4_single_click_the_propensity_cancels(dtype, tol):
     ips = F.position_debiased_ndcg(p, c, 4, logged_positions=pos, eta=1.0).item()
     naive = F.position_debiased_ndcg(p, c, 4, logged_positions=pos, eta=0.0).item()
     assert ips == pytest.approx(0.630929753571, abs=tol) and naive == pytest.approx(ips, abs=tol)
-    assert F.position_debiased_dcg(p, c, 4, logged_positions=pos, eta=1.0).item() == pytest.approx(1.261859507143, abs=tol)
+    assert F.position_debiased_dcg(p, c, 4, logged_positions=pos, eta=1.0).item() == pytest.approx(
+        1.261859507143, abs=tol
+    )
 
 
 @pytest.mark.parametrize("dtype,tol", DTYPES)
@@ -106,7 +112,9 @@ def test_example_5_batch_no_click_list_and_padding(dtype, tol):
     with pytest.raises(ValueError, match="no click.*empty_target_action='error'"):
         nd(empty_target_action="error")
     assert F.position_debiased_dcg(preds, clicks, **kw).item() == pytest.approx(1.715338279037, abs=tol)
-    assert F.position_debiased_dcg(preds, clicks, **kw, reduction="none").tolist() == pytest.approx([3.430676558073, 0.0], abs=tol)
+    assert F.position_debiased_dcg(preds, clicks, **kw, reduction="none").tolist() == pytest.approx(
+        [3.430676558073, 0.0], abs=tol
+    )
 
 
 @pytest.mark.parametrize("dtype,tol", DTYPES)
@@ -165,15 +173,21 @@ def test_counts_and_rates_keep_the_gain_linear():
     assert F.position_debiased_ndcg(p, rates, logged_positions=pos, eta=1.0).item() == pytest.approx(want, abs=1e-12)
     assert F.position_debiased_dcg(p, rates, logged_positions=pos, eta=1.0).item() == pytest.approx((12 + 10 * L4) / 20)
     # bool clicks
-    assert F.position_debiased_ndcg(p, t(CLICKS).bool(), logged_positions=pos, eta=1.0).item() == pytest.approx(0.944847956560)
+    assert F.position_debiased_ndcg(p, t(CLICKS).bool(), logged_positions=pos, eta=1.0).item() == pytest.approx(
+        0.944847956560
+    )
 
 
 def test_relative_propensities_leave_the_ndcg_unchanged_and_scale_the_dcg():
     p, c = t(PREDS, torch.float64), t(CLICKS)
     rho = t([0.8, 0.4, 0.8 / 3, 0.2], torch.float64)  # 0.8 * (1/p): absolute propensities
     rel = rho / rho[0]
-    assert F.position_debiased_ndcg(p, c, propensities=rho).item() == pytest.approx(F.position_debiased_ndcg(p, c, propensities=rel).item())
-    assert F.position_debiased_dcg(p, c, propensities=rel).item() == pytest.approx(0.8 * F.position_debiased_dcg(p, c, propensities=rho).item())
+    assert F.position_debiased_ndcg(p, c, propensities=rho).item() == pytest.approx(
+        F.position_debiased_ndcg(p, c, propensities=rel).item()
+    )
+    assert F.position_debiased_dcg(p, c, propensities=rel).item() == pytest.approx(
+        0.8 * F.position_debiased_dcg(p, c, propensities=rho).item()
+    )
 
 
 def test_one_list_and_a_batch_of_one_agree():
@@ -210,7 +224,9 @@ def test_ties_follow_the_library_policy():
     first = F.position_debiased_ndcg(preds, clicks, propensities=rho, ties="first").item()
     assert first == pytest.approx((1 + 4 * L2) / ideal, abs=1e-6)
     assert F.position_debiased_ndcg(preds, clicks, propensities=rho, ties="optimistic").item() == pytest.approx(1.0)
-    assert F.position_debiased_ndcg(preds, clicks, propensities=rho, ties="pessimistic").item() == pytest.approx(first, abs=1e-6)
+    assert F.position_debiased_ndcg(preds, clicks, propensities=rho, ties="pessimistic").item() == pytest.approx(
+        first, abs=1e-6
+    )
     avg = F.position_debiased_ndcg(preds, clicks, propensities=rho).item()  # default: average
     assert avg == pytest.approx((first + 1.0) / 2, abs=1e-6)
     assert avg == pytest.approx(retrieval_normalized_dcg(preds, t([1.0, 4.0, 0.0])).item(), abs=1e-6)
@@ -260,58 +276,158 @@ P1, C1, POS1 = t(PREDS), t(CLICKS), t(POS)
     "call,match",
     [
         # the spec's error cases
-        (lambda: F.position_debiased_ndcg(P1, C1, propensities=t([1, 0.5, 0, 0.25])),
-         "propensities is 0 for a clicked item"),
+        (
+            lambda: F.position_debiased_ndcg(P1, C1, propensities=t([1, 0.5, 0, 0.25])),
+            "propensities is 0 for a clicked item",
+        ),
         (lambda: F.position_debiased_ndcg(P1, C1, propensities=t([1, 0.5, 3, 0.25])), "pass 1/weights"),
-        (lambda: F.position_debiased_ndcg(P1, C1, propensities=t([1, float("nan"), 0.3, 0.25])), "propensities must be finite"),
+        (
+            lambda: F.position_debiased_ndcg(P1, C1, propensities=t([1, float("nan"), 0.3, 0.25])),
+            "propensities must be finite",
+        ),
         (lambda: F.position_debiased_ndcg(P1, C1, logged_positions=t([0, 1, 2, 3]), eta=1.0), "1-based"),
         (lambda: F.position_debiased_ndcg(P1, C1, logged_positions=POS1, eta=-1.0), "eta must be finite and >= 0"),
-        (lambda: F.position_debiased_ndcg(P1, C1, logged_positions=POS1, eta=0.5, clip=0.0), r"clip must be a number in \(0, 1\]"),
-        (lambda: F.position_debiased_ndcg(P1, C1, propensities=1 / POS1, logged_positions=POS1, eta=1.0), "pass exactly one of"),
+        (
+            lambda: F.position_debiased_ndcg(P1, C1, logged_positions=POS1, eta=0.5, clip=0.0),
+            r"clip must be a number in \(0, 1\]",
+        ),
+        (
+            lambda: F.position_debiased_ndcg(P1, C1, propensities=1 / POS1, logged_positions=POS1, eta=1.0),
+            "pass exactly one of",
+        ),
         (lambda: F.position_debiased_ndcg(P1, C1), "pass exactly one of"),
         (lambda: F.position_debiased_ndcg(P1, C1, logged_positions=POS1), "no default eta"),
-        (lambda: F.position_debiased_ndcg(P1, C1, logged_positions=t([1, 2, 11, 3]), propensity_table=1 / torch.arange(1.0, 11)),
-         r"beyond propensity_table \(length 10\)"),
+        (
+            lambda: F.position_debiased_ndcg(
+                P1, C1, logged_positions=t([1, 2, 11, 3]), propensity_table=1 / torch.arange(1.0, 11)
+            ),
+            r"beyond propensity_table \(length 10\)",
+        ),
         # the rest of the table
-        (lambda: F.position_debiased_ndcg(P1, C1, logged_positions=POS1, eta=1.0, propensity_table=torch.ones(4)), "exactly one of eta"),
+        (
+            lambda: F.position_debiased_ndcg(P1, C1, logged_positions=POS1, eta=1.0, propensity_table=torch.ones(4)),
+            "exactly one of eta",
+        ),
         (lambda: F.position_debiased_ndcg(P1, C1, propensities=1 / POS1, eta=1.0), "go with logged_positions"),
         (lambda: F.position_debiased_ndcg(P1, C1, logged_positions=POS1, eta=float("nan")), "eta must be finite"),
         (lambda: F.position_debiased_ndcg(P1, C1, logged_positions=POS1, eta=float("inf")), "eta must be finite"),
-        (lambda: F.position_debiased_ndcg(P1, C1, logged_positions=t([1.0, 2.5, 3.0, 4.0]), eta=1.0), "1-based integers"),
-        (lambda: F.position_debiased_ndcg(P1, C1, logged_positions=t([1, 2, -3, 4]), propensity_table=torch.ones(4)), "1-based"),
-        (lambda: F.position_debiased_ndcg(P1, C1, propensities=t([1, 0.5, -0.2, 0.25])), "propensities must be finite probabilities"),
-        (lambda: F.position_debiased_ndcg(P1, C1, propensities=t([1, 0.5, float("inf"), 0.25])), "propensities must be finite"),
-        (lambda: F.position_debiased_ndcg(P1, C1, logged_positions=POS1, propensity_table=t([1, 2.0, 0.3, 0.2])), "pass 1/weights"),
-        (lambda: F.position_debiased_ndcg(P1, C1, logged_positions=POS1, propensity_table=t([1, 0.5, 0.0, 0.2])),
-         "propensity_table is 0 at the logged position of a clicked item"),
-        (lambda: F.position_debiased_ndcg(P1, t([1, -1, 0, 0]), logged_positions=POS1, eta=1.0), "clicks must be finite and >= 0"),
-        (lambda: F.position_debiased_ndcg(P1, t([1, float("nan"), 0, 0]), logged_positions=POS1, eta=1.0), "clicks must be finite"),
-        (lambda: F.position_debiased_ndcg(t([0.1, float("nan"), 0.2, 0.3]), C1, logged_positions=POS1, eta=1.0), "preds contains NaN"),
+        (
+            lambda: F.position_debiased_ndcg(P1, C1, logged_positions=t([1.0, 2.5, 3.0, 4.0]), eta=1.0),
+            "1-based integers",
+        ),
+        (
+            lambda: F.position_debiased_ndcg(P1, C1, logged_positions=t([1, 2, -3, 4]), propensity_table=torch.ones(4)),
+            "1-based",
+        ),
+        (
+            lambda: F.position_debiased_ndcg(P1, C1, propensities=t([1, 0.5, -0.2, 0.25])),
+            "propensities must be finite probabilities",
+        ),
+        (
+            lambda: F.position_debiased_ndcg(P1, C1, propensities=t([1, 0.5, float("inf"), 0.25])),
+            "propensities must be finite",
+        ),
+        (
+            lambda: F.position_debiased_ndcg(P1, C1, logged_positions=POS1, propensity_table=t([1, 2.0, 0.3, 0.2])),
+            "pass 1/weights",
+        ),
+        (
+            lambda: F.position_debiased_ndcg(P1, C1, logged_positions=POS1, propensity_table=t([1, 0.5, 0.0, 0.2])),
+            "propensity_table is 0 at the logged position of a clicked item",
+        ),
+        (
+            lambda: F.position_debiased_ndcg(P1, t([1, -1, 0, 0]), logged_positions=POS1, eta=1.0),
+            "clicks must be finite and >= 0",
+        ),
+        (
+            lambda: F.position_debiased_ndcg(P1, t([1, float("nan"), 0, 0]), logged_positions=POS1, eta=1.0),
+            "clicks must be finite",
+        ),
+        (
+            lambda: F.position_debiased_ndcg(t([0.1, float("nan"), 0.2, 0.3]), C1, logged_positions=POS1, eta=1.0),
+            "preds contains NaN",
+        ),
         (lambda: F.position_debiased_ndcg(P1, C1, logged_positions=POS1, eta=1.0, clip=1.5), "clip must be"),
         (lambda: F.position_debiased_ndcg(P1, C1, logged_positions=POS1, eta=1.0, clip=-0.1), "clip must be"),
         (lambda: F.position_debiased_ndcg(P1, C1, 0, logged_positions=POS1, eta=1.0), "k must be a positive int"),
         (lambda: F.position_debiased_ndcg(P1, C1, [3, -1], logged_positions=POS1, eta=1.0), "k must be a positive int"),
-        (lambda: F.position_debiased_ndcg(P1, C1, logged_positions=POS1, eta=1.0, normalize="max"), "normalize='max' is not valid"),
-        (lambda: F.position_debiased_ndcg(P1, C1, logged_positions=POS1, eta=1.0, empty_target_action="zero"), "empty_target_action='zero'"),
-        (lambda: F.position_debiased_ndcg(P1, C1, logged_positions=POS1, eta=1.0, empty_target_action=None), "empty_target_action=None"),
+        (
+            lambda: F.position_debiased_ndcg(P1, C1, logged_positions=POS1, eta=1.0, normalize="max"),
+            "normalize='max' is not valid",
+        ),
+        (
+            lambda: F.position_debiased_ndcg(P1, C1, logged_positions=POS1, eta=1.0, empty_target_action="zero"),
+            "empty_target_action='zero'",
+        ),
+        (
+            lambda: F.position_debiased_ndcg(P1, C1, logged_positions=POS1, eta=1.0, empty_target_action=None),
+            "empty_target_action=None",
+        ),
         (lambda: F.position_debiased_ndcg(P1, C1, logged_positions=POS1, eta=1.0, reduction="avg"), "reduction='avg'"),
         (lambda: F.position_debiased_ndcg(P1, C1, logged_positions=POS1, eta=1.0, ties="random"), "ties='random'"),
         # shapes
         (lambda: F.position_debiased_ndcg(P1, C1[:3], logged_positions=POS1, eta=1.0), "same shape"),
-        (lambda: F.position_debiased_ndcg(P1, C1, propensities=t([1.0, 0.5])), "propensities must have the shape of preds"),
-        (lambda: F.position_debiased_ndcg(P1, C1, logged_positions=POS1[:2], eta=1.0), "logged_positions must have the shape"),
-        (lambda: F.position_debiased_ndcg(P1, C1, logged_positions=POS1, propensity_table=torch.ones(2, 2)), "non-empty 1-D"),
-        (lambda: F.position_debiased_ndcg(P1, C1, logged_positions=POS1, eta=1.0, mask=torch.ones(3, dtype=torch.bool)), "mask must have the shape"),
+        (
+            lambda: F.position_debiased_ndcg(P1, C1, propensities=t([1.0, 0.5])),
+            "propensities must have the shape of preds",
+        ),
+        (
+            lambda: F.position_debiased_ndcg(P1, C1, logged_positions=POS1[:2], eta=1.0),
+            "logged_positions must have the shape",
+        ),
+        (
+            lambda: F.position_debiased_ndcg(P1, C1, logged_positions=POS1, propensity_table=torch.ones(2, 2)),
+            "non-empty 1-D",
+        ),
+        (
+            lambda: F.position_debiased_ndcg(
+                P1, C1, logged_positions=POS1, eta=1.0, mask=torch.ones(3, dtype=torch.bool)
+            ),
+            "mask must have the shape",
+        ),
         # affine
-        (lambda: F.position_debiased_dcg(P1, C1, logged_positions=POS1, affine=(t([0.8, 0.5, 0.3, 0.2]), t([0.1, 0.1, 0.1]))),
-         "same length"),
-        (lambda: F.position_debiased_dcg(P1, C1, logged_positions=POS1, eta=1.0, affine=(torch.ones(4), torch.zeros(4))), "replaces the propensities"),
-        (lambda: F.position_debiased_dcg(P1, C1, logged_positions=POS1, affine=(t([0.8, 0.0, 0.3, 0.2]), torch.zeros(4))), "alpha must be in"),
-        (lambda: F.position_debiased_dcg(P1, C1, logged_positions=POS1, affine=(torch.full((4,), 0.5), torch.full((4,), -0.1))), "beta must be in"),
-        (lambda: F.position_debiased_dcg(P1, C1, logged_positions=POS1, affine=(torch.full((4,), 0.6), torch.full((4,), 0.5))), "alpha \\+ beta"),
-        (lambda: F.position_debiased_dcg(P1, C1 * 2, logged_positions=POS1, affine=(torch.full((4,), 0.6), torch.full((4,), 0.1))), "rates in \\[0, 1\\]"),
-        (lambda: F.position_debiased_dcg(P1, C1, logged_positions=t([1, 2, 3, 5]), affine=(torch.full((4,), 0.6), torch.full((4,), 0.1))),
-         "beyond affine alpha"),
+        (
+            lambda: F.position_debiased_dcg(
+                P1, C1, logged_positions=POS1, affine=(t([0.8, 0.5, 0.3, 0.2]), t([0.1, 0.1, 0.1]))
+            ),
+            "same length",
+        ),
+        (
+            lambda: F.position_debiased_dcg(
+                P1, C1, logged_positions=POS1, eta=1.0, affine=(torch.ones(4), torch.zeros(4))
+            ),
+            "replaces the propensities",
+        ),
+        (
+            lambda: F.position_debiased_dcg(
+                P1, C1, logged_positions=POS1, affine=(t([0.8, 0.0, 0.3, 0.2]), torch.zeros(4))
+            ),
+            "alpha must be in",
+        ),
+        (
+            lambda: F.position_debiased_dcg(
+                P1, C1, logged_positions=POS1, affine=(torch.full((4,), 0.5), torch.full((4,), -0.1))
+            ),
+            "beta must be in",
+        ),
+        (
+            lambda: F.position_debiased_dcg(
+                P1, C1, logged_positions=POS1, affine=(torch.full((4,), 0.6), torch.full((4,), 0.5))
+            ),
+            "alpha \\+ beta",
+        ),
+        (
+            lambda: F.position_debiased_dcg(
+                P1, C1 * 2, logged_positions=POS1, affine=(torch.full((4,), 0.6), torch.full((4,), 0.1))
+            ),
+            "rates in \\[0, 1\\]",
+        ),
+        (
+            lambda: F.position_debiased_dcg(
+                P1, C1, logged_positions=t([1, 2, 3, 5]), affine=(torch.full((4,), 0.6), torch.full((4,), 0.1))
+            ),
+            "beyond affine alpha",
+        ),
     ],
 )
 def test_bad_input_raises_a_value_error_naming_the_problem(call, match):
@@ -322,18 +438,38 @@ def test_bad_input_raises_a_value_error_naming_the_problem(call, match):
 @pytest.mark.parametrize(
     "call,match",
     [
-        (lambda: F.position_debiased_ndcg(P1, C1, propensities=[1, 0.5, 0.3, 0.2]), "propensities must be a torch.Tensor"),
+        (
+            lambda: F.position_debiased_ndcg(P1, C1, propensities=[1, 0.5, 0.3, 0.2]),
+            "propensities must be a torch.Tensor",
+        ),
         (lambda: F.position_debiased_ndcg(P1, C1, propensities=POS1), "propensities must be a floating tensor"),
-        (lambda: F.position_debiased_ndcg(P1, C1, logged_positions=POS1.bool(), eta=1.0), "logged_positions must hold integer"),
-        (lambda: F.position_debiased_ndcg(P1, C1, logged_positions=POS1, eta=torch.tensor(1.0)), "eta must be a Python number"),
+        (
+            lambda: F.position_debiased_ndcg(P1, C1, logged_positions=POS1.bool(), eta=1.0),
+            "logged_positions must hold integer",
+        ),
+        (
+            lambda: F.position_debiased_ndcg(P1, C1, logged_positions=POS1, eta=torch.tensor(1.0)),
+            "eta must be a Python number",
+        ),
         (lambda: F.position_debiased_ndcg(P1, C1, logged_positions=POS1, eta=True), "eta must be a Python number"),
-        (lambda: F.position_debiased_ndcg(P1, C1, logged_positions=POS1, propensity_table=[1.0, 0.5]), "propensity_table must be a 1-D"),
-        (lambda: F.position_debiased_ndcg(P1, C1, logged_positions=POS1, propensity_table=torch.ones(4, dtype=torch.long)), "floating"),
+        (
+            lambda: F.position_debiased_ndcg(P1, C1, logged_positions=POS1, propensity_table=[1.0, 0.5]),
+            "propensity_table must be a 1-D",
+        ),
+        (
+            lambda: F.position_debiased_ndcg(
+                P1, C1, logged_positions=POS1, propensity_table=torch.ones(4, dtype=torch.long)
+            ),
+            "floating",
+        ),
         (lambda: F.position_debiased_ndcg(P1.long(), C1, logged_positions=POS1, eta=1.0), "preds must be a floating"),
         (lambda: F.position_debiased_ndcg(P1, C1, 2.5, logged_positions=POS1, eta=1.0), "k must be None"),
         (lambda: F.position_debiased_dcg(P1, C1, logged_positions=POS1, affine=torch.ones(4)), "affine must be a pair"),
         (lambda: F.ips_gains([1, 0], propensities=t([1.0, 0.5])), "clicks must be a torch.Tensor"),
-        (lambda: F.aggregate_ips_gains(t([0.0, 1.0]), t([0, 1]), t([1, 0]), t([1.0, 0.5])), "query_ids must be an integer"),
+        (
+            lambda: F.aggregate_ips_gains(t([0.0, 1.0]), t([0, 1]), t([1, 0]), t([1.0, 0.5])),
+            "query_ids must be an integer",
+        ),
     ],
 )
 def test_bad_types_raise_a_type_error(call, match):
@@ -349,7 +485,9 @@ def test_infinite_scores_are_allowed():
 
 def test_k_beyond_the_list_is_the_whole_list():
     kw = dict(logged_positions=t(POS), eta=1.0)
-    assert F.position_debiased_ndcg(t(PREDS), t(CLICKS), 50, **kw).item() == pytest.approx(F.position_debiased_ndcg(t(PREDS), t(CLICKS), **kw).item())
+    assert F.position_debiased_ndcg(t(PREDS), t(CLICKS), 50, **kw).item() == pytest.approx(
+        F.position_debiased_ndcg(t(PREDS), t(CLICKS), **kw).item()
+    )
 
 
 def test_every_list_skipped_is_nan_with_a_warning():
@@ -378,8 +516,13 @@ def test_validate_args_false_skips_the_value_checks():
     got = F.position_debiased_dcg(t(PREDS), t(CLICKS), propensities=t([1.0, 0.5, 0.0, 0.25]), validate_args=False)
     assert not math.isfinite(got.item())
     # Positions beyond the table are clamped into it (documented), without an index error.
-    got = F.position_debiased_ndcg(t(PREDS), t(CLICKS), logged_positions=t([1, 2, 9, 4]),
-                                   propensity_table=t([1, 0.5, 1 / 3, 0.25]), validate_args=False)
+    got = F.position_debiased_ndcg(
+        t(PREDS),
+        t(CLICKS),
+        logged_positions=t([1, 2, 9, 4]),
+        propensity_table=t([1, 0.5, 1 / 3, 0.25]),
+        validate_args=False,
+    )
     assert got.item() == pytest.approx((4 + L4) / (4 + L2))
 
 
@@ -508,7 +651,9 @@ def test_simulation_per_session_normalisation_does_not_converge():
     clicks = torch.bernoulli((rho * rel).unsqueeze(1).expand(-1, sessions, -1), generator=g)
     true = ndcg_score(rel.numpy(), new.numpy(), k=5)
     flat = dict(logged_positions=positions.unsqueeze(1).expand_as(clicks).reshape(-1, rel.shape[1]), eta=1.0)
-    per_session = F.position_debiased_ndcg(new.unsqueeze(1).expand_as(clicks).reshape(-1, rel.shape[1]), clicks.reshape(-1, rel.shape[1]), 5, **flat)
+    per_session = F.position_debiased_ndcg(
+        new.unsqueeze(1).expand_as(clicks).reshape(-1, rel.shape[1]), clicks.reshape(-1, rel.shape[1]), 5, **flat
+    )
     aggregated = F.position_debiased_ndcg(new, clicks.sum(1), 5, logged_positions=positions, eta=1.0)
     assert abs(per_session.item() - true) > 0.1
     assert abs(aggregated.item() - true) < abs(per_session.item() - true) / 3

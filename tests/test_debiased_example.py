@@ -11,10 +11,28 @@ from tests.conftest import REPO
 
 def test_debiased_click_eval_prints_a_table_and_saves_a_plot(tmp_path):
     out_png = tmp_path / "plot.png"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]), "MPLBACKEND": "Agg"}
-    cmd = [sys.executable, str(REPO / "examples" / "debiased_click_eval.py"), "--queries", "150", "--sessions", "1", "30", "300",
-           "--output", str(out_png)]
-    lines = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=tmp_path, env=env).stdout.strip().splitlines()
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+        "MPLBACKEND": "Agg",
+    }
+    cmd = [
+        sys.executable,
+        str(REPO / "examples" / "debiased_click_eval.py"),
+        "--queries",
+        "150",
+        "--sessions",
+        "1",
+        "30",
+        "300",
+        "--output",
+        str(out_png),
+    ]
+    lines = (
+        subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=tmp_path, env=env)
+        .stdout.strip()
+        .splitlines()
+    )
 
     assert lines[0].startswith("nDCG@5 from a simulated click log")
     assert lines[1].split() == ["sessions", "with_click", "new_naive", "new_ips", "logger_naive", "logger_ips"]

@@ -86,7 +86,10 @@ def test_the_three_propensity_sources_and_zero_propensity_on_unclicked_items():
 
 
 def test_example_2_clipping_and_example_4_single_click():
-    clipped, clipped_dcg = f64(PositionDebiasedNDCG(k=4, eta=1.0, clip=0.5)), f64(PositionDebiasedDCG(k=4, eta=1.0, clip=0.5))
+    clipped, clipped_dcg = (
+        f64(PositionDebiasedNDCG(k=4, eta=1.0, clip=0.5)),
+        f64(PositionDebiasedDCG(k=4, eta=1.0, clip=0.5)),
+    )
     for m in (clipped, clipped_dcg):
         m.update(t(PREDS, torch.float64), t(CLICKS), logged_positions=t(POS))
     assert clipped.compute().item() == pytest.approx(0.923885008626, abs=TOL)  # g = [1, 0, 2, 0]
@@ -104,14 +107,16 @@ EX5_POS = [[1, 2, 3, 4], [1, 2, 3, 1]]
 EX5_MASK = [[True, True, True, True], [True, True, True, False]]
 
 
-@pytest.mark.parametrize(
-    "action,want", [("skip", 0.944847956560), ("neg", 0.472423978280), ("pos", 0.972423978280)]
-)
+@pytest.mark.parametrize("action,want", [("skip", 0.944847956560), ("neg", 0.472423978280), ("pos", 0.972423978280)])
 def test_example_5_policies_over_two_updates(action, want):
     metric = f64(PositionDebiasedNDCG(eta=1.0, empty_target_action=action, keep_per_query=True))
     for i in range(2):  # the clicked list, then the list without clicks (padded)
-        metric.update(t(EX5_PREDS[i : i + 1], torch.float64), t(EX5_CLICKS[i : i + 1]),
-                      logged_positions=t(EX5_POS[i : i + 1]), mask=t(EX5_MASK[i : i + 1]))
+        metric.update(
+            t(EX5_PREDS[i : i + 1], torch.float64),
+            t(EX5_CLICKS[i : i + 1]),
+            logged_positions=t(EX5_POS[i : i + 1]),
+            mask=t(EX5_MASK[i : i + 1]),
+        )
     assert metric.compute().item() == pytest.approx(want, abs=TOL)
     assert metric.counts.tolist() == [1 if action == "skip" else 2]
     per_list = metric.compute_per_query()
@@ -134,8 +139,12 @@ def test_example_5_error_policy_and_dcg():
 
 def test_example_6_a_padded_item_is_never_ranked():
     metric = f64(PositionDebiasedNDCG(k=3, eta=1.0))
-    metric.update(t([[0.1, 0.4, 0.9, 99.0]], torch.float64), t([[1, 0, 1, 1]]), logged_positions=t(POS),
-                  mask=t([[True, True, True, False]]))
+    metric.update(
+        t([[0.1, 0.4, 0.9, 99.0]], torch.float64),
+        t([[1, 0, 1, 1]]),
+        logged_positions=t(POS),
+        mask=t([[True, True, True, False]]),
+    )
     assert metric.compute().item() == pytest.approx((3 + L3) / (3 + L2), abs=TOL)
     assert metric.compute().item() == pytest.approx(0.963940433317, abs=TOL)
 
@@ -165,7 +174,10 @@ def test_lower_precision_inputs(dtype, tol):
 SOURCES = {
     "eta": (dict(eta=1.0), lambda pos: dict(logged_positions=pos)),
     "eta-clip": (dict(eta=0.7, clip=0.3), lambda pos: dict(logged_positions=pos)),
-    "table": (dict(propensity_table=torch.linspace(1.0, 0.2, 9, dtype=torch.float64)), lambda pos: dict(logged_positions=pos)),
+    "table": (
+        dict(propensity_table=torch.linspace(1.0, 0.2, 9, dtype=torch.float64)),
+        lambda pos: dict(logged_positions=pos),
+    ),
     "propensities": ({}, lambda pos: dict(propensities=1 / pos.double().sqrt())),
 }
 
@@ -229,12 +241,14 @@ def test_every_list_skipped_is_nan_with_a_warning():
 
 # ----------------------------------------------------------------------------- Metric contract
 def test_metric_collection_compares_naive_and_debiased():
-    coll = MetricCollection({
-        "ips": PositionDebiasedNDCG(k=4, eta=1.0),
-        "naive": PositionDebiasedNDCG(k=4, eta=0.0),
-        "ips_dcg": PositionDebiasedDCG(k=4, eta=1.0),
-        "table": PositionDebiasedNDCG(k=4, propensity_table=t([1, 1 / 2, 1 / 3, 1 / 4])),
-    })
+    coll = MetricCollection(
+        {
+            "ips": PositionDebiasedNDCG(k=4, eta=1.0),
+            "naive": PositionDebiasedNDCG(k=4, eta=0.0),
+            "ips_dcg": PositionDebiasedDCG(k=4, eta=1.0),
+            "table": PositionDebiasedNDCG(k=4, propensity_table=t([1, 1 / 2, 1 / 3, 1 / 4])),
+        }
+    )
     # first batch without clicks: every metric holds sums 0, counts 0 (DCG: counts 1); they must
     # not be merged into one compute group
     coll.update(t([[0.3, 0.2, 0.1, 0.0]]), t([[0, 0, 0, 0]]), logged_positions=t(POS))
@@ -260,7 +274,9 @@ def test_forward_reset_state_dict_clone_and_merge_state():
     # forward: the batch value, and accumulation
     fwd = make()
     batch_value = fwd(preds[:20], clicks[:20], logged_positions=positions[:20], mask=mask[:20])
-    want_batch = F.position_debiased_ndcg(preds[:20], clicks[:20], [3, 5], logged_positions=positions[:20], eta=1.0, mask=mask[:20])
+    want_batch = F.position_debiased_ndcg(
+        preds[:20], clicks[:20], [3, 5], logged_positions=positions[:20], eta=1.0, mask=mask[:20]
+    )
     assert batch_value.tolist() == pytest.approx(want_batch.tolist(), abs=TOL)
     fwd(preds[20:], clicks[20:], logged_positions=positions[20:], mask=mask[20:])
     assert fwd.compute().tolist() == pytest.approx(whole.compute().tolist(), abs=TOL)
@@ -321,7 +337,10 @@ def test_update_compiles_fullgraph_without_validation():
     [
         (lambda: PositionDebiasedNDCG(eta=-1.0), "eta must be finite and >= 0"),
         (lambda: PositionDebiasedNDCG(eta=float("nan")), "eta must be finite"),
-        (lambda: PositionDebiasedNDCG(eta=1.0, propensity_table=t([1.0, 0.5])), "at most one of eta=, propensity_table="),
+        (
+            lambda: PositionDebiasedNDCG(eta=1.0, propensity_table=t([1.0, 0.5])),
+            "at most one of eta=, propensity_table=",
+        ),
         (lambda: PositionDebiasedNDCG(propensity_table=t([1.0, 2.0])), "pass 1/weights"),
         (lambda: PositionDebiasedNDCG(propensity_table=t([1.0, float("nan")])), "propensity_table must be finite"),
         (lambda: PositionDebiasedNDCG(propensity_table=t([[1.0, 0.5]])), "non-empty 1-D"),
@@ -342,21 +361,96 @@ def test_bad_construction_raises_a_value_error_naming_the_argument(make, match):
 @pytest.mark.parametrize(
     "make,call,exc,match",
     [
-        (lambda: PositionDebiasedNDCG(eta=1.0), lambda m: m.update(t(PREDS), t(CLICKS)), ValueError, "created with eta=, so update takes logged_positions="),
-        (lambda: PositionDebiasedNDCG(eta=1.0), lambda m: m.update(t(PREDS), t(CLICKS), propensities=t([[1.0, 0.5, 0.3, 0.2]])), ValueError, "created with eta="),
-        (lambda: PositionDebiasedNDCG(), lambda m: m.update(t(PREDS), t(CLICKS), logged_positions=t(POS)), ValueError, "needs a position model"),
-        (lambda: PositionDebiasedNDCG(), lambda m: m.update(t(PREDS), t(CLICKS)), ValueError, "pass per-item propensities="),
-        (lambda: PositionDebiasedNDCG(propensity_table=t([1.0, 0.5, 0.3])), lambda m: m.update(t(PREDS), t(CLICKS), logged_positions=t(POS)), ValueError, "beyond propensity_table"),
-        (lambda: PositionDebiasedNDCG(eta=1.0), lambda m: m.update(t(PREDS), t(CLICKS), logged_positions=t([[0, 1, 2, 3]])), ValueError, "1-based"),
-        (lambda: PositionDebiasedNDCG(), lambda m: m.update(t(PREDS), t(CLICKS), propensities=t([[1.0, 0.5, 0.0, 0.25]])), ValueError, "0 for a clicked item"),
-        (lambda: PositionDebiasedNDCG(), lambda m: m.update(t(PREDS), t(CLICKS), propensities=t([[1.0, 0.5, 3.0, 0.25]])), ValueError, "pass 1/weights"),
-        (lambda: PositionDebiasedNDCG(), lambda m: m.update(t(PREDS), t(CLICKS), propensities=t([[1.0, float("nan"), 0.3, 0.25]])), ValueError, "finite probabilities"),
-        (lambda: PositionDebiasedNDCG(eta=1.0), lambda m: m.update(t(PREDS), t([[1, -1, 0, 0]]), logged_positions=t(POS)), ValueError, "clicks must be finite and >= 0"),
-        (lambda: PositionDebiasedNDCG(eta=1.0), lambda m: m.update(t([[0.1, float("nan"), 0.3, 0.2]]), t(CLICKS), logged_positions=t(POS)), ValueError, "NaN"),
-        (lambda: PositionDebiasedNDCG(eta=1.0), lambda m: m.update(t(PREDS), t([[1, 0, 1]]), logged_positions=t(POS)), ValueError, "same shape"),
-        (lambda: PositionDebiasedNDCG(eta=1.0), lambda m: m.update(t(PREDS), t(CLICKS), logged_positions=t(POS), indexes=t([1, 2])), ValueError, "one id per list"),
-        (lambda: PositionDebiasedNDCG(eta=1.0), lambda m: m.update(t(PREDS), t(CLICKS), logged_positions=t(POS), indexes=t([1.0])), TypeError, "indexes must be an integer"),
-        (lambda: PositionDebiasedNDCG(eta=1.0), lambda m: m.update(t([[1, 2, 3, 4]]), t(CLICKS), logged_positions=t(POS)), TypeError, "preds must be a floating"),
+        (
+            lambda: PositionDebiasedNDCG(eta=1.0),
+            lambda m: m.update(t(PREDS), t(CLICKS)),
+            ValueError,
+            "created with eta=, so update takes logged_positions=",
+        ),
+        (
+            lambda: PositionDebiasedNDCG(eta=1.0),
+            lambda m: m.update(t(PREDS), t(CLICKS), propensities=t([[1.0, 0.5, 0.3, 0.2]])),
+            ValueError,
+            "created with eta=",
+        ),
+        (
+            lambda: PositionDebiasedNDCG(),
+            lambda m: m.update(t(PREDS), t(CLICKS), logged_positions=t(POS)),
+            ValueError,
+            "needs a position model",
+        ),
+        (
+            lambda: PositionDebiasedNDCG(),
+            lambda m: m.update(t(PREDS), t(CLICKS)),
+            ValueError,
+            "pass per-item propensities=",
+        ),
+        (
+            lambda: PositionDebiasedNDCG(propensity_table=t([1.0, 0.5, 0.3])),
+            lambda m: m.update(t(PREDS), t(CLICKS), logged_positions=t(POS)),
+            ValueError,
+            "beyond propensity_table",
+        ),
+        (
+            lambda: PositionDebiasedNDCG(eta=1.0),
+            lambda m: m.update(t(PREDS), t(CLICKS), logged_positions=t([[0, 1, 2, 3]])),
+            ValueError,
+            "1-based",
+        ),
+        (
+            lambda: PositionDebiasedNDCG(),
+            lambda m: m.update(t(PREDS), t(CLICKS), propensities=t([[1.0, 0.5, 0.0, 0.25]])),
+            ValueError,
+            "0 for a clicked item",
+        ),
+        (
+            lambda: PositionDebiasedNDCG(),
+            lambda m: m.update(t(PREDS), t(CLICKS), propensities=t([[1.0, 0.5, 3.0, 0.25]])),
+            ValueError,
+            "pass 1/weights",
+        ),
+        (
+            lambda: PositionDebiasedNDCG(),
+            lambda m: m.update(t(PREDS), t(CLICKS), propensities=t([[1.0, float("nan"), 0.3, 0.25]])),
+            ValueError,
+            "finite probabilities",
+        ),
+        (
+            lambda: PositionDebiasedNDCG(eta=1.0),
+            lambda m: m.update(t(PREDS), t([[1, -1, 0, 0]]), logged_positions=t(POS)),
+            ValueError,
+            "clicks must be finite and >= 0",
+        ),
+        (
+            lambda: PositionDebiasedNDCG(eta=1.0),
+            lambda m: m.update(t([[0.1, float("nan"), 0.3, 0.2]]), t(CLICKS), logged_positions=t(POS)),
+            ValueError,
+            "NaN",
+        ),
+        (
+            lambda: PositionDebiasedNDCG(eta=1.0),
+            lambda m: m.update(t(PREDS), t([[1, 0, 1]]), logged_positions=t(POS)),
+            ValueError,
+            "same shape",
+        ),
+        (
+            lambda: PositionDebiasedNDCG(eta=1.0),
+            lambda m: m.update(t(PREDS), t(CLICKS), logged_positions=t(POS), indexes=t([1, 2])),
+            ValueError,
+            "one id per list",
+        ),
+        (
+            lambda: PositionDebiasedNDCG(eta=1.0),
+            lambda m: m.update(t(PREDS), t(CLICKS), logged_positions=t(POS), indexes=t([1.0])),
+            TypeError,
+            "indexes must be an integer",
+        ),
+        (
+            lambda: PositionDebiasedNDCG(eta=1.0),
+            lambda m: m.update(t([[1, 2, 3, 4]]), t(CLICKS), logged_positions=t(POS)),
+            TypeError,
+            "preds must be a floating",
+        ),
     ],
 )
 def test_bad_update_names_the_argument(make, call, exc, match):
@@ -413,11 +507,20 @@ def test_two_processes_equal_one_process(tmp_path):
     preds, clicks, positions, mask = click_batch(seed=11)
     kw = dict(logged_positions=positions, mask=mask)
     want_ndcg = F.position_debiased_ndcg(preds, clicks, [3, 20], eta=1.0, **kw).tolist()
-    want_dcg = F.position_debiased_dcg(preds, clicks, 5, propensity_table=torch.linspace(1.0, 0.2, 9, dtype=torch.float64), **kw).item()
+    want_dcg = F.position_debiased_dcg(
+        preds, clicks, 5, propensity_table=torch.linspace(1.0, 0.2, 9, dtype=torch.float64), **kw
+    ).item()
     want_pq = F.position_debiased_ndcg(preds, clicks, 3, eta=1.0, **kw).item()
     rank0 = slice(0, 23)  # the updates of rank 0
-    want_rank0 = F.position_debiased_ndcg(preds[rank0], clicks[rank0], 3, eta=1.0, logged_positions=positions[rank0],
-                                          mask=mask[rank0], empty_target_action="neg").item()
+    want_rank0 = F.position_debiased_ndcg(
+        preds[rank0],
+        clicks[rank0],
+        3,
+        eta=1.0,
+        logged_positions=positions[rank0],
+        mask=mask[rank0],
+        empty_target_action="neg",
+    ).item()
     for rank in range(2):
         res = torch.load(f"{out}.{rank}")
         assert res["ndcg"] == pytest.approx(want_ndcg, abs=TOL), rank

@@ -192,7 +192,9 @@ def test_profile_scalars_names_values_and_nan_skipping():
 
 def test_profile_from_tensors_summarises_one_run():
     preds = SCORES[:8, :8].float()
-    s = profile_from_tensors(preds, INVERTED, positions=8, bands=["1-3", "5-8"], worst=3, query_ids=torch.arange(8) + 100)
+    s = profile_from_tensors(
+        preds, INVERTED, positions=8, bands=["1-3", "5-8"], worst=3, query_ids=torch.arange(8) + 100
+    )
     assert s.report.inversions[0].name == "inversion@1-3_vs_5-8" and s.report.inversions[0].p_value < 1e-4
     expected = ndcg(preds, INVERTED, k=8, reduction="none")
     assert s.breakdown.key == "ndcg@8" and s.breakdown.mean == pytest.approx(expected.mean().item(), abs=1e-6)

@@ -68,11 +68,17 @@ def _same(a: dict, b: dict) -> None:
 
 EMPTY_UPDATES = {
     "padded (0, L)": lambda m: m.update(torch.zeros(0, 4), torch.zeros(0, 4, dtype=torch.long)),
-    "padded (0, L) with mask": lambda m: m.update(torch.zeros(0, 4), torch.zeros(0, 4), mask=torch.zeros(0, 4, dtype=torch.bool)),
-    "flat, 0 documents": lambda m: m.update(torch.zeros(0), torch.zeros(0, dtype=torch.long), indexes=torch.zeros(0, dtype=torch.long)),
-    "flat, every document ignored": lambda m: m.update(
-        torch.tensor([0.3, 0.1]), torch.tensor([-1, -1]), indexes=torch.tensor([7, 7])
-    ) if m.ignore_index == -1 else m.update(torch.zeros(0), torch.zeros(0), indexes=torch.zeros(0, dtype=torch.int32)),
+    "padded (0, L) with mask": lambda m: m.update(
+        torch.zeros(0, 4), torch.zeros(0, 4), mask=torch.zeros(0, 4, dtype=torch.bool)
+    ),
+    "flat, 0 documents": lambda m: m.update(
+        torch.zeros(0), torch.zeros(0, dtype=torch.long), indexes=torch.zeros(0, dtype=torch.long)
+    ),
+    "flat, every document ignored": lambda m: (
+        m.update(torch.tensor([0.3, 0.1]), torch.tensor([-1, -1]), indexes=torch.tensor([7, 7]))
+        if m.ignore_index == -1
+        else m.update(torch.zeros(0), torch.zeros(0), indexes=torch.zeros(0, dtype=torch.int32))
+    ),
 }
 
 
@@ -101,7 +107,9 @@ def test_lists_without_documents_score_as_fully_masked_lists_of_any_width(name):
     zero_width, masked = CLASSES[name](), CLASSES[name]()
     for m, width in ((zero_width, 0), (masked, 6)):
         m.update(preds, target, mask=mask)
-        m.update(torch.zeros(2, width), torch.zeros(2, width, dtype=torch.long), mask=torch.zeros(2, width, dtype=torch.bool))
+        m.update(
+            torch.zeros(2, width), torch.zeros(2, width, dtype=torch.long), mask=torch.zeros(2, width, dtype=torch.bool)
+        )
         m.update(torch.zeros(width), torch.zeros(width, dtype=torch.long), mask=torch.zeros(width, dtype=torch.bool))
     _same(_result(zero_width), _result(masked))
     if name == "RankingMetrics":  # by hand: the 3 empty lists score 0 and count (empty_target_action="neg")
@@ -122,8 +130,12 @@ def test_debiased_metrics_take_empty_updates():
         metric.update(torch.zeros(0, 4), torch.zeros(0, 4), logged_positions=torch.zeros(0, 4, dtype=torch.long))
         _same(_result(metric), _result(reference))
         metric.update(torch.zeros(3, 0), torch.zeros(3, 0), logged_positions=torch.zeros(3, 0, dtype=torch.long))
-        masked.update(torch.zeros(3, 2), torch.zeros(3, 2), logged_positions=torch.ones(3, 2, dtype=torch.long),
-                      mask=torch.zeros(3, 2, dtype=torch.bool))
+        masked.update(
+            torch.zeros(3, 2),
+            torch.zeros(3, 2),
+            logged_positions=torch.ones(3, 2, dtype=torch.long),
+            mask=torch.zeros(3, 2, dtype=torch.bool),
+        )
         _same(_result(metric), _result(masked))
     per_item = PositionDebiasedNDCG(k=2)
     per_item.update(torch.zeros(0, 3), torch.zeros(0, 3), propensities=torch.zeros(0, 3))
@@ -132,9 +144,15 @@ def test_debiased_metrics_take_empty_updates():
 
 
 FUNCTIONS = {
-    "ndcg": lambda *a, **kw: F.ndcg(*a, k=3, **kw), "dcg": F.dcg, "idcg": F.idcg, "ap": F.average_precision,
-    "rr": F.reciprocal_rank, "precision": lambda *a, **kw: F.precision(*a, k=2, **kw), "recall": F.recall,
-    "hit_rate": F.hit_rate, "r_precision": F.r_precision,
+    "ndcg": lambda *a, **kw: F.ndcg(*a, k=3, **kw),
+    "dcg": F.dcg,
+    "idcg": F.idcg,
+    "ap": F.average_precision,
+    "rr": F.reciprocal_rank,
+    "precision": lambda *a, **kw: F.precision(*a, k=2, **kw),
+    "recall": F.recall,
+    "hit_rate": F.hit_rate,
+    "r_precision": F.r_precision,
     "evaluate": lambda *a, **kw: torch.stack(list(F.evaluate(*a, ["ndcg@2", "map", "P@3"], **kw).values()), -1),
 }
 
@@ -150,7 +168,12 @@ def test_functional_api_on_zero_lists_and_on_lists_without_documents(name):
     # (N, 0): N lists without documents, exactly as fully masked lists of any width
     for reduction in ("none", "mean"):
         zero = fn(torch.zeros(3, 0), torch.zeros(3, 0, dtype=torch.long), reduction=reduction)
-        masked = fn(torch.zeros(3, 5), torch.ones(3, 5, dtype=torch.long), mask=torch.zeros(3, 5, dtype=torch.bool), reduction=reduction)
+        masked = fn(
+            torch.zeros(3, 5),
+            torch.ones(3, 5, dtype=torch.long),
+            mask=torch.zeros(3, 5, dtype=torch.bool),
+            reduction=reduction,
+        )
         torch.testing.assert_close(zero, masked, atol=0, rtol=0)
         assert (zero == 0).all()  # no relevant document: empty_target_action="neg" scores 0
     one = fn(torch.zeros(0), torch.zeros(0, dtype=torch.long), reduction="none")
@@ -159,11 +182,20 @@ def test_functional_api_on_zero_lists_and_on_lists_without_documents(name):
 
 def test_debiased_functions_on_zero_lists_and_on_lists_without_items():
     with pytest.warns(UserWarning, match="no list to average"):
-        assert torch.isnan(F.position_debiased_ndcg(torch.zeros(0, 3), torch.zeros(0, 3), propensities=torch.zeros(0, 3)))
-    zero = F.position_debiased_dcg(torch.zeros(2, 0), torch.zeros(2, 0), logged_positions=torch.zeros(2, 0, dtype=torch.long),
-                                   eta=1.0, reduction="none")
+        assert torch.isnan(
+            F.position_debiased_ndcg(torch.zeros(0, 3), torch.zeros(0, 3), propensities=torch.zeros(0, 3))
+        )
+    zero = F.position_debiased_dcg(
+        torch.zeros(2, 0),
+        torch.zeros(2, 0),
+        logged_positions=torch.zeros(2, 0, dtype=torch.long),
+        eta=1.0,
+        reduction="none",
+    )
     assert zero.tolist() == [0.0, 0.0]
-    skipped = F.position_debiased_ndcg(torch.zeros(2, 0), torch.zeros(2, 0), propensities=torch.zeros(2, 0), reduction="none")
+    skipped = F.position_debiased_ndcg(
+        torch.zeros(2, 0), torch.zeros(2, 0), propensities=torch.zeros(2, 0), reduction="none"
+    )
     assert torch.isnan(skipped).all()  # no click: skipped (the default empty_target_action)
     assert F.ips_gains(torch.zeros(0, 3), torch.ones(0, 3)).shape == (0, 3)
 
@@ -171,8 +203,9 @@ def test_debiased_functions_on_zero_lists_and_on_lists_without_items():
 # ----------------------------------------------------------------------------- distributed
 def _worker(rank: int, world: int, rdv: str, out: str) -> None:
     # a short timeout: a rank that raised (or skipped the sync) would make the other one fail, not hang
-    dist.init_process_group("gloo", init_method=f"file://{rdv}", rank=rank, world_size=world,
-                            timeout=datetime.timedelta(seconds=60))
+    dist.init_process_group(
+        "gloo", init_method=f"file://{rdv}", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=60)
+    )
     preds, target, mask = _data(seed=9)
     metrics = {name: make() for name, make in CLASSES.items()}
     metrics["debiased"] = PositionDebiasedNDCG(k=3, eta=1.0, keep_per_query=True)

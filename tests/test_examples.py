@@ -15,7 +15,14 @@ def _env() -> dict[str, str]:
 
 
 def test_quickstart_prints_a_table_for_both_conventions():
-    out = subprocess.run([sys.executable, str(REPO / "examples" / "quickstart.py")], capture_output=True, text=True, check=True, cwd=REPO, env=_env()).stdout
+    out = subprocess.run(
+        [sys.executable, str(REPO / "examples" / "quickstart.py")],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=REPO,
+        env=_env(),
+    ).stdout
     lines = out.strip().splitlines()
     assert lines[0].split()[:1] == ["convention"] and "nDCG@3" in lines[0] and "MAP" in lines[0]
     assert len(lines) == 3

@@ -58,12 +58,30 @@ def test_matches_torchmetrics_functional(k):
     binary = target > 0
     tk = {"top_k": k}
     cases = [
-        (F.ndcg(preds, target, k, convention="torchmetrics", reduction="none"), _per_query(tmf.retrieval_normalized_dcg, preds, target, **tk)),
-        (F.average_precision(preds, target, k, convention="torchmetrics", reduction="none"), _per_query(tmf.retrieval_average_precision, preds, binary, **tk)),
-        (F.reciprocal_rank(preds, target, k, convention="torchmetrics", reduction="none"), _per_query(tmf.retrieval_reciprocal_rank, preds, binary, **tk)),
-        (F.recall(preds, target, k, convention="torchmetrics", reduction="none"), _per_query(tmf.retrieval_recall, preds, binary, **tk)),
-        (F.hit_rate(preds, target, k, convention="torchmetrics", reduction="none"), _per_query(tmf.retrieval_hit_rate, preds, binary, **tk)),
-        (F.r_precision(preds, target, convention="torchmetrics", reduction="none"), _per_query(tmf.retrieval_r_precision, preds, binary)),
+        (
+            F.ndcg(preds, target, k, convention="torchmetrics", reduction="none"),
+            _per_query(tmf.retrieval_normalized_dcg, preds, target, **tk),
+        ),
+        (
+            F.average_precision(preds, target, k, convention="torchmetrics", reduction="none"),
+            _per_query(tmf.retrieval_average_precision, preds, binary, **tk),
+        ),
+        (
+            F.reciprocal_rank(preds, target, k, convention="torchmetrics", reduction="none"),
+            _per_query(tmf.retrieval_reciprocal_rank, preds, binary, **tk),
+        ),
+        (
+            F.recall(preds, target, k, convention="torchmetrics", reduction="none"),
+            _per_query(tmf.retrieval_recall, preds, binary, **tk),
+        ),
+        (
+            F.hit_rate(preds, target, k, convention="torchmetrics", reduction="none"),
+            _per_query(tmf.retrieval_hit_rate, preds, binary, **tk),
+        ),
+        (
+            F.r_precision(preds, target, convention="torchmetrics", reduction="none"),
+            _per_query(tmf.retrieval_r_precision, preds, binary),
+        ),
     ]
     for adaptive in (False, True):
         cases.append(
@@ -80,7 +98,9 @@ def test_ndcg_ties_match_torchmetrics():
     preds, target = _tied_batch(5)
     for k in (None, 2, 6):
         want = _per_query(tmf.retrieval_normalized_dcg, preds, target, top_k=k)
-        torch.testing.assert_close(F.ndcg(preds, target, k, convention="torchmetrics", reduction="none"), want, atol=1e-6, rtol=0)
+        torch.testing.assert_close(
+            F.ndcg(preds, target, k, convention="torchmetrics", reduction="none"), want, atol=1e-6, rtol=0
+        )
 
 
 def test_raw_logits_are_retrieved_unlike_torchmetrics():

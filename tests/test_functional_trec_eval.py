@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from torch_rankeval import functional as F
 from tests.oracles import random_batch, read_expected, read_qrels, read_run, to_pytrec, trec_tensors
+from torch_rankeval import functional as F
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
 

@@ -61,7 +61,9 @@ def test_average_precision_denominators_written_out():
     n_rel = torch.tensor(4)
     prec = [1 / 1, 2 / 3, 3 / 6]
     assert F.average_precision(preds, target, n_relevant=n_rel).item() == pytest.approx(sum(prec) / 4)
-    assert F.average_precision(preds, target, n_relevant=n_rel, denominator="retrieved_relevant").item() == pytest.approx(sum(prec) / 3)
+    assert F.average_precision(
+        preds, target, n_relevant=n_rel, denominator="retrieved_relevant"
+    ).item() == pytest.approx(sum(prec) / 3)
     at3 = F.average_precision(preds, target, [3], n_relevant=n_rel, denominator="min_k_relevant")
     assert at3.item() == pytest.approx((1 + 2 / 3) / 3)
     assert F.average_precision(preds, target, 3, n_relevant=n_rel).item() == pytest.approx((1 + 2 / 3) / 4)
@@ -154,7 +156,9 @@ def test_score_dtypes(dtype):
     assert out.item() == pytest.approx((L2 + L3) / (1 + L2), rel=1e-6)
 
 
-@pytest.mark.parametrize("target", [torch.tensor([0, 1, 1]), torch.tensor([0.0, 1.0, 1.0]), torch.tensor([False, True, True])])
+@pytest.mark.parametrize(
+    "target", [torch.tensor([0, 1, 1]), torch.tensor([0.0, 1.0, 1.0]), torch.tensor([False, True, True])]
+)
 def test_target_dtypes(target):
     assert F.average_precision(torch.tensor([0.9, 0.5, 0.1]), target).item() == pytest.approx((1 / 2 + 2 / 3) / 2)
 
@@ -169,4 +173,6 @@ def test_padding_does_not_outrank_a_negative_gain_in_the_ideal():
     assert F.idcg(preds, target, mask=mask, gain="linear").item() == pytest.approx(1 - L2, rel=1e-6)
     assert F.ndcg(preds, target, mask=mask, gain="linear").item() == pytest.approx(1.0, rel=1e-6)
     # Same result as the unpadded list.
-    assert F.ndcg(preds, target, mask=mask, gain="linear").item() == pytest.approx(F.ndcg(preds[:2], target[:2], gain="linear").item())
+    assert F.ndcg(preds, target, mask=mask, gain="linear").item() == pytest.approx(
+        F.ndcg(preds[:2], target[:2], gain="linear").item()
+    )

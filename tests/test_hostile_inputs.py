@@ -20,12 +20,15 @@ PREDS = torch.tensor([[0.9, 0.5, 0.1]])
 
 
 # ----------------------------------------------------------------------------- exp2 overflow
-@pytest.mark.parametrize("target", [
-    torch.tensor([[128.0, 0.0, 1.0]]),                       # float32 grades
-    torch.tensor([[128, 0, 1]]),                             # int grades work in float32
-    torch.tensor([[255, 0, 1]], dtype=torch.uint8),
-    torch.tensor([[1100.0, 0.0, 1.0]], dtype=torch.float64),  # beyond float64 too
-])
+@pytest.mark.parametrize(
+    "target",
+    [
+        torch.tensor([[128.0, 0.0, 1.0]]),  # float32 grades
+        torch.tensor([[128, 0, 1]]),  # int grades work in float32
+        torch.tensor([[255, 0, 1]], dtype=torch.uint8),
+        torch.tensor([[1100.0, 0.0, 1.0]], dtype=torch.float64),  # beyond float64 too
+    ],
+)
 def test_exp2_gain_that_overflows_raises(target):
     for fn in (F.ndcg, F.dcg, F.idcg):
         with pytest.raises(ValueError, match=r"grades >= (128|1024), whose gain 2\*\*rel - 1 overflows"):
@@ -41,7 +44,7 @@ def test_exp2_gain_that_overflows_raises(target):
 def test_float64_grades_up_to_1023_follow_sklearn_on_exact_gains():
     preds = torch.tensor([[0.9, 0.5, 0.1, 0.7]], dtype=torch.float64)
     grades = torch.tensor([[300.0, 0.0, 1000.0, 128.0]], dtype=torch.float64)
-    gains = [2.0 ** g - 1 for g in grades[0].tolist()]  # exact in float64
+    gains = [2.0**g - 1 for g in grades[0].tolist()]  # exact in float64
     expected = sklearn_metrics.ndcg_score([gains], preds.tolist(), k=3)
     assert F.ndcg(preds, grades, k=3).item() == pytest.approx(expected, rel=1e-12)
     assert math.isfinite(F.dcg(preds, grades).item())
@@ -83,14 +86,17 @@ def test_ideal_target_that_lacks_a_grade_of_the_list_raises():
 def test_consistent_ideal_targets_are_accepted():
     target = torch.tensor([[2, 2, 0]])
     for ideal, kw, expected in (
-        (torch.tensor([[0, 2, 2]]), {}, 1.0),                                   # the list's own grades, reordered
-        (torch.tensor([[2, 2]]), {}, 1.0),                                      # judged non-relevant ones left out
-        (torch.tensor([[2, 2, -1, -1]]), {"ignore_index": -1}, 1.0),            # padded with ignore_index
+        (torch.tensor([[0, 2, 2]]), {}, 1.0),  # the list's own grades, reordered
+        (torch.tensor([[2, 2]]), {}, 1.0),  # judged non-relevant ones left out
+        (torch.tensor([[2, 2, -1, -1]]), {"ignore_index": -1}, 1.0),  # padded with ignore_index
         (torch.tensor([[2, 2, 0, 3]]), {"gain": "linear"}, (2 + 2 / math.log2(3)) / (3 + 2 / math.log2(3) + 1)),
     ):
         assert F.ndcg(PREDS, target, ideal_target=ideal, **kw).item() == pytest.approx(expected, rel=1e-6)
     # an empty ideal row is a query without judged documents: consistent only with a list without relevant ones
-    assert F.ndcg(PREDS, torch.zeros(1, 3, dtype=torch.long), ideal_target=torch.zeros(1, 0, dtype=torch.long)).item() == 0.0
+    assert (
+        F.ndcg(PREDS, torch.zeros(1, 3, dtype=torch.long), ideal_target=torch.zeros(1, 0, dtype=torch.long)).item()
+        == 0.0
+    )
 
 
 # ----------------------------------------------------------------------------- propensity underflow
@@ -116,18 +122,21 @@ def test_eta_that_underflows_the_propensity_raises():
 
 def test_float64_positions_hold_the_same_eta_and_give_the_hand_value():
     dcg = F.position_debiased_dcg(PREDS.double(), CLICKS.double(), logged_positions=DEEP, eta=100.0)
-    expected = 1.0 + 30.0 ** 100 / math.log2(4)  # ranked by preds: position-1 click at rank 1, position-30 click at rank 3
+    expected = 1.0 + 30.0**100 / math.log2(
+        4
+    )  # ranked by preds: position-1 click at rank 1, position-30 click at rank 3
     assert dcg.item() == pytest.approx(expected, rel=1e-12)
     rho = pbm_propensity(torch.tensor([1.0, 2.0, 30.0], dtype=torch.float64), eta=100.0)
-    assert rho[-1].item() == pytest.approx(30.0 ** -100, rel=1e-12)
+    assert rho[-1].item() == pytest.approx(30.0**-100, rel=1e-12)
 
 
 def test_tiny_propensities_and_huge_clicks_raise():
     with pytest.raises(ValueError, match="a propensity is too small or a click count too large for float32"):
         F.position_debiased_dcg(PREDS, CLICKS, propensities=torch.tensor([[1.0, 1.0, 1e-45]]))
     with pytest.raises(ValueError, match="too small"):
-        F.position_debiased_dcg(PREDS, CLICKS, logged_positions=torch.tensor([[1, 2, 3]]),
-                                propensity_table=torch.tensor([1.0, 1.0, 1e-45]))
+        F.position_debiased_dcg(
+            PREDS, CLICKS, logged_positions=torch.tensor([[1, 2, 3]]), propensity_table=torch.tensor([1.0, 1.0, 1e-45])
+        )
     with pytest.raises(ValueError, match="a click count is too large for float32"):
         F.position_debiased_dcg(PREDS, torch.tensor([[3e38, 0.0, 3e38]]), propensities=torch.ones(1, 3), clip=0.5)
     # clip bounds the weights: the same tiny propensity is fine

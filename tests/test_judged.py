@@ -8,8 +8,8 @@ import torch
 
 from torch_rankeval import RankingMetrics
 from torch_rankeval import functional as F
-from torch_rankeval.functional._inputs import prepare
 from torch_rankeval.conventions import DEFAULT
+from torch_rankeval.functional._inputs import prepare
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
 
@@ -65,5 +65,6 @@ def test_bad_judged_names_the_argument(judged, exc, match):
 
 def test_judged_is_padded_input_only():
     with pytest.raises(ValueError, match="judged apply to padded"):
-        RankingMetrics(["ndcg"]).update(torch.rand(4), torch.ones(4).long(), indexes=torch.zeros(4).long(),
-                                        judged=torch.ones(4, dtype=torch.bool))
+        RankingMetrics(["ndcg"]).update(
+            torch.rand(4), torch.ones(4).long(), indexes=torch.zeros(4).long(), judged=torch.ones(4, dtype=torch.bool)
+        )

@@ -28,8 +28,14 @@ KEYS = ["ndcg@5", "ndcg@10", "map@5", "map@10"]
 
 def _trainer(tmp_path, callbacks, **kw) -> pl.Trainer:  # noqa: ANN001
     options = dict(
-        accelerator="cpu", devices=1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
-        enable_model_summary=False, default_root_dir=tmp_path, num_sanity_val_steps=0,
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
+        num_sanity_val_steps=0,
     )
     return pl.Trainer(callbacks=callbacks, **{**options, **kw})
 
@@ -130,7 +136,8 @@ def test_extra_metrics_are_fed_and_logged_and_non_scalars_reach_the_hook(tmp_pat
             super().log_results(trainer, pl_module, stage, results)
 
     callback = Subclass(
-        metrics=("mrr",), k=None,
+        metrics=("mrr",),
+        k=None,
         extra_metrics={
             "trec_ndcg@10": lambda: NDCG(k=10, convention="trec_eval"),
             "ndcg_curve": lambda: NDCG(k=[1, 2, 3]),
@@ -143,7 +150,9 @@ def test_extra_metrics_are_fed_and_logged_and_non_scalars_reach_the_hook(tmp_pat
     target, mask = batch["target"], batch["mask"]
     assert sorted(val) == ["val/lin/ndcg@3", "val/mrr", "val/trec_ndcg@10"]
     assert val["val/mrr"] == pytest.approx(F.reciprocal_rank(preds, target, mask=mask).item(), abs=1e-6)
-    assert val["val/trec_ndcg@10"] == pytest.approx(F.ndcg(preds, target, k=10, mask=mask, convention="trec_eval").item(), abs=1e-6)
+    assert val["val/trec_ndcg@10"] == pytest.approx(
+        F.ndcg(preds, target, k=10, mask=mask, convention="trec_eval").item(), abs=1e-6
+    )
     assert val["val/lin/ndcg@3"] == pytest.approx(F.ndcg(preds, target, k=3, mask=mask, gain="linear").item(), abs=1e-6)
     curve = seen["val/ndcg_curve"]  # a (3,) tensor: not logged, handed to the hook and kept in results
     assert curve.shape == (3,)
@@ -158,7 +167,9 @@ def test_inputs_named_by_keys_and_clear_errors_for_wrong_step_outputs(tmp_path):
         def validation_step(self, batch, batch_idx):  # noqa: ANN001
             return {"scores": self(batch["features"]), "labels": batch["target"], "valid": batch["mask"]}
 
-    callback = RankingMetricsCallback(k=5, preds_key="scores", target_key="labels", mask_key="valid", prefix={"validate": "dev_"})
+    callback = RankingMetricsCallback(
+        k=5, preds_key="scores", target_key="labels", mask_key="valid", prefix={"validate": "dev_"}
+    )
     model = Renamed()
     (val,) = _trainer(tmp_path, [callback]).validate(model, loader(data, 4, exact=True), verbose=False)
     assert val["dev_ndcg@5"] == pytest.approx(expected(model, data)["ndcg@5"], abs=1e-6)
@@ -176,7 +187,9 @@ def test_inputs_named_by_keys_and_clear_errors_for_wrong_step_outputs(tmp_path):
             return [self(batch["features"])]
 
     with pytest.raises(TypeError, match="validation_step returned a list; return a dict"):
-        _trainer(tmp_path, [RankingMetricsCallback()]).validate(ReturnsList(), loader(data, 4, exact=True), verbose=False)
+        _trainer(tmp_path, [RankingMetricsCallback()]).validate(
+            ReturnsList(), loader(data, 4, exact=True), verbose=False
+        )
 
 
 def test_stages_limit_what_is_measured(tmp_path):
@@ -249,7 +262,9 @@ def test_plain_torchmetrics_usage_matches_the_callback(tmp_path):
             return {"preds": self(batch["features"])}
 
     model = WithAttribute()
-    (val,) = _trainer(tmp_path, [RankingMetricsCallback(k=10)]).validate(model, loader(data, 3, exact=True), verbose=False)
+    (val,) = _trainer(tmp_path, [RankingMetricsCallback(k=10)]).validate(
+        model, loader(data, 3, exact=True), verbose=False
+    )
     assert val["plain/ndcg@10"] == pytest.approx(val["val/ndcg@10"], abs=1e-7)
     assert val["val/ndcg@10"] == pytest.approx(expected(model, data)["ndcg@10"], abs=1e-6)
 
@@ -260,7 +275,9 @@ def test_collate_batches_feed_the_callback_with_global_query_ids(tmp_path):
     _trainer(tmp_path, [callback]).validate(
         model, DataLoader(data, batch_size=3, shuffle=False, collate_fn=collate_queries), verbose=False
     )
-    assert callback.results["validate"]["val/ndcg@10"].item() == pytest.approx(expected(model, data)["ndcg@10"], abs=1e-6)
+    assert callback.results["validate"]["val/ndcg@10"].item() == pytest.approx(
+        expected(model, data)["ndcg@10"], abs=1e-6
+    )
 
 
 class _FigureLogger(pl.loggers.Logger):
@@ -281,7 +298,9 @@ class _FigureLogger(pl.loggers.Logger):
 
     @property
     def experiment(self):  # noqa: ANN201
-        return SimpleNamespace(add_figure=lambda tag, figure, global_step: self.figures.append((tag, figure, global_step)))
+        return SimpleNamespace(
+            add_figure=lambda tag, figure, global_step: self.figures.append((tag, figure, global_step))
+        )
 
     def log_hyperparams(self, params, *args, **kwargs) -> None:  # noqa: ANN001
         pass
@@ -337,7 +356,11 @@ def test_full_catalogue_step_passes_a_sparse_target_and_exclude_through(tmp_path
 
         def validation_step(self, batch, batch_idx):  # noqa: ANN001
             rows = batch["user"]
-            return {"preds": scores[rows] * self.scale, "target": target[rows].to_sparse(), "exclude": seen[rows].to_sparse()}
+            return {
+                "preds": scores[rows] * self.scale,
+                "target": target[rows].to_sparse(),
+                "exclude": seen[rows].to_sparse(),
+            }
 
     callback = RankingMetricsCallback(
         metrics=("ndcg@5", "recall@5", "map"), k=None, extra_metrics={"exposure": lambda: ItemExposure(items, 5)}

@@ -27,9 +27,17 @@ def _fit(tmp_path, devices: int, out=None) -> Recorder:  # noqa: ANN001
     train = dataset(8, seed=6)
     recorder = Recorder(out)
     trainer = pl.Trainer(
-        accelerator="cpu", devices=devices, strategy="ddp_spawn" if devices > 1 else "auto", max_epochs=1,
-        limit_train_batches=2, num_sanity_val_steps=2, logger=False, enable_checkpointing=False,
-        enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path,
+        accelerator="cpu",
+        devices=devices,
+        strategy="ddp_spawn" if devices > 1 else "auto",
+        max_epochs=1,
+        limit_train_batches=2,
+        num_sanity_val_steps=2,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
         callbacks=[recorder, RankingMetricsCallback()],  # the recorder first: its "always" filter must not shadow ours
     )
     train_loader = loader(train, 2, exact=False)

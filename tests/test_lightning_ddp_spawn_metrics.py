@@ -22,11 +22,13 @@ N_QUERIES = 7
 
 
 def _metrics() -> tuple[MetricCollection, PositionDebiasedDCG]:
-    collection = MetricCollection({
-        "ranking": RankingMetrics(("ndcg@5", "map@10", "mrr", "P(rel=2)@3"), gain={0: 0, 1: 1, 2: 3, 3: 7, 4: 15}),
-        "ndcg": NDCG(k=[3, 10]),
-        "profile": PositionProfile(positions=4, ideal=False),
-    })
+    collection = MetricCollection(
+        {
+            "ranking": RankingMetrics(("ndcg@5", "map@10", "mrr", "P(rel=2)@3"), gain={0: 0, 1: 1, 2: 3, 3: 7, 4: 15}),
+            "ndcg": NDCG(k=[3, 10]),
+            "profile": PositionProfile(positions=4, ideal=False),
+        }
+    )
     return collection, PositionDebiasedDCG(k=5, eta=1.0)
 
 
@@ -65,8 +67,14 @@ def test_metric_attributes_under_ddp_spawn_equal_the_single_process_values(tmp_p
     data = dataset(N_QUERIES, seed=11)
     model = MetricRanker(str(tmp_path / "rank"))
     trainer = pl.Trainer(
-        accelerator="cpu", devices=2, strategy="ddp_spawn", logger=False, enable_checkpointing=False,
-        enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path,
+        accelerator="cpu",
+        devices=2,
+        strategy="ddp_spawn",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
     )
     trainer.validate(model, loader(data, 2, exact=True))  # pickles the module, metrics included
 
@@ -80,4 +88,6 @@ def test_metric_attributes_under_ddp_spawn_equal_the_single_process_values(tmp_p
         got = torch.load(f"{tmp_path / 'rank'}.{rank}")
         assert got.keys() == expected.keys()
         for key, value in expected.items():
-            torch.testing.assert_close(got[key], value, equal_nan=True, atol=1e-6, rtol=0, msg=lambda m, key=key: f"{key}: {m}")
+            torch.testing.assert_close(
+                got[key], value, equal_nan=True, atol=1e-6, rtol=0, msg=lambda m, key=key: f"{key}: {m}"
+            )

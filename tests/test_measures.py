@@ -18,7 +18,14 @@ pytrec_eval = pytest.importorskip("pytrec_eval")
     [
         ("ndcg", "ndcg", [None], ["ndcg"], ["ndcg"], ["nDCG"]),
         ("ndcg_cut.10", "ndcg", [10], ["ndcg_cut_10"], ["ndcg_cut_10"], ["nDCG@10"]),
-        ("ndcg_cut.10,5", "ndcg", [5, 10], ["ndcg_cut_5", "ndcg_cut_10"], ["ndcg_cut_5", "ndcg_cut_10"], ["nDCG@5", "nDCG@10"]),
+        (
+            "ndcg_cut.10,5",
+            "ndcg",
+            [5, 10],
+            ["ndcg_cut_5", "ndcg_cut_10"],
+            ["ndcg_cut_5", "ndcg_cut_10"],
+            ["nDCG@5", "nDCG@10"],
+        ),
         ("map", "map", [None], ["map"], ["map"], ["AP"]),
         ("map_cut.10", "map", [10], ["map_cut_10"], ["map_cut_10"], ["AP@10"]),
         ("P.5", "precision", [5], ["P_5"], ["P_5"], ["P@5"]),
@@ -43,11 +50,19 @@ pytrec_eval = pytest.importorskip("pytrec_eval")
         ("P(rel=2)@5", "precision", [5], ["P(rel=2)@5"], ["P(rel=2)@5"], ["P(rel=2)@5"]),
         ("P(rel=2.0)@5", "precision", [5], ["P(rel=2)@5"], ["P(rel=2)@5"], ["P(rel=2)@5"]),
         (
-            "nDCG(gains={0:0,1:1,2:3})@10", "ndcg", [10], ["nDCG(gains={0:0,1:1,2:3})@10"],
-            ["nDCG(gains={0:0,1:1,2:3})@10"], ["nDCG(gains={0:0,1:1,2:3})@10"],
+            "nDCG(gains={0:0,1:1,2:3})@10",
+            "ndcg",
+            [10],
+            ["nDCG(gains={0:0,1:1,2:3})@10"],
+            ["nDCG(gains={0:0,1:1,2:3})@10"],
+            ["nDCG(gains={0:0,1:1,2:3})@10"],
         ),
         (
-            "nDCG(dcg='exp-log2')@10", "ndcg", [10], ["nDCG(dcg='exp-log2')@10"], ["nDCG(dcg='exp-log2')@10"],
+            "nDCG(dcg='exp-log2')@10",
+            "ndcg",
+            [10],
+            ["nDCG(dcg='exp-log2')@10"],
+            ["nDCG(dcg='exp-log2')@10"],
             ["nDCG(dcg='exp-log2')@10"],
         ),
         ("ndcg.0=0,1=1,2=3", "ndcg", [None], ["ndcg_0=0,1=1,2=3"], ["ndcg_0=0,1=1,2=3"], ["nDCG(gains={0:0,1:1,2:3})"]),
@@ -128,7 +143,13 @@ def test_trec_eval_default_cutoffs_and_parameter_rules():
     assert [m.label for m in M.parse_measures("ndcg.1=3,2=9,4=4.5")] == ["ndcg_1=3,2=9,4=4.5"]
     # A bare name takes the API's cutoffs where it gives some.
     assert [m.label for m in M.parse_measures(["P", "ndcg", "map", "Rprec"], cutoffs=[3, 7])] == [
-        "P@3", "P@7", "ndcg@3", "ndcg@7", "map@3", "map@7", "Rprec",
+        "P@3",
+        "P@7",
+        "ndcg@3",
+        "ndcg@7",
+        "map@3",
+        "map@7",
+        "Rprec",
     ]
 
 
@@ -143,8 +164,19 @@ def test_bare_names_take_the_apis_cutoffs_none_is_the_whole_list():
     # nicknames are trec_eval's sets in every API; their run tag (and relstring) is left out where there
     # is no run file; interpolated precision has no tie average: ties="first" (or convention="trec_eval")
     keys = RankingMetrics(["official"], ties="first").keys
-    assert keys[:11] == ["num_q", "num_ret", "num_rel", "num_rel_ret", "map", "gm_map", "Rprec", "bpref", "recip_rank",
-                         "iprec_at_recall_0.00", "iprec_at_recall_0.10"]
+    assert keys[:11] == [
+        "num_q",
+        "num_ret",
+        "num_rel",
+        "num_rel_ret",
+        "map",
+        "gm_map",
+        "Rprec",
+        "bpref",
+        "recip_rank",
+        "iprec_at_recall_0.00",
+        "iprec_at_recall_0.10",
+    ]
     assert "relstring" not in RankingMetrics(["all_trec"], convention="trec_eval").keys
     with pytest.raises(ValueError, match="iprec_at_recall_0.00'.*ties='first'"):
         RankingMetrics(["official"])
@@ -228,9 +260,21 @@ def test_every_spelling_works_in_every_api_with_the_same_value(tmp_path):
     logged = callback.compute()
     qrels, run = to_pytrec(preds, target, mask, ideal)
     cli = trec.evaluate(trec.Qrels.from_dict(qrels), trec.Run.from_dict(run), names).summary
-    assert list(streamed) == list(functional) == list(logged) == [
-        "ndcg@10", "nDCG@10", "ndcg_cut_10", "P(rel=2)@5", "RR@10", "mrr@10", "map", "AP@100",
-    ]
+    assert (
+        list(streamed)
+        == list(functional)
+        == list(logged)
+        == [
+            "ndcg@10",
+            "nDCG@10",
+            "ndcg_cut_10",
+            "P(rel=2)@5",
+            "RR@10",
+            "mrr@10",
+            "map",
+            "AP@100",
+        ]
+    )
     evaluator = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10", "map", "recip_rank"})
     res = evaluator.evaluate(run)
     want_ndcg = sum(v["ndcg_cut_10"] for v in res.values()) / len(res)

@@ -49,7 +49,15 @@ def test_the_fingerprint_state_is_empty_stable_across_instances_and_not_persiste
     assert len(other) == 1 and other != config_a
     # state_dicts keep their keys: the fingerprint is never persisted
     a.persistent(True)
-    assert set(a.state_dict()) == {"sums", "counts", "flat_preds", "flat_target", "flat_indexes", "query_values", "query_ids"}
+    assert set(a.state_dict()) == {
+        "sums",
+        "counts",
+        "flat_preds",
+        "flat_target",
+        "flat_indexes",
+        "query_values",
+        "query_ids",
+    }
 
 
 def test_merge_state_takes_state_dicts_and_refuses_other_configurations():

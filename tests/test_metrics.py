@@ -26,15 +26,28 @@ def _chunks(n, sizes):
 
 def test_streaming_padded_updates_match_pytrec_eval():
     preds, target, mask, ideal = random_batch(90, 20, seed=11, extra_judged=4)
-    metric = RankingMetrics(("ndcg", "ndcg@10", "map", "mrr", "precision@5", "recall@10", "r_precision", "success@5"), convention="trec_eval")
+    metric = RankingMetrics(
+        ("ndcg", "ndcg@10", "map", "mrr", "precision@5", "recall@10", "r_precision", "success@5"),
+        convention="trec_eval",
+    )
     for sl in _chunks(90, [7, 30, 1, 52]):
         metric.update(preds[sl], target[sl], mask=mask[sl], ideal_target=ideal[sl])
     got = metric.compute()
     qrels, run = to_pytrec(preds, target, mask, ideal)
-    res = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg", "ndcg_cut.10", "map", "recip_rank", "P.5", "recall.10", "Rprec", "success.5"}).evaluate(run)
+    res = pytrec_eval.RelevanceEvaluator(
+        qrels, {"ndcg", "ndcg_cut.10", "map", "recip_rank", "P.5", "recall.10", "Rprec", "success.5"}
+    ).evaluate(run)
     n = 90  # trec_eval leaves out queries without relevant documents; ours score them 0 and count them
-    names = {"ndcg": "ndcg", "ndcg@10": "ndcg_cut_10", "map": "map", "mrr": "recip_rank", "precision@5": "P_5",
-             "recall@10": "recall_10", "r_precision": "Rprec", "success@5": "success_5"}
+    names = {
+        "ndcg": "ndcg",
+        "ndcg@10": "ndcg_cut_10",
+        "map": "map",
+        "mrr": "recip_rank",
+        "precision@5": "P_5",
+        "recall@10": "recall_10",
+        "r_precision": "Rprec",
+        "success@5": "success_5",
+    }
     assert set(got) == set(names)
     for ours, theirs in names.items():
         want = sum(v[theirs] for v in res.values()) / n
@@ -156,7 +169,9 @@ def test_state_dict_roundtrip_clone_and_merge_state():
 
 def test_metric_collection_of_classes_and_of_ranking_metrics():
     preds, target, mask, _ = random_batch(30, 10, seed=6)
-    coll = MetricCollection({"ndcg": NDCG(k=5), "map": MAP(), "hit": HitRate(k=[1, 3]), "rp": RPrecision(), "rec": Recall(k=5)})
+    coll = MetricCollection(
+        {"ndcg": NDCG(k=5), "map": MAP(), "hit": HitRate(k=[1, 3]), "rp": RPrecision(), "rec": Recall(k=5)}
+    )
     coll.update(preds, target, mask=mask)
     out = coll.compute()
     from torch_rankeval import functional as F
@@ -181,7 +196,9 @@ def test_half_and_set_dtype_keep_float64_sums_and_tables():
 
 def test_discount_table_grows_with_longer_lists():
     metric = NDCG(gain="linear")
-    metric.update(torch.arange(300, 0, -1).float().unsqueeze(0), torch.zeros(1, 300).long().index_fill_(1, torch.tensor([299]), 1))
+    metric.update(
+        torch.arange(300, 0, -1).float().unsqueeze(0), torch.zeros(1, 300).long().index_fill_(1, torch.tensor([299]), 1)
+    )
     import math
 
     assert metric._discounts.shape[0] >= 300
@@ -201,20 +218,65 @@ def test_mapping_gain_table_is_a_buffer_on_the_metric_device():
     "make,call,exc,match",
     [
         (lambda: NDCG(), lambda m: m.update(torch.rand(2, 3), torch.zeros(2, 4).long()), ValueError, "same shape"),
-        (lambda: NDCG(), lambda m: m.update(torch.rand(6), torch.zeros(6).long(), indexes=torch.zeros(6)), TypeError, "indexes must be an integer"),
-        (lambda: NDCG(), lambda m: m.update(torch.tensor([[float("nan"), 0.1]]), torch.tensor([[1, 0]])), ValueError, "NaN"),
-        (lambda: NDCG(), lambda m: m.update(torch.tensor([float("nan"), 0.1]), torch.tensor([1, 0]), indexes=torch.tensor([0, 0])), ValueError, "NaN"),
+        (
+            lambda: NDCG(),
+            lambda m: m.update(torch.rand(6), torch.zeros(6).long(), indexes=torch.zeros(6)),
+            TypeError,
+            "indexes must be an integer",
+        ),
+        (
+            lambda: NDCG(),
+            lambda m: m.update(torch.tensor([[float("nan"), 0.1]]), torch.tensor([[1, 0]])),
+            ValueError,
+            "NaN",
+        ),
+        (
+            lambda: NDCG(),
+            lambda m: m.update(torch.tensor([float("nan"), 0.1]), torch.tensor([1, 0]), indexes=torch.tensor([0, 0])),
+            ValueError,
+            "NaN",
+        ),
         (lambda: NDCG(k=0), None, ValueError, "positive int"),
         (lambda: RankingMetrics(("ndcg@0",)), None, ValueError, "positive int"),
         (lambda: RankingMetrics(("ndgc",)), None, ValueError, "Did you mean .*'ndcg'"),
         (lambda: RankingMetrics(("r_precision@5",)), None, ValueError, "takes no cutoff"),
-        (lambda: NDCG(input_format="flat"), lambda m: m.update(torch.rand(4), torch.zeros(4).long()), ValueError, "indexes is required"),
-        (lambda: NDCG(), lambda m: m.update(torch.rand(4), torch.zeros(4).long(), indexes=torch.zeros(3).long()), ValueError, "indexes must have the shape of preds"),
-        (lambda: NDCG(), lambda m: m.update(torch.rand(4), torch.zeros(4).long(), indexes=torch.zeros(4).long(), mask=torch.ones(4, dtype=torch.bool)), ValueError, "apply to padded"),
-        (lambda: NDCG(), lambda m: m.update(torch.rand(2, 3, device="meta"), torch.zeros(2, 3, device="meta").long()), ValueError, "metric.to"),
+        (
+            lambda: NDCG(input_format="flat"),
+            lambda m: m.update(torch.rand(4), torch.zeros(4).long()),
+            ValueError,
+            "indexes is required",
+        ),
+        (
+            lambda: NDCG(),
+            lambda m: m.update(torch.rand(4), torch.zeros(4).long(), indexes=torch.zeros(3).long()),
+            ValueError,
+            "indexes must have the shape of preds",
+        ),
+        (
+            lambda: NDCG(),
+            lambda m: m.update(
+                torch.rand(4),
+                torch.zeros(4).long(),
+                indexes=torch.zeros(4).long(),
+                mask=torch.ones(4, dtype=torch.bool),
+            ),
+            ValueError,
+            "apply to padded",
+        ),
+        (
+            lambda: NDCG(),
+            lambda m: m.update(torch.rand(2, 3, device="meta"), torch.zeros(2, 3, device="meta").long()),
+            ValueError,
+            "metric.to",
+        ),
         (lambda: NDCG(input_format="columns"), None, ValueError, "input_format"),
         (lambda: NDCG(keep_per_query=1), None, TypeError, "keep_per_query must be a bool"),
-        (lambda: MAP(empty_target_action="error"), lambda m: m.update(torch.rand(1, 3), torch.zeros(1, 3).long()), ValueError, "no relevant document"),
+        (
+            lambda: MAP(empty_target_action="error"),
+            lambda m: m.update(torch.rand(1, 3), torch.zeros(1, 3).long()),
+            ValueError,
+            "no relevant document",
+        ),
     ],
 )
 def test_bad_input_names_the_argument(make, call, exc, match):

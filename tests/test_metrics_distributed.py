@@ -78,7 +78,12 @@ def _single_process(world):
     f.update(fp, ft, indexes=fi)
     pq = RankingMetrics(("ndcg@5",))
     pq.update(preds, target, mask=mask)
-    return {k: v.item() for k, v in m.compute().items()}, f.compute().item(), pq.compute()["ndcg@5"].item(), fi.unique().tolist()
+    return (
+        {k: v.item() for k, v in m.compute().items()},
+        f.compute().item(),
+        pq.compute()["ndcg@5"].item(),
+        fi.unique().tolist(),
+    )
 
 
 @pytest.mark.parametrize("world", [2, 3])

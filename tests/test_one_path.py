@@ -68,7 +68,9 @@ def test_fast_path_equals_the_mean_over_every_tie_order(name, case):
     fn = METRICS[name]
     for k in (None, 1, 2, 3, 5, 10):
         want = permutation_mean(fn, preds, target, k)
-        got = fn(torch.tensor(preds, dtype=torch.float64), torch.tensor(target), k, validate_args=False, reduction="none")
+        got = fn(
+            torch.tensor(preds, dtype=torch.float64), torch.tensor(target), k, validate_args=False, reduction="none"
+        )
         torch.testing.assert_close(got, want, atol=1e-12, rtol=0, msg=f"{name} {case} k={k}")
 
 
@@ -88,12 +90,21 @@ def test_metric_update_on_a_tie_heavy_batch_equals_brute_force(validate_args):
     metric = RankingMetrics(ALL, k=ks, validate_args=validate_args)
     metric.update(preds, target, mask=mask)
     got = metric.compute()
-    kernels = {"ndcg": F.ndcg, "dcg": F.dcg, "map": F.average_precision, "mrr": F.reciprocal_rank, "precision": F.precision,
-               "recall": F.recall, "hit_rate": F.hit_rate}
+    kernels = {
+        "ndcg": F.ndcg,
+        "dcg": F.dcg,
+        "map": F.average_precision,
+        "mrr": F.reciprocal_rank,
+        "precision": F.precision,
+        "recall": F.recall,
+        "hit_rate": F.hit_rate,
+    }
     for name, fn in kernels.items():
         per_case = torch.stack([permutation_mean(fn, p, t, list(ks)) for p, t in cases])
         torch.testing.assert_close(got_values(got, name, ks), per_case.mean(0).float(), atol=1e-6, rtol=0, msg=name)
-    r_prec = torch.stack([permutation_mean(lambda p, t, k, **kw: F.r_precision(p, t, **kw), p, t, None) for p, t in cases])
+    r_prec = torch.stack(
+        [permutation_mean(lambda p, t, k, **kw: F.r_precision(p, t, **kw), p, t, None) for p, t in cases]
+    )
     torch.testing.assert_close(got["r_precision"], r_prec.mean().float(), atol=1e-6, rtol=0)
 
 
@@ -254,7 +265,7 @@ def test_dcg_of_a_huge_tie_with_float_grades_is_exact():
     g = torch.Generator().manual_seed(1)
     grades = torch.rand(n, generator=g) * 3  # float32, no two equal sums to rely on
     preds = torch.full((n,), 0.5)
-    gains = [2.0 ** v - 1 for v in grades.double().tolist()]
+    gains = [2.0**v - 1 for v in grades.double().tolist()]
     mean_gain = math.fsum(gains) / n
     for k in (1, 10, 1000):
         want = mean_gain * math.fsum(1 / math.log2(p + 1) for p in range(1, k + 1))

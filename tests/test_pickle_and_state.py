@@ -45,26 +45,38 @@ def half_gain(grades: torch.Tensor) -> torch.Tensor:
 
 
 RANKING = {
-    "RankingMetrics": lambda: RankingMetrics(("ndcg@5", "map", "mrr@3", "P(rel=2)@2", "r_precision"), keep_per_query=True),
+    "RankingMetrics": lambda: RankingMetrics(
+        ("ndcg@5", "map", "mrr@3", "P(rel=2)@2", "r_precision"), keep_per_query=True
+    ),
     "gain mapping": lambda: RankingMetrics(("ndcg", "ndcg(gains={0:0,1:1,2:3,3:7,4:15})@3"), gain={0: 0, 1: 2, 2: 5}),
     "callables": lambda: RankingMetrics(("dcg@3",), gain=half_gain, discount=steep_discount),
     "unjudged gain": lambda: RankingMetrics(("ndcg@3",), gain=UnjudgedZeroGain("exp2")),
     "trec_eval": lambda: RankingMetrics(("ndcg", "gm_map", "num_rel_ret"), convention="trec_eval"),
     "flat": lambda: NDCG(k=[2, 4], input_format="flat"),
     "whole queries": lambda: MAP(whole_queries=True),
-    "DCG": lambda: DCG(k=3), "IDCG": lambda: IDCG(), "NDCG": lambda: NDCG(k=[1, 3]), "MAP": lambda: MAP(k=2),
-    "MRR": lambda: MRR(), "Precision": lambda: Precision(k=2, adaptive_k=True), "Recall": lambda: Recall(k=3),
-    "HitRate": lambda: HitRate(k=[1, 3]), "RPrecision": lambda: RPrecision(),
-    "FallOut": lambda: FallOut(k=2), "AUROC": lambda: AUROC(),
+    "DCG": lambda: DCG(k=3),
+    "IDCG": lambda: IDCG(),
+    "NDCG": lambda: NDCG(k=[1, 3]),
+    "MAP": lambda: MAP(k=2),
+    "MRR": lambda: MRR(),
+    "Precision": lambda: Precision(k=2, adaptive_k=True),
+    "Recall": lambda: Recall(k=3),
+    "HitRate": lambda: HitRate(k=[1, 3]),
+    "RPrecision": lambda: RPrecision(),
+    "FallOut": lambda: FallOut(k=2),
+    "AUROC": lambda: AUROC(),
     "trec measures": lambda: RankingMetrics(("bpref", "P(rel=2)@3", "Judged@3"), convention="trec_eval"),
     "PositionProfile": lambda: PositionProfile(positions=4, keep_per_query=True),
     "collection": lambda: MetricCollection({"ndcg": NDCG(k=3), "map": MAP(), "profile": PositionProfile(positions=3)}),
 }
 DEBIASED = {
     "PositionDebiasedNDCG eta": lambda: PositionDebiasedNDCG(k=[2, 4], eta=1.0, keep_per_query=True),
-    "PositionDebiasedDCG table": lambda: PositionDebiasedDCG(k=3, propensity_table=torch.tensor([1.0, 0.5, 0.4, 0.2, 0.1])),
+    "PositionDebiasedDCG table": lambda: PositionDebiasedDCG(
+        k=3, propensity_table=torch.tensor([1.0, 0.5, 0.4, 0.2, 0.1])
+    ),
     "PositionDebiasedNDCG affine": lambda: PositionDebiasedNDCG(
-        affine=(torch.tensor([0.8, 0.6, 0.5, 0.4, 0.3]), torch.tensor([0.1, 0.1, 0.05, 0.05, 0.0])), empty_target_action="neg"
+        affine=(torch.tensor([0.8, 0.6, 0.5, 0.4, 0.3]), torch.tensor([0.1, 0.1, 0.05, 0.05, 0.0])),
+        empty_target_action="neg",
     ),
 }
 
@@ -160,13 +172,17 @@ def _persisted(metric):
 
 def test_load_state_dict_of_other_cutoffs_raises_naming_both_configurations():
     saved = _persisted(NDCG(k=10)).state_dict()
-    with pytest.raises(ValueError, match=r"(?s)load_state_dict.*state from:  NDCG \['ndcg@10'\].*this metric: NDCG \['ndcg@5'\]"):
+    with pytest.raises(
+        ValueError, match=r"(?s)load_state_dict.*state from:  NDCG \['ndcg@10'\].*this metric: NDCG \['ndcg@5'\]"
+    ):
         NDCG(k=5).load_state_dict(saved)
 
 
 def test_load_state_dict_of_other_conventions_names_the_difference():
     saved = _persisted(NDCG(k=3, gain="linear")).state_dict()
-    with pytest.raises(ValueError, match=r"(?s)convention: Convention\(gain='linear'.*\(state\) vs Convention\(gain='exp2'"):
+    with pytest.raises(
+        ValueError, match=r"(?s)convention: Convention\(gain='linear'.*\(state\) vs Convention\(gain='exp2'"
+    ):
         NDCG(k=3).load_state_dict(saved)
     saved = _persisted(PositionDebiasedNDCG(k=3, eta=1.0)).state_dict()
     with pytest.raises(ValueError, match=r"eta: 1\.0 \(state\) vs 2\.0 \(this metric\)"):
@@ -197,7 +213,9 @@ def test_foreign_state_is_refused_after_torch_save_and_inside_a_parent_module():
 def test_merge_state_refuses_a_metric_its_metric_state_and_its_state_dict():
     other = _persisted(RankingMetrics(("ndcg@5", "map")))
     for incoming in (other, other.metric_state, other.state_dict()):
-        with pytest.raises(ValueError, match=r"(?s)merge_state.*RankingMetrics \['ndcg@5','map'\].*RankingMetrics \['ndcg@5','mrr'\]"):
+        with pytest.raises(
+            ValueError, match=r"(?s)merge_state.*RankingMetrics \['ndcg@5','map'\].*RankingMetrics \['ndcg@5','mrr'\]"
+        ):
             RankingMetrics(("ndcg@5", "mrr")).merge_state(incoming)
     # a subclass instance passes torchmetrics' isinstance check: the configuration still tells them apart
     with pytest.raises(ValueError, match="differently configured"):
@@ -209,7 +227,9 @@ def test_a_state_without_configuration_is_checked_by_shape():
     # states of another width are refused ...
     two_values = dict(_persisted(RankingMetrics(("ndcg", "map"))).state_dict())
     for act in (lambda m: m.load_state_dict(two_values), lambda m: m.merge_state(two_values)):
-        with pytest.raises(ValueError, match=r"'sums' has shape \(2,\) but this metric reports 1 value\(s\) \['ndcg@5'\]"):
+        with pytest.raises(
+            ValueError, match=r"'sums' has shape \(2,\) but this metric reports 1 value\(s\) \['ndcg@5'\]"
+        ):
             act(NDCG(k=5))
     rows = _persisted(RankingMetrics(("ndcg", "map"), keep_per_query=True)).state_dict()
     rows = {k: v for k, v in rows.items() if k not in ("sums", "counts")}

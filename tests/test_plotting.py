@@ -17,7 +17,9 @@ from torch_rankeval.diagnostics import inversion_report
 from torch_rankeval.plotting import plot_before_after, plot_position_profile, plot_query_histogram
 
 SCORES = torch.arange(8, 0, -1).double().expand(4, 8)
-INVERTED = torch.tensor([[0, 0, 1, 0, 2, 3, 2, 3], [1, 0, 0, 0, 3, 2, 2, 2], [0, 1, 0, 1, 2, 2, 3, 1], [0, 0, 0, 0, 1, 2, 3, 3]])
+INVERTED = torch.tensor(
+    [[0, 0, 1, 0, 2, 3, 2, 3], [1, 0, 0, 0, 3, 2, 2, 2], [0, 1, 0, 1, 2, 2, 3, 1], [0, 0, 0, 0, 1, 2, 3, 3]]
+)
 GOOD = INVERTED.sort(-1, descending=True).values
 
 
@@ -44,7 +46,12 @@ def test_position_profile_png_model_vs_ideal_vs_other_model_with_inversions(tmp_
     ax = fig.axes[0]
     assert ax.get_xlabel() == "rank position" and ax.get_ylabel() == "mean relevance (grade)"
     assert ax.get_title() == "Quality by position (4 queries)"
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["ranker A", "ranker B", "ideal ranking", "5-8 beats 1-3"]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+        "ranker A",
+        "ranker B",
+        "ideal ranking",
+        "5-8 beats 1-3",
+    ]
     model_line = ax.get_lines()[0]
     np.testing.assert_allclose(model_line.get_ydata(), profile["relevance"].numpy(), rtol=1e-6)
     np.testing.assert_allclose(model_line.get_xdata(), np.arange(1, 9))
@@ -86,7 +93,10 @@ def test_per_query_histogram_png_with_a_second_run(tmp_path):
     counts, edges = np.histogram(runs[0]["ndcg@5"].numpy(), bins=5, range=(0, 1))
     values, drawn_edges, _ = ax.patches[0].get_data()
     assert values.tolist() == counts.tolist() and np.allclose(drawn_edges, edges)
-    assert ax.patches[1].get_data()[0].tolist() == np.histogram(runs[1]["ndcg@5"].numpy(), bins=5, range=(0, 1))[0].tolist()
+    assert (
+        ax.patches[1].get_data()[0].tolist()
+        == np.histogram(runs[1]["ndcg@5"].numpy(), bins=5, range=(0, 1))[0].tolist()
+    )
 
 
 def test_before_after_per_query_png_matches_queries_by_id(tmp_path):
@@ -102,7 +112,9 @@ def test_before_after_per_query_png_matches_queries_by_id(tmp_path):
     np.testing.assert_allclose(left.collections[0].get_offsets(), [[0.5, 0.7], [0.9, 0.6]], rtol=1e-6)
     np.testing.assert_allclose([p.get_height() for p in right.patches], [-0.3, 0.2], rtol=1e-5)
     with pytest.raises(ValueError, match="share no query"):
-        plot_before_after({"query_id": torch.tensor([1]), "m": torch.ones(1)}, {"query_id": torch.tensor([2]), "m": torch.ones(1)})
+        plot_before_after(
+            {"query_id": torch.tensor([1]), "m": torch.ones(1)}, {"query_id": torch.tensor([2]), "m": torch.ones(1)}
+        )
 
 
 def test_before_after_of_two_profiles_saves_svg(tmp_path):

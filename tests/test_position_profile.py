@@ -24,7 +24,9 @@ MASK = torch.tensor([[True, True, True, True], [True, True, False, False], [Fals
 
 
 def _close(actual: torch.Tensor, expected: list[float]) -> None:
-    torch.testing.assert_close(actual.double(), torch.tensor(expected, dtype=torch.float64), equal_nan=True, atol=1e-6, rtol=0)
+    torch.testing.assert_close(
+        actual.double(), torch.tensor(expected, dtype=torch.float64), equal_nan=True, atol=1e-6, rtol=0
+    )
 
 
 def test_hand_computed_profile_with_padding_ties_and_positions_beyond_the_lists():
@@ -86,7 +88,10 @@ def test_expected_values_equal_brute_force_enumeration_of_tie_orders():
         levels = sorted({s for s, _ in docs}, reverse=True)
         groups = [[grade for s, grade in docs if s == level] for level in levels]
         # every order of the documents that the scores allow: each tie group permuted independently
-        orders = [[x for part in combo for x in part] for combo in itertools.product(*[list(itertools.permutations(gr)) for gr in groups])]
+        orders = [
+            [x for part in combo for x in part]
+            for combo in itertools.product(*[list(itertools.permutations(gr)) for gr in groups])
+        ]
         for p in range(len(docs)):
             grades = [o[p] for o in orders]
             counts[p] += 1
@@ -180,10 +185,30 @@ def test_update_compiles_fullgraph_without_validation():
         (lambda: PositionProfile(positions=0), None, ValueError, "positions must be a positive int"),
         (lambda: PositionProfile(positions=2.5), None, ValueError, "positions must be a positive int"),
         (lambda: PositionProfile(ideal="yes"), None, TypeError, "ideal must be a bool"),
-        (PositionProfile, lambda m: m.update(torch.tensor([[0.1, float("nan")]]), torch.tensor([[1, 0]])), ValueError, "NaN"),
-        (PositionProfile, lambda m: m.update(torch.rand(2, 3), torch.tensor([[1, -2, 0], [0, 0, 0]])), ValueError, "negative grades"),
-        (PositionProfile, lambda m: m.update(torch.rand(2, 3), torch.zeros(2, 3), ideal_target=torch.zeros(3, 4)), ValueError, "ideal_target must have shape"),
-        (PositionProfile, lambda m: m.update(torch.rand(2, 3), torch.zeros(2, 3), n_relevant=torch.ones(2)), TypeError, "n_relevant"),
+        (
+            PositionProfile,
+            lambda m: m.update(torch.tensor([[0.1, float("nan")]]), torch.tensor([[1, 0]])),
+            ValueError,
+            "NaN",
+        ),
+        (
+            PositionProfile,
+            lambda m: m.update(torch.rand(2, 3), torch.tensor([[1, -2, 0], [0, 0, 0]])),
+            ValueError,
+            "negative grades",
+        ),
+        (
+            PositionProfile,
+            lambda m: m.update(torch.rand(2, 3), torch.zeros(2, 3), ideal_target=torch.zeros(3, 4)),
+            ValueError,
+            "ideal_target must have shape",
+        ),
+        (
+            PositionProfile,
+            lambda m: m.update(torch.rand(2, 3), torch.zeros(2, 3), n_relevant=torch.ones(2)),
+            TypeError,
+            "n_relevant",
+        ),
         (PositionProfile, lambda m: m.compute_per_query(), ValueError, "keep_per_query=True"),
     ],
 )

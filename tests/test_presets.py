@@ -112,7 +112,9 @@ def test_the_issue_reproducer_and_the_quirks_by_hand():
     assert F.r_precision(preds, target, convention="torchmetrics").item() == pytest.approx(2 / 3)  # no filter here
     # 1.6 and 1.7 counted them
     assert F.recall(preds, target, convention="torchmetrics_1.7").item() == 1.0
-    assert F.average_precision(preds, target, convention="torchmetrics_1.7").item() == pytest.approx((1 / 2 + 2 / 3 + 3 / 4) / 3)
+    assert F.average_precision(preds, target, convention="torchmetrics_1.7").item() == pytest.approx(
+        (1 / 2 + 2 / 3 + 3 / 4) / 3
+    )
     # our default counts every score and averages ties
     assert F.average_precision(torch.tensor([1.0, 1.0]), torch.tensor([0, 1])).item() == 0.75
     assert F.recall(preds, target, 1).item() == 0.0 and F.recall(preds, target).item() == 1.0
@@ -148,12 +150,24 @@ def test_torchmetrics_preset_classes_equal_torchmetrics_classes(k, action):
     from torchmetrics import retrieval as tr
 
     pairs = [
-        (NDCG(k=k, convention=TM, empty_target_action=action), tr.RetrievalNormalizedDCG(top_k=k, empty_target_action=action)),
+        (
+            NDCG(k=k, convention=TM, empty_target_action=action),
+            tr.RetrievalNormalizedDCG(top_k=k, empty_target_action=action),
+        ),
         (MAP(k=k, convention=TM, empty_target_action=action), tr.RetrievalMAP(top_k=k, empty_target_action=action)),
         (MRR(k=k, convention=TM, empty_target_action=action), tr.RetrievalMRR(top_k=k, empty_target_action=action)),
-        (Precision(k=k, convention=TM, empty_target_action=action), tr.RetrievalPrecision(top_k=k, empty_target_action=action)),
-        (Recall(k=k, convention=TM, empty_target_action=action), tr.RetrievalRecall(top_k=k, empty_target_action=action)),
-        (HitRate(k=k, convention=TM, empty_target_action=action), tr.RetrievalHitRate(top_k=k, empty_target_action=action)),
+        (
+            Precision(k=k, convention=TM, empty_target_action=action),
+            tr.RetrievalPrecision(top_k=k, empty_target_action=action),
+        ),
+        (
+            Recall(k=k, convention=TM, empty_target_action=action),
+            tr.RetrievalRecall(top_k=k, empty_target_action=action),
+        ),
+        (
+            HitRate(k=k, convention=TM, empty_target_action=action),
+            tr.RetrievalHitRate(top_k=k, empty_target_action=action),
+        ),
         (RPrecision(convention=TM, empty_target_action=action), tr.RetrievalRPrecision(empty_target_action=action)),
     ]
     preds, target, indexes = _flat(seed=5)
@@ -165,7 +179,8 @@ def test_torchmetrics_preset_classes_equal_torchmetrics_classes(k, action):
     collection = RankingMetrics(("ndcg@3", "map@3", "mrr@3", "P@3", "recall@3", "success@3"), convention=TM)
     collection.update(preds, target, indexes=indexes)
     assert collection.compute()["map@3"].item() == pytest.approx(
-        MAP(k=3, convention=TM).forward(preds, target, indexes=indexes).item(), abs=1e-7)
+        MAP(k=3, convention=TM).forward(preds, target, indexes=indexes).item(), abs=1e-7
+    )
 
 
 # ----------------------------------------------------------------------------- LightGBM
@@ -186,10 +201,12 @@ def _lightgbm_eval(sizes, preds, labels, eval_at):
 
     params = {"objective": "lambdarank", "metric": ["ndcg", "map"], "eval_at": list(eval_at), "verbosity": -1}
     features = np.zeros((labels.shape[0], 1))
-    train = lgb.Dataset(features, labels.numpy().astype(float), group=sizes.tolist(), params=params,
-                        init_score=preds.numpy())
-    valid = lgb.Dataset(features, labels.numpy().astype(float), group=sizes.tolist(), init_score=preds.numpy(),
-                        reference=train)
+    train = lgb.Dataset(
+        features, labels.numpy().astype(float), group=sizes.tolist(), params=params, init_score=preds.numpy()
+    )
+    valid = lgb.Dataset(
+        features, labels.numpy().astype(float), group=sizes.tolist(), init_score=preds.numpy(), reference=train
+    )
     booster = lgb.Booster(params, train)
     booster.add_valid(valid, "valid")  # no tree yet: the scores are the init_score, ours
     return {result[1]: result[2] for result in booster.eval_valid()}
@@ -220,7 +237,10 @@ def test_lightgbm_quirks_by_hand():
     none = F.evaluate(torch.tensor([0.3, 0.2]), torch.tensor([0, 0]), ["ndcg@2", "map@2"], convention="lightgbm")
     assert [v.item() for v in none.values()] == [1.0, 1.0]
     # map@1 divides by min(1, relevant): a relevant document on top scores 1 (all_relevant would give 1/3)
-    assert F.average_precision(torch.tensor([0.9, 0.5, 0.1]), torch.tensor([1, 1, 1]), 1, convention="lightgbm").item() == 1.0
+    assert (
+        F.average_precision(torch.tensor([0.9, 0.5, 0.1]), torch.tensor([1, 1, 1]), 1, convention="lightgbm").item()
+        == 1.0
+    )
     # ties keep the input order (stable sort)
     assert F.reciprocal_rank(torch.tensor([1.0, 1.0]), torch.tensor([0, 1]), convention="lightgbm").item() == 0.5
     # our default: 0 for a query without relevant documents, AP over all relevant, ties averaged

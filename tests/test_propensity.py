@@ -16,13 +16,15 @@ def test_pbm_propensity_is_a_power_law():
     assert pbm_propensity(pos, 1.0).tolist() == pytest.approx([1, 1 / 2, 1 / 3, 1 / 10])
     assert pbm_propensity(pos, 0.0).tolist() == [1.0, 1.0, 1.0, 1.0]
     assert pbm_propensity(pos.double(), 0.5).dtype == torch.float64
-    assert pbm_propensity(pos.double(), 0.5).tolist() == pytest.approx([1 / math.sqrt(p) for p in (1, 2, 3, 10)], abs=1e-15)
+    assert pbm_propensity(pos.double(), 0.5).tolist() == pytest.approx(
+        [1 / math.sqrt(p) for p in (1, 2, 3, 10)], abs=1e-15
+    )
 
 
 def test_fit_eta_recovers_exact_power_laws():
     k = torch.arange(1, 11, dtype=torch.float64)
     for eta in (0.0, 0.5, 1.0, 1.7):
-        assert fit_eta(k ** -eta) == pytest.approx(eta, abs=1e-12)
+        assert fit_eta(k**-eta) == pytest.approx(eta, abs=1e-12)
     # least squares through the origin on log r = -eta log k, written out for two positions
     r = torch.tensor([1.0, 0.4, 0.3])
     want = -(math.log(2) * math.log(0.4) + math.log(3) * math.log(0.3)) / (math.log(2) ** 2 + math.log(3) ** 2)
@@ -37,10 +39,14 @@ def test_randomized_ctr_ratio_by_hand():
     # masked rows do not count as impressions
     mask = torch.tensor([[True, True, True], [True, True, True], [True, True, False]])
     # position 1 now: 2 shown, 2 clicks; position 2: 3 shown, 1 click
-    assert relative_propensity_from_randomized(clicks, positions, 3, mask=mask).tolist() == pytest.approx([1.0, 1 / 3, 0.0])
+    assert relative_propensity_from_randomized(clicks, positions, 3, mask=mask).tolist() == pytest.approx(
+        [1.0, 1 / 3, 0.0]
+    )
     mask2 = torch.tensor([[True, False, True], [True, True, True], [True, True, True]])
     # position 2 now: 2 shown, 1 click -> CTR 0.5
-    assert relative_propensity_from_randomized(clicks, positions, 3, mask=mask2).tolist() == pytest.approx([1.0, 0.5, 0.0])
+    assert relative_propensity_from_randomized(clicks, positions, 3, mask=mask2).tolist() == pytest.approx(
+        [1.0, 0.5, 0.0]
+    )
 
 
 def test_randtop_n_logs_recover_eta():
@@ -137,8 +143,13 @@ def test_pbm_em_one_impression_per_row_and_unshown_entries():
     clicks = torch.tensor([1, 0, 1, 1, 1, 0])
     theta, gamma = pbm_em(items, pos, clicks, num_items=3, num_positions=3, iters=50, validate_args=True)
     agg_theta, agg_gamma = pbm_em(
-        torch.tensor([0, 0, 1, 1]), torch.tensor([1, 2, 1, 2]), torch.tensor([2, 0, 1, 1]), torch.tensor([2, 1, 1, 2]),
-        num_items=3, num_positions=3, iters=50,
+        torch.tensor([0, 0, 1, 1]),
+        torch.tensor([1, 2, 1, 2]),
+        torch.tensor([2, 0, 1, 1]),
+        torch.tensor([2, 1, 1, 2]),
+        num_items=3,
+        num_positions=3,
+        iters=50,
     )
     torch.testing.assert_close(theta, agg_theta, equal_nan=True)
     torch.testing.assert_close(gamma, agg_gamma, equal_nan=True)
@@ -156,20 +167,88 @@ def test_pbm_em_one_impression_per_row_and_unshown_entries():
         (lambda: fit_eta(torch.tensor([1.0, 0.5, 0.0])), ValueError, "must be finite and > 0"),
         (lambda: fit_eta(torch.tensor([1.0])), ValueError, "at least 2 positions"),
         (lambda: fit_eta(torch.tensor([[1.0, 0.5]])), ValueError, "1-D"),
-        (lambda: relative_propensity_from_randomized(torch.tensor([1, 0]), torch.tensor([1, 3]), 3), ValueError, r"positions \[2\] were never shown"),
-        (lambda: relative_propensity_from_randomized(torch.tensor([0, 1]), torch.tensor([1, 2]), 2), ValueError, "position 1 has no clicks"),
-        (lambda: relative_propensity_from_randomized(torch.tensor([1, 1]), torch.tensor([1, 4]), 3), ValueError, "1..num_positions=3"),
-        (lambda: relative_propensity_from_randomized(torch.tensor([1, 1]), torch.tensor([0, 1]), 3), ValueError, "1-based"),
-        (lambda: relative_propensity_from_randomized(torch.tensor([1, -1]), torch.tensor([1, 2]), 2), ValueError, "clicks must be finite"),
-        (lambda: relative_propensity_from_randomized(torch.tensor([1, 1]), torch.tensor([1, 2, 3]), 3), ValueError, "positions must have the shape"),
-        (lambda: relative_propensity_from_randomized(torch.tensor([1, 1]), torch.tensor([1, 2]), 0), ValueError, "num_positions must be a positive int"),
-        (lambda: pbm_em(torch.tensor([0, 5]), torch.tensor([1, 2]), torch.tensor([1, 0]), num_items=2, num_positions=2), ValueError, "item_ids must be in"),
-        (lambda: pbm_em(torch.tensor([0, 1]), torch.tensor([1, 3]), torch.tensor([1, 0]), num_items=2, num_positions=2), ValueError, "1..num_positions=2"),
-        (lambda: pbm_em(torch.tensor([0, 1]), torch.tensor([1, 2]), torch.tensor([3, 0]), torch.tensor([2, 2]), num_items=2, num_positions=2),
-         ValueError, "0 <= clicks <= impressions"),
-        (lambda: pbm_em(torch.tensor([0, 1]), torch.tensor([2, 2]), torch.tensor([1, 0]), num_items=2, num_positions=2), ValueError, "position 1 has no impressions"),
-        (lambda: pbm_em(torch.tensor([0, 1]), torch.tensor([1, 2]), torch.tensor([1, 0]), num_items=2, num_positions=2, iters=0), ValueError, "iters must be"),
-        (lambda: pbm_em(torch.tensor([0.0, 1.0]), torch.tensor([1, 2]), torch.tensor([1, 0]), num_items=2, num_positions=2), TypeError, "item_ids must be an integer"),
+        (
+            lambda: relative_propensity_from_randomized(torch.tensor([1, 0]), torch.tensor([1, 3]), 3),
+            ValueError,
+            r"positions \[2\] were never shown",
+        ),
+        (
+            lambda: relative_propensity_from_randomized(torch.tensor([0, 1]), torch.tensor([1, 2]), 2),
+            ValueError,
+            "position 1 has no clicks",
+        ),
+        (
+            lambda: relative_propensity_from_randomized(torch.tensor([1, 1]), torch.tensor([1, 4]), 3),
+            ValueError,
+            "1..num_positions=3",
+        ),
+        (
+            lambda: relative_propensity_from_randomized(torch.tensor([1, 1]), torch.tensor([0, 1]), 3),
+            ValueError,
+            "1-based",
+        ),
+        (
+            lambda: relative_propensity_from_randomized(torch.tensor([1, -1]), torch.tensor([1, 2]), 2),
+            ValueError,
+            "clicks must be finite",
+        ),
+        (
+            lambda: relative_propensity_from_randomized(torch.tensor([1, 1]), torch.tensor([1, 2, 3]), 3),
+            ValueError,
+            "positions must have the shape",
+        ),
+        (
+            lambda: relative_propensity_from_randomized(torch.tensor([1, 1]), torch.tensor([1, 2]), 0),
+            ValueError,
+            "num_positions must be a positive int",
+        ),
+        (
+            lambda: pbm_em(
+                torch.tensor([0, 5]), torch.tensor([1, 2]), torch.tensor([1, 0]), num_items=2, num_positions=2
+            ),
+            ValueError,
+            "item_ids must be in",
+        ),
+        (
+            lambda: pbm_em(
+                torch.tensor([0, 1]), torch.tensor([1, 3]), torch.tensor([1, 0]), num_items=2, num_positions=2
+            ),
+            ValueError,
+            "1..num_positions=2",
+        ),
+        (
+            lambda: pbm_em(
+                torch.tensor([0, 1]),
+                torch.tensor([1, 2]),
+                torch.tensor([3, 0]),
+                torch.tensor([2, 2]),
+                num_items=2,
+                num_positions=2,
+            ),
+            ValueError,
+            "0 <= clicks <= impressions",
+        ),
+        (
+            lambda: pbm_em(
+                torch.tensor([0, 1]), torch.tensor([2, 2]), torch.tensor([1, 0]), num_items=2, num_positions=2
+            ),
+            ValueError,
+            "position 1 has no impressions",
+        ),
+        (
+            lambda: pbm_em(
+                torch.tensor([0, 1]), torch.tensor([1, 2]), torch.tensor([1, 0]), num_items=2, num_positions=2, iters=0
+            ),
+            ValueError,
+            "iters must be",
+        ),
+        (
+            lambda: pbm_em(
+                torch.tensor([0.0, 1.0]), torch.tensor([1, 2]), torch.tensor([1, 0]), num_items=2, num_positions=2
+            ),
+            TypeError,
+            "item_ids must be an integer",
+        ),
     ],
 )
 def test_bad_input_raises_a_clear_error(call, exc, match):

@@ -57,7 +57,9 @@ def test_padding_anywhere_changes_nothing(data, n_pad, seed):
     perm = list(range(len(pp)))
     rnd.shuffle(perm)
     for name, fn in BOUNDED.items():
-        torch.testing.assert_close(fn(pp[perm], tt[perm], mask=mask[perm], reduction="none"), fn(p, t, reduction="none"), msg=name)
+        torch.testing.assert_close(
+            fn(pp[perm], tt[perm], mask=mask[perm], reduction="none"), fn(p, t, reduction="none"), msg=name
+        )
 
 
 @settings(max_examples=60, deadline=None)

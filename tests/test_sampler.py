@@ -16,7 +16,10 @@ from torch_rankeval.sampler import UnpaddedDistributedSampler, sharding_problem
 @pytest.mark.parametrize("shuffle", [False, True])
 def test_every_sample_on_exactly_one_process(n, world, shuffle):
     data = list(range(n))
-    shards = [list(UnpaddedDistributedSampler(data, num_replicas=world, rank=r, shuffle=shuffle, seed=3)) for r in range(world)]
+    shards = [
+        list(UnpaddedDistributedSampler(data, num_replicas=world, rank=r, shuffle=shuffle, seed=3))
+        for r in range(world)
+    ]
     assert sorted(i for shard in shards for i in shard) == data
     sizes = [len(s) for s in shards]
     assert max(sizes) - min(sizes) <= 1
@@ -113,6 +116,11 @@ def test_sharding_problem_knows_lightnings_samplers():
     from lightning.pytorch.overrides.distributed import UnrepeatedDistributedSampler
 
     data = list(range(5))
-    assert sharding_problem(DataLoader(data, sampler=UnrepeatedDistributedSampler(data, num_replicas=2, rank=0)), 2) is None
+    assert (
+        sharding_problem(DataLoader(data, sampler=UnrepeatedDistributedSampler(data, num_replicas=2, rank=0)), 2)
+        is None
+    )
     wrapped = DistributedSamplerWrapper(torch.utils.data.SequentialSampler(data), num_replicas=2, rank=0, shuffle=False)
-    assert sharding_problem(DataLoader(data, sampler=wrapped), 2).startswith("DistributedSamplerWrapper pads 5 samples to 6")
+    assert sharding_problem(DataLoader(data, sampler=wrapped), 2).startswith(
+        "DistributedSamplerWrapper pads 5 samples to 6"
+    )

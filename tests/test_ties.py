@@ -19,7 +19,9 @@ METRICS = {
     "ap_retrieved": lambda p, t, k, **kw: F.average_precision(p, t, k, denominator="retrieved_relevant", **kw),
     "ap_min_k": lambda p, t, k, **kw: F.average_precision(p, t, k, denominator="min_k_relevant", **kw),
     "ap_graded": lambda p, t, k, **kw: F.average_precision(p, t, k, graded=True, **kw),
-    "ap_graded_min_k": lambda p, t, k, **kw: F.average_precision(p, t, k, graded=True, denominator="min_k_relevant", **kw),
+    "ap_graded_min_k": lambda p, t, k, **kw: F.average_precision(
+        p, t, k, graded=True, denominator="min_k_relevant", **kw
+    ),
     "rr": lambda p, t, k, **kw: F.reciprocal_rank(p, t, k, **kw),
     "precision": lambda p, t, k, **kw: F.precision(p, t, k, **kw),
     "recall": lambda p, t, k, **kw: F.recall(p, t, k, **kw),
@@ -71,7 +73,9 @@ def test_graded_retrieved_ap_rejects_a_cutoff_inside_the_list_under_averaging():
         F.average_precision(torch.rand(5), torch.randint(0, 3, (5,)), 3, graded=True, denominator="retrieved_relevant")
     # the whole list has an exact value, and ties="first" is deterministic
     F.average_precision(torch.rand(5), torch.randint(0, 3, (5,)), graded=True, denominator="retrieved_relevant")
-    F.average_precision(torch.rand(5), torch.randint(0, 3, (5,)), 3, graded=True, denominator="retrieved_relevant", ties="first")
+    F.average_precision(
+        torch.rand(5), torch.randint(0, 3, (5,)), 3, graded=True, denominator="retrieved_relevant", ties="first"
+    )
 
 
 def test_deterministic_tie_policies_written_out():

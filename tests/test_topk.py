@@ -28,11 +28,18 @@ def oracle_row(scores, grades, excluded, width, ties, gain, threshold):
     """Everything a stable full sort of one row gives for its first ``width`` positions."""
     valid = [j for j in range(len(scores)) if not excluded[j]]
     if ties == "pessimistic":
-        key = lambda j: (-scores[j], grades[j], j)
+
+        def key(j):
+            return (-scores[j], grades[j], j)
     elif ties == "optimistic":
-        key = lambda j: (-scores[j], -grades[j], j)
+
+        def key(j):
+            return (-scores[j], -grades[j], j)
     else:
-        key = lambda j: (-scores[j], j)
+
+        def key(j):
+            return (-scores[j], j)
+
     ranked = sorted(valid, key=key)
     rel = {j: float(_relevant(grades[j], threshold)) for j in valid}
     gn = {j: GAINS[gain](grades[j]) for j in valid}

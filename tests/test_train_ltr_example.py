@@ -43,8 +43,12 @@ def example():
 
 def _args(tmp_path, *extra: str) -> list[str]:
     return [
-        "--config", CONFIG, "--trainer.accelerator=cpu",
-        f"--trainer.default_root_dir={tmp_path}", f"--trainer.logger.init_args.save_dir={tmp_path}", *extra,
+        "--config",
+        CONFIG,
+        "--trainer.accelerator=cpu",
+        f"--trainer.default_root_dir={tmp_path}",
+        f"--trainer.logger.init_args.save_dir={tmp_path}",
+        *extra,
     ]
 
 
@@ -56,7 +60,12 @@ def _metrics_csv(trainer) -> list[dict[str, str]]:  # noqa: ANN001
 @pytest.mark.parametrize("loss", ["softmax", "lambdarank"])
 def test_trains_well_above_a_random_ranker_and_logs_the_keys(example, tmp_path, capsys, loss):
     cli = example.main(
-        ["fit", *_args(tmp_path, "--trainer.max_epochs=2", "--data.synthetic_queries=[600, 101, 11]", f"--model.loss={loss}")]
+        [
+            "fit",
+            *_args(
+                tmp_path, "--trainer.max_epochs=2", "--data.synthetic_queries=[600, 101, 11]", f"--model.loss={loss}"
+            ),
+        ]
     )
     trainer, model = cli.trainer, cli.model
     logged = {k: v.item() for k, v in trainer.callback_metrics.items()}
@@ -66,7 +75,10 @@ def test_trains_well_above_a_random_ranker_and_logs_the_keys(example, tmp_path, 
     val = cli.datamodule.val_dataset.padded()
     g = torch.Generator().manual_seed(0)
     sampled = torch.stack(
-        [F.ndcg(torch.rand(val["target"].shape, generator=g), val["target"], k=10, mask=val["mask"]) for _ in range(300)]
+        [
+            F.ndcg(torch.rand(val["target"].shape, generator=g), val["target"], k=10, mask=val["mask"])
+            for _ in range(300)
+        ]
     ).mean()
     random_ndcg = model.random_baseline["val/ndcg@10"]
     assert random_ndcg == pytest.approx(sampled.item(), abs=0.01)
@@ -91,7 +103,11 @@ def test_reads_letor_files_and_tests_the_best_checkpoint(example, tmp_path):
     for i, (split, n) in enumerate({"train": 300, "val": 61, "test": 41}.items()):
         paths[split] = tmp_path / f"{split}.txt.gz"
         write_letor(paths[split], synthetic_ltr(n, n_features=12, seed=i))
-    files = [f"--data.train_path={paths['train']}", f"--data.val_path={paths['val']}", f"--data.test_path={paths['test']}"]
+    files = [
+        f"--data.train_path={paths['train']}",
+        f"--data.val_path={paths['val']}",
+        f"--data.test_path={paths['test']}",
+    ]
     cli = example.main(["fit", *_args(tmp_path, "--trainer.max_epochs=2", *files)])
     assert cli.model.hparams.n_features == 12  # read from the training file, linked to the model
     best = cli.trainer.checkpoint_callback.best_model_path
@@ -115,7 +131,9 @@ def test_the_two_configs_differ_only_in_where_they_run(example):
     one["trainer"]["logger"]["init_args"].pop("name")
     assert one == two
     cli = example.RankerCLI(
-        example.NeuralRanker, example.LTRData, run=False,
+        example.NeuralRanker,
+        example.LTRData,
+        run=False,
         args=["--config", str(REPO / "configs" / "train_ltr_ddp.yaml"), "--data.synthetic_queries=[10, 5, 5]"],
     )
     assert cli.trainer.num_devices == 2 and type(cli.trainer.strategy).__name__ == "DDPStrategy"
@@ -135,4 +153,6 @@ def test_losses_prefer_the_right_order(example):
         assert loss(good, target, mask) == pytest.approx(loss(padded_moved, target, mask).item())
     # softmax loss by hand: gains 7, 3, 0, 1 (sum 11) against log_softmax of the scores
     log_p = torch.log_softmax(good[0, :4], 0)
-    assert module.softmax_loss(good, target, mask).item() == pytest.approx(-(7 * log_p[0] + 3 * log_p[1] + log_p[3]).item() / 11)
+    assert module.softmax_loss(good, target, mask).item() == pytest.approx(
+        -(7 * log_p[0] + 3 * log_p[1] + log_p[3]).item() / 11
+    )

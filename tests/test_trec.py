@@ -399,14 +399,16 @@ def test_write_run_refuses_what_cannot_be_read_back(tmp_path, run, tag, message)
     assert not path.exists()
 
 
-field = st.text(
-    st.characters(blacklist_categories=("Cs", "Zs", "Zl", "Zp", "Cc")), min_size=1, max_size=12
-).filter(lambda s: not any(c.isspace() for c in s) and s[0] not in "#\ufeff")
+field = st.text(st.characters(blacklist_categories=("Cs", "Zs", "Zl", "Zp", "Cc")), min_size=1, max_size=12).filter(
+    lambda s: not any(c.isspace() for c in s) and s[0] not in "#\ufeff"
+)
 
 
 @settings(max_examples=80, deadline=None)
 @given(
-    qrels=st.dictionaries(field, st.dictionaries(field, st.integers(-3, 10**6), min_size=1, max_size=5), min_size=1, max_size=5),
+    qrels=st.dictionaries(
+        field, st.dictionaries(field, st.integers(-3, 10**6), min_size=1, max_size=5), min_size=1, max_size=5
+    ),
     run=st.dictionaries(
         field,
         st.dictionaries(field, st.floats(allow_nan=False, allow_infinity=False), min_size=1, max_size=5),

@@ -413,7 +413,9 @@ def test_relstring_and_its_parameter():
 
 
 def test_trec_measures_follow_trec_eval_options():
-    labels = lambda names, **kw: [m.label for m in trec.trec_measures(names, **kw)]
+    def labels(names, **kw):
+        return [m.label for m in trec.trec_measures(names, **kw)]
+
     assert labels(["P", "P.7"]) == ["P_7"]  # a parameterised name replaces the defaults, as in trec_eval
     assert labels(["all_trec", "relstring.20"]).count("relstring_20") == 1 and "relstring" not in labels(
         ["all_trec", "relstring.20"]

@@ -149,13 +149,17 @@ class Convention:
         if isinstance(self.gain, str) and self.gain not in GAINS:
             raise ValueError(f"gain={self.gain!r} is not known: use one of {GAINS}, a mapping or a callable")
         if not isinstance(self.gain, (str, Mapping)) and not callable(self.gain):
-            raise TypeError(f"gain must be a name, a mapping {{grade: gain}} or a callable, got {type(self.gain).__name__}")
+            raise TypeError(
+                f"gain must be a name, a mapping {{grade: gain}} or a callable, got {type(self.gain).__name__}"
+            )
         if isinstance(self.gain, Mapping) and not self.gain:
             raise ValueError("gain mapping is empty: give at least one {grade: gain} pair")
         if isinstance(self.gain, Mapping) and not all(math.isfinite(x) for pair in self.gain.items() for x in pair):
             raise ValueError(f"gain mapping must map finite grades to finite gains, got {dict(self.gain.items())!r}")
-        if isinstance(self.log_base, bool) or not isinstance(self.log_base, (int, float)) or not (
-            math.isfinite(self.log_base) and self.log_base > 1
+        if (
+            isinstance(self.log_base, bool)
+            or not isinstance(self.log_base, (int, float))
+            or not (math.isfinite(self.log_base) and self.log_base > 1)
         ):
             raise ValueError(f"log_base must be a finite number > 1, got {self.log_base!r}")
         if self.discount is not None and not callable(self.discount):
@@ -230,12 +234,18 @@ PRESETS: dict[str, Convention] = {
     # denominator, the empty test) still includes it; AP divides by the relevant documents found
     # in the top k; P@k divides by k unless adaptive_k.
     "torchmetrics": Convention(
-        gain="linear", ties="first", denominator="retrieved_relevant", empty_target_action="neg",
+        gain="linear",
+        ties="first",
+        denominator="retrieved_relevant",
+        empty_target_action="neg",
         by_measure=_TORCHMETRICS_BY_MEASURE,
     ),
     # torchmetrics 1.6 and 1.7: the same, but documents scored <= 0 count as relevant everywhere.
     "torchmetrics_1.7": Convention(
-        gain="linear", ties="first", denominator="retrieved_relevant", empty_target_action="neg",
+        gain="linear",
+        ties="first",
+        denominator="retrieved_relevant",
+        empty_target_action="neg",
         by_measure={key: {"ties": "average"} for key in _TIE_AVERAGED},
     ),
     # sklearn.metrics.ndcg_score: linear gain, ties averaged.
@@ -244,7 +254,9 @@ PRESETS: dict[str, Convention] = {
     # (tied scores in input order), AP@k divided by min(k, relevant), and a query without relevant
     # documents scores 1 in both (its quirk). LightGBM has no other ranking metric: the rest follow
     # the same conventions, P@k dividing by min(k, n) as LightGBM clamps k to the list.
-    "lightgbm": Convention(gain="exp2", ties="first", denominator="min_k_relevant", empty_target_action="pos", adaptive_k=True),
+    "lightgbm": Convention(
+        gain="exp2", ties="first", denominator="min_k_relevant", empty_target_action="pos", adaptive_k=True
+    ),
 }
 
 
@@ -299,7 +311,9 @@ def resolve_convention(convention: str | Convention | None = None, **overrides: 
         return base
     values = {name: given.get(name, getattr(base, name)) for name in _FIELDS}
     if "by_measure" not in given:  # an explicit argument wins over the preset's per-measure settings
-        values["by_measure"] = tuple((key, tuple((f, v) for f, v in pairs if f not in given)) for key, pairs in base.by_measure)
+        values["by_measure"] = tuple(
+            (key, tuple((f, v) for f, v in pairs if f not in given)) for key, pairs in base.by_measure
+        )
     return Convention(**values)
 
 
@@ -319,7 +333,9 @@ def gain_fn(gain: GainSpec) -> Callable[[Tensor], Tensor]:
     if isinstance(gain, Mapping):
         keys_list, vals_list = gain_table(gain)
         return lambda t: mapped_gain(
-            t, torch.tensor(keys_list, dtype=t.dtype, device=t.device), torch.tensor(vals_list, dtype=t.dtype, device=t.device)
+            t,
+            torch.tensor(keys_list, dtype=t.dtype, device=t.device),
+            torch.tensor(vals_list, dtype=t.dtype, device=t.device),
         )
     if callable(gain):
         return gain

@@ -67,7 +67,11 @@ def parse_band(band: Any) -> Band:
             raise ValueError(f"band {band!r} is not valid: write 'first-last' (e.g. '1-3') or one position (e.g. '5')")
     elif isinstance(band, int) and not isinstance(band, bool):
         first = last = band
-    elif isinstance(band, Sequence) and len(band) == 2 and all(isinstance(v, int) and not isinstance(v, bool) for v in band):
+    elif (
+        isinstance(band, Sequence)
+        and len(band) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in band)
+    ):
         first, last = band
     else:
         raise TypeError(f"band must be 'first-last', an int position or a (first, last) pair of ints, got {band!r}")
@@ -223,7 +227,9 @@ def inversion_report(
     values = data[stat].detach().to("cpu", torch.float64)
     per_query = values.ndim == 2
     if values.ndim not in (1, 2):
-        raise ValueError(f"data[{stat!r}] must be (P,) from compute() or (Q, P) from compute_per_query(), got {tuple(values.shape)}")
+        raise ValueError(
+            f"data[{stat!r}] must be (P,) from compute() or (Q, P) from compute_per_query(), got {tuple(values.shape)}"
+        )
     positions = values.shape[-1]
     if per_query:
         weights = (~values.isnan()).to(torch.float64)
@@ -234,7 +240,9 @@ def inversion_report(
     band_list = default_bands(positions) if bands is None else sorted({parse_band(b) for b in bands})
     for b in band_list:
         if b[1] > positions:
-            raise ValueError(f"band {_band_name(b)} goes beyond the {positions} profiled positions: profile more positions")
+            raise ValueError(
+                f"band {_band_name(b)} goes beyond the {positions} profiled positions: profile more positions"
+            )
     pairs = [(u, low) for u in band_list for low in band_list if u[1] < low[0]]
     if not pairs:
         raise ValueError(f"bands {[_band_name(b) for b in band_list]} hold no pair with one band above the other")
@@ -248,8 +256,16 @@ def inversion_report(
             extra = _paired(values, upper, lower, test)
         comparisons.append(
             BandComparison(
-                upper=upper, lower=lower, stat=stat, upper_mean=mu, lower_mean=ml, effect=effect,
-                inverted=bool(effect > min_effect), n_upper=nu, n_lower=nl, **extra,
+                upper=upper,
+                lower=lower,
+                stat=stat,
+                upper_mean=mu,
+                lower_mean=ml,
+                effect=effect,
+                inverted=bool(effect > min_effect),
+                n_upper=nu,
+                n_lower=nl,
+                **extra,
             )
         )
     return InversionReport(stat=stat, comparisons=tuple(comparisons), min_effect=float(min_effect))
@@ -336,7 +352,9 @@ class QueryBreakdown:
         peak = max(self.counts) if self.counts else 0
         for i, c in enumerate(self.counts):
             bar = "#" * (round(30 * c / peak) if peak else 0)
-            lines.append(f"  [{self.edges[i]:.3f}, {self.edges[i + 1]:.3f}{']' if i == len(self.counts) - 1 else ')'} {c:6d} {bar}")
+            lines.append(
+                f"  [{self.edges[i]:.3f}, {self.edges[i + 1]:.3f}{']' if i == len(self.counts) - 1 else ')'} {c:6d} {bar}"
+            )
         return "\n".join(lines)
 
 
@@ -401,7 +419,9 @@ def per_query_breakdown(
     v, i = values[kept], ids[kept]
     n, skipped = int(v.numel()), int((~kept).sum())
     if n == 0:
-        warnings.warn(f"per_query_breakdown: no query has a value for {key!r}; the statistics are NaN", UserWarning, stacklevel=2)
+        warnings.warn(
+            f"per_query_breakdown: no query has a value for {key!r}; the statistics are NaN", UserWarning, stacklevel=2
+        )
         return QueryBreakdown(key, 0, skipped, float("nan"), {q: float("nan") for q in qs}, (), ())
     lo, hi = (float(range[0]), float(range[1])) if range is not None else _default_range(v)
     if not lo < hi:
@@ -465,7 +485,13 @@ def profile_scalars(
     out: dict[str, float] = {}
     series = {s: profile[s].detach().to("cpu", torch.float64).tolist() for s in stats}
     if ideal:
-        series.update({f"ideal_{s}": profile[f"ideal_{s}"].detach().to("cpu", torch.float64).tolist() for s in stats if f"ideal_{s}" in profile})
+        series.update(
+            {
+                f"ideal_{s}": profile[f"ideal_{s}"].detach().to("cpu", torch.float64).tolist()
+                for s in stats
+                if f"ideal_{s}" in profile
+            }
+        )
     positions = len(next(iter(series.values()))) if series else 0
     for name, vals in series.items():
         for p in range(positions):
@@ -505,7 +531,18 @@ class ProfileSummary:
         p = self.profile
         cols = [("count", "count")] + [(s, s) for s in PROFILE_STATS]
         has_ideal = "ideal_relevance" in p
-        header = ["pos", "count", "rel", "ideal_rel", "gain", "ideal_gain", "rel_share", "ideal_share", "dcg", "ideal_dcg"]
+        header = [
+            "pos",
+            "count",
+            "rel",
+            "ideal_rel",
+            "gain",
+            "ideal_gain",
+            "rel_share",
+            "ideal_share",
+            "dcg",
+            "ideal_dcg",
+        ]
         if not has_ideal:
             header = ["pos", "count", "rel", "gain", "rel_share", "dcg"]
         lines = ["  ".join(f"{h:>11}" for h in header)]
@@ -531,15 +568,26 @@ class ProfileSummary:
             "profile": {k: v.tolist() for k, v in self.profile.items()},
             "inversions": [
                 {
-                    "name": c.name, "upper": list(c.upper), "lower": list(c.lower), "stat": c.stat,
-                    "upper_mean": c.upper_mean, "lower_mean": c.lower_mean, "effect": c.effect, "inverted": c.inverted,
-                    "n_paired": c.n_paired, "standardized": c.standardized, "p_value": c.p_value,
+                    "name": c.name,
+                    "upper": list(c.upper),
+                    "lower": list(c.lower),
+                    "stat": c.stat,
+                    "upper_mean": c.upper_mean,
+                    "lower_mean": c.lower_mean,
+                    "effect": c.effect,
+                    "inverted": c.inverted,
+                    "n_paired": c.n_paired,
+                    "standardized": c.standardized,
+                    "p_value": c.p_value,
                 }
                 for c in self.report.comparisons
             ],
             "per_query": {
-                "key": self.breakdown.key, "n_queries": self.breakdown.n_queries, "n_skipped": self.breakdown.n_skipped,
-                "mean": self.breakdown.mean, "quantiles": {str(q): v for q, v in self.breakdown.quantiles.items()},
+                "key": self.breakdown.key,
+                "n_queries": self.breakdown.n_queries,
+                "n_skipped": self.breakdown.n_skipped,
+                "mean": self.breakdown.mean,
+                "quantiles": {str(q): v for q, v in self.breakdown.quantiles.items()},
                 "histogram": {"counts": list(self.breakdown.counts), "edges": list(self.breakdown.edges)},
                 "worst": [[name(q), v] for q, v in self.breakdown.worst],
             },
@@ -584,8 +632,15 @@ def profile_from_tensors(
     n = preds.shape[0] if preds.ndim == 2 else 1
     ids = torch.arange(n, device=preds.device) if query_ids is None else query_ids
     return profile_from_batches(
-        [(preds, target, mask, ideal_target, ids)], positions=positions, bands=bands, stat=stat, worst=worst,
-        test=test, convention=convention, ignore_index=ignore_index, **conventions,
+        [(preds, target, mask, ideal_target, ids)],
+        positions=positions,
+        bands=bands,
+        stat=stat,
+        worst=worst,
+        test=test,
+        convention=convention,
+        ignore_index=ignore_index,
+        **conventions,
     )
 
 
@@ -614,12 +669,18 @@ def profile_from_batches(
         >>> [round(v, 4) for v in s.profile["relevance"].tolist()], s.profile["count"].tolist()
         ([0.5, 1.0, 2.0], [2, 1, 1])
     """
-    profile_conv = {k: conventions[k] for k in ("gain", "log_base", "discount", "ties", "relevance_threshold") if k in conventions}
+    profile_conv = {
+        k: conventions[k] for k in ("gain", "log_base", "discount", "ties", "relevance_threshold") if k in conventions
+    }
     unknown = set(conventions) - set(profile_conv) - {"empty_target_action"}
     if unknown:
         raise TypeError(f"unknown convention argument(s) {sorted(unknown)}")
-    metric = PositionProfile(positions, keep_per_query=True, convention=convention, ignore_index=ignore_index, **profile_conv)
-    ndcg = RankingMetrics((f"ndcg@{positions}",), keep_per_query=True, convention=convention, ignore_index=ignore_index, **conventions)
+    metric = PositionProfile(
+        positions, keep_per_query=True, convention=convention, ignore_index=ignore_index, **profile_conv
+    )
+    ndcg = RankingMetrics(
+        (f"ndcg@{positions}",), keep_per_query=True, convention=convention, ignore_index=ignore_index, **conventions
+    )
     for preds, target, mask, ideal_target, ids in batches:
         metric.update(preds, target, ids, mask=mask, ideal_target=ideal_target)
         ndcg.update(preds, target, ids, mask=mask, ideal_target=ideal_target)

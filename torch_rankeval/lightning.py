@@ -183,8 +183,13 @@ class RankingMetricsCallback(Callback):
             if stage not in STAGES or not isinstance(p, str):
                 raise ValueError(f"prefix must map stages {STAGES} to strings, got {dict(prefix or {})!r}")
         keys = {
-            "preds": preds_key, "target": target_key, "mask": mask_key, "indexes": indexes_key,
-            "ideal_target": ideal_target_key, "n_relevant": n_relevant_key, "exclude": exclude_key,
+            "preds": preds_key,
+            "target": target_key,
+            "mask": mask_key,
+            "indexes": indexes_key,
+            "ideal_target": ideal_target_key,
+            "n_relevant": n_relevant_key,
+            "exclude": exclude_key,
         }
         for name, key in keys.items():
             required = name in ("preds", "target")
@@ -198,18 +203,36 @@ class RankingMetricsCallback(Callback):
         self.extra_metrics = dict(extra_metrics or {})
         for name, factory in self.extra_metrics.items():
             if not isinstance(name, str) or not name or not callable(factory):
-                raise TypeError(f"extra_metrics must map names to callables that return a Metric, got {name!r}: {factory!r}")
-        if position_profile is not None and (isinstance(position_profile, bool) or not isinstance(position_profile, int) or position_profile <= 0):
-            raise ValueError(f"position_profile must be None or a positive int (positions to profile), got {position_profile!r}")
+                raise TypeError(
+                    f"extra_metrics must map names to callables that return a Metric, got {name!r}: {factory!r}"
+                )
+        if position_profile is not None and (
+            isinstance(position_profile, bool) or not isinstance(position_profile, int) or position_profile <= 0
+        ):
+            raise ValueError(
+                f"position_profile must be None or a positive int (positions to profile), got {position_profile!r}"
+            )
         self.position_profile = position_profile
         self.profile_bands = None if profile_bands is None else list(profile_bands)
         self.profile_figure = bool(profile_figure)
         self._metric_args = dict(
-            metrics=metrics, k=k, gain=gain, log_base=log_base, discount=discount, ties=ties,
-            relevance_threshold=relevance_threshold, empty_target_action=empty_target_action,
-            denominator=denominator, graded=graded, adaptive_k=adaptive_k, convention=convention,
-            ignore_index=ignore_index, input_format=input_format, keep_per_query=keep_per_query,
-            validate_args=validate_args, **dict(metric_kwargs or {}),
+            metrics=metrics,
+            k=k,
+            gain=gain,
+            log_base=log_base,
+            discount=discount,
+            ties=ties,
+            relevance_threshold=relevance_threshold,
+            empty_target_action=empty_target_action,
+            denominator=denominator,
+            graded=graded,
+            adaptive_k=adaptive_k,
+            convention=convention,
+            ignore_index=ignore_index,
+            input_format=input_format,
+            keep_per_query=keep_per_query,
+            validate_args=validate_args,
+            **dict(metric_kwargs or {}),
         )
         template = self.build_metrics()  # fails now, not at the first epoch end, on a bad argument
         if position_profile is not None:
@@ -234,9 +257,16 @@ class RankingMetricsCallback(Callback):
 
         args = self._metric_args
         return PositionProfile(
-            self.position_profile, gain=args["gain"], log_base=args["log_base"], discount=args["discount"],
-            ties=args["ties"], relevance_threshold=args["relevance_threshold"], convention=args["convention"],
-            ignore_index=args["ignore_index"], input_format=args["input_format"], validate_args=args["validate_args"],
+            self.position_profile,
+            gain=args["gain"],
+            log_base=args["log_base"],
+            discount=args["discount"],
+            ties=args["ties"],
+            relevance_threshold=args["relevance_threshold"],
+            convention=args["convention"],
+            ignore_index=args["ignore_index"],
+            input_format=args["input_format"],
+            validate_args=args["validate_args"],
         )
 
     def _new_slot(self) -> dict[str, Metric]:
@@ -244,7 +274,9 @@ class RankingMetricsCallback(Callback):
         for name, factory in self.extra_metrics.items():
             metric = factory()
             if not isinstance(metric, Metric):
-                raise TypeError(f"extra_metrics[{name!r}]() must return a torchmetrics Metric, got {type(metric).__name__}")
+                raise TypeError(
+                    f"extra_metrics[{name!r}]() must return a torchmetrics Metric, got {type(metric).__name__}"
+                )
             slot[name] = metric
         return slot
 
@@ -264,7 +296,11 @@ class RankingMetricsCallback(Callback):
             return value
 
         convention = {f.name: describe(getattr(self._convention, f.name)) for f in dataclasses.fields(self._convention)}
-        return {"metrics": list(self.metric_keys), "convention": convention, "extra_metrics": sorted(self.extra_metrics)}
+        return {
+            "metrics": list(self.metric_keys),
+            "convention": convention,
+            "extra_metrics": sorted(self.extra_metrics),
+        }
 
     # ------------------------------------------------------------------ Lightning hooks
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
@@ -276,7 +312,9 @@ class RankingMetricsCallback(Callback):
         if self.position_profile is not None:
             names.append(r"inversion@[^']*")
         key = rf"(?:{prefixes})(?:{'|'.join(names)})(?:/dataloader_idx_\d+)?"
-        warnings.filterwarnings("ignore", message=rf"It is recommended to use `self\.log\('{key}', \.\.\., sync_dist=True\)`")
+        warnings.filterwarnings(
+            "ignore", message=rf"It is recommended to use `self\.log\('{key}', \.\.\., sync_dist=True\)`"
+        )
 
     def on_validation_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._epoch_start("validate", trainer, pl_module)
@@ -285,12 +323,24 @@ class RankingMetricsCallback(Callback):
         self._epoch_start("test", trainer, pl_module)
 
     def on_validation_batch_end(
-        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0
+        self,
+        trainer: pl.Trainer,
+        pl_module: pl.LightningModule,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int = 0,
     ) -> None:
         self._update("validate", pl_module, outputs, batch, dataloader_idx)
 
     def on_test_batch_end(
-        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0
+        self,
+        trainer: pl.Trainer,
+        pl_module: pl.LightningModule,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int = 0,
     ) -> None:
         self._update("test", pl_module, outputs, batch, dataloader_idx)
 
@@ -352,7 +402,9 @@ class RankingMetricsCallback(Callback):
             problem = sharding_problem(loader, trainer.world_size)
             if problem is None or (self.on_inexact_sharding == "ignore" and not problem.fatal):
                 continue
-            which = f"{_HOOK_STAGE[stage]} dataloader {i}" if len(loaders) > 1 else f"the {_HOOK_STAGE[stage]} dataloader"
+            which = (
+                f"{_HOOK_STAGE[stage]} dataloader {i}" if len(loaders) > 1 else f"the {_HOOK_STAGE[stage]} dataloader"
+            )
             if problem.fatal:  # the sampler repeats nothing already: too few samples for the processes
                 advice = (
                     "Its sampler is not the problem: evaluate on at most as many processes as samples (e.g. a "
@@ -447,7 +499,9 @@ class RankingMetricsCallback(Callback):
         self.results[stage] = results
         self.log_results(trainer, pl_module, stage, results)
 
-    def log_results(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str, results: dict[str, Tensor]) -> None:
+    def log_results(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str, results: dict[str, Tensor]
+    ) -> None:
         """Log one epoch's results (override to log non-scalar results of ``extra_metrics`` elsewhere).
 
         The default logs every scalar with ``pl_module.log_dict`` (on epoch, ``sync_dist=False``:
@@ -460,13 +514,21 @@ class RankingMetricsCallback(Callback):
         }
         if scalars:
             pl_module.log_dict(
-                scalars, prog_bar=self.prog_bar, logger=None, on_step=False, on_epoch=True, sync_dist=False,
-                add_dataloader_idx=False, batch_size=1,
+                scalars,
+                prog_bar=self.prog_bar,
+                logger=None,
+                on_step=False,
+                on_epoch=True,
+                sync_dist=False,
+                add_dataloader_idx=False,
+                batch_size=1,
             )
         if self.position_profile is not None:
             self._log_profile(trainer, pl_module, stage, results)
 
-    def _log_profile(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str, results: dict[str, Tensor]) -> None:
+    def _log_profile(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str, results: dict[str, Tensor]
+    ) -> None:
         """Profile scalars and inversion scalars for every logger; the figure for loggers that take one."""
         from torch_rankeval.diagnostics import inversion_report, profile_scalars
 
@@ -484,8 +546,14 @@ class RankingMetricsCallback(Callback):
                 for key, value in profile_scalars(profile, report, prefix=head).items()
             }
             pl_module.log_dict(
-                scalars, prog_bar=False, logger=None, on_step=False, on_epoch=True, sync_dist=False,
-                add_dataloader_idx=False, batch_size=1,
+                scalars,
+                prog_bar=False,
+                logger=None,
+                on_step=False,
+                on_epoch=True,
+                sync_dist=False,
+                add_dataloader_idx=False,
+                batch_size=1,
             )
             if self.profile_figure and trainer.is_global_zero:
                 self._log_profile_figure(trainer, f"{prefix}position_profile{suffix}", profile, report)
@@ -499,7 +567,11 @@ class RankingMetricsCallback(Callback):
 
             figure = plot_position_profile(profile, report=report)
         except ImportError as err:  # matplotlib missing: scalars are logged, the figure is not
-            warnings.warn(f"RankingMetricsCallback: no position-profile figure ({err}); set profile_figure=False to silence", UserWarning, stacklevel=2)
+            warnings.warn(
+                f"RankingMetricsCallback: no position-profile figure ({err}); set profile_figure=False to silence",
+                UserWarning,
+                stacklevel=2,
+            )
             self.profile_figure = False
             return
         for experiment in takers:
@@ -515,4 +587,3 @@ def _accepted(metric: Metric, inputs: dict[str, Any]) -> dict[str, Any]:
     if any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params.values()):
         return inputs
     return {k: v for k, v in inputs.items() if k in params}
-

@@ -37,7 +37,7 @@ def _new_figure(figsize: tuple[float, float], ncols: int = 1) -> Any:
         from matplotlib.figure import Figure
     except ImportError as err:
         raise ImportError(
-            "torch_rankeval.plotting needs matplotlib, an optional dependency: pip install \"torch-rankeval[plot]\""
+            'torch_rankeval.plotting needs matplotlib, an optional dependency: pip install "torch-rankeval[plot]"'
         ) from err
     fig = Figure(figsize=figsize, layout="constrained")
     fig.subplots(1, ncols)
@@ -59,7 +59,9 @@ def _finish(fig: Any, path: str | os.PathLike | None) -> Any:
 
 def _series(profile: Mapping[str, Tensor], key: str) -> list[float]:
     if key not in profile:
-        raise ValueError(f"the profile lacks {key!r}: pass PositionProfile.compute()'s result (ideal=True for the ideal)")
+        raise ValueError(
+            f"the profile lacks {key!r}: pass PositionProfile.compute()'s result (ideal=True for the ideal)"
+        )
     return profile[key].detach().to("cpu", torch.float64).tolist()
 
 
@@ -115,7 +117,9 @@ def plot_position_profile(
     if compare is not None:
         other = _series(compare, stat)
         if len(other) != len(values):
-            raise ValueError(f"compare profiles {len(other)} positions, profile {len(values)}: profile the same positions")
+            raise ValueError(
+                f"compare profiles {len(other)} positions, profile {len(values)}: profile the same positions"
+            )
         ax.plot(x, other, marker="s", label=labels[1] if len(labels) > 1 else "other model")
     if ideal and f"ideal_{stat}" in profile:
         ax.plot(x, _series(profile, f"ideal_{stat}"), marker=".", label="ideal ranking", **_IDEAL_STYLE)
@@ -124,7 +128,13 @@ def plot_position_profile(
         for c in report.inversions:
             beaten.setdefault(c.lower, []).append(f"{c.upper[0]}-{c.upper[1]}")
         for lower, uppers in beaten.items():
-            ax.axvspan(lower[0] - 0.5, lower[1] + 0.5, color="tab:red", alpha=0.12, label=f"{lower[0]}-{lower[1]} beats {', '.join(uppers)}")
+            ax.axvspan(
+                lower[0] - 0.5,
+                lower[1] + 0.5,
+                color="tab:red",
+                alpha=0.12,
+                label=f"{lower[0]}-{lower[1]} beats {', '.join(uppers)}",
+            )
     ax.set_xlabel("rank position")
     ax.set_ylabel(STAT_LABELS[stat])
     ax.set_xticks(x if len(x) <= 20 else x[:: max(1, len(x) // 10)])
@@ -265,10 +275,14 @@ def plot_before_after(
     return _finish(fig, path)
 
 
-def _paired_values(before: Mapping[str, Tensor], after: Mapping[str, Tensor], key: str | None) -> tuple[str, list[float], list[float]]:
+def _paired_values(
+    before: Mapping[str, Tensor], after: Mapping[str, Tensor], key: str | None
+) -> tuple[str, list[float], list[float]]:
     for name, d in (("before", before), ("after", after)):
         if not isinstance(d, Mapping) or "query_id" not in d:
-            raise ValueError(f"{name} must be a compute_per_query() result (with 'query_id') or a PositionProfile.compute() result")
+            raise ValueError(
+                f"{name} must be a compute_per_query() result (with 'query_id') or a PositionProfile.compute() result"
+            )
     if key is None:
         keys = [k for k in before if k != "query_id"]
         if len(keys) != 1:

@@ -59,7 +59,9 @@ def _check_tensor(x: object, name: str, *, integer: bool = False) -> None:
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
     if integer and x.dtype not in _INT_DTYPES:
         raise TypeError(f"{name} must be an integer tensor, got {x.dtype}")
-    if not integer and (x.is_complex() or not (x.is_floating_point() or x.dtype in _INT_DTYPES or x.dtype == torch.bool)):
+    if not integer and (
+        x.is_complex() or not (x.is_floating_point() or x.dtype in _INT_DTYPES or x.dtype == torch.bool)
+    ):
         raise TypeError(f"{name} must hold bool, integer or float values, got {x.dtype}")
 
 
@@ -93,7 +95,11 @@ def pbm_propensity(logged_positions: Tensor, eta: float, *, validate_args: bool 
     _check_eta(eta)
     p = logged_positions
     if validate_args:
-        bad = (p < 1) | (~torch.isfinite(p) | (p != torch.floor(p)) if p.is_floating_point() else torch.zeros_like(p, dtype=torch.bool))
+        bad = (p < 1) | (
+            ~torch.isfinite(p) | (p != torch.floor(p))
+            if p.is_floating_point()
+            else torch.zeros_like(p, dtype=torch.bool)
+        )
         if bool(bad.any()):
             raise ValueError("logged_positions are 1-based integers (the top slot is 1); add 1 to 0-based positions")
     rho = p.to(_out_dtype(p)) ** (-float(eta))
@@ -168,16 +174,22 @@ def relative_propensity_from_randomized(
     c = torch.where(keep, clicks.to(torch.float64), torch.zeros((), dtype=torch.float64, device=clicks.device))
     if validate_args and bool((keep & ~(torch.isfinite(c) & (c >= 0))).any()):
         raise ValueError("clicks must be finite and >= 0")
-    idx = _position_index(torch.where(keep, positions, torch.ones_like(positions)), num_positions, "positions", validate_args)
+    idx = _position_index(
+        torch.where(keep, positions, torch.ones_like(positions)), num_positions, "positions", validate_args
+    )
     zeros = torch.zeros(num_positions, dtype=torch.float64, device=c.device)
     shown = zeros.clone().index_add_(0, idx.reshape(-1), keep.reshape(-1).to(torch.float64))
     clicked = zeros.clone().index_add_(0, idx.reshape(-1), c.reshape(-1))
     if validate_args:
         if bool((shown == 0).any()):
             missing = (torch.nonzero(shown == 0).reshape(-1) + 1).tolist()
-            raise ValueError(f"positions {missing} were never shown: collect more randomised impressions or lower num_positions")
+            raise ValueError(
+                f"positions {missing} were never shown: collect more randomised impressions or lower num_positions"
+            )
         if bool(clicked[0] == 0):
-            raise ValueError("position 1 has no clicks, so the ratios CTR(k) / CTR(1) are undefined: collect more randomised impressions")
+            raise ValueError(
+                "position 1 has no clicks, so the ratios CTR(k) / CTR(1) are undefined: collect more randomised impressions"
+            )
     ctr = clicked / shown
     return (ctr / ctr[0]).to(_out_dtype(clicks))
 

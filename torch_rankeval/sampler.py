@@ -93,7 +93,9 @@ class UnpaddedDistributedSampler(DistributedSampler):
         # construction, and raises outside torch.distributed.
         if not isinstance(dataset, Sized):
             raise TypeError(f"dataset must be a sized map-style data set (with __len__), got {type(dataset).__name__}")
-        if num_replicas is not None and (isinstance(num_replicas, bool) or not isinstance(num_replicas, int) or num_replicas < 1):
+        if num_replicas is not None and (
+            isinstance(num_replicas, bool) or not isinstance(num_replicas, int) or num_replicas < 1
+        ):
             raise ValueError(f"num_replicas must be a positive int or None, got {num_replicas!r}")
         if rank is not None:
             if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:

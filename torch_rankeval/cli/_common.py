@@ -186,8 +186,14 @@ def evaluate_inputs(
     runs = [read_run(path, progress=args.progress) for path in args.runs]
     results = [
         evaluate(
-            qrels, run, measures, relevance_level=args.level, complete=complete, max_docs=args.max_docs,
-            trec_eval_version=args.trec_eval_version, device=dev,
+            qrels,
+            run,
+            measures,
+            relevance_level=args.level,
+            complete=complete,
+            max_docs=args.max_docs,
+            trec_eval_version=args.trec_eval_version,
+            device=dev,
         )
         for run in runs
     ]
@@ -321,9 +327,7 @@ def fits(lines: list[str], width: int) -> bool:
     return all(len(line) <= width for line in lines)
 
 
-def transposed(
-    paths: Sequence[str], names: list[str], cells: list[list[str]], *, corner: str, width: int
-) -> list[str]:
+def transposed(paths: Sequence[str], names: list[str], cells: list[list[str]], *, corner: str, width: int) -> list[str]:
     """A table with one row per name and one column per run (labels ``a``, ``b``... and a legend when
     the run names are long), wrapped to ``width``; ``cells[run][name]``.
 

@@ -27,7 +27,6 @@ from torch_rankeval._choices import GAINS, INVERSION_STATS, PRESET_NAMES, TIES
 from torch_rankeval.cli._common import CommandError, json_safe, note
 
 if TYPE_CHECKING:  # pragma: no cover
-
     from torch_rankeval.diagnostics import ProfileSummary
 
 __all__ = ["HELP", "NAME", "add_arguments", "run"]

@@ -51,9 +51,13 @@ class QueryDataset(Dataset):
             if not isinstance(t, Tensor):
                 raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
         if features.ndim != 2 or not features.is_floating_point():
-            raise ValueError(f"features must be a (documents, features) float tensor, got {features.dtype} of shape {tuple(features.shape)}")
+            raise ValueError(
+                f"features must be a (documents, features) float tensor, got {features.dtype} of shape {tuple(features.shape)}"
+            )
         if target.shape != features.shape[:1]:
-            raise ValueError(f"target must hold one grade per document: shape ({features.shape[0]},), got {tuple(target.shape)}")
+            raise ValueError(
+                f"target must hold one grade per document: shape ({features.shape[0]},), got {tuple(target.shape)}"
+            )
         if offsets.ndim != 1 or offsets.dtype != torch.int64 or offsets.numel() == 0:
             raise ValueError("offsets must be a non-empty 1-D int64 tensor of query boundaries (Q + 1 entries)")
         if offsets[0].item() != 0 or offsets[-1].item() != features.shape[0] or bool((offsets.diff() < 0).any()):

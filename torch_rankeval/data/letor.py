@@ -146,8 +146,11 @@ class _Parser:
             columns.extend(index)
             values.extend(value)
         return (
-            np.asarray(labels, dtype=np.float64), qids, np.asarray(rows, dtype=np.int64),
-            np.asarray(columns, dtype=np.int64), np.asarray(values, dtype=np.float32),
+            np.asarray(labels, dtype=np.float64),
+            qids,
+            np.asarray(rows, dtype=np.int64),
+            np.asarray(columns, dtype=np.int64),
+            np.asarray(values, dtype=np.float32),
         )
 
     # -- a chunk at once (numpy's C parser); on any doubt, the strict parser decides
@@ -171,7 +174,9 @@ class _Parser:
             lowest = 0 if self.zero_based else 1
             column = index - lowest
             limit = min(self.n_features, _MAX_INDEX) if self.n_features is not None else _MAX_INDEX
-            ok = bool(np.isfinite(value).all()) and bool(((column >= 0) & (column < limit) & (column == np.floor(column))).all())
+            ok = bool(np.isfinite(value).all()) and bool(
+                ((column >= 0) & (column < limit) & (column == np.floor(column))).all()
+            )
         if ok:
             row = np.repeat(np.arange(len(chunk.counts)), chunk.counts)
             column = column.astype(np.int64)

@@ -15,7 +15,12 @@ Example:
 from torch_rankeval.functional._api import evaluate
 from torch_rankeval.functional.average_precision import average_precision
 from torch_rankeval.functional.dcg import dcg, idcg, ndcg
-from torch_rankeval.functional.debiased import aggregate_ips_gains, ips_gains, position_debiased_dcg, position_debiased_ndcg
+from torch_rankeval.functional.debiased import (
+    aggregate_ips_gains,
+    ips_gains,
+    position_debiased_dcg,
+    position_debiased_ndcg,
+)
 from torch_rankeval.functional.flat import group_by_query
 from torch_rankeval.functional.precision_recall import hit_rate, precision, r_precision, recall
 from torch_rankeval.functional.reciprocal_rank import reciprocal_rank

@@ -14,16 +14,30 @@ from torch_rankeval.functional._inputs import check_reduction, parse_k
 __all__ = ["evaluate", "evaluate_family"]
 
 
-def _reduced(plan: Any, convention: Convention, preds: Tensor, target: Tensor, reduction: str, validate_args: bool,
-             name: str, **inputs: Tensor | int | None) -> Tensor:
+def _reduced(
+    plan: Any,
+    convention: Convention,
+    preds: Tensor,
+    target: Tensor,
+    reduction: str,
+    validate_args: bool,
+    name: str,
+    **inputs: Tensor | int | None,
+) -> Tensor:
     """Run ``plan`` (a :class:`~torch_rankeval.measures.MeasurePlan`) and reduce: ``(C,)`` or, with
     ``reduction="none"``, ``(N, C)`` (``(C,)`` for a single 1-D list)."""
     values, empty, single = plan.values(preds, target, validate_args=validate_args, **inputs)
     if values.shape[0] == 0 and reduction == "mean":  # a static shape: no host sync
-        warnings.warn(f"{name}: no list to average (the batch holds 0 lists); the mean is NaN", UserWarning, stacklevel=4)
+        warnings.warn(
+            f"{name}: no list to average (the batch holds 0 lists); the mean is NaN", UserWarning, stacklevel=4
+        )
     out = plan.reduce(
-        values, empty, action=convention.empty_target_action, reduction=reduction,
-        validate_args=validate_args and values.shape[0] > 0, name=name,
+        values,
+        empty,
+        action=convention.empty_target_action,
+        reduction=reduction,
+        validate_args=validate_args and values.shape[0] > 0,
+        name=name,
     )
     return out[0] if reduction == "none" and single else out
 
@@ -51,8 +65,17 @@ def evaluate_family(
     ks, keep_k = parse_k(k)
     check_reduction(reduction)
     out = _reduced(
-        MeasurePlan([Measure(key, c) for c in ks], convention), convention, preds, target, reduction, validate_args,
-        name or key, mask=mask, ignore_index=ignore_index, ideal_target=ideal_target, n_relevant=n_relevant,
+        MeasurePlan([Measure(key, c) for c in ks], convention),
+        convention,
+        preds,
+        target,
+        reduction,
+        validate_args,
+        name or key,
+        mask=mask,
+        ignore_index=ignore_index,
+        ideal_target=ideal_target,
+        n_relevant=n_relevant,
         exclude=exclude,
     )
     return out if keep_k else out.squeeze(-1)
@@ -114,7 +137,18 @@ def evaluate(
     ks, _ = parse_k(k)
     plan = MeasurePlan(parse_measures(metrics, cutoffs=ks), conv)
     out = _reduced(
-        plan, conv, preds, target, reduction, validate_args, ", ".join(plan.labels), mask=mask,
-        ignore_index=ignore_index, ideal_target=ideal_target, n_relevant=n_relevant, judged=judged, exclude=exclude,
+        plan,
+        conv,
+        preds,
+        target,
+        reduction,
+        validate_args,
+        ", ".join(plan.labels),
+        mask=mask,
+        ignore_index=ignore_index,
+        ideal_target=ideal_target,
+        n_relevant=n_relevant,
+        judged=judged,
+        exclude=exclude,
     )
     return {label: out[..., j] for j, label in enumerate(plan.labels)}

@@ -25,7 +25,14 @@ import torch
 from torch import Tensor
 
 __all__ = [
-    "check_sources", "check_clicks", "as_batch", "value_problems", "gain_problems", "debiased_gains", "raise_first", "TOLERANCE",
+    "check_sources",
+    "check_clicks",
+    "as_batch",
+    "value_problems",
+    "gain_problems",
+    "debiased_gains",
+    "raise_first",
+    "TOLERANCE",
 ]
 
 # Propensities a rounding error above 1 are accepted (a float32 1/3 * 3 is not exactly 1).
@@ -58,7 +65,9 @@ def _table(x: object, name: str, like: Tensor, like_name: str) -> None:
     if not x.is_floating_point():
         raise TypeError(f"{name} must be a floating tensor, got {x.dtype}; call .float()")
     if x.ndim != 1 or x.shape[0] == 0:
-        raise ValueError(f"{name} must be a non-empty 1-D tensor (entry p - 1 is for logged position p), got shape {tuple(x.shape)}")
+        raise ValueError(
+            f"{name} must be a non-empty 1-D tensor (entry p - 1 is for logged position p), got shape {tuple(x.shape)}"
+        )
     if x.device != like.device:
         raise ValueError(f"{name} is on {x.device} but {like_name} is on {like.device}: move all inputs to one device")
 
@@ -67,7 +76,9 @@ def check_clicks(clicks: object, mask: object) -> None:
     """Type and shape checks of ``clicks`` and ``mask`` when there is no ``preds`` (any shape)."""
     if not isinstance(clicks, Tensor):
         raise TypeError(f"clicks must be a torch.Tensor, got {type(clicks).__name__}")
-    if clicks.is_complex() or not (clicks.is_floating_point() or clicks.dtype == torch.bool or clicks.dtype in _INT_DTYPES):
+    if clicks.is_complex() or not (
+        clicks.is_floating_point() or clicks.dtype == torch.bool or clicks.dtype in _INT_DTYPES
+    ):
         raise TypeError(f"clicks must hold bool, integer or float clicks (counts, rates), got {clicks.dtype}")
     if mask is not None:
         if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
@@ -75,18 +86,28 @@ def check_clicks(clicks: object, mask: object) -> None:
         if mask.shape != clicks.shape:
             raise ValueError(f"mask must have the shape of clicks {tuple(clicks.shape)}, got {tuple(mask.shape)}")
         if mask.device != clicks.device:
-            raise ValueError(f"mask is on {mask.device} but clicks is on {clicks.device}: move all inputs to one device")
+            raise ValueError(
+                f"mask is on {mask.device} but clicks is on {clicks.device}: move all inputs to one device"
+            )
 
 
 def as_batch(
-    *, propensities: Tensor | None, logged_positions: Tensor | None, propensity_table: Tensor | None,
+    *,
+    propensities: Tensor | None,
+    logged_positions: Tensor | None,
+    propensity_table: Tensor | None,
     affine: Sequence[Tensor] | None,
 ) -> dict:
     """The per-item sources of one list ``(L,)`` as a batch of one ``(1, L)``; tables unchanged."""
     one = lambda t: None if t is None else t.unsqueeze(0)  # noqa: E731
     if affine is not None and logged_positions is None:
         affine = tuple(one(t) for t in affine)
-    return dict(propensities=one(propensities), logged_positions=one(logged_positions), propensity_table=propensity_table, affine=affine)
+    return dict(
+        propensities=one(propensities),
+        logged_positions=one(logged_positions),
+        propensity_table=propensity_table,
+        affine=affine,
+    )
 
 
 def check_sources(
@@ -123,7 +144,9 @@ def check_sources(
         if logged_positions is not None:
             _per_item(logged_positions, "logged_positions", like, like_name, positions=True)
             if alpha.shape != beta.shape:
-                raise ValueError(f"affine alpha and beta must have the same length, got {alpha.shape[0]} and {beta.shape[0]}")
+                raise ValueError(
+                    f"affine alpha and beta must have the same length, got {alpha.shape[0]} and {beta.shape[0]}"
+                )
         return
     if (propensities is None) == (logged_positions is None):
         raise ValueError(
@@ -166,52 +189,82 @@ def value_problems(
     """The data-dependent checks as ``(flag, message)`` pairs, in the order they are reported."""
     c = clicks if clicks.is_floating_point() else clicks.to(torch.float32)
     problems = [
-        (_any(valid & ~(torch.isfinite(c) & (c >= 0))),
-         "clicks must be finite and >= 0 at unmasked positions (0/1 clicks, click counts or click rates); "
-         "mask padding with mask=False"),
+        (
+            _any(valid & ~(torch.isfinite(c) & (c >= 0))),
+            "clicks must be finite and >= 0 at unmasked positions (0/1 clicks, click counts or click rates); "
+            "mask padding with mask=False",
+        ),
     ]
     clicked = valid & (c > 0)
     if affine is not None:
-        problems.append((_any(valid & (c > 1)),
-                         "clicks must be 0/1 clicks or click-through rates in [0, 1] with affine=(alpha, beta): "
-                         "the affine correction (c - beta) / alpha is per impression; divide counts by impressions"))
+        problems.append(
+            (
+                _any(valid & (c > 1)),
+                "clicks must be 0/1 clicks or click-through rates in [0, 1] with affine=(alpha, beta): "
+                "the affine correction (c - beta) / alpha is per impression; divide counts by impressions",
+            )
+        )
     if logged_positions is not None:
         p = logged_positions
         if p.is_floating_point():
             bad = ~torch.isfinite(p) | (p != torch.floor(p)) | (p < 1)
         else:
             bad = p < 1
-        problems.append((_any(valid & bad),
-                         "logged_positions are 1-based integers (the top slot is 1) at unmasked positions; "
-                         "add 1 to 0-based positions and mask padding with mask=False"))
+        problems.append(
+            (
+                _any(valid & bad),
+                "logged_positions are 1-based integers (the top slot is 1) at unmasked positions; "
+                "add 1 to 0-based positions and mask padding with mask=False",
+            )
+        )
         tables = [(propensity_table, "propensity_table")] if propensity_table is not None else []
         if affine is not None:
             tables = [(affine[0], "affine alpha")]
         for table, name in tables:
-            problems.append((_any(valid & (p > table.shape[0])),
-                             f"logged_positions go beyond {name} (length {table.shape[0]}); extend the table to "
-                             "the deepest logged position (it is not extrapolated)"))
+            problems.append(
+                (
+                    _any(valid & (p > table.shape[0])),
+                    f"logged_positions go beyond {name} (length {table.shape[0]}); extend the table to "
+                    "the deepest logged position (it is not extrapolated)",
+                )
+            )
     if propensity_table is not None:
-        problems += _probability_problems(propensity_table, torch.ones_like(propensity_table, dtype=torch.bool), "propensity_table")
+        problems += _probability_problems(
+            propensity_table, torch.ones_like(propensity_table, dtype=torch.bool), "propensity_table"
+        )
         idx = _table_index(logged_positions, valid, propensity_table.shape[0])
-        problems.append((_any(clicked & (_lookup(propensity_table, idx) == 0)),
-                         "propensity_table is 0 at the logged position of a clicked item: a click implies the item "
-                         "was examined, so the table (or the click log) is wrong"))
+        problems.append(
+            (
+                _any(clicked & (_lookup(propensity_table, idx) == 0)),
+                "propensity_table is 0 at the logged position of a clicked item: a click implies the item "
+                "was examined, so the table (or the click log) is wrong",
+            )
+        )
     if propensities is not None:
         problems += _probability_problems(propensities, valid, "propensities")
-        problems.append((_any(clicked & (propensities == 0)),
-                         "propensities is 0 for a clicked item: a click implies the item was examined, so the "
-                         "propensity model (or the click log) is wrong"))
+        problems.append(
+            (
+                _any(clicked & (propensities == 0)),
+                "propensities is 0 for a clicked item: a click implies the item was examined, so the "
+                "propensity model (or the click log) is wrong",
+            )
+        )
     if affine is not None:
         alpha, beta = affine
         where = torch.ones_like(alpha, dtype=torch.bool) if logged_positions is not None else valid
         problems += [
-            (_any(where & ~(torch.isfinite(alpha) & (alpha > 0) & (alpha <= 1 + TOLERANCE))),
-             "affine alpha must be in (0, 1]: alpha = P(click | relevant) - P(click | not relevant) at that position"),
-            (_any(where & ~(torch.isfinite(beta) & (beta >= 0) & (beta < 1))),
-             "affine beta must be in [0, 1): beta = P(click | not relevant) at that position"),
-            (_any(where & (alpha + beta > 1 + TOLERANCE)),
-             "affine alpha + beta must be <= 1: it is P(click | relevant) at that position"),
+            (
+                _any(where & ~(torch.isfinite(alpha) & (alpha > 0) & (alpha <= 1 + TOLERANCE))),
+                "affine alpha must be in (0, 1]: alpha = P(click | relevant) - P(click | not relevant) at that position",
+            ),
+            (
+                _any(where & ~(torch.isfinite(beta) & (beta >= 0) & (beta < 1))),
+                "affine beta must be in [0, 1): beta = P(click | not relevant) at that position",
+            ),
+            (
+                _any(where & (alpha + beta > 1 + TOLERANCE)),
+                "affine alpha + beta must be <= 1: it is P(click | relevant) at that position",
+            ),
         ]
     return problems
 
@@ -227,19 +280,27 @@ def gain_problems(gains: Tensor, valid: Tensor, *, eta: float | None, clip: floa
     if clip is not None:
         cause = f"a click count is too large for {dtype}; pass float64 clicks"
     else:
-        underflow = f"eta={eta} makes rho = position ** -eta underflow at deep logged positions, or " if eta is not None else ""
-        cause = (f"{underflow}a propensity is too small or a click count too large for {dtype}; bound the weights with "
-                 "clip=, pass float64 clicks / positions / propensities, or check the propensity model")
+        underflow = (
+            f"eta={eta} makes rho = position ** -eta underflow at deep logged positions, or " if eta is not None else ""
+        )
+        cause = (
+            f"{underflow}a propensity is too small or a click count too large for {dtype}; bound the weights with "
+            "clip=, pass float64 clicks / positions / propensities, or check the propensity model"
+        )
     return [(_any(~torch.isfinite(total)), f"the debiased gains c / rho are not finite: {cause}")]
 
 
 def _probability_problems(x: Tensor, where: Tensor, name: str) -> list[tuple[Tensor, str]]:
     return [
-        (_any(where & ~(torch.isfinite(x) & (x >= 0))),
-         f"{name} must be finite probabilities in [0, 1] (NaN, inf or negative values found)"),
-        (_any(where & (x > 1 + TOLERANCE)),
-         f"{name} must be probabilities in [0, 1], found values > 1; if you have inverse-propensity weights, "
-         "pass 1/weights"),
+        (
+            _any(where & ~(torch.isfinite(x) & (x >= 0))),
+            f"{name} must be finite probabilities in [0, 1] (NaN, inf or negative values found)",
+        ),
+        (
+            _any(where & (x > 1 + TOLERANCE)),
+            f"{name} must be probabilities in [0, 1], found values > 1; if you have inverse-propensity weights, "
+            "pass 1/weights",
+        ),
     ]
 
 

@@ -71,11 +71,15 @@ def check_preds_target(preds: Any, target: Any, mask: Any = None, *, target_name
     _check_tensor(preds, "preds")
     _check_tensor(target, target_name)
     if not preds.is_floating_point():
-        raise TypeError(f"preds must be a floating tensor (float16/bfloat16/float32/float64), got {preds.dtype}; call preds.float()")
+        raise TypeError(
+            f"preds must be a floating tensor (float16/bfloat16/float32/float64), got {preds.dtype}; call preds.float()"
+        )
     if target.is_complex() or not (target.is_floating_point() or target.dtype == torch.bool or _is_int(target)):
         raise TypeError(f"{target_name} must hold bool, integer or float grades, got {target.dtype}")
     if preds.shape != target.shape:
-        raise ValueError(f"preds and {target_name} must have the same shape, got {tuple(preds.shape)} and {tuple(target.shape)}")
+        raise ValueError(
+            f"preds and {target_name} must have the same shape, got {tuple(preds.shape)} and {tuple(target.shape)}"
+        )
     if preds.ndim not in (1, 2):
         raise ValueError(f"preds must be (L,) for one list or (N, L) for a batch of lists, got {preds.ndim} dimensions")
     _same_device(preds, target, target_name)
@@ -180,15 +184,29 @@ def check_values(
     if uses_gain or inputs[3] is not None:  # finite gains, ideal_target holding the list: checks of a ranked batch
         p, t, valid, ideal, ideal_valid, n_rel, jd, _ = inputs
         ranked = RankedBatch(
-            p, t, valid, convention, ideal_target=ideal, ideal_valid=ideal_valid, n_relevant=n_rel, judged=jd, gain=gain,
+            p,
+            t,
+            valid,
+            convention,
+            ideal_target=ideal,
+            ideal_valid=ideal_valid,
+            n_relevant=n_rel,
+            judged=jd,
+            gain=gain,
             dtype=work_dtype(p, t, ideal),
         )
     _check_normalized(inputs, convention, uses_gain, None, ranked)
 
 
 def _normalize(
-    preds: Tensor, target: Tensor, mask: Tensor | None, ignore_index: int | float | None, ideal_target: Tensor | None,
-    n_relevant: Tensor | None, judged: Tensor | None = None, convention: Convention | None = None,
+    preds: Tensor,
+    target: Tensor,
+    mask: Tensor | None,
+    ignore_index: int | float | None,
+    ideal_target: Tensor | None,
+    n_relevant: Tensor | None,
+    judged: Tensor | None = None,
+    convention: Convention | None = None,
 ) -> tuple:
     """Type and shape checks (no host sync), 1-D input as one list: (preds, target, valid,
     ideal_target, ideal_valid, n_relevant, judged, single). A convention whose scores ``<= 0`` are
@@ -199,7 +217,9 @@ def _normalize(
     if judged is not None:
         _check_tensor(judged, "judged")
         if judged.dtype != torch.bool:
-            raise TypeError(f"judged must be a bool tensor (True = the document has a relevance judgment), got {judged.dtype}")
+            raise TypeError(
+                f"judged must be a bool tensor (True = the document has a relevance judgment), got {judged.dtype}"
+            )
         if judged.shape != preds.shape:
             raise ValueError(f"judged must have the shape of preds {tuple(preds.shape)}, got {tuple(judged.shape)}")
         _same_device(preds, judged, "judged")
@@ -214,7 +234,9 @@ def _normalize(
     ideal_valid = None
     if ideal_target is not None:
         _check_tensor(ideal_target, "ideal_target")
-        if ideal_target.is_complex() or not (ideal_target.is_floating_point() or ideal_target.dtype == torch.bool or _is_int(ideal_target)):
+        if ideal_target.is_complex() or not (
+            ideal_target.is_floating_point() or ideal_target.dtype == torch.bool or _is_int(ideal_target)
+        ):
             raise TypeError(f"ideal_target must hold bool, integer or float grades, got {ideal_target.dtype}")
         if ideal_target.ndim != (1 if single else 2) or (not single and ideal_target.shape[0] != n):
             want = "(M,) for a single list" if single else f"({n}, M), one row of judged grades per list"
@@ -228,20 +250,30 @@ def _normalize(
     if n_relevant is not None:
         _check_tensor(n_relevant, "n_relevant")
         if n_relevant.is_floating_point() or n_relevant.is_complex() or n_relevant.dtype == torch.bool:
-            raise TypeError(f"n_relevant must be an integer tensor (number of relevant documents per query), got {n_relevant.dtype}")
+            raise TypeError(
+                f"n_relevant must be an integer tensor (number of relevant documents per query), got {n_relevant.dtype}"
+            )
         want_shape = () if single else (n,)
         if tuple(n_relevant.shape) != want_shape:
-            raise ValueError(f"n_relevant must have shape {want_shape}, one count per list, got {tuple(n_relevant.shape)}")
+            raise ValueError(
+                f"n_relevant must have shape {want_shape}, one count per list, got {tuple(n_relevant.shape)}"
+            )
         _same_device(preds, n_relevant, "n_relevant")
         n_relevant = n_relevant.reshape(n)
     valid = valid_mask(target, mask, ignore_index)
     if convention is not None and convention.nonpositive_not_relevant:  # torchmetrics' quirk: see Convention
-        judged, n_relevant = _nonpositive_not_relevant(preds, target, valid, judged, convention, n_relevant, ideal_target)
+        judged, n_relevant = _nonpositive_not_relevant(
+            preds, target, valid, judged, convention, n_relevant, ideal_target
+        )
     return preds, target, valid, ideal_target, ideal_valid, n_relevant, judged, single
 
 
 def _check_normalized(
-    inputs: tuple, convention: Convention, uses_gain: bool, tied: Tensor | None = None, ranked: RankedBatch | None = None,
+    inputs: tuple,
+    convention: Convention,
+    uses_gain: bool,
+    tied: Tensor | None = None,
+    ranked: RankedBatch | None = None,
 ) -> bool:
     """Run the value checks in one host sync; returns the value of ``tied`` read in the same sync
     (True when ``tied`` is None). With ``ranked``, the checks of the ranked batch join them."""
@@ -251,13 +283,17 @@ def _check_normalized(
     if n_relevant is not None:
         found = relevant(target, convention)
         found = (found if graded is None else found & graded).sum(-1)
-        checks.append((
-            (found > n_relevant).any() | (n_relevant < 0).any(),
-            "n_relevant is smaller than the number of relevant documents found in the list (or negative): "
-            "it must count all relevant documents of each query, retrieved or not",
-        ))
+        checks.append(
+            (
+                (found > n_relevant).any() | (n_relevant < 0).any(),
+                "n_relevant is smaller than the number of relevant documents found in the list (or negative): "
+                "it must count all relevant documents of each query, retrieved or not",
+            )
+        )
     if ranked is not None:
-        checks += _ranked_checks(ranked, uses_gain=uses_gain, ideal=ideal_target is not None, counted=n_relevant is not None)
+        checks += _ranked_checks(
+            ranked, uses_gain=uses_gain, ideal=ideal_target is not None, counted=n_relevant is not None
+        )
     extra = [] if tied is None else [tied]
     flags = torch.stack([flag.to(preds.device) for flag, _ in checks] + extra).tolist()  # the one host sync
     for i, (flag, (_, message)) in enumerate(zip(flags, checks)):
@@ -267,8 +303,13 @@ def _check_normalized(
 
 
 def _nonpositive_not_relevant(
-    preds: Tensor, target: Tensor, valid: Tensor | None, judged: Tensor | None, convention: Convention,
-    n_relevant: Tensor | None, ideal_target: Tensor | None,
+    preds: Tensor,
+    target: Tensor,
+    valid: Tensor | None,
+    judged: Tensor | None,
+    convention: Convention,
+    n_relevant: Tensor | None,
+    ideal_target: Tensor | None,
 ) -> tuple[Tensor, Tensor | None]:
     """Documents scored ``<= 0`` as unjudged (never relevant, no gain, rank kept), with the query's
     relevant count taken before that, from the list, unless ``n_relevant`` / ``ideal_target`` give it."""
@@ -282,7 +323,9 @@ def _nonpositive_not_relevant(
     return (positive if counted is None else positive & counted), n_relevant
 
 
-def _one_padding_slot(preds: Tensor, target: Tensor, judged: Tensor | None) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+def _one_padding_slot(
+    preds: Tensor, target: Tensor, judged: Tensor | None
+) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
     """``(N, 0)`` lists as ``(N, 1)`` lists whose one slot is padding: a list without documents
     scores exactly as a fully masked list of any width (the empty-list policy), so results do
     not depend on how wide a batch was padded."""
@@ -309,31 +352,47 @@ def _value_checks(
     # Without padding, one reduction screens the scores: the sum is finite unless a score is NaN or
     # infinite (or the sum overflows, which the exact re-check in prepare() rules out).
     screen = ~torch.isfinite(preds.sum()) if valid is None else masked(~torch.isfinite(preds), valid)
-    checks = [(
-        screen,
-        "preds contains NaN or infinite scores at unmasked positions; fix the model output, or mark those "
-        "documents as padding with mask=False",
-    )]
+    checks = [
+        (
+            screen,
+            "preds contains NaN or infinite scores at unmasked positions; fix the model output, or mark those "
+            "documents as padding with mask=False",
+        )
+    ]
     grade_tensors = [(target, graded, "target")]
     if ideal_target is not None:
         grade_tensors.append((ideal_target, ideal_valid, "ideal_target"))
     for t, v, name in grade_tensors:
         if t.is_floating_point():
-            checks.append((masked(~torch.isfinite(t), v), f"{name} contains NaN or infinite grades at unmasked positions; mask them or use ignore_index"))
+            checks.append(
+                (
+                    masked(~torch.isfinite(t), v),
+                    f"{name} contains NaN or infinite grades at unmasked positions; mask them or use ignore_index",
+                )
+            )
         if uses_gain and convention.gain == "exp2" and t.dtype != torch.bool:
-            checks.append((
-                masked(t < 0, v),
-                f"{name} has negative grades, which gain='exp2' (2**rel - 1) turns into negative gains; use "
-                "gain='linear', mark unjudged documents with ignore_index / mask, or clamp the grades at 0",
-            ))
+            checks.append(
+                (
+                    masked(t < 0, v),
+                    f"{name} has negative grades, which gain='exp2' (2**rel - 1) turns into negative gains; use "
+                    "gain='linear', mark unjudged documents with ignore_index / mask, or clamp the grades at 0",
+                )
+            )
             wide = work_dtype(preds, target, ideal_target) == torch.float64
             limit, dtype = (1024, "float64") if wide else (128, "float32")
-            checks.append((
-                masked(t >= limit, v),
-                (f"{name} has grades >= {limit}, whose gain 2**rel - 1 overflows {dtype} (inf, then NaN in nDCG): "
-                 + ("use gain='linear' or a gain mapping" if wide else
-                    "pass float64 grades (exact up to grade 1023), or use gain='linear' or a gain mapping")),
-            ))
+            checks.append(
+                (
+                    masked(t >= limit, v),
+                    (
+                        f"{name} has grades >= {limit}, whose gain 2**rel - 1 overflows {dtype} (inf, then NaN in nDCG): "
+                        + (
+                            "use gain='linear' or a gain mapping"
+                            if wide
+                            else "pass float64 grades (exact up to grade 1023), or use gain='linear' or a gain mapping"
+                        )
+                    ),
+                )
+            )
     return checks
 
 
@@ -346,31 +405,44 @@ def _ranked_checks(ranked: RankedBatch, *, uses_gain: bool, ideal: bool, counted
     checks = []
     if uses_gain:
         sums = [ranked.gains.sum(-1)] + ([ranked.ideal_gains.sum(-1)] if ideal else [])
-        checks.append((
-            ~torch.isfinite(torch.stack(sums)).all(),
-            ("the gains are not finite (or their sum per list overflows the float range): check the gain mapping "
-             "or callable (it must give finite numbers for every grade), or pass float64 grades"),
-        ))
+        checks.append(
+            (
+                ~torch.isfinite(torch.stack(sums)).all(),
+                (
+                    "the gains are not finite (or their sum per list overflows the float range): check the gain mapping "
+                    "or callable (it must give finite numbers for every grade), or pass float64 grades"
+                ),
+            )
+        )
     if not ideal:
         return checks
     lacks = "ideal_target must hold the grades of all judged documents of each query, the list's own included, "
     if not counted:
-        checks.append((
-            (ranked.rel.sum(-1) > ranked.n_relevant).any(),
-            (lacks + "but a row of ideal_target has fewer relevant documents than its list (AP, recall and "
-             "R-precision would exceed 1): build ideal_target from all judgments of the query (retrieved or not)"),
-        ))
+        checks.append(
+            (
+                (ranked.rel.sum(-1) > ranked.n_relevant).any(),
+                (
+                    lacks + "but a row of ideal_target has fewer relevant documents than its list (AP, recall and "
+                    "R-precision would exceed 1): build ideal_target from all judgments of the query (retrieved or not)"
+                ),
+            )
+        )
     if uses_gain:
         # Each list's gains, sorted, must stay at or below the ideal's, position by position (then
         # DCG@k <= IDCG@k at every k). The ideal side is the IDCG's own sorted table.
         listed = ranked.gains.clamp(min=0).sort(-1, descending=True).values
         best = ranked.ideal_top((None,)).clamp(min=0)
         width = min(listed.shape[-1], best.shape[-1])
-        checks.append((
-            (listed[:, :width] > best[:, :width]).any() | (listed[:, width:] > 0).any(),
-            (lacks + "but a list holds a document whose grade (gain) its ideal_target row lacks (nDCG would exceed "
-             "1): build ideal_target from all judgments of the query (retrieved or not)"),
-        ))
+        checks.append(
+            (
+                (listed[:, :width] > best[:, :width]).any() | (listed[:, width:] > 0).any(),
+                (
+                    lacks
+                    + "but a list holds a document whose grade (gain) its ideal_target row lacks (nDCG would exceed "
+                    "1): build ideal_target from all judgments of the query (retrieved or not)"
+                ),
+            )
+        )
     return checks
 
 
@@ -430,6 +502,8 @@ def finalize(
     else:
         out = total / count
         if validate_args and action == "skip" and bool((count == 0).any()):
-            warnings.warn(f"{name}: every list was skipped (no relevant documents); the mean is NaN", UserWarning, stacklevel=3)
+            warnings.warn(
+                f"{name}: every list was skipped (no relevant documents); the mean is NaN", UserWarning, stacklevel=3
+            )
     out = out.to(out_dtype)
     return out if keep_k else out.squeeze(-1)

@@ -726,7 +726,10 @@ def _rank(preds: Tensor, target: Tensor, valid: Tensor | None, ties: str) -> tup
     if valid is None:
         key, descending = preds, True
     else:
-        key, descending = torch.where(valid, -preds, torch.full((), float("nan"), dtype=preds.dtype, device=preds.device)), False
+        key, descending = (
+            torch.where(valid, -preds, torch.full((), float("nan"), dtype=preds.dtype, device=preds.device)),
+            False,
+        )
     if ties in ("average", "first"):
         # Averaged values do not depend on the order inside a tie group, so the (faster) unstable
         # sort serves them; "first" needs the input order among equal scores.

@@ -216,9 +216,16 @@ def catalogue_batch(
             width = max(width, int(_depth(preds, target, exclude, chunk_elements).max()))  # the one extra sync
     width = max(1, min(width, length))
     view = topk_view(
-        preds, width, target=target, exclude=exclude, ties=convention.ties,
-        gain=convention.gain if gain is None else gain, relevance_threshold=convention.relevance_threshold,
-        dtype=dtype, validate_args=validate_args, chunk_elements=chunk_elements,
+        preds,
+        width,
+        target=target,
+        exclude=exclude,
+        ties=convention.ties,
+        gain=convention.gain if gain is None else gain,
+        relevance_threshold=convention.relevance_threshold,
+        dtype=dtype,
+        validate_args=validate_args,
+        chunk_elements=chunk_elements,
     )
     return TopKRankedBatch(view, convention, length=length, dtype=dtype, discounts=discounts)
 
@@ -267,7 +274,9 @@ def _depth(preds: Tensor, target: Any, exclude: Any, chunk_elements: int) -> Ten
     if isinstance(ex, SparseTarget) and ex.nnz:
         low = lowest if lowest is not None else torch.zeros(n, dtype=preds.dtype, device=preds.device)
         if dense is not None:  # the dense target's lowest scores, again per chunk (rare: dense target, sparse exclude)
-            low = torch.cat([torch.where(dense[a : a + rows] != 0, preds[a : a + rows], inf).amin(-1) for a in range(0, n, rows)])
+            low = torch.cat(
+                [torch.where(dense[a : a + rows] != 0, preds[a : a + rows], inf).amin(-1) for a in range(0, n, rows)]
+            )
         hit = ex.counted_mask() & (flat.index_select(0, ex.keys) >= low.index_select(0, ex.rows))
         depth = depth - torch.zeros_like(depth).index_add_(0, ex.rows, hit.to(depth.dtype))
     return depth

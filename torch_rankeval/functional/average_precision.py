@@ -73,18 +73,28 @@ def _retrieved_denominator_expectation(rb: RankedBatch, terms: Tensor, ks: tuple
     cum = terms.to(f64).cumsum(-1)
     a = (cum - terms.to(f64)).gather(-1, g.at("start", idx).long())  # the numerator of the groups above
     harmonic = _harmonic(rb)
-    h1 = harmonic[ends.long()] - harmonic.index_select(0, s.long().reshape(-1)).reshape(s.shape)  # sum_{s < p <= s + m} 1/p
+    h1 = harmonic[ends.long()] - harmonic.index_select(0, s.long().reshape(-1)).reshape(
+        s.shape
+    )  # sum_{s < p <= s + m} 1/p
     h2 = m - (s + 1) * h1  # sum over the m slots of (j - 1) / (s + j)
     x = torch.arange(width + 1, dtype=f64, device=rb.device)
     s, n, r, c, m, a, h1, h2 = (t.unsqueeze(-1) for t in (s, n, r, c, m, a, h1, h2))
     feasible = (x <= r) & (x <= m) & (m - x <= n - r)
     zero = torch.zeros((), dtype=f64, device=rb.device)
+
     def safe(t: Tensor) -> Tensor:  # keep lgamma's arguments in range
         return torch.where(feasible, t, zero)
 
     log_pmf = (
-        torch.lgamma(r + 1) + torch.lgamma(n - r + 1) + torch.lgamma(m + 1) + torch.lgamma(n - m + 1) - torch.lgamma(n + 1)
-        - torch.lgamma(x + 1) - torch.lgamma(safe(r - x) + 1) - torch.lgamma(safe(m - x) + 1) - torch.lgamma(safe(n - r - m + x) + 1)
+        torch.lgamma(r + 1)
+        + torch.lgamma(n - r + 1)
+        + torch.lgamma(m + 1)
+        + torch.lgamma(n - m + 1)
+        - torch.lgamma(n + 1)
+        - torch.lgamma(x + 1)
+        - torch.lgamma(safe(r - x) + 1)
+        - torch.lgamma(safe(m - x) + 1)
+        - torch.lgamma(safe(n - r - m + x) + 1)
     )
     pmf = torch.where(feasible, torch.exp(log_pmf), zero)
     expected_b = x / m * ((c + 1) * h1 + (x - 1) / (m - 1).clamp(min=1) * h2)
@@ -190,12 +200,27 @@ def average_precision(
         tensor([1., 1.])
     """
     conv = resolve_convention(
-        convention, denominator=denominator, graded=graded, gain=gain, relevance_threshold=relevance_threshold,
-        ties=ties, empty_target_action=empty_target_action,
+        convention,
+        denominator=denominator,
+        graded=graded,
+        gain=gain,
+        relevance_threshold=relevance_threshold,
+        ties=ties,
+        empty_target_action=empty_target_action,
     )
     return evaluate_family(
-        "map", preds, target, k, convention=conv, mask=mask, ignore_index=ignore_index, ideal_target=ideal_target,
-        n_relevant=n_relevant, reduction=reduction, validate_args=validate_args, name="average_precision",
+        "map",
+        preds,
+        target,
+        k,
+        convention=conv,
+        mask=mask,
+        ignore_index=ignore_index,
+        ideal_target=ideal_target,
+        n_relevant=n_relevant,
+        reduction=reduction,
+        validate_args=validate_args,
+        name="average_precision",
     )
 
 

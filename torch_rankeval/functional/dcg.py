@@ -38,10 +38,31 @@ def ndcg_values(rb: RankedBatch, ks: tuple) -> tuple[Tensor, Tensor]:
     return d / torch.where(empty, 1.0, i), empty
 
 
-def _run(which: str, preds: Tensor, target: Tensor, k: K, *, ideal_target: Tensor | None = None, mask, ignore_index, reduction, validate_args, convention, **conv) -> Tensor:  # noqa: ANN001
+def _run(
+    which: str,
+    preds: Tensor,
+    target: Tensor,
+    k: K,
+    *,
+    ideal_target: Tensor | None = None,
+    mask,
+    ignore_index,
+    reduction,
+    validate_args,
+    convention,
+    **conv,
+) -> Tensor:  # noqa: ANN001
     return evaluate_family(
-        which, preds, target, k, convention=resolve_convention(convention, **conv), mask=mask,
-        ignore_index=ignore_index, ideal_target=ideal_target, reduction=reduction, validate_args=validate_args,
+        which,
+        preds,
+        target,
+        k,
+        convention=resolve_convention(convention, **conv),
+        mask=mask,
+        ignore_index=ignore_index,
+        ideal_target=ideal_target,
+        reduction=reduction,
+        validate_args=validate_args,
     )
 
 
@@ -94,8 +115,19 @@ def dcg(
         tensor([0.0000, 1.8928])
     """
     return _run(
-        "dcg", preds, target, k, mask=mask, ignore_index=ignore_index, reduction=reduction, validate_args=validate_args,
-        convention=convention, gain=gain, log_base=log_base, discount=discount, ties=ties,
+        "dcg",
+        preds,
+        target,
+        k,
+        mask=mask,
+        ignore_index=ignore_index,
+        reduction=reduction,
+        validate_args=validate_args,
+        convention=convention,
+        gain=gain,
+        log_base=log_base,
+        discount=discount,
+        ties=ties,
     )
 
 
@@ -131,8 +163,19 @@ def idcg(
         11.9165
     """
     return _run(
-        "idcg", preds, target, k, ideal_target=ideal_target, mask=mask, ignore_index=ignore_index, reduction=reduction,
-        validate_args=validate_args, convention=convention, gain=gain, log_base=log_base, discount=discount,
+        "idcg",
+        preds,
+        target,
+        k,
+        ideal_target=ideal_target,
+        mask=mask,
+        ignore_index=ignore_index,
+        reduction=reduction,
+        validate_args=validate_args,
+        convention=convention,
+        gain=gain,
+        log_base=log_base,
+        discount=discount,
     )
 
 
@@ -177,7 +220,19 @@ def ndcg(
         tensor(0.8155)
     """
     return _run(
-        "ndcg", preds, target, k, ideal_target=ideal_target, mask=mask, ignore_index=ignore_index, reduction=reduction,
-        validate_args=validate_args, convention=convention, gain=gain, log_base=log_base, discount=discount, ties=ties,
+        "ndcg",
+        preds,
+        target,
+        k,
+        ideal_target=ideal_target,
+        mask=mask,
+        ignore_index=ignore_index,
+        reduction=reduction,
+        validate_args=validate_args,
+        convention=convention,
+        gain=gain,
+        log_base=log_base,
+        discount=discount,
+        ties=ties,
         empty_target_action=empty_target_action,
     )

@@ -122,11 +122,19 @@ def ips_gains(
     """
     check_clicks(clicks, mask)
     check_sources(
-        clicks, like_name="clicks", propensities=propensities, logged_positions=logged_positions, eta=eta,
-        propensity_table=propensity_table, affine=affine, clip=clip,
+        clicks,
+        like_name="clicks",
+        propensities=propensities,
+        logged_positions=logged_positions,
+        eta=eta,
+        propensity_table=propensity_table,
+        affine=affine,
+        clip=clip,
     )
     valid = torch.ones_like(clicks, dtype=torch.bool) if mask is None else mask
-    sources = dict(propensities=propensities, logged_positions=logged_positions, propensity_table=propensity_table, affine=affine)
+    sources = dict(
+        propensities=propensities, logged_positions=logged_positions, propensity_table=propensity_table, affine=affine
+    )
     dtype = _work_dtype(clicks, propensities, propensity_table, *_affine_tensors(affine))
     gains = debiased_gains(clicks, valid, dtype=dtype, eta=eta, clip=clip, **sources)
     if validate_args:
@@ -178,15 +186,22 @@ def position_debiased_values(
     """
     check_preds_target(preds, clicks, mask, target_name="clicks")
     check_sources(
-        preds, propensities=propensities, logged_positions=logged_positions, eta=eta,
-        propensity_table=propensity_table, affine=affine, clip=clip,
+        preds,
+        propensities=propensities,
+        logged_positions=logged_positions,
+        eta=eta,
+        propensity_table=propensity_table,
+        affine=affine,
+        clip=clip,
     )
     if normalize not in NORMALIZE:
         raise ValueError(
             f"normalize={normalize!r} is not valid: use 'ideal' (nDCG, the ideal from the same debiased gains) or 'none' (DCG)"
         )
     conv = resolve_convention(None, gain="linear", ties=ties)
-    sources = dict(propensities=propensities, logged_positions=logged_positions, propensity_table=propensity_table, affine=affine)
+    sources = dict(
+        propensities=propensities, logged_positions=logged_positions, propensity_table=propensity_table, affine=affine
+    )
     if preds.ndim == 1:
         preds, clicks, mask = preds.unsqueeze(0), clicks.unsqueeze(0), None if mask is None else mask.unsqueeze(0)
         sources = as_batch(**sources)
@@ -195,9 +210,17 @@ def position_debiased_values(
     gains = debiased_gains(clicks, valid, dtype=dtype, eta=eta, clip=clip, **sources)
     if validate_args:
         preds_nan = (valid & torch.isnan(preds)).any()
-        raise_first([(preds_nan, "preds contains NaN scores at unmasked positions; fix the model output or mark those "
-                                 "items as padding with mask=False (+-inf scores are allowed)")]
-                    + value_problems(clicks, valid, **sources) + gain_problems(gains, valid, eta=eta, clip=clip))
+        raise_first(
+            [
+                (
+                    preds_nan,
+                    "preds contains NaN scores at unmasked positions; fix the model output or mark those "
+                    "items as padding with mask=False (+-inf scores are allowed)",
+                )
+            ]
+            + value_problems(clicks, valid, **sources)
+            + gain_problems(gains, valid, eta=eta, clip=clip)
+        )
     if preds.shape[-1] == 0:  # lists without items: DCG 0, and no ideal (as fully masked lists)
         values = torch.zeros(preds.shape[0], len(ks), dtype=dtype, device=preds.device)
         return values, torch.full_like(values, normalize == "ideal", dtype=torch.bool)
@@ -210,7 +233,15 @@ def position_debiased_values(
 
 
 def _reduce(
-    values: Tensor, empty: Tensor, *, action: str, reduction: str, validate_args: bool, single: bool, keep_k: bool, name: str
+    values: Tensor,
+    empty: Tensor,
+    *,
+    action: str,
+    reduction: str,
+    validate_args: bool,
+    single: bool,
+    keep_k: bool,
+    name: str,
 ) -> Tensor:
     """The empty-list policy (click-specific messages) and the reduction of the library's ``finalize``."""
     if action == "error" and bool(empty.any()):
@@ -219,11 +250,19 @@ def _reduce(
             "empty_target_action='error'; use 'skip' (leave them out), 'neg' (score 0) or 'pos' (score 1)"
         )
     out = finalize(
-        values, empty, action="neg" if action == "error" else action, reduction=reduction, validate_args=False,
-        single=single, keep_k=keep_k, name=name,
+        values,
+        empty,
+        action="neg" if action == "error" else action,
+        reduction=reduction,
+        validate_args=False,
+        single=single,
+        keep_k=keep_k,
+        name=name,
     )
     if reduction == "mean" and values.shape[0] == 0:  # a static shape: no host sync
-        warnings.warn(f"{name}: no list to average (the batch holds 0 lists); the mean is NaN", UserWarning, stacklevel=3)
+        warnings.warn(
+            f"{name}: no list to average (the batch holds 0 lists); the mean is NaN", UserWarning, stacklevel=3
+        )
     elif validate_args and action == "skip" and reduction == "mean" and bool(empty.all(0).any()):
         warnings.warn(
             f"{name}: every list was skipped (no clicks, ideal DCG <= 0), so the mean is NaN; aggregate clicks "
@@ -323,14 +362,30 @@ def position_debiased_ndcg(
             "(what a list without clicks scores)"
         )
     values, empty = position_debiased_values(
-        preds, clicks, ks, propensities=propensities, logged_positions=logged_positions, eta=eta,
-        propensity_table=propensity_table, affine=affine, clip=clip, mask=mask, normalize=normalize, ties=ties,
+        preds,
+        clicks,
+        ks,
+        propensities=propensities,
+        logged_positions=logged_positions,
+        eta=eta,
+        propensity_table=propensity_table,
+        affine=affine,
+        clip=clip,
+        mask=mask,
+        normalize=normalize,
+        ties=ties,
         validate_args=validate_args,
     )
     name = "position_debiased_ndcg" if normalize == "ideal" else "position_debiased_dcg"
     return _reduce(
-        values, empty, action=empty_target_action if normalize == "ideal" else "neg", reduction=reduction,
-        validate_args=validate_args, single=preds.ndim == 1, keep_k=keep_k, name=name,
+        values,
+        empty,
+        action=empty_target_action if normalize == "ideal" else "neg",
+        reduction=reduction,
+        validate_args=validate_args,
+        single=preds.ndim == 1,
+        keep_k=keep_k,
+        name=name,
     )
 
 
@@ -379,9 +434,20 @@ def position_debiased_dcg(
         tensor(1.5000)
     """
     return position_debiased_ndcg(
-        preds, clicks, k, propensities=propensities, logged_positions=logged_positions, eta=eta,
-        propensity_table=propensity_table, affine=affine, clip=clip, normalize="none", mask=mask, ties=ties,
-        reduction=reduction, validate_args=validate_args,
+        preds,
+        clicks,
+        k,
+        propensities=propensities,
+        logged_positions=logged_positions,
+        eta=eta,
+        propensity_table=propensity_table,
+        affine=affine,
+        clip=clip,
+        normalize="none",
+        mask=mask,
+        ties=ties,
+        reduction=reduction,
+        validate_args=validate_args,
     )
 
 
@@ -444,8 +510,14 @@ def aggregate_ips_gains(
         if isinstance(clicks, Tensor) and t.device != clicks.device:
             raise ValueError(f"{name} is on {t.device} but clicks is on {clicks.device}: move all inputs to one device")
     gains = ips_gains(
-        clicks, propensities, logged_positions=logged_positions, eta=eta, propensity_table=propensity_table, clip=clip,
-        mask=mask, validate_args=validate_args,
+        clicks,
+        propensities,
+        logged_positions=logged_positions,
+        eta=eta,
+        propensity_table=propensity_table,
+        clip=clip,
+        mask=mask,
+        validate_args=validate_args,
     )
     keep = (torch.ones_like(clicks, dtype=torch.bool) if mask is None else mask).reshape(-1)
     q, d, g = query_ids.reshape(-1)[keep], doc_ids.reshape(-1)[keep], gains.reshape(-1)[keep]
@@ -454,13 +526,17 @@ def aggregate_ips_gains(
     if num_sessions is None:
         return pairs[:, 0], pairs[:, 1], total
     if isinstance(num_sessions, bool) or not isinstance(num_sessions, (int, Tensor)):
-        raise TypeError(f"num_sessions must be None, a positive int, or an integer tensor per row, got {type(num_sessions).__name__}")
+        raise TypeError(
+            f"num_sessions must be None, a positive int, or an integer tensor per row, got {type(num_sessions).__name__}"
+        )
     if isinstance(num_sessions, int):
         if num_sessions <= 0:
             raise ValueError(f"num_sessions must be a positive number of sessions, got {num_sessions}")
         return pairs[:, 0], pairs[:, 1], total / num_sessions
     if num_sessions.shape != clicks.shape:
-        raise ValueError(f"num_sessions must be an int or have the shape of clicks {tuple(clicks.shape)}, got {tuple(num_sessions.shape)}")
+        raise ValueError(
+            f"num_sessions must be an int or have the shape of clicks {tuple(clicks.shape)}, got {tuple(num_sessions.shape)}"
+        )
     n = num_sessions.reshape(-1)[keep].to(g.dtype)
     if validate_args:
         _, per_query = torch.unique(q, return_inverse=True)
@@ -468,6 +544,8 @@ def aggregate_ips_gains(
         lo = torch.full((size,), float("inf"), dtype=g.dtype, device=g.device).scatter_reduce(0, per_query, n, "amin")
         hi = torch.full((size,), float("-inf"), dtype=g.dtype, device=g.device).scatter_reduce(0, per_query, n, "amax")
         if bool((n <= 0).any()) or bool((lo != hi).any()):
-            raise ValueError("num_sessions must be positive and the same on every row of a query (the number of sessions of that query)")
+            raise ValueError(
+                "num_sessions must be positive and the same on every row of a query (the number of sessions of that query)"
+            )
     per_pair = torch.zeros_like(total).scatter_(0, inverse, n)
     return pairs[:, 0], pairs[:, 1], total / per_pair

@@ -85,8 +85,12 @@ def err_values(rb: RankedBatch, ks: tuple, *, max_grade: int = 4) -> tuple[Tenso
         for i in range(width + 1):
             ok = (c >= i) & (j >= i) & (n_old >= j - i) & (j <= n_new)
             ci, ji = torch.where(ok, c - i, ones), torch.where(ok, j - i, ones)
-            log_h = fixed - math.lgamma(i + 1) - torch.lgamma(ci + 1) - torch.lgamma(ji + 1) - torch.lgamma(
-                torch.where(ok, n_old - ji, ones) + 1
+            log_h = (
+                fixed
+                - math.lgamma(i + 1)
+                - torch.lgamma(ci + 1)
+                - torch.lgamma(ji + 1)
+                - torch.lgamma(torch.where(ok, n_old - ji, ones) + 1)
             )
             shifted = a if i == 0 else ones if i >= width else torch.cat([ones[:, :i], a[:, : width - i]], dim=-1)
             old = torch.where(j == i, ones, shifted)

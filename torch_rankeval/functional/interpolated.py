@@ -19,8 +19,8 @@ import torch
 from torch import Tensor
 
 from torch_rankeval.conventions import Convention
-from torch_rankeval.functional._ranking import RankedBatch, device_constant
 from torch_rankeval.functional._groups import expected_relevant, group_bounds, group_sums
+from torch_rankeval.functional._ranking import RankedBatch, device_constant
 
 __all__ = [
     "RECALL_LEVELS",
@@ -151,9 +151,9 @@ def rprec_mult_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Ten
         >>> out                                              # R = 2: P@1, P@2, P@8
         {'Rprec_mult_0.50': tensor([0.], dtype=torch.float64), 'Rprec_mult_1.00': tensor([0.5000], dtype=torch.float64), 'Rprec_mult_4.00': tensor([0.2500], dtype=torch.float64)}
     """
-    c = torch.trunc(
-        rb.constant(list(ks), torch.float64) * rb.n_relevant.to(torch.float64).unsqueeze(-1) + 0.9
-    ).to(rb.dtype)
+    c = torch.trunc(rb.constant(list(ks), torch.float64) * rb.n_relevant.to(torch.float64).unsqueeze(-1) + 0.9).to(
+        rb.dtype
+    )
     end = c.clamp(min=1, max=rb.length)
     index = end.long() - 1
     rel = rb.rel

@@ -71,7 +71,11 @@ def arp_values(rb: RankedBatch, ks: tuple) -> tuple[Tensor, Tensor]:
         tensor([[2.3333]])
     """
     start, end = bounds(rb)
-    w = torch.where(rb.judged & rb.valid, rb.target.to(torch.float64).clamp(min=0), torch.zeros((), dtype=torch.float64, device=rb.device))
+    w = torch.where(
+        rb.judged & rb.valid,
+        rb.target.to(torch.float64).clamp(min=0),
+        torch.zeros((), dtype=torch.float64, device=rb.device),
+    )
     mean_rank = (start + end + 1).to(torch.float64) / 2  # mean of ranks start+1 .. end
     total = w.sum(-1, keepdim=True)
     value = safe_div((w * mean_rank).sum(-1, keepdim=True), total)
@@ -129,9 +133,9 @@ def auroc_values(rb: RankedBatch, ks: tuple, *, max_fpr: float | None = None) ->
     return torch.stack(values, dim=-1).to(rb.dtype), empty
 
 
-def _partial_area(x, r0, u0, c0, h, l, s, cs_r, cs_u, cs_credit, start, end, i):
+def _partial_area(x, r0, u0, c0, h, nonrel, s, cs_r, cs_u, cs_credit, start, end, i):
     """Area (in counts) under the ROC of the top set up to ``x`` false positives: the groups above the
-    cut group, then the ``h`` relevant and ``l`` non-relevant documents the cut keeps as one tied group."""
+    cut group, then the ``h`` relevant and ``nonrel`` non-relevant documents the cut keeps as one tied group."""
     # Within the groups above the cut: the first group whose end reaches x non-relevant documents.
     ends_u = cs_u.gather(-1, end)  # (N, L) non-relevant count at the end of each position's group
     ends_u = torch.where(torch.arange(ends_u.shape[-1], device=x.device) < s, ends_u, torch.full_like(ends_u, math.inf))
@@ -142,7 +146,7 @@ def _partial_area(x, r0, u0, c0, h, l, s, cs_r, cs_u, cs_credit, start, end, i):
     d = (x - base_u).clamp(min=0)
     inside = cs_credit.gather(-1, gs) + d * (base_r + safe_div(dr * d, 2 * du))
     d_cut = (x - u0).clamp(min=0)
-    in_cut = c0 + d_cut * (r0 + safe_div(h * d_cut, 2 * l))
+    in_cut = c0 + d_cut * (r0 + safe_div(h * d_cut, 2 * nonrel))
     return torch.where(x <= u0, inside, in_cut)
 
 

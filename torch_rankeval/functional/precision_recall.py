@@ -12,8 +12,14 @@ from torch_rankeval.functional._api import evaluate_family
 from torch_rankeval.functional._ranking import RankedBatch, take_columns
 
 __all__ = [
-    "precision", "recall", "hit_rate", "r_precision",
-    "precision_values", "recall_values", "hit_rate_values", "r_precision_values",
+    "precision",
+    "recall",
+    "hit_rate",
+    "r_precision",
+    "precision_values",
+    "recall_values",
+    "hit_rate_values",
+    "r_precision_values",
 ]
 
 
@@ -102,11 +108,24 @@ def precision(
         tensor(0.6667)
     """
     conv = resolve_convention(
-        convention, adaptive_k=adaptive_k, relevance_threshold=relevance_threshold, ties=ties, empty_target_action=empty_target_action
+        convention,
+        adaptive_k=adaptive_k,
+        relevance_threshold=relevance_threshold,
+        ties=ties,
+        empty_target_action=empty_target_action,
     )
     return evaluate_family(
-        "precision", preds, target, k, convention=conv, mask=mask, ignore_index=ignore_index, ideal_target=ideal_target, n_relevant=n_relevant,
-        reduction=reduction, validate_args=validate_args,
+        "precision",
+        preds,
+        target,
+        k,
+        convention=conv,
+        mask=mask,
+        ignore_index=ignore_index,
+        ideal_target=ideal_target,
+        n_relevant=n_relevant,
+        reduction=reduction,
+        validate_args=validate_args,
     )
 
 
@@ -143,10 +162,21 @@ def recall(
         >>> recall(preds, target, k=3, n_relevant=torch.tensor(4))    # two relevant docs were never retrieved
         tensor(0.5000)
     """
-    conv = resolve_convention(convention, relevance_threshold=relevance_threshold, ties=ties, empty_target_action=empty_target_action)
+    conv = resolve_convention(
+        convention, relevance_threshold=relevance_threshold, ties=ties, empty_target_action=empty_target_action
+    )
     return evaluate_family(
-        "recall", preds, target, k, convention=conv, mask=mask, ignore_index=ignore_index,
-        ideal_target=ideal_target, n_relevant=n_relevant, reduction=reduction, validate_args=validate_args,
+        "recall",
+        preds,
+        target,
+        k,
+        convention=conv,
+        mask=mask,
+        ignore_index=ignore_index,
+        ideal_target=ideal_target,
+        n_relevant=n_relevant,
+        reduction=reduction,
+        validate_args=validate_args,
     )
 
 
@@ -182,10 +212,21 @@ def hit_rate(
         >>> hit_rate(torch.tensor([0.5, 0.5, 0.5, 0.1]), torch.tensor([0, 1, 0, 0]), k=2)   # 1 - C(2,2)/C(3,2)
         tensor(0.6667)
     """
-    conv = resolve_convention(convention, relevance_threshold=relevance_threshold, ties=ties, empty_target_action=empty_target_action)
+    conv = resolve_convention(
+        convention, relevance_threshold=relevance_threshold, ties=ties, empty_target_action=empty_target_action
+    )
     return evaluate_family(
-        "hit_rate", preds, target, k, convention=conv, mask=mask, ignore_index=ignore_index,
-        ideal_target=ideal_target, n_relevant=n_relevant, reduction=reduction, validate_args=validate_args,
+        "hit_rate",
+        preds,
+        target,
+        k,
+        convention=conv,
+        mask=mask,
+        ignore_index=ignore_index,
+        ideal_target=ideal_target,
+        n_relevant=n_relevant,
+        reduction=reduction,
+        validate_args=validate_args,
     )
 
 
@@ -219,8 +260,19 @@ def r_precision(
         >>> r_precision(preds, target)           # R = 2, one relevant in the top 2
         tensor(0.5000)
     """
-    conv = resolve_convention(convention, relevance_threshold=relevance_threshold, ties=ties, empty_target_action=empty_target_action)
+    conv = resolve_convention(
+        convention, relevance_threshold=relevance_threshold, ties=ties, empty_target_action=empty_target_action
+    )
     return evaluate_family(
-        "r_precision", preds, target, None, convention=conv, mask=mask, ignore_index=ignore_index,
-        ideal_target=ideal_target, n_relevant=n_relevant, reduction=reduction, validate_args=validate_args,
+        "r_precision",
+        preds,
+        target,
+        None,
+        convention=conv,
+        mask=mask,
+        ignore_index=ignore_index,
+        ideal_target=ideal_target,
+        n_relevant=n_relevant,
+        reduction=reduction,
+        validate_args=validate_args,
     )

@@ -41,8 +41,7 @@ def _weighted_expected(rb: RankedBatch, u: Tensor, ks: tuple, p: float) -> Tenso
     start, end = bounds(rb)
     cs = prefix(u)
     mean = between(cs, start, end) / (end - start).to(torch.float64)
-    w = (1.0 - p) * torch.pow(float(p),
-                              torch.arange(rb.length, dtype=torch.float64, device=rb.device))
+    w = (1.0 - p) * torch.pow(float(p), torch.arange(rb.length, dtype=torch.float64, device=rb.device))
     return rb.cumulative(mean * w, ks)
 
 
@@ -79,7 +78,9 @@ def _top_grade(rb: RankedBatch, grades: Tensor) -> Tensor:
 def utilities(rb: RankedBatch, *, rel: float | None = None, gains=None) -> Tensor:
     """Utility in [0, 1] of each ranked document, ``(N, L)`` float64 (see the module docstring)."""
     judged = rb.judged & rb.valid
-    grades = torch.where(judged, rb.target.to(torch.float64).clamp(min=0), torch.zeros((), dtype=torch.float64, device=rb.device))
+    grades = torch.where(
+        judged, rb.target.to(torch.float64).clamp(min=0), torch.zeros((), dtype=torch.float64, device=rb.device)
+    )
     if rel is not None:
         return (judged & (rb.target >= rel)).to(torch.float64)
     top = _top_grade(rb, grades)
@@ -96,7 +97,9 @@ def utilities(rb: RankedBatch, *, rel: float | None = None, gains=None) -> Tenso
     return torch.where(judged, torch.where(rescale, scaled, g), torch.zeros_like(g))
 
 
-def rbp_values(rb: RankedBatch, ks: tuple, *, p: float = 0.8, rel: float | None = None, gains=None) -> tuple[Tensor, None]:
+def rbp_values(
+    rb: RankedBatch, ks: tuple, *, p: float = 0.8, rel: float | None = None, gains=None
+) -> tuple[Tensor, None]:
     """Rank-biased precision at each cutoff, ``(N, K)``.
 
     Example:
@@ -141,6 +144,7 @@ def _any_in_top(rb: RankedBatch, flags: Tensor, ks: tuple) -> Tensor:
     f = between(cs, s, e)
     m = (idx + 1 - s).to(torch.float64)
     can_miss = n - f >= m
-    miss = torch.where(can_miss, torch.exp(log_comb(torch.where(can_miss, n - f, m), m) - log_comb(n, m)), torch.zeros_like(n))
+    miss = torch.where(
+        can_miss, torch.exp(log_comb(torch.where(can_miss, n - f, m), m) - log_comb(n, m)), torch.zeros_like(n)
+    )
     return torch.where(before > 0, torch.ones_like(miss), 1 - miss)
-

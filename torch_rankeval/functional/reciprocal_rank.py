@@ -74,8 +74,20 @@ def reciprocal_rank(
         >>> reciprocal_rank(torch.tensor([1.0, 1.0, 1.0]), torch.tensor([0, 0, 1]))   # tie: (1 + 1/2 + 1/3) / 3
         tensor(0.6111)
     """
-    conv = resolve_convention(convention, relevance_threshold=relevance_threshold, ties=ties, empty_target_action=empty_target_action)
+    conv = resolve_convention(
+        convention, relevance_threshold=relevance_threshold, ties=ties, empty_target_action=empty_target_action
+    )
     return evaluate_family(
-        "mrr", preds, target, k, convention=conv, mask=mask, ignore_index=ignore_index, ideal_target=ideal_target,
-        n_relevant=n_relevant, reduction=reduction, validate_args=validate_args, name="reciprocal_rank",
+        "mrr",
+        preds,
+        target,
+        k,
+        convention=conv,
+        mask=mask,
+        ignore_index=ignore_index,
+        ideal_target=ideal_target,
+        n_relevant=n_relevant,
+        reduction=reduction,
+        validate_args=validate_args,
+        name="reciprocal_rank",
     )

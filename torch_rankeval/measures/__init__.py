@@ -134,9 +134,12 @@ def compute(
     for start in range(0, n, step):
         sl = slice(start, start + step)
         values, empty, _ = plan.values(
-            preds[sl], target[sl], mask=None if mask is None else mask[sl],
+            preds[sl],
+            target[sl],
+            mask=None if mask is None else mask[sl],
             ideal_target=None if ideal_target is None else ideal_target[sl],
-            judged=(target[sl] >= 0) if judged is None else judged[sl], validate_args=validate_args,
+            judged=(target[sl] >= 0) if judged is None else judged[sl],
+            validate_args=validate_args,
         )
         pieces.append(plan.reduce(values, empty, action=base.empty_target_action, reduction="none"))
     values = torch.cat(pieces) if pieces else preds.new_zeros(0, len(active))

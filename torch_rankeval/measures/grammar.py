@@ -48,18 +48,70 @@ __all__ = ["NICKNAMES", "known_names", "parse_measure", "parse_measures"]
 #: trec_eval's nicknames (its lists, in its order); names whose family is not registered are skipped.
 NICKNAMES: dict[str, tuple[str, ...]] = {
     "official": (
-        "runid", "num_q", "num_ret", "num_rel", "num_rel_ret", "map", "gm_map", "Rprec", "bpref", "recip_rank",
-        "iprec_at_recall", "P",
+        "runid",
+        "num_q",
+        "num_ret",
+        "num_rel",
+        "num_rel_ret",
+        "map",
+        "gm_map",
+        "Rprec",
+        "bpref",
+        "recip_rank",
+        "iprec_at_recall",
+        "P",
     ),
     "all_trec": (
-        "runid", "num_q", "num_ret", "num_rel", "num_rel_ret", "map", "gm_map", "Rprec", "bpref", "recip_rank",
-        "iprec_at_recall", "P", "relstring", "recall", "unj", "rbp", "rbp_resid", "infAP", "gm_bpref", "utility",
-        "11pt_avg", "ndcg", "relative_P", "Rprec_mult", "success", "map_cut", "ndcg_cut", "ndcg_rel", "Rndcg", "binG",
-        "G", "set_P", "set_recall", "set_relative_P", "set_map", "set_F", "num_nonrel_judged_ret",
+        "runid",
+        "num_q",
+        "num_ret",
+        "num_rel",
+        "num_rel_ret",
+        "map",
+        "gm_map",
+        "Rprec",
+        "bpref",
+        "recip_rank",
+        "iprec_at_recall",
+        "P",
+        "relstring",
+        "recall",
+        "unj",
+        "rbp",
+        "rbp_resid",
+        "infAP",
+        "gm_bpref",
+        "utility",
+        "11pt_avg",
+        "ndcg",
+        "relative_P",
+        "Rprec_mult",
+        "success",
+        "map_cut",
+        "ndcg_cut",
+        "ndcg_rel",
+        "Rndcg",
+        "binG",
+        "G",
+        "set_P",
+        "set_recall",
+        "set_relative_P",
+        "set_map",
+        "set_F",
+        "num_nonrel_judged_ret",
     ),
     "set": (
-        "runid", "num_q", "num_ret", "num_rel", "num_rel_ret", "utility", "set_P", "set_recall", "set_relative_P",
-        "set_map", "set_F",
+        "runid",
+        "num_q",
+        "num_ret",
+        "num_rel",
+        "num_rel_ret",
+        "utility",
+        "set_P",
+        "set_recall",
+        "set_relative_P",
+        "set_map",
+        "set_F",
     ),
 }
 
@@ -85,7 +137,9 @@ def _unknown(name: str, why: str = "") -> ValueError:
     by_lower: dict[str, list[str]] = {}
     for c in choices:
         by_lower.setdefault(c.lower(), []).append(c)
-    close = [c for low in difflib.get_close_matches(base.lower(), list(by_lower), n=4, cutoff=0.5) for c in by_lower[low]]
+    close = [
+        c for low in difflib.get_close_matches(base.lower(), list(by_lower), n=4, cutoff=0.5) for c in by_lower[low]
+    ]
     hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
     return ValueError(
         f"unknown measure {name!r}{': ' + why if why else ''}.{hint} Known names: {', '.join(choices)} "
@@ -324,7 +378,9 @@ def _trec_pairs(text: str, t: TrecName, params: str | None, api_cutoffs) -> list
         elif key in t.pairs:
             named[key] = v
         else:
-            raise ValueError(f"measure {text!r}: {key!r} is not one of {[n for n in t.pairs if n != 'gains']} or a grade; write e.g. {example}")
+            raise ValueError(
+                f"measure {text!r}: {key!r} is not one of {[n for n in t.pairs if n != 'gains']} or a grade; write e.g. {example}"
+            )
     given = {**dict(t.implied), **named, **({"gains": gains} if gains else {})}
     printed = f"{t.name}_{params}"
     try:
@@ -345,7 +401,9 @@ _TREC_PARSERS = {
 }
 
 
-def _parse_trec(text: str, t: TrecName, params: str | None, api_cutoffs: tuple[int | None, ...] | None) -> list[Measure]:
+def _parse_trec(
+    text: str, t: TrecName, params: str | None, api_cutoffs: tuple[int | None, ...] | None
+) -> list[Measure]:
     return _TREC_PARSERS[t.syntax](text, t, params, api_cutoffs)
 
 
@@ -399,7 +457,8 @@ def _parse_at(text: str, api_cutoffs: tuple[int | None, ...] | None) -> list[Mea
     # The user's spelling of the name; parameters in canonical form; the cutoff as @k.
     return [
         m.with_label(
-            m._render(name, implied) if params_text is not None or family.at != "cutoff"
+            m._render(name, implied)
+            if params_text is not None or family.at != "cutoff"
             else name + ("" if m.cutoff is None else f"@{m.cutoff}")
         )
         for m in measures

@@ -100,13 +100,22 @@ class MeasurePlan:
         for conv, calls in groups.items():
             built = []
             for (key, kparams), members in calls.items():
-                built.append(_Call(members[0][0].family, kparams, tuple(m.at_value for m, _ in members), tuple(j for _, j in members)))
+                built.append(
+                    _Call(
+                        members[0][0].family,
+                        kparams,
+                        tuple(m.at_value for m, _ in members),
+                        tuple(j for _, j in members),
+                    )
+                )
             self._groups.append((conv, built))
         self._n_unique = len(unique)
         self.uses_gain = any(c.family.needs_gain(conv) for conv, calls in self._groups for c in calls)
         self.cutoffs = sorted({m.cutoff for m in unique if m.cutoff is not None})
         self.conventions = [conv for conv, _ in self._groups]
-        self.cutoffs_used = sorted({c for _, calls in self._groups for call in calls for c in call.cutoffs}, key=lambda c: (c is None, c or 0))
+        self.cutoffs_used = sorted(
+            {c for _, calls in self._groups for call in calls for c in call.cutoffs}, key=lambda c: (c is None, c or 0)
+        )
         if any(call.family.key in WHOLE_LIST_FAMILIES for _, calls in self._groups for call in calls):
             self.cutoffs_used.append(None)
         self._negative_unjudged = negative_unjudged
@@ -154,15 +163,30 @@ class MeasurePlan:
             same_gain = gain if conv.gain == self.convention.gain else None
             if route == "topk":
                 rb = catalogue_batch(
-                    preds, target, conv, cutoffs=tuple(c for call in calls for c in call.cutoffs),
-                    whole_list=any(call.family.key in WHOLE_LIST_FAMILIES for call in calls), exclude=keep,
-                    gain=same_gain, discounts=discounts, validate_args=validate_args,
+                    preds,
+                    target,
+                    conv,
+                    cutoffs=tuple(c for call in calls for c in call.cutoffs),
+                    whole_list=any(call.family.key in WHOLE_LIST_FAMILIES for call in calls),
+                    exclude=keep,
+                    gain=same_gain,
+                    discounts=discounts,
+                    validate_args=validate_args,
                 )
             else:
                 rb, single = prepare(
-                    preds, target, convention=conv, mask=mask, ignore_index=ignore_index, ideal_target=ideal_target,
-                    n_relevant=n_relevant, judged=judged, validate_args=validate_args,
-                    uses_gain=any(c.family.needs_gain(conv) for c in calls), discounts=discounts, gain=same_gain,
+                    preds,
+                    target,
+                    convention=conv,
+                    mask=mask,
+                    ignore_index=ignore_index,
+                    ideal_target=ideal_target,
+                    n_relevant=n_relevant,
+                    judged=judged,
+                    validate_args=validate_args,
+                    uses_gain=any(c.family.needs_gain(conv) for c in calls),
+                    discounts=discounts,
+                    gain=same_gain,
                 )
                 if validate_args:
                     _family_checks(rb, calls)
@@ -194,7 +218,9 @@ class MeasurePlan:
             return "dense"  # its checks name the problem
         catalogue = exclude is not None or _is_sparse(target)
         if not catalogue and (
-            preds.ndim != 2 or torch.compiler.is_compiling() or preds.shape[-1] < LONG_ROW
+            preds.ndim != 2
+            or torch.compiler.is_compiling()
+            or preds.shape[-1] < LONG_ROW
             or any(c is None or c * 8 > preds.shape[-1] for c in self.cutoffs_used)
             or any(conv.gain != "exp2" for conv in self.conventions)
         ):
@@ -218,7 +244,10 @@ class MeasurePlan:
         if all(a == "mean" for a in self.aggregates):
             return means
         kind = self.aggregates
-        out = [sums[..., i] if a == "sum" else torch.exp(means[..., i]) if a == "gmean" else means[..., i] for i, a in enumerate(kind)]
+        out = [
+            sums[..., i] if a == "sum" else torch.exp(means[..., i]) if a == "gmean" else means[..., i]
+            for i, a in enumerate(kind)
+        ]
         return torch.stack(out, dim=-1)
 
     def reduce(
@@ -239,7 +268,9 @@ class MeasurePlan:
         if reduction == "sum":
             return total.to(out_dtype)
         if validate_args and action == "skip" and bool((torch.as_tensor(count) == 0).any()):
-            warnings.warn(f"{name}: every list was skipped (no relevant documents); the mean is NaN", UserWarning, stacklevel=4)
+            warnings.warn(
+                f"{name}: every list was skipped (no relevant documents); the mean is NaN", UserWarning, stacklevel=4
+            )
         count = torch.as_tensor(count, device=total.device).to(total.dtype).expand_as(total)
         return self.finish(total, count).to(out_dtype)
 
@@ -266,7 +297,11 @@ def densified(preds: Tensor, target, mask: Tensor | None, exclude) -> tuple[Tens
     if _is_sparse(target):
         if preds.ndim != 2:
             raise ValueError(f"a sparse target needs (N, L) preds, got preds of shape {tuple(preds.shape)}")
-        st = target if isinstance(target, SparseTarget) else sparse_target(target, tuple(preds.shape), device=preds.device)
+        st = (
+            target
+            if isinstance(target, SparseTarget)
+            else sparse_target(target, tuple(preds.shape), device=preds.device)
+        )
         target = st.to_dense()
     if exclude is not None:
         ex = check_exclude(exclude, tuple(preds.shape) if preds.ndim == 2 else (1, preds.shape[0]), preds.device)
@@ -292,7 +327,9 @@ def _excluded(preds: Tensor, target, mask: Tensor | None, ignore_index, exclude)
 
 def _family_checks(rb: RankedBatch, calls: list[_Call]) -> None:
     """The value checks some families declare (e.g. ERR's grade range), resolved in one host sync."""
-    checks = [c for call in calls if call.family.check is not None for c in call.family.check(rb, **dict(call.kernel_params))]
+    checks = [
+        c for call in calls if call.family.check is not None for c in call.family.check(rb, **dict(call.kernel_params))
+    ]
     if not checks:
         return
     flags = torch.stack([flag.reshape(()) for flag, _ in checks]).tolist()

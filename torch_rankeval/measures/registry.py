@@ -35,6 +35,7 @@ from torch_rankeval.functional._ranking import RankedBatch
 from torch_rankeval.functional.average_precision import average_precision_values
 from torch_rankeval.functional.bpref import JudgedNonRelevant, bpref_values, infap_values, num_nonrel_judged_ret_values
 from torch_rankeval.functional.dcg import dcg_values, idcg_values, ndcg_values
+from torch_rankeval.functional.err import err_grade_checks, err_values
 from torch_rankeval.functional.gain_measures import bing_values, g_values, ndcg_rel_values, rndcg_values
 from torch_rankeval.functional.interpolated import (
     R_MULTIPLES,
@@ -46,10 +47,14 @@ from torch_rankeval.functional.interpolated import (
     rprec_mult_values,
     yaap_values,
 )
-from torch_rankeval.functional.err import err_grade_checks, err_values
 from torch_rankeval.functional.judged import judged_values, unjudged_values
 from torch_rankeval.functional.pairwise import arp_values, auroc_values, fall_out_values, opa_values
-from torch_rankeval.functional.precision_recall import hit_rate_values, precision_values, r_precision_values, recall_values
+from torch_rankeval.functional.precision_recall import (
+    hit_rate_values,
+    precision_values,
+    r_precision_values,
+    recall_values,
+)
 from torch_rankeval.functional.rbp import rbp_residual_values, rbp_values
 from torch_rankeval.functional.reciprocal_rank import reciprocal_rank_values
 from torch_rankeval.functional.set_measures import (
@@ -126,13 +131,17 @@ class Param:
         """Check ``value`` and return it in a hashable, canonical form; errors name ``where``."""
         if self.kind in ("positive", "nonnegative", "number", "count"):
             rule = {
-                "positive": "a positive number", "nonnegative": "a number >= 0", "number": "a finite number",
+                "positive": "a positive number",
+                "nonnegative": "a number >= 0",
+                "number": "a finite number",
                 "count": "a positive integer",
             }[self.kind]
             ok = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
             if ok:
                 ok = {
-                    "positive": value > 0, "nonnegative": value >= 0, "number": True,
+                    "positive": value > 0,
+                    "nonnegative": value >= 0,
+                    "number": True,
                     "count": float(value).is_integer() and value >= 1,
                 }[self.kind]
             if not ok:
@@ -140,20 +149,28 @@ class Param:
             return int(value) if float(value).is_integer() else float(value)
         if self.kind == "numbers":
             if isinstance(value, (str, bytes, Mapping)) or not hasattr(value, "__iter__"):
-                raise ValueError(f"measure {where!r}: {self.name} must be a sequence of numbers ({self.doc}), got {value!r}")
+                raise ValueError(
+                    f"measure {where!r}: {self.name} must be a sequence of numbers ({self.doc}), got {value!r}"
+                )
             values = tuple(value)
             bad = [v for v in values if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)]
             if bad or not values or (self.size is not None and len(values) != self.size):
                 size = f"{self.size} " if self.size is not None else ""
-                raise ValueError(f"measure {where!r}: {self.name} must be {size}finite numbers ({self.doc}), got {value!r}")
+                raise ValueError(
+                    f"measure {where!r}: {self.name} must be {size}finite numbers ({self.doc}), got {value!r}"
+                )
             return tuple(float(v) for v in values)
         if self.kind == "probability":
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
-                raise ValueError(f"measure {where!r}: {self.name} must be a number in (0, 1) ({self.doc}), got {value!r}")
+                raise ValueError(
+                    f"measure {where!r}: {self.name} must be a number in (0, 1) ({self.doc}), got {value!r}"
+                )
             return float(value)
         if self.kind == "fraction":
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
-                raise ValueError(f"measure {where!r}: {self.name} must be a number in (0, 1] ({self.doc}), got {value!r}")
+                raise ValueError(
+                    f"measure {where!r}: {self.name} must be a number in (0, 1] ({self.doc}), got {value!r}"
+                )
             return float(value)
         if self.kind == "choice":
             if value not in self.choices:
@@ -165,7 +182,9 @@ class Param:
             try:
                 pairs = {float(int(g)): float(v) for g, v in value.items()}
             except (TypeError, ValueError):
-                raise ValueError(f"measure {where!r}: gains must map integer grades to numbers, got {value!r}") from None
+                raise ValueError(
+                    f"measure {where!r}: gains must map integer grades to numbers, got {value!r}"
+                ) from None
             if not all(math.isfinite(v) for v in pairs.values()):
                 raise ValueError(f"measure {where!r}: gains must be finite numbers, got {value!r}")
             return GainMap(pairs)
@@ -196,17 +215,28 @@ def _num(x: float) -> str:
 
 _REL = Param("rel", "positive", "the minimum grade of a relevant document", convention="relevance_threshold")
 _GAINS = Param("gains", "gains", "gain of each grade; grades not listed keep their grade as gain", convention="gain")
-_DCG = Param("dcg", "choice", "'log2': linear gain, 'exp-log2': 2**grade - 1", choices=("log2", "exp-log2"), convention="gain")
+_DCG = Param(
+    "dcg", "choice", "'log2': linear gain, 'exp-log2': 2**grade - 1", choices=("log2", "exp-log2"), convention="gain"
+)
 _ROUNDING = Param(
-    "rounding", "choice", "how a recall level becomes a number of relevant documents: 'lround' (trec_eval 10.0), "
-    "'v9' (trec_eval 9.x and pytrec_eval: level * R + 0.9, truncated)", default="lround", choices=ROUNDINGS, trec=False,
+    "rounding",
+    "choice",
+    "how a recall level becomes a number of relevant documents: 'lround' (trec_eval 10.0), "
+    "'v9' (trec_eval 9.x and pytrec_eval: level * R + 0.9, truncated)",
+    default="lround",
+    choices=ROUNDINGS,
+    trec=False,
 )
 _RECALL = Param("recall", "nonnegative", "the recall level: a share of the relevant documents")
 _MULTIPLE = Param("multiple", "nonnegative", "the rank as a multiple of R, the number of relevant documents")
 _LEVELS = Param("levels", "numbers", "the recall levels averaged", default=RECALL_LEVELS)
 _COEFFICIENTS = Param(
-    "coefficients", "numbers", "(a, b, c, d): a per relevant retrieved, b per non-relevant retrieved, c per relevant "
-    "not retrieved, d per non-relevant not retrieved", default=UTILITY_COEFFICIENTS, size=4,
+    "coefficients",
+    "numbers",
+    "(a, b, c, d): a per relevant retrieved, b per non-relevant retrieved, c per relevant "
+    "not retrieved, d per non-relevant not retrieved",
+    default=UTILITY_COEFFICIENTS,
+    size=4,
 )
 _BETA = Param("beta", "nonnegative", "the weight of recall against precision", default=1)
 _LENGTH = Param("length", "count", "the number of ranks shown", default=10)
@@ -214,8 +244,12 @@ _PERSISTENCE = Param("p", "probability", "persistence: the chance to read on aft
 _RBP_REL = Param("rel", "positive", "binary utility: 1 for grades >= rel (default: graded, as trec_eval)")
 _RBP_GAINS = Param("gains", "gains", "utility of each grade before trec_eval's rescaling to [0, 1]")
 _TAIL = Param(
-    "tail", "choice", "'always': add p**n, the weight past the ranking (Moffat & Zobel); 'if_unjudged': only when "
-    "the ranking holds an unjudged document (trec_eval 10.0)", default="always", choices=("always", "if_unjudged"),
+    "tail",
+    "choice",
+    "'always': add p**n, the weight past the ranking (Moffat & Zobel); 'if_unjudged': only when "
+    "the ranking holds an unjudged document (trec_eval 10.0)",
+    default="always",
+    choices=("always", "if_unjudged"),
 )
 _MAX_GRADE = Param("max_grade", "count", "the top grade: stopping probability (2**grade - 1) / 2**max_grade", default=4)
 _MAX_FPR = Param("max_fpr", "fraction", "standardised partial AUC over false-positive rates [0, max_fpr]")
@@ -286,7 +320,9 @@ def _err_checks(rb: RankedBatch, *, max_grade: int = 4) -> list:
     return err_grade_checks(rb, max_grade=max_grade)
 
 
-def _rbp(rb: RankedBatch, ks: tuple, conv: Convention, *, p: float = 0.9, rel: float | None = None, gains: Any = None) -> Values:
+def _rbp(
+    rb: RankedBatch, ks: tuple, conv: Convention, *, p: float = 0.9, rel: float | None = None, gains: Any = None
+) -> Values:
     return rbp_values(rb, ks, p=p, rel=rel, gains=gains)
 
 
@@ -387,99 +423,404 @@ def _families(*rows: Family) -> dict[str, Family]:
 
 FAMILIES: dict[str, Family] = _families(
     Family("runid", None, "the run's tag", aggregate="info", per_query=False, cutoff=False, oracle="trec_eval"),
-    Family("num_q", _num_q, "number of queries evaluated", ir="NumQ", cutoff=False, aggregate="sum",
-           per_query=False, oracle="trec_eval"),
-    Family("num_ret", _num_ret, "number of documents retrieved", ir="NumRet", cutoff=False, aggregate="sum",
-           oracle="pytrec_eval"),
-    Family("num_rel", _num_rel, "number of relevant documents (judged, retrieved or not)", ir="NumRel", cutoff=False,
-           params=(_REL,), aggregate="sum", oracle="pytrec_eval"),
-    Family("num_rel_ret", _num_rel_ret, "number of relevant documents retrieved", ir="NumRelRet", cutoff=False,
-           params=(_REL,), aggregate="sum", oracle="pytrec_eval"),
-    Family("map", _ap, "average precision (its mean is MAP)", ir="AP", aliases=("ap", "average_precision"),
-           params=(_REL,), uses_gain="graded", oracle="pytrec_eval, torchmetrics"),
-    Family("gm_map", _ap, "geometric mean of average precision over queries", cutoff=False, params=(_REL,),
-           aggregate="gmean", per_query=False, uses_gain="graded", oracle="pytrec_eval"),
-    Family("r_precision", _r_precision, "precision at rank R, the number of relevant documents", ir="Rprec",
-           aliases=("rprec", "rprecision"), cutoff=False, params=(_REL,), oracle="pytrec_eval, torchmetrics"),
-    Family("mrr", _rr, "reciprocal rank of the first relevant document (its mean is MRR)", ir="RR",
-           aliases=("rr", "reciprocal_rank", "recip_rank"), params=(_REL,), oracle="pytrec_eval, torchmetrics"),
-    Family("precision", _precision, "share of the top k that is relevant", ir="P", aliases=("p",), params=(_REL,),
-           oracle="pytrec_eval, torchmetrics"),
-    Family("recall", _recall, "share of the relevant documents found in the top k", ir="R", aliases=("r",),
-           params=(_REL,), oracle="pytrec_eval, torchmetrics"),
-    Family("ndcg", _ndcg, "normalised discounted cumulative gain", ir="nDCG", params=(_GAINS, _DCG),
-           uses_gain="always", oracle="pytrec_eval, sklearn, torchmetrics"),
-    Family("hit_rate", _hit_rate, "whether the top k hold a relevant document", ir="Success",
-           aliases=("hr", "hitrate", "success"), params=(_REL,), oracle="pytrec_eval, torchmetrics"),
-    Family("dcg", _dcg, "discounted cumulative gain", params=(_GAINS, _DCG), uses_gain="always",
-           oracle="hand-computed, sklearn, trec_eval's loop written out"),
-    Family("idcg", _idcg, "ideal DCG", params=(_GAINS, _DCG), uses_gain="always",
-           oracle="hand-computed, trec_eval's loop written out"),
+    Family(
+        "num_q",
+        _num_q,
+        "number of queries evaluated",
+        ir="NumQ",
+        cutoff=False,
+        aggregate="sum",
+        per_query=False,
+        oracle="trec_eval",
+    ),
+    Family(
+        "num_ret",
+        _num_ret,
+        "number of documents retrieved",
+        ir="NumRet",
+        cutoff=False,
+        aggregate="sum",
+        oracle="pytrec_eval",
+    ),
+    Family(
+        "num_rel",
+        _num_rel,
+        "number of relevant documents (judged, retrieved or not)",
+        ir="NumRel",
+        cutoff=False,
+        params=(_REL,),
+        aggregate="sum",
+        oracle="pytrec_eval",
+    ),
+    Family(
+        "num_rel_ret",
+        _num_rel_ret,
+        "number of relevant documents retrieved",
+        ir="NumRelRet",
+        cutoff=False,
+        params=(_REL,),
+        aggregate="sum",
+        oracle="pytrec_eval",
+    ),
+    Family(
+        "map",
+        _ap,
+        "average precision (its mean is MAP)",
+        ir="AP",
+        aliases=("ap", "average_precision"),
+        params=(_REL,),
+        uses_gain="graded",
+        oracle="pytrec_eval, torchmetrics",
+    ),
+    Family(
+        "gm_map",
+        _ap,
+        "geometric mean of average precision over queries",
+        cutoff=False,
+        params=(_REL,),
+        aggregate="gmean",
+        per_query=False,
+        uses_gain="graded",
+        oracle="pytrec_eval",
+    ),
+    Family(
+        "r_precision",
+        _r_precision,
+        "precision at rank R, the number of relevant documents",
+        ir="Rprec",
+        aliases=("rprec", "rprecision"),
+        cutoff=False,
+        params=(_REL,),
+        oracle="pytrec_eval, torchmetrics",
+    ),
+    Family(
+        "mrr",
+        _rr,
+        "reciprocal rank of the first relevant document (its mean is MRR)",
+        ir="RR",
+        aliases=("rr", "reciprocal_rank", "recip_rank"),
+        params=(_REL,),
+        oracle="pytrec_eval, torchmetrics",
+    ),
+    Family(
+        "precision",
+        _precision,
+        "share of the top k that is relevant",
+        ir="P",
+        aliases=("p",),
+        params=(_REL,),
+        oracle="pytrec_eval, torchmetrics",
+    ),
+    Family(
+        "recall",
+        _recall,
+        "share of the relevant documents found in the top k",
+        ir="R",
+        aliases=("r",),
+        params=(_REL,),
+        oracle="pytrec_eval, torchmetrics",
+    ),
+    Family(
+        "ndcg",
+        _ndcg,
+        "normalised discounted cumulative gain",
+        ir="nDCG",
+        params=(_GAINS, _DCG),
+        uses_gain="always",
+        oracle="pytrec_eval, sklearn, torchmetrics",
+    ),
+    Family(
+        "hit_rate",
+        _hit_rate,
+        "whether the top k hold a relevant document",
+        ir="Success",
+        aliases=("hr", "hitrate", "success"),
+        params=(_REL,),
+        oracle="pytrec_eval, torchmetrics",
+    ),
+    Family(
+        "dcg",
+        _dcg,
+        "discounted cumulative gain",
+        params=(_GAINS, _DCG),
+        uses_gain="always",
+        oracle="hand-computed, sklearn, trec_eval's loop written out",
+    ),
+    Family(
+        "idcg",
+        _idcg,
+        "ideal DCG",
+        params=(_GAINS, _DCG),
+        uses_gain="always",
+        oracle="hand-computed, trec_eval's loop written out",
+    ),
     # trec_eval's other measures (m_*.c); rows follow trec_eval's names, kernels its definitions.
-    Family("bpref", bpref_values, "binary preference: how few judged non-relevant documents rank above the relevant "
-           "ones", ir="Bpref", cutoff=False, params=(_REL,), uses_gain="always", gain=JudgedNonRelevant,
-           oracle="pytrec_eval, hand-computed tie averages"),
-    Family("gm_bpref", bpref_values, "geometric mean of bpref over queries", cutoff=False, params=(_REL,),
-           aggregate="gmean", per_query=False, uses_gain="always", gain=JudgedNonRelevant, oracle="pytrec_eval"),
-    Family("infap", infap_values, "inferred AP: AP estimated from a sampled judgment pool", ir="infAP", cutoff=False,
-           params=(_REL,), ties_average=False, oracle="pytrec_eval"),
-    Family("iprec_at_recall", iprec_at_recall_values, "interpolated precision at a recall level", ir="IPrec",
-           aliases=("iprec",), cutoff=False, params=(_RECALL, _REL, _ROUNDING), at="recall", ties_average=False,
-           oracle="pytrec_eval (rounding='v9'), trec_eval 10.0's test outputs"),
-    Family("11pt_avg", eleven_point_values, "interpolated precision averaged over recall levels", cutoff=False,
-           params=(_LEVELS, _REL, _ROUNDING), ties_average=False,
-           oracle="pytrec_eval (rounding='v9'), trec_eval 10.0's test outputs"),
-    Family("rprec_mult", rprec_mult_values, "precision at a multiple of R", aliases=("r_precision_mult",),
-           cutoff=False, params=(_MULTIPLE, _REL), at="multiple", oracle="pytrec_eval, brute-force tie orders"),
-    Family("utility", utility_values, "linear utility of the retrieved set", cutoff=False, params=(_COEFFICIENTS, _REL),
-           oracle="pytrec_eval (default coefficients), its counts (others)"),
-    Family("bing", bing_values, "binary G: relevant documents discounted by the non-relevant ones above them",
-           cutoff=False, params=(_REL,), oracle="pytrec_eval, brute-force tie orders"),
-    Family("g", g_values, "normalised gain G", cutoff=False, params=(_GAINS,), uses_gain="always",
-           ties_average=False, oracle="pytrec_eval (gains: on relabelled qrels)"),
-    Family("ndcg_rel", ndcg_rel_values, "nDCG averaged over the relevant documents", cutoff=False, params=(_GAINS,),
-           uses_gain="always", ties_average=False, oracle="pytrec_eval (gains: on relabelled qrels)"),
-    Family("rndcg", rndcg_values, "nDCG averaged at the R levels of the ideal ranking", cutoff=False,
-           params=(_GAINS,), uses_gain="always", oracle="pytrec_eval (gains: on relabelled qrels), brute-force tie orders"),
-    Family("relative_precision", relative_precision_values, "relevant documents in the top k over min(k, R)",
-           aliases=("relative_p",), params=(_REL,), oracle="pytrec_eval, brute-force tie orders"),
-    Family("set_precision", set_precision_values, "precision of the whole retrieved set", ir="SetP",
-           aliases=("set_p",), cutoff=False, params=(_REL,), oracle="pytrec_eval"),
-    Family("set_relative_precision", set_relative_precision_values, "relevant retrieved over min(retrieved, R)",
-           ir="SetRelP", aliases=("set_relative_p",), cutoff=False, params=(_REL,), oracle="pytrec_eval"),
-    Family("set_recall", set_recall_values, "recall of the whole retrieved set", ir="SetR", cutoff=False,
-           params=(_REL,), oracle="pytrec_eval"),
-    Family("set_ap", set_ap_values, "set precision times set recall", ir="SetAP", aliases=("set_map",),
-           cutoff=False, params=(_REL,), oracle="pytrec_eval"),
-    Family("set_f", set_f_values, "F-measure of set precision and set recall", ir="SetF", cutoff=False,
-           params=(_BETA, _REL), oracle="pytrec_eval"),
-    Family("num_nonrel_judged_ret", num_nonrel_judged_ret_values, "number of judged non-relevant documents retrieved",
-           cutoff=False, params=(_REL,), aggregate="sum", oracle="pytrec_eval"),
-    Family("yaap", yaap_values, "yet another AP: log((1 + S) / (1 + R - S)), S the sum of precisions at relevant "
-           "documents", cutoff=False, params=(_REL,), ties_average=False, oracle="trec_eval's loop written out"),
-    Family("relstring", None, "the grades of the top documents as text (trec_eval -q only)", cutoff=False,
-           params=(_LENGTH,), aggregate="text", oracle="trec_eval's test outputs"),
-    Family("err", _err, "expected reciprocal rank (cascade model, gdeval's gain)", ir="ERR",
-           aliases=("expected_reciprocal_rank",), params=(_MAX_GRADE,), check=_err_checks,
-           oracle="gdeval (via ir_measures), tie orders enumerated"),
-    Family("rbp", _rbp, "rank-biased precision", ir="RBP", aliases=("rank_biased_precision",),
-           params=(_PERSISTENCE, _RBP_REL, _RBP_GAINS), ir_defaults=(("p", 0.8),),
-           oracle="trec_eval 10.0 expected outputs, cwl_eval (via ir_measures), tie orders enumerated"),
-    Family("rbp_residual", _rbp_residual, "RBP's residual: weight of unjudged documents and of the unread tail",
-           aliases=("rbp_res",), params=(_PERSISTENCE, _TAIL),
-           oracle="trec_eval 10.0 expected outputs, cwl_eval's residual, hand-computed"),
-    Family("judged", _judged, "share of the top k that is judged", ir="Judged", aliases=("judged_rate",),
-           oracle="ir_measures"),
-    Family("unjudged", _unjudged, "share of the top k that is retrieved but unjudged", aliases=("unjudged_rate",),
-           oracle="trec_eval 10.0 expected outputs, ir_measures (1 - Judged)"),
-    Family("fall_out", _fall_out, "share of the non-relevant documents found in the top k", aliases=("fallout",),
-           oracle="torchmetrics"),
-    Family("auroc", _auroc, "area under the ROC curve of the top k (tied scores count half)",
-           aliases=("auc", "retrieval_auroc"), params=(_MAX_FPR,), oracle="torchmetrics, sklearn"),
-    Family("opa", _opa, "ordered pair accuracy: share of differently graded pairs in the right order",
-           aliases=("ordered_pair_accuracy",), cutoff=False, oracle="TF-Ranking's formula, hand-computed"),
-    Family("arp", _arp, "average relevance position: mean rank weighted by grade (lower is better)",
-           aliases=("average_relevance_position",), cutoff=False, oracle="TF-Ranking's formula, hand-computed"),
+    Family(
+        "bpref",
+        bpref_values,
+        "binary preference: how few judged non-relevant documents rank above the relevant ones",
+        ir="Bpref",
+        cutoff=False,
+        params=(_REL,),
+        uses_gain="always",
+        gain=JudgedNonRelevant,
+        oracle="pytrec_eval, hand-computed tie averages",
+    ),
+    Family(
+        "gm_bpref",
+        bpref_values,
+        "geometric mean of bpref over queries",
+        cutoff=False,
+        params=(_REL,),
+        aggregate="gmean",
+        per_query=False,
+        uses_gain="always",
+        gain=JudgedNonRelevant,
+        oracle="pytrec_eval",
+    ),
+    Family(
+        "infap",
+        infap_values,
+        "inferred AP: AP estimated from a sampled judgment pool",
+        ir="infAP",
+        cutoff=False,
+        params=(_REL,),
+        ties_average=False,
+        oracle="pytrec_eval",
+    ),
+    Family(
+        "iprec_at_recall",
+        iprec_at_recall_values,
+        "interpolated precision at a recall level",
+        ir="IPrec",
+        aliases=("iprec",),
+        cutoff=False,
+        params=(_RECALL, _REL, _ROUNDING),
+        at="recall",
+        ties_average=False,
+        oracle="pytrec_eval (rounding='v9'), trec_eval 10.0's test outputs",
+    ),
+    Family(
+        "11pt_avg",
+        eleven_point_values,
+        "interpolated precision averaged over recall levels",
+        cutoff=False,
+        params=(_LEVELS, _REL, _ROUNDING),
+        ties_average=False,
+        oracle="pytrec_eval (rounding='v9'), trec_eval 10.0's test outputs",
+    ),
+    Family(
+        "rprec_mult",
+        rprec_mult_values,
+        "precision at a multiple of R",
+        aliases=("r_precision_mult",),
+        cutoff=False,
+        params=(_MULTIPLE, _REL),
+        at="multiple",
+        oracle="pytrec_eval, brute-force tie orders",
+    ),
+    Family(
+        "utility",
+        utility_values,
+        "linear utility of the retrieved set",
+        cutoff=False,
+        params=(_COEFFICIENTS, _REL),
+        oracle="pytrec_eval (default coefficients), its counts (others)",
+    ),
+    Family(
+        "bing",
+        bing_values,
+        "binary G: relevant documents discounted by the non-relevant ones above them",
+        cutoff=False,
+        params=(_REL,),
+        oracle="pytrec_eval, brute-force tie orders",
+    ),
+    Family(
+        "g",
+        g_values,
+        "normalised gain G",
+        cutoff=False,
+        params=(_GAINS,),
+        uses_gain="always",
+        ties_average=False,
+        oracle="pytrec_eval (gains: on relabelled qrels)",
+    ),
+    Family(
+        "ndcg_rel",
+        ndcg_rel_values,
+        "nDCG averaged over the relevant documents",
+        cutoff=False,
+        params=(_GAINS,),
+        uses_gain="always",
+        ties_average=False,
+        oracle="pytrec_eval (gains: on relabelled qrels)",
+    ),
+    Family(
+        "rndcg",
+        rndcg_values,
+        "nDCG averaged at the R levels of the ideal ranking",
+        cutoff=False,
+        params=(_GAINS,),
+        uses_gain="always",
+        oracle="pytrec_eval (gains: on relabelled qrels), brute-force tie orders",
+    ),
+    Family(
+        "relative_precision",
+        relative_precision_values,
+        "relevant documents in the top k over min(k, R)",
+        aliases=("relative_p",),
+        params=(_REL,),
+        oracle="pytrec_eval, brute-force tie orders",
+    ),
+    Family(
+        "set_precision",
+        set_precision_values,
+        "precision of the whole retrieved set",
+        ir="SetP",
+        aliases=("set_p",),
+        cutoff=False,
+        params=(_REL,),
+        oracle="pytrec_eval",
+    ),
+    Family(
+        "set_relative_precision",
+        set_relative_precision_values,
+        "relevant retrieved over min(retrieved, R)",
+        ir="SetRelP",
+        aliases=("set_relative_p",),
+        cutoff=False,
+        params=(_REL,),
+        oracle="pytrec_eval",
+    ),
+    Family(
+        "set_recall",
+        set_recall_values,
+        "recall of the whole retrieved set",
+        ir="SetR",
+        cutoff=False,
+        params=(_REL,),
+        oracle="pytrec_eval",
+    ),
+    Family(
+        "set_ap",
+        set_ap_values,
+        "set precision times set recall",
+        ir="SetAP",
+        aliases=("set_map",),
+        cutoff=False,
+        params=(_REL,),
+        oracle="pytrec_eval",
+    ),
+    Family(
+        "set_f",
+        set_f_values,
+        "F-measure of set precision and set recall",
+        ir="SetF",
+        cutoff=False,
+        params=(_BETA, _REL),
+        oracle="pytrec_eval",
+    ),
+    Family(
+        "num_nonrel_judged_ret",
+        num_nonrel_judged_ret_values,
+        "number of judged non-relevant documents retrieved",
+        cutoff=False,
+        params=(_REL,),
+        aggregate="sum",
+        oracle="pytrec_eval",
+    ),
+    Family(
+        "yaap",
+        yaap_values,
+        "yet another AP: log((1 + S) / (1 + R - S)), S the sum of precisions at relevant documents",
+        cutoff=False,
+        params=(_REL,),
+        ties_average=False,
+        oracle="trec_eval's loop written out",
+    ),
+    Family(
+        "relstring",
+        None,
+        "the grades of the top documents as text (trec_eval -q only)",
+        cutoff=False,
+        params=(_LENGTH,),
+        aggregate="text",
+        oracle="trec_eval's test outputs",
+    ),
+    Family(
+        "err",
+        _err,
+        "expected reciprocal rank (cascade model, gdeval's gain)",
+        ir="ERR",
+        aliases=("expected_reciprocal_rank",),
+        params=(_MAX_GRADE,),
+        check=_err_checks,
+        oracle="gdeval (via ir_measures), tie orders enumerated",
+    ),
+    Family(
+        "rbp",
+        _rbp,
+        "rank-biased precision",
+        ir="RBP",
+        aliases=("rank_biased_precision",),
+        params=(_PERSISTENCE, _RBP_REL, _RBP_GAINS),
+        ir_defaults=(("p", 0.8),),
+        oracle="trec_eval 10.0 expected outputs, cwl_eval (via ir_measures), tie orders enumerated",
+    ),
+    Family(
+        "rbp_residual",
+        _rbp_residual,
+        "RBP's residual: weight of unjudged documents and of the unread tail",
+        aliases=("rbp_res",),
+        params=(_PERSISTENCE, _TAIL),
+        oracle="trec_eval 10.0 expected outputs, cwl_eval's residual, hand-computed",
+    ),
+    Family(
+        "judged",
+        _judged,
+        "share of the top k that is judged",
+        ir="Judged",
+        aliases=("judged_rate",),
+        oracle="ir_measures",
+    ),
+    Family(
+        "unjudged",
+        _unjudged,
+        "share of the top k that is retrieved but unjudged",
+        aliases=("unjudged_rate",),
+        oracle="trec_eval 10.0 expected outputs, ir_measures (1 - Judged)",
+    ),
+    Family(
+        "fall_out",
+        _fall_out,
+        "share of the non-relevant documents found in the top k",
+        aliases=("fallout",),
+        oracle="torchmetrics",
+    ),
+    Family(
+        "auroc",
+        _auroc,
+        "area under the ROC curve of the top k (tied scores count half)",
+        aliases=("auc", "retrieval_auroc"),
+        params=(_MAX_FPR,),
+        oracle="torchmetrics, sklearn",
+    ),
+    Family(
+        "opa",
+        _opa,
+        "ordered pair accuracy: share of differently graded pairs in the right order",
+        aliases=("ordered_pair_accuracy",),
+        cutoff=False,
+        oracle="TF-Ranking's formula, hand-computed",
+    ),
+    Family(
+        "arp",
+        _arp,
+        "average relevance position: mean rank weighted by grade (lower is better)",
+        aliases=("average_relevance_position",),
+        cutoff=False,
+        oracle="TF-Ranking's formula, hand-computed",
+    ),
 )
 
 
@@ -708,7 +1049,9 @@ class Measure:
         object.__setattr__(self, "params", params)
         if family.at != "cutoff" and self.param(family.at) is None:
             example = f"{family.ir or family.key}@0.5"
-            raise ValueError(f"measure {self.key!r} needs its {family.at} ({family.param(family.at).doc}): write e.g. {example}")  # type: ignore[union-attr]
+            raise ValueError(
+                f"measure {self.key!r} needs its {family.at} ({family.param(family.at).doc}): write e.g. {example}"
+            )  # type: ignore[union-attr]
         if not self.label:
             object.__setattr__(self, "label", self.canonical())
         if not self.trec_label:
@@ -742,7 +1085,9 @@ class Measure:
         family = self.family
         at = family.at
         params = ",".join(
-            f"{n}={family.param(n).render(v)}" for n, v in self.differing(implied) if n != at  # type: ignore[union-attr]
+            f"{n}={family.param(n).render(v)}"
+            for n, v in self.differing(implied)
+            if n != at  # type: ignore[union-attr]
         )
         where = self.at_value
         return name + (f"({params})" if params else "") + ("" if where is None else f"@{_num(where)}")
@@ -770,7 +1115,13 @@ class Measure:
             if t.family != self.key or not t.active or (self.cutoff is not None) != (t.syntax == "cutoffs"):
                 continue
             shown = {n for n, _ in self.differing(t.implied) if self.family.param(n).trec}  # type: ignore[union-attr]
-            expressible = set(t.pairs) if t.syntax == "pairs" else {t.param} if t.syntax in ("levels", "gains", "values") else set()
+            expressible = (
+                set(t.pairs)
+                if t.syntax == "pairs"
+                else {t.param}
+                if t.syntax in ("levels", "gains", "values")
+                else set()
+            )
             if shown - expressible:
                 continue
             return t

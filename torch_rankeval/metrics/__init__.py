@@ -10,7 +10,35 @@ from torch_rankeval.metrics.base import RankingMetrics
 from torch_rankeval.metrics.debiased import PositionDebiasedDCG, PositionDebiasedNDCG
 from torch_rankeval.metrics.exposure import ItemExposure
 from torch_rankeval.metrics.position_profile import PositionProfile
-from torch_rankeval.metrics.single import AUROC, DCG, IDCG, MAP, MRR, NDCG, FallOut, HitRate, Precision, Recall, RPrecision
+from torch_rankeval.metrics.single import (
+    AUROC,
+    DCG,
+    IDCG,
+    MAP,
+    MRR,
+    NDCG,
+    FallOut,
+    HitRate,
+    Precision,
+    Recall,
+    RPrecision,
+)
 
-__all__ = ["RankingMetrics", "DCG", "IDCG", "NDCG", "MAP", "MRR", "Precision", "Recall", "HitRate", "RPrecision",
-           "FallOut", "AUROC", "PositionDebiasedNDCG", "PositionDebiasedDCG", "PositionProfile", "ItemExposure"]
+__all__ = [
+    "RankingMetrics",
+    "DCG",
+    "IDCG",
+    "NDCG",
+    "MAP",
+    "MRR",
+    "Precision",
+    "Recall",
+    "HitRate",
+    "RPrecision",
+    "FallOut",
+    "AUROC",
+    "PositionDebiasedNDCG",
+    "PositionDebiasedDCG",
+    "PositionProfile",
+    "ItemExposure",
+]

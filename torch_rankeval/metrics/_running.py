@@ -133,8 +133,13 @@ class RunningMeanMetric(Metric):
             for registry in (self._defaults, self._reductions, self._persistent):
                 registry.pop(previous, None)
             delattr(self, previous)
-        fields = {"class": type(self).__qualname__, "values": self.keys, "empty_target_action": empty_target_action,
-                  "keep_per_query": keep_per_query, **(dict(config) if isinstance(config, Mapping) else {"config": config})}
+        fields = {
+            "class": type(self).__qualname__,
+            "values": self.keys,
+            "empty_target_action": empty_target_action,
+            "keep_per_query": keep_per_query,
+            **(dict(config) if isinstance(config, Mapping) else {"config": config}),
+        }
         self._config_fields = {name: _describe(value) for name, value in fields.items()}
         digest = hashlib.sha1(repr(sorted(self._config_fields.items())).encode()).hexdigest()[:16]
         _KNOWN_CONFIGS[digest] = self._config_fields
@@ -147,7 +152,7 @@ class RunningMeanMetric(Metric):
     # ------------------------------------------------------------------ foreign state
     @property
     def _config_digest(self) -> str:
-        return self._config_state[len("_config_"):]
+        return self._config_state[len("_config_") :]
 
     def _config_metadata(self) -> dict[str, Any]:
         """What the state_dict metadata carries: the fingerprint and the readable fields."""
@@ -164,13 +169,20 @@ class RunningMeanMetric(Metric):
         fields = fields if isinstance(fields, Mapping) else _KNOWN_CONFIGS.get(digest)
         mine = self._config_fields
         if fields is None:
-            lines = [f"  state from:  an unknown configuration (fingerprint {digest})", f"  this metric: {_render_config(mine)}"]
+            lines = [
+                f"  state from:  an unknown configuration (fingerprint {digest})",
+                f"  this metric: {_render_config(mine)}",
+            ]
         else:
-            lines = [f"  state from:  {_unquote(fields.get('class'))} {fields.get('values')}",
-                     f"  this metric: {_unquote(mine['class'])} {mine['values']}"]
+            lines = [
+                f"  state from:  {_unquote(fields.get('class'))} {fields.get('values')}",
+                f"  this metric: {_unquote(mine['class'])} {mine['values']}",
+            ]
             for name in dict.fromkeys([*mine, *fields]):
                 if name not in ("class", "values") and mine.get(name) != fields.get(name):
-                    lines.append(f"  {name}: {_shorten(fields.get(name))} (state) vs {_shorten(mine.get(name))} (this metric)")
+                    lines.append(
+                        f"  {name}: {_shorten(fields.get(name))} (state) vs {_shorten(mine.get(name))} (this metric)"
+                    )
         raise ValueError(
             f"{type(self).__name__}.{where}: the state comes from a differently configured metric, whose values would be "
             "reported under this metric's names:\n" + "\n".join(lines) + "\nLoad or merge only the states of a metric "
@@ -197,15 +209,23 @@ class RunningMeanMetric(Metric):
                     )
 
     def _load_from_state_dict(
-        self, state_dict: dict, prefix: str, local_metadata: dict, strict: bool, missing_keys: list[str],
-        unexpected_keys: list[str], error_msgs: list[str],
+        self,
+        state_dict: dict,
+        prefix: str,
+        local_metadata: dict,
+        strict: bool,
+        missing_keys: list[str],
+        unexpected_keys: list[str],
+        error_msgs: list[str],
     ) -> None:
         """torchmetrics' loading, after refusing the states of a differently configured metric."""
         states = {name: state_dict[prefix + name] for name in self._defaults if prefix + name in state_dict}
         if states:
             self._refuse_foreign("load_state_dict", (local_metadata or {}).get(CONFIG_METADATA))
             self._check_shapes("load_state_dict", states)
-        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs)
+        super()._load_from_state_dict(
+            state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+        )
 
     def merge_state(self, incoming_state: dict[str, Any] | Metric) -> None:
         """Add the state of another metric of the same configuration (a metric, its
@@ -237,10 +257,12 @@ class RunningMeanMetric(Metric):
             self._refuse_foreign("merge_state", (metadata.get("") or {}).get(CONFIG_METADATA))
             for key in incoming_state:
                 if isinstance(key, str) and key.startswith("_config_"):
-                    self._refuse_foreign("merge_state", None, key[len("_config_"):])
+                    self._refuse_foreign("merge_state", None, key[len("_config_") :])
             self._check_shapes("merge_state", incoming_state)
         else:
-            raise ValueError(f"merge_state takes a metric, its metric_state or a state_dict, got {type(incoming_state).__name__}")
+            raise ValueError(
+                f"merge_state takes a metric, its metric_state or a state_dict, got {type(incoming_state).__name__}"
+            )
         self._reduce_states(dict(incoming_state))
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -262,7 +284,7 @@ class RunningMeanMetric(Metric):
         state_dict) is taken as is; one from a differently configured metric is refused."""
         for key in incoming_state:
             if key.startswith("_config_"):
-                self._refuse_foreign("merge_state", None, key[len("_config_"):])
+                self._refuse_foreign("merge_state", None, key[len("_config_") :])
         super()._reduce_states({self._config_state: getattr(self, self._config_state), **incoming_state})
 
     def _apply(self, fn: Callable, *args: Any, **kwargs: Any) -> Metric:
@@ -291,7 +313,9 @@ class RunningMeanMetric(Metric):
 
     def _generate_ids(self, n: int, device: torch.device) -> Tensor:
         """Global ids for lists without one: ``rank + world_size * local_position``."""
-        rank, world = (dist.get_rank(), dist.get_world_size()) if dist.is_available() and dist.is_initialized() else (0, 1)
+        rank, world = (
+            (dist.get_rank(), dist.get_world_size()) if dist.is_available() and dist.is_initialized() else (0, 1)
+        )
         local = torch.arange(self._local_lists, self._local_lists + n, device=device, dtype=torch.int64)
         self._local_lists += n
         return rank + world * local
@@ -398,7 +422,9 @@ class RunningMeanMetric(Metric):
         # rows, and a metric without rows anywhere needs exactly one collective.
         sizes = [float(_size(getattr(self, name))) for name in self._list_states]
         device = self.sums.device
-        packed = torch.cat([self.sums, self.counts.to(torch.float64), torch.tensor(sizes, dtype=torch.float64, device=device)])
+        packed = torch.cat(
+            [self.sums, self.counts.to(torch.float64), torch.tensor(sizes, dtype=torch.float64, device=device)]
+        )
         dist.all_reduce(packed, op=dist.ReduceOp.SUM, group=group)
         n = self.sums.shape[0]
         self.sums, self.counts = packed[:n], packed[n : 2 * n].round().to(torch.int64)

@@ -22,9 +22,9 @@ from torch import Tensor
 from torchmetrics.utilities.data import dim_zero_cat
 
 from torch_rankeval.conventions import Convention, discount_table, gain_table, mapped_gain, resolve_convention
-from torch_rankeval.functional.sparse import is_sparse
 from torch_rankeval.functional._inputs import check_preds_target, check_values, counted_sums, empty_policy, parse_k
 from torch_rankeval.functional.flat import group_by_query_buckets
+from torch_rankeval.functional.sparse import is_sparse
 from torch_rankeval.measures import MeasurePlan, parse_measures
 from torch_rankeval.metrics._compiled import compiled_kernel
 from torch_rankeval.metrics._running import RunningMeanMetric
@@ -138,14 +138,24 @@ class RankingMetrics(RunningMeanMetric):
     ) -> None:
         super().__init__(**kwargs)
         self.convention = resolve_convention(
-            convention, gain=gain, log_base=log_base, discount=discount, ties=ties,
-            relevance_threshold=relevance_threshold, empty_target_action=empty_target_action,
-            denominator=denominator, graded=graded, adaptive_k=adaptive_k,
+            convention,
+            gain=gain,
+            log_base=log_base,
+            discount=discount,
+            ties=ties,
+            relevance_threshold=relevance_threshold,
+            empty_target_action=empty_target_action,
+            denominator=denominator,
+            graded=graded,
+            adaptive_k=adaptive_k,
         )
         if input_format not in INPUT_FORMATS:
             raise ValueError(f"input_format={input_format!r} is not valid: use one of {INPUT_FORMATS}")
         for flag, value in (
-            ("whole_queries", whole_queries), ("keep_per_query", keep_per_query), ("validate_args", validate_args), ("compile", compile),
+            ("whole_queries", whole_queries),
+            ("keep_per_query", keep_per_query),
+            ("validate_args", validate_args),
+            ("compile", compile),
         ):
             if not isinstance(value, bool):
                 raise TypeError(f"{flag} must be a bool, got {type(value).__name__}")
@@ -161,12 +171,19 @@ class RankingMetrics(RunningMeanMetric):
             self.plan.labels,
             empty_target_action=self.convention.empty_target_action,
             keep_per_query=keep_per_query,
-            config={"convention": self.convention, "measures": self.plan.measures, "ignore_index": ignore_index,
-                    "input_format": input_format, "whole_queries": whole_queries},
+            config={
+                "convention": self.convention,
+                "measures": self.plan.measures,
+                "ignore_index": ignore_index,
+                "input_format": input_format,
+                "whole_queries": whole_queries,
+            },
         )
 
         # Device-resident tables: non-persistent buffers that follow .to(device).
-        self.register_buffer("_discounts", discount_table(64, self.convention, dtype=torch.float64, device="cpu"), persistent=False)
+        self.register_buffer(
+            "_discounts", discount_table(64, self.convention, dtype=torch.float64, device="cpu"), persistent=False
+        )
         if isinstance(self.convention.gain, Mapping):
             keys, values = gain_table(self.convention.gain)
             self.register_buffer("_gain_keys", torch.tensor(keys, dtype=torch.float64), persistent=False)
@@ -252,17 +269,23 @@ class RankingMetrics(RunningMeanMetric):
             if indexes.is_floating_point() or indexes.is_complex() or indexes.dtype == torch.bool:
                 raise TypeError(f"indexes must be an integer tensor of query ids, got {indexes.dtype}; use .long()")
             if indexes.device != preds.device:
-                raise ValueError(f"indexes is on {indexes.device} but preds is on {preds.device}: move all inputs to one device")
+                raise ValueError(
+                    f"indexes is on {indexes.device} but preds is on {preds.device}: move all inputs to one device"
+                )
         if self.input_format == "flat" or (self.input_format == "auto" and preds.ndim == 1 and indexes is not None):
             if preds.ndim != 1:
-                raise ValueError(f"flat input must be 1-D (one entry per document), got preds of shape {tuple(preds.shape)}")
+                raise ValueError(
+                    f"flat input must be 1-D (one entry per document), got preds of shape {tuple(preds.shape)}"
+                )
             if indexes is None:
                 raise ValueError(
                     "indexes is required for flat input: pass the integer query id of every document, "
                     "update(preds, target, indexes=query_ids)"
                 )
             if indexes.shape != preds.shape:
-                raise ValueError(f"indexes must have the shape of preds {tuple(preds.shape)} for flat input, got {tuple(indexes.shape)}")
+                raise ValueError(
+                    f"indexes must have the shape of preds {tuple(preds.shape)} for flat input, got {tuple(indexes.shape)}"
+                )
             return True
         if indexes is not None:
             n = 1 if preds.ndim == 1 else preds.shape[0]
@@ -285,16 +308,30 @@ class RankingMetrics(RunningMeanMetric):
         """Per-query values ``(N, V)`` of every reported key and their empty flags (the one evaluation loop)."""
         length = preds.shape[-1] if ideal_target is None else max(preds.shape[-1], ideal_target.shape[-1])
         values, empty, _ = self.plan.values(
-            preds, target, mask=mask, ignore_index=self.ignore_index, ideal_target=ideal_target,
-            n_relevant=n_relevant, judged=judged, validate_args=self.validate_args, discounts=self._discount_table(length),
-            gain=self._gain(), exclude=exclude,
+            preds,
+            target,
+            mask=mask,
+            ignore_index=self.ignore_index,
+            ideal_target=ideal_target,
+            n_relevant=n_relevant,
+            judged=judged,
+            validate_args=self.validate_args,
+            discounts=self._discount_table(length),
+            gain=self._gain(),
+            exclude=exclude,
         )
         return values, empty
 
     # ------------------------------------------------------------------ compile=True
     def _compiled_update(
-        self, preds: Tensor, target: Tensor, mask: Tensor | None, ideal_target: Tensor | None, n_relevant: Tensor | None,
-        judged: Tensor | None, ids: Tensor | None,
+        self,
+        preds: Tensor,
+        target: Tensor,
+        mask: Tensor | None,
+        ideal_target: Tensor | None,
+        n_relevant: Tensor | None,
+        judged: Tensor | None,
+        ids: Tensor | None,
     ) -> None:
         """``_update_padded`` through one compiled kernel: the plan's values (validate_args=False),
         the empty-list policy and the per-value sums (the running states get two in-place adds). The
@@ -302,8 +339,16 @@ class RankingMetrics(RunningMeanMetric):
         values out of the kernel and go through ``_accumulate``."""
         if self.validate_args:
             check_values(
-                preds, target, convention=self.convention, mask=mask, ignore_index=self.ignore_index,
-                ideal_target=ideal_target, n_relevant=n_relevant, judged=judged, uses_gain=self.plan.uses_gain, gain=self._gain(),
+                preds,
+                target,
+                convention=self.convention,
+                mask=mask,
+                ignore_index=self.ignore_index,
+                ideal_target=ideal_target,
+                n_relevant=n_relevant,
+                judged=judged,
+                uses_gain=self.plan.uses_gain,
+                gain=self._gain(),
             )
         length = preds.shape[-1] if ideal_target is None else max(preds.shape[-1], ideal_target.shape[-1])
         reduce = not self.keep_per_query and self.empty_target_action != "error"
@@ -313,8 +358,16 @@ class RankingMetrics(RunningMeanMetric):
             def kernel(preds, target, mask, ideal_target, n_relevant, judged, discounts, gain_keys, gain_values):  # noqa: ANN001, ANN202
                 gain = None if gain_keys is None else (lambda t: mapped_gain(t, gain_keys, gain_values))
                 values, empty, _ = plan.values(
-                    preds, target, mask=mask, ignore_index=ignore_index, ideal_target=ideal_target,
-                    n_relevant=n_relevant, judged=judged, validate_args=False, discounts=discounts, gain=gain,
+                    preds,
+                    target,
+                    mask=mask,
+                    ignore_index=ignore_index,
+                    ideal_target=ideal_target,
+                    n_relevant=n_relevant,
+                    judged=judged,
+                    validate_args=False,
+                    discounts=discounts,
+                    gain=gain,
                 )
                 if not reduce:
                     return values, empty
@@ -325,7 +378,14 @@ class RankingMetrics(RunningMeanMetric):
             return kernel
 
         out = compiled_kernel(self, build)(
-            preds, target, mask, ideal_target, n_relevant, judged, self._discount_table(length), self._gain_keys,
+            preds,
+            target,
+            mask,
+            ideal_target,
+            n_relevant,
+            judged,
+            self._discount_table(length),
+            self._gain_keys,
             self._gain_values,
         )
         if reduce:
@@ -380,7 +440,11 @@ class RankingMetrics(RunningMeanMetric):
         if isinstance(preds, list):
             if not preds:
                 return None
-            preds, target, indexes = dim_zero_cat(preds), dim_zero_cat(self.flat_target), dim_zero_cat(self.flat_indexes)
+            preds, target, indexes = (
+                dim_zero_cat(preds),
+                dim_zero_cat(self.flat_target),
+                dim_zero_cat(self.flat_indexes),
+            )
         else:
             target, indexes = self.flat_target, self.flat_indexes
         if preds.numel() == 0:

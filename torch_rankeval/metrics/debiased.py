@@ -142,8 +142,14 @@ class PositionDebiasedNDCG(RunningMeanMetric):
             [prefix if c is None else f"{prefix}@{c}" for c in self._ks],
             empty_target_action=empty_target_action,
             keep_per_query=keep_per_query,
-            config={"clip": self.clip, "eta": self.eta, "propensity_table": table, "affine_alpha": alpha, "affine_beta": beta,
-                    "ties": self.ties},
+            config={
+                "clip": self.clip,
+                "eta": self.eta,
+                "propensity_table": table,
+                "affine_alpha": alpha,
+                "affine_beta": beta,
+                "ties": self.ties,
+            },
         )
 
     def _static_affine(self) -> tuple[Tensor, Tensor] | None:
@@ -199,9 +205,19 @@ class PositionDebiasedNDCG(RunningMeanMetric):
         self._check_device(preds)
         self._check_update_source(propensities, logged_positions, affine)
         values, empty = position_debiased_values(
-            preds, clicks, self._ks, propensities=propensities, logged_positions=logged_positions, eta=self.eta,
-            propensity_table=self._propensity_table, affine=self._static_affine() if affine is None else affine,
-            clip=self.clip, mask=mask, normalize=self.normalize, ties=self.ties, validate_args=self.validate_args,
+            preds,
+            clicks,
+            self._ks,
+            propensities=propensities,
+            logged_positions=logged_positions,
+            eta=self.eta,
+            propensity_table=self._propensity_table,
+            affine=self._static_affine() if affine is None else affine,
+            clip=self.clip,
+            mask=mask,
+            normalize=self.normalize,
+            ties=self.ties,
+            validate_args=self.validate_args,
         )
         ids = None
         if indexes is not None:
@@ -252,8 +268,17 @@ class PositionDebiasedDCG(PositionDebiasedNDCG):
         **kwargs: Any,
     ) -> None:
         super().__init__(
-            k, clip=clip, eta=eta, propensity_table=propensity_table, affine=affine, normalize="none",
-            empty_target_action="neg", ties=ties, keep_per_query=keep_per_query, validate_args=validate_args, **kwargs,
+            k,
+            clip=clip,
+            eta=eta,
+            propensity_table=propensity_table,
+            affine=affine,
+            normalize="none",
+            empty_target_action="neg",
+            ties=ties,
+            keep_per_query=keep_per_query,
+            validate_args=validate_args,
+            **kwargs,
         )
 
 
@@ -266,29 +291,56 @@ def _check_static_source(*, clip: object, eta: object, propensity_table: object,
             f"give at most one of eta=, propensity_table= and affine= (got {', '.join(given)}): each is a complete "
             "model of the examination probability at a logged position"
         )
-    first = propensity_table if propensity_table is not None else (affine[0] if isinstance(affine, (tuple, list)) and affine else None)
+    first = (
+        propensity_table
+        if propensity_table is not None
+        else (affine[0] if isinstance(affine, (tuple, list)) and affine else None)
+    )
     device = first.device if isinstance(first, Tensor) else torch.device("cpu")
     like = torch.zeros(1, device=device)
     if not given:
-        check_sources(like, propensities=like, logged_positions=None, eta=None, propensity_table=None, affine=None, clip=clip)
+        check_sources(
+            like, propensities=like, logged_positions=None, eta=None, propensity_table=None, affine=None, clip=clip
+        )
         return
     positions = torch.ones(1, dtype=torch.int64, device=device)
     like_name = "propensity_table" if propensity_table is not None else "affine alpha"
     check_sources(
-        like, like_name=like_name, propensities=None, logged_positions=positions, eta=eta,
-        propensity_table=propensity_table, affine=affine, clip=clip,
+        like,
+        like_name=like_name,
+        propensities=None,
+        logged_positions=positions,
+        eta=eta,
+        propensity_table=propensity_table,
+        affine=affine,
+        clip=clip,
     )
-    raise_first(value_problems(
-        torch.zeros(1, device=device), torch.ones(1, dtype=torch.bool, device=device), propensities=None,
-        logged_positions=positions, propensity_table=propensity_table, affine=affine,
-    ))
+    raise_first(
+        value_problems(
+            torch.zeros(1, device=device),
+            torch.ones(1, dtype=torch.bool, device=device),
+            propensities=None,
+            logged_positions=positions,
+            propensity_table=propensity_table,
+            affine=affine,
+        )
+    )
 
 
 def _list_ids(indexes: object, n: int, preds: Tensor) -> Tensor:
-    if not isinstance(indexes, Tensor) or indexes.is_floating_point() or indexes.is_complex() or indexes.dtype == torch.bool:
-        raise TypeError(f"indexes must be an integer tensor of list (query) ids, got {getattr(indexes, 'dtype', type(indexes).__name__)}")
+    if (
+        not isinstance(indexes, Tensor)
+        or indexes.is_floating_point()
+        or indexes.is_complex()
+        or indexes.dtype == torch.bool
+    ):
+        raise TypeError(
+            f"indexes must be an integer tensor of list (query) ids, got {getattr(indexes, 'dtype', type(indexes).__name__)}"
+        )
     if indexes.device != preds.device:
-        raise ValueError(f"indexes is on {indexes.device} but preds is on {preds.device}: move all inputs to one device")
+        raise ValueError(
+            f"indexes is on {indexes.device} but preds is on {preds.device}: move all inputs to one device"
+        )
     if indexes.numel() != n or indexes.ndim > 1:
         raise ValueError(f"indexes holds one id per list: shape ({n},), got {tuple(indexes.shape)}")
     return indexes.reshape(-1).long()

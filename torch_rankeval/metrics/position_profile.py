@@ -122,16 +122,28 @@ class PositionProfile(RankingMetrics):
         **kwargs: Any,
     ) -> None:
         if isinstance(positions, bool) or not isinstance(positions, int) or positions <= 0:
-            raise ValueError(f"positions must be a positive int (the number of rank positions to profile), got {positions!r}")
+            raise ValueError(
+                f"positions must be a positive int (the number of rank positions to profile), got {positions!r}"
+            )
         if not isinstance(ideal, bool):
             raise TypeError(f"ideal must be a bool, got {type(ideal).__name__}")
         if kwargs.get("compile"):
             raise ValueError("PositionProfile has no compiled update (compile=True): its update runs eagerly")
         super().__init__(
-            metrics=("dcg",), k=None, gain=gain, log_base=log_base, discount=discount, ties=ties,
-            relevance_threshold=relevance_threshold, convention=convention, ignore_index=ignore_index,
-            input_format=input_format, whole_queries=whole_queries, keep_per_query=keep_per_query,
-            validate_args=validate_args, **kwargs,
+            metrics=("dcg",),
+            k=None,
+            gain=gain,
+            log_base=log_base,
+            discount=discount,
+            ties=ties,
+            relevance_threshold=relevance_threshold,
+            convention=convention,
+            ignore_index=ignore_index,
+            input_format=input_format,
+            whole_queries=whole_queries,
+            keep_per_query=keep_per_query,
+            validate_args=validate_args,
+            **kwargs,
         )
         self.positions = positions
         self.ideal = ideal
@@ -140,9 +152,17 @@ class PositionProfile(RankingMetrics):
         self.keys = [f"{block}@{p}" for block in self.blocks for p in range(1, positions + 1)]
         # Re-register the running states for the per-position values (replacing the "dcg" ones).
         self._add_running_states(
-            self.keys, empty_target_action=self.convention.empty_target_action, keep_per_query=keep_per_query,
-            config={"convention": self.convention, "positions": positions, "ideal": ideal, "input_format": input_format,
-                    "whole_queries": whole_queries, "ignore_index": ignore_index},
+            self.keys,
+            empty_target_action=self.convention.empty_target_action,
+            keep_per_query=keep_per_query,
+            config={
+                "convention": self.convention,
+                "positions": positions,
+                "ideal": ideal,
+                "input_format": input_format,
+                "whole_queries": whole_queries,
+                "ignore_index": ignore_index,
+            },
         )
 
     # ------------------------------------------------------------------ update
@@ -180,16 +200,26 @@ class PositionProfile(RankingMetrics):
         """Per-query per-position statistics (not the registry's measures: the profile's own values)."""
         length = preds.shape[-1] if ideal_target is None else max(preds.shape[-1], ideal_target.shape[-1])
         rb, single = prepare(
-            preds, target, convention=self.convention, mask=mask, ignore_index=self.ignore_index,
-            ideal_target=ideal_target, validate_args=self.validate_args, uses_gain=True,
-            discounts=self._discount_table(length), gain=self._gain(),
+            preds,
+            target,
+            convention=self.convention,
+            mask=mask,
+            ignore_index=self.ignore_index,
+            ideal_target=ideal_target,
+            validate_args=self.validate_args,
+            uses_gain=True,
+            discounts=self._discount_table(length),
+            gain=self._gain(),
         )
         ideal = None
         if ideal_target is not None:
             grades = ideal_target.unsqueeze(0) if single else ideal_target
             judged = valid_mask(grades, None, self.ignore_index)
             judged = torch.ones_like(grades, dtype=torch.bool) if judged is None else judged
-            ideal = (torch.where(judged, grades.to(rb.dtype), torch.zeros((), dtype=rb.dtype, device=grades.device)), judged)
+            ideal = (
+                torch.where(judged, grades.to(rb.dtype), torch.zeros((), dtype=rb.dtype, device=grades.device)),
+                judged,
+            )
         return self._values(rb, ideal)
 
     def _transform(self, values: Tensor) -> Tensor:
@@ -240,7 +270,9 @@ class PositionProfile(RankingMetrics):
         sums, counts = sums.view(len(self.blocks), p), counts.view(len(self.blocks), p)
         n_queries = counts[self.stats.index(_PRESENT)][0]
         if int(n_queries) == 0:
-            warnings.warn("PositionProfile: no query was seen (no update); every value is NaN", UserWarning, stacklevel=2)
+            warnings.warn(
+                "PositionProfile: no query was seen (no update); every value is NaN", UserWarning, stacklevel=2
+            )
         means = (sums / counts).to(self.dtype)
         out: dict[str, Tensor] = {}
         for prefix, offset in (("", 0), ("ideal_", len(self.stats))):
@@ -272,8 +304,10 @@ class PositionProfile(RankingMetrics):
         for block in self.blocks:
             if block.endswith(_PRESENT):
                 continue
-            out[block] = torch.stack([flat[f"{block}@{i}"] for i in range(1, p + 1)], dim=-1) if flat["query_id"].numel() else (
-                torch.zeros(0, p, dtype=self.dtype, device=flat["query_id"].device)
+            out[block] = (
+                torch.stack([flat[f"{block}@{i}"] for i in range(1, p + 1)], dim=-1)
+                if flat["query_id"].numel()
+                else (torch.zeros(0, p, dtype=self.dtype, device=flat["query_id"].device))
             )
         return out
 

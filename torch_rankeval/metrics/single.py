@@ -207,7 +207,9 @@ class FallOut(_SingleMetric):
 
     _metric = "fall_out"
 
-    def __init__(self, k: int | Sequence[int] | None = None, *, empty_target_action: str = "pos", **kwargs: Any) -> None:
+    def __init__(
+        self, k: int | Sequence[int] | None = None, *, empty_target_action: str = "pos", **kwargs: Any
+    ) -> None:
         super().__init__(k, empty_target_action=empty_target_action, **kwargs)
 
 

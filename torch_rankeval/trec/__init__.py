@@ -27,7 +27,6 @@ and relevant counts). :func:`evaluate` computes measures on them:
     [0.25, 0.5]
 """
 
-
 from torch_rankeval.trec._text import TrecFormatError
 from torch_rankeval.trec.evaluation import TREC_EVAL_VERSIONS, Evaluation, Output, evaluate, trec_measures
 from torch_rankeval.trec.io import Qrels, Run, read_qrels, read_run, write_qrels, write_run

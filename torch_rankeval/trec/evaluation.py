@@ -101,7 +101,9 @@ class Evaluation:
                 if shown[i]:
                     lines.extend(f"{o.trec_name:<22}\t{qid}\t{values[i]}" for o, values in columns)
         if summary:
-            lines.extend(f"{o.trec_name:<22}\tall\t{_fmt(self.summary[o.name])}" for o in outputs if o.name in self.summary)
+            lines.extend(
+                f"{o.trec_name:<22}\tall\t{_fmt(self.summary[o.name])}" for o in outputs if o.name in self.summary
+            )
         return lines
 
 
@@ -141,7 +143,11 @@ def trec_measures(measures: Sequence[str | Measure] | str, *, trec_eval_version:
         if trec_eval_version == "9.0.8" and isinstance(m, str) and m.strip() in NICKNAMES:
             parsed = [p for p in parsed if _since(p) != "10.0"]
         for p in parsed:
-            if trec_eval_version == "9.0.8" and p.family.param("rounding") is not None and "rounding" not in dict(p.params):
+            if (
+                trec_eval_version == "9.0.8"
+                and p.family.param("rounding") is not None
+                and "rounding" not in dict(p.params)
+            ):
                 p = Measure(p.key, p.cutoff, (*p.params, ("rounding", "v9")), p.label, p.trec_label)
             if not any(p == o and p.label == o.label for o in out):
                 out.append(p)
@@ -225,8 +231,12 @@ def evaluate(
     """
     if isinstance(relevance_level, bool) or not isinstance(relevance_level, (int, np.integer)) or relevance_level < 1:
         raise ValueError(f"relevance_level must be an int >= 1 (the minimum relevant grade), got {relevance_level!r}")
-    if max_docs is not None and (isinstance(max_docs, bool) or not isinstance(max_docs, (int, np.integer)) or max_docs < 1):
-        raise ValueError(f"max_docs must be None or an int >= 1 (documents kept per query, trec_eval -M), got {max_docs!r}")
+    if max_docs is not None and (
+        isinstance(max_docs, bool) or not isinstance(max_docs, (int, np.integer)) or max_docs < 1
+    ):
+        raise ValueError(
+            f"max_docs must be None or an int >= 1 (documents kept per query, trec_eval -M), got {max_docs!r}"
+        )
     qrels = qrels if isinstance(qrels, Qrels) else read_qrels(qrels)
     run = run if isinstance(run, Run) else read_run(run)
     parsed = trec_measures(measures, trec_eval_version=trec_eval_version)
@@ -242,8 +252,14 @@ def evaluate(
         if max_docs is not None and batch.preds.shape[-1] > max_docs:
             keep = slice(0, int(max_docs))
             batch = TrecBatch(
-                batch.qids, batch.preds[:, keep], batch.target[:, keep], batch.mask[:, keep], batch.ideal_target,
-                batch.retrieved, batch.runid, rows,
+                batch.qids,
+                batch.preds[:, keep],
+                batch.target[:, keep],
+                batch.mask[:, keep],
+                batch.ideal_target,
+                batch.retrieved,
+                batch.runid,
+                rows,
             )
         for name, length in lengths.items():
             for i, line in zip(rows.tolist(), relstrings(batch, length)):
@@ -283,6 +299,14 @@ def evaluate(
         if m.per_query:
             per_query[m.label] = v
     return Evaluation(
-        run.path or "run", run.tag, joined.qids, outputs, per_query, summary, joined.retrieved, texts, text,
+        run.path or "run",
+        run.tag,
+        joined.qids,
+        outputs,
+        per_query,
+        summary,
+        joined.retrieved,
+        texts,
+        text,
         trec_eval_version,
     )

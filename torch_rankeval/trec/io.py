@@ -326,5 +326,3 @@ class _DescendingBytes:
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, _DescendingBytes) and self.b == other.b
-
-

@@ -175,9 +175,7 @@ class _Join:
         self.docno = order.apply(docno)
         # Judged rows of the evaluated queries (qrels rows are sorted by query: one range each).
         self.judged_rows = np.flatnonzero(evaluated[qrels.qid])
-        self.judged_docno = (
-            qrels.docno if len(self.judged_rows) == len(qrels) else qrels.docno.take(self.judged_rows)
-        )
+        self.judged_docno = qrels.docno if len(self.judged_rows) == len(qrels) else qrels.docno.take(self.judged_rows)
         self.judged_len = np.bincount(eval_index[qrels.qid[self.judged_rows]], minlength=n).astype(np.int64)
         self.judged_start = np.cumsum(self.judged_len) - self.judged_len
         self.run_keys, self.qrels_keys, self.exact = docno_keys(self.docno, self.judged_docno)
