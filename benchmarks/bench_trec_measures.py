@@ -29,57 +29,14 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # this checkout's torch_rankeval
+from torch_rankeval.measures.grammar import NICKNAMES  # noqa: E402 (torch-free)
+
 SETS = ("official", "all_trec")
-# pytrec_eval's names for the trec_eval 9.0.8 sets (pytrec_eval takes no nicknames).
-PYTREC = {
-    "official": {
-        "num_q",
-        "num_ret",
-        "num_rel",
-        "num_rel_ret",
-        "map",
-        "gm_map",
-        "Rprec",
-        "bpref",
-        "recip_rank",
-        "iprec_at_recall",
-        "P",
-    },
-    "all_trec": {
-        "num_q",
-        "num_ret",
-        "num_rel",
-        "num_rel_ret",
-        "map",
-        "gm_map",
-        "Rprec",
-        "bpref",
-        "recip_rank",
-        "iprec_at_recall",
-        "P",
-        "recall",
-        "infAP",
-        "gm_bpref",
-        "utility",
-        "11pt_avg",
-        "ndcg",
-        "relative_P",
-        "Rprec_mult",
-        "success",
-        "map_cut",
-        "ndcg_cut",
-        "ndcg_rel",
-        "Rndcg",
-        "binG",
-        "G",
-        "set_P",
-        "set_recall",
-        "set_relative_P",
-        "set_map",
-        "set_F",
-        "num_nonrel_judged_ret",
-    },
-}
+# pytrec_eval's names for the trec_eval 9.0.8 sets (pytrec_eval takes no nicknames): trec_eval's lists
+# without what pytrec_eval does not compute (the run's tag, text per query, and 10.0's unj / rbp).
+NOT_IN_PYTREC = {"runid", "relstring", "unj", "rbp", "rbp_resid"}
+PYTREC = {name: set(NICKNAMES[name]) - NOT_IN_PYTREC for name in SETS}
 FAMILIES = [
     "map",
     "bpref",
