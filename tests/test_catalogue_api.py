@@ -268,3 +268,18 @@ def test_cuda_equals_cpu_without_host_sync():
     ref.update(preds, target, mask=~exclude)
     ref.update(preds, target, mask=~exclude)
     assert all(_close(m.compute()[k].cpu(), ref.compute()[k]) for k in ref.keys)
+
+
+@pytest.mark.parametrize(
+    "name", ["ndcg", "dcg", "idcg", "average_precision", "reciprocal_rank", "precision", "recall", "hit_rate"]
+)
+def test_one_metric_functions_take_sparse_targets_and_exclude(name):
+    preds, target, exclude = _data(12)
+    fn = getattr(F, name)
+    for k in (5, [1, 10], None):
+        want = fn(preds, target, k=k, mask=~exclude, reduction="none")
+        got = fn(preds, target.to_sparse(), k=k, exclude=exclude.to_sparse(), reduction="none")
+        assert _close(got, want), (name, k)
+    assert _close(
+        F.r_precision(preds, target.to_sparse(), exclude=exclude), F.r_precision(preds, target, mask=~exclude)
+    )

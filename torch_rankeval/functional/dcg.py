@@ -46,6 +46,7 @@ def _run(
     *,
     ideal_target: Tensor | None = None,
     mask,
+    exclude=None,
     ignore_index,
     reduction,
     validate_args,
@@ -59,6 +60,7 @@ def _run(
         k,
         convention=resolve_convention(convention, **conv),
         mask=mask,
+        exclude=exclude,
         ignore_index=ignore_index,
         ideal_target=ideal_target,
         reduction=reduction,
@@ -72,6 +74,7 @@ def dcg(
     k: K = None,
     *,
     mask: Tensor | None = None,
+    exclude: Tensor | None = None,
     ignore_index: int | None = None,
     gain: str | Mapping | Callable | None = None,
     log_base: float | None = None,
@@ -89,6 +92,10 @@ def dcg(
         k: cutoff: ``None`` (whole list), an int, or a sequence of ints (one value per cutoff,
             trailing dimension, from one ranking). ``k`` beyond the list length sums the whole list.
         mask: bool, False marks padding: never ranked, never counted.
+        exclude: ``(N, L)`` bool, dense or sparse, True = never ranked, never counted (e.g. items seen
+            in training): ``mask=False`` for full-catalogue rows. With ``exclude`` or a torch sparse
+            ``target`` (COO / CSR, absent = grade 0) the lists are ranked only as deep as ``k``
+            (see "Recommender evaluation over the full catalogue" in the README).
         ignore_index: a grade value in ``target`` that marks padding.
         gain: ``"exp2"`` (``2**rel - 1``, default), ``"linear"``, ``{grade: gain}`` or a callable.
         log_base: base of the discount ``1 / log_b(rank + 1)`` (default 2).
@@ -120,6 +127,7 @@ def dcg(
         target,
         k,
         mask=mask,
+        exclude=exclude,
         ignore_index=ignore_index,
         reduction=reduction,
         validate_args=validate_args,
@@ -137,6 +145,7 @@ def idcg(
     k: K = None,
     *,
     mask: Tensor | None = None,
+    exclude: Tensor | None = None,
     ignore_index: int | None = None,
     ideal_target: Tensor | None = None,
     gain: str | Mapping | Callable | None = None,
@@ -169,6 +178,7 @@ def idcg(
         k,
         ideal_target=ideal_target,
         mask=mask,
+        exclude=exclude,
         ignore_index=ignore_index,
         reduction=reduction,
         validate_args=validate_args,
@@ -185,6 +195,7 @@ def ndcg(
     k: K = None,
     *,
     mask: Tensor | None = None,
+    exclude: Tensor | None = None,
     ignore_index: int | None = None,
     ideal_target: Tensor | None = None,
     gain: str | Mapping | Callable | None = None,
@@ -226,6 +237,7 @@ def ndcg(
         k,
         ideal_target=ideal_target,
         mask=mask,
+        exclude=exclude,
         ignore_index=ignore_index,
         reduction=reduction,
         validate_args=validate_args,
