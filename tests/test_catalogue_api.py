@@ -283,3 +283,12 @@ def test_one_metric_functions_take_sparse_targets_and_exclude(name):
     assert _close(
         F.r_precision(preds, target.to_sparse(), exclude=exclude), F.r_precision(preds, target, mask=~exclude)
     )
+
+
+def test_one_list_with_exclude():
+    preds, target = torch.tensor([0.9, 0.8, 0.7, 0.1]), torch.tensor([0, 1, 0, 1])
+    exclude = torch.tensor([True, False, False, False])
+    got = F.evaluate(preds, target, ["ndcg@2", "map"], exclude=exclude)
+    # item 0 excluded: ranking 1 (relevant), 2, 3 (relevant): AP = (1 + 2/3) / 2, nDCG@2 = 1 / IDCG@2
+    assert got["map"].item() == pytest.approx((1 + 2 / 3) / 2)
+    assert got["ndcg@2"].item() == pytest.approx(1 / (1 + 1 / math.log2(3)))

@@ -217,9 +217,10 @@ class MeasurePlan:
         if not isinstance(preds, Tensor):
             return "dense"  # its checks name the problem
         catalogue = exclude is not None or _is_sparse(target)
+        if preds.ndim != 2:
+            return "dense"  # one (L,) list: exclude joins mask
         if not catalogue and (
-            preds.ndim != 2
-            or torch.compiler.is_compiling()
+            torch.compiler.is_compiling()
             or preds.shape[-1] < LONG_ROW
             or any(c is None or c * 8 > preds.shape[-1] for c in self.cutoffs_used)
             or any(conv.gain != "exp2" for conv in self.conventions)
@@ -304,6 +305,8 @@ def densified(preds: Tensor, target, mask: Tensor | None, exclude) -> tuple[Tens
         )
         target = st.to_dense()
     if exclude is not None:
+        if preds.ndim == 1 and isinstance(exclude, Tensor) and not is_sparse(exclude) and exclude.ndim == 1:
+            exclude = exclude.unsqueeze(0)  # one list: (L,) like preds
         ex = check_exclude(exclude, tuple(preds.shape) if preds.ndim == 2 else (1, preds.shape[0]), preds.device)
         ex = (ex.to_dense() if isinstance(ex, SparseTarget) else ex).reshape(preds.shape)
         mask = ~ex if mask is None else mask & ~ex
