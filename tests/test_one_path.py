@@ -132,6 +132,48 @@ def test_validated_tie_free_batch_takes_the_deterministic_formulas_with_the_same
         torch.testing.assert_close(out["first"][key], out["general"][key], atol=1e-12, rtol=0, msg=key)
 
 
+@pytest.mark.parametrize(
+    "settings", [{}, {"convention": "trec_eval", "ties": "average"}, {"denominator": "retrieved_relevant"}]
+)
+def test_validated_batch_with_a_few_tied_lists_redoes_only_them_with_the_same_values(settings, monkeypatch):
+    """A validated batch where at most one list in eight holds a tie takes the plain formulas for the
+    batch and recomputes the tied lists with tie statistics (they are read in the checks' one sync):
+    per-list values equal the general path's (validate_args=False) and the brute-force tie average."""
+    import torch_rankeval.measures.plan as plan_module
+
+    g = torch.Generator().manual_seed(12)
+    preds = torch.rand(64, 7, generator=g, dtype=torch.float64)
+    target = torch.randint(0, 3, (64, 7), generator=g)
+    mask = torch.rand(64, 7, generator=g) > 0.1
+    tied = [3, 17, 40]
+    for row, (p, t) in zip(
+        tied, [CASES["two groups across the cutoffs"], CASES["every score equal"], CASES["bf16 logits 1"]]
+    ):
+        preds[row], target[row], mask[row] = torch.tensor(p, dtype=torch.float64), torch.tensor(t), True
+    calls = []
+    original = plan_module.prepare
+
+    def spy(*args, **kw):  # noqa: ANN002, ANN003, ANN202
+        out = original(*args, **kw)
+        calls.append((args[0].shape[0], out[0].split_rows))
+        return out
+
+    monkeypatch.setattr(plan_module, "prepare", spy)
+    names = [*ALL, "ndcg@3", "map@2", "mrr@2", "precision@3", "hit_rate@2"]
+    fast = F.evaluate(preds, target, names, mask=mask, reduction="none", **settings)
+    assert calls[0] == (64, tied) and calls[1] == (3, None)  # the batch, then the three tied lists
+    general = F.evaluate(preds, target, names, mask=mask, reduction="none", validate_args=False, **settings)
+    for name in names:
+        torch.testing.assert_close(fast[name], general[name], atol=1e-12, rtol=0, msg=name)
+    if not settings:
+        for row in tied:
+            p, t = preds[row].tolist(), target[row].tolist()
+            torch.testing.assert_close(
+                fast["map"][row], permutation_mean(F.average_precision, p, t, None), atol=1e-12, rtol=0
+            )
+            torch.testing.assert_close(fast["ndcg@3"][row], permutation_mean(F.ndcg, p, t, 3), atol=1e-12, rtol=0)
+
+
 def got_values(out: dict, name: str, ks: tuple) -> torch.Tensor:
     return torch.stack([out[f"{name}@{k}"] for k in ks])
 

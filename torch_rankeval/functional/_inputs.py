@@ -21,6 +21,11 @@ from torch_rankeval.functional._ranking import RankedBatch, relevant
 __all__ = ["Cutoffs", "check_reduction", "check_values", "finalize", "parse_k", "prepare"]
 
 Cutoffs = tuple  # tuple[int | None, ...]
+#: A validated batch of at most this many lists reads which lists hold a tie in its one host sync;
+#: when at most one list in SPLIT_SHARE does, ``prepare(split_ties=True)`` ranks the batch with the
+#: plain formulas and names those lists in ``split_rows`` for the caller to redo with tie statistics.
+SPLIT_MAX_LISTS = 1 << 16
+SPLIT_SHARE = 8
 
 
 def parse_k(k: Any, *, name: str = "k") -> tuple[tuple[int | None, ...], bool]:
@@ -123,6 +128,7 @@ def prepare(
     uses_gain: bool = False,
     discounts: Tensor | None = None,
     gain: Callable[[Tensor], Tensor] | None = None,
+    split_ties: bool = False,
 ) -> tuple[RankedBatch, bool]:
     """Check the inputs and rank them; returns the ranked batch and whether the input was 1-D.
 
@@ -148,9 +154,16 @@ def prepare(
         # The checks sync with the host once anyway; the same sync tells whether the batch holds any
         # tie at all. A batch without one skips the tie-group statistics (the same values: every
         # group has one document). No extra sync, no re-ranking; validate_args=False never branches.
-        tied = ranked.any_tie() if ranked.averaged else None
-        if not _check_normalized(inputs, convention, uses_gain, tied, ranked):
-            ranked.assume_no_ties()
+        per_list = split_ties and ranked.averaged and 1 < ranked.n_lists <= SPLIT_MAX_LISTS
+        tied = None if not ranked.averaged else ranked.tied_lists() if per_list else ranked.any_tie()
+        flags = _check_normalized(inputs, convention, uses_gain, tied, ranked)
+        if flags is not None:
+            rows = [i for i, flag in enumerate(flags) if flag]
+            if not rows:
+                ranked.assume_no_ties()
+            elif per_list and len(rows) * SPLIT_SHARE <= ranked.n_lists:
+                ranked.assume_no_ties()
+                ranked.split_rows = rows
     return ranked, single
 
 
@@ -274,9 +287,10 @@ def _check_normalized(
     uses_gain: bool,
     tied: Tensor | None = None,
     ranked: RankedBatch | None = None,
-) -> bool:
-    """Run the value checks in one host sync; returns the value of ``tied`` read in the same sync
-    (True when ``tied`` is None). With ``ranked``, the checks of the ranked batch join them."""
+) -> list[bool] | None:
+    """Run the value checks in one host sync; returns the values of ``tied`` (a bool tensor: one
+    flag for the batch, or one per list) read in the same sync, None without ``tied``. With
+    ``ranked``, the checks of the ranked batch join them."""
     preds, target, valid, ideal_target, ideal_valid, n_relevant, judged, _ = inputs
     graded = valid if judged is None else (judged if valid is None else valid & judged)  # grades that count
     checks = _value_checks(preds, target, valid, graded, convention, ideal_target, ideal_valid, uses_gain)
@@ -294,12 +308,14 @@ def _check_normalized(
         checks += _ranked_checks(
             ranked, uses_gain=uses_gain, ideal=ideal_target is not None, counted=n_relevant is not None
         )
-    extra = [] if tied is None else [tied]
-    flags = torch.stack([flag.to(preds.device) for flag, _ in checks] + extra).tolist()  # the one host sync
+    flags = torch.stack([flag.to(preds.device) for flag, _ in checks])
+    if tied is not None:
+        flags = torch.cat([flags, tied.reshape(-1).to(flags.device)])
+    flags = flags.tolist()  # the one host sync
     for i, (flag, (_, message)) in enumerate(zip(flags, checks)):
         if flag and not (i == 0 and valid is None and bool(torch.isfinite(preds).all())):
             raise ValueError(message)
-    return True if tied is None else bool(flags[-1])
+    return None if tied is None else flags[len(checks) :]
 
 
 def _nonpositive_not_relevant(

@@ -385,6 +385,9 @@ class RankedBatch:
 
     #: whether the list goes on past ``length`` (a top-k view of a longer row): no cutoff reads the whole list
     truncated = False
+    #: lists ranked with the plain formulas although they hold a tie (``prepare(split_ties=True)``): the
+    #: caller recomputes them with tie statistics; None when every list's values are exact
+    split_rows: list[int] | None = None
 
     def __init__(
         self,
@@ -425,6 +428,11 @@ class RankedBatch:
         host sync; NaN padding never equals anything)."""
         key = self._sorted_key
         return (key[:, 1:] == key[:, :-1]).any()
+
+    def tied_lists(self) -> Tensor:
+        """``(N,)`` bool: whether two real documents of each list share a score (no host sync)."""
+        key = self._sorted_key
+        return (key[:, 1:] == key[:, :-1]).any(-1)
 
     def assume_no_ties(self) -> None:
         """Use groups of one document (the deterministic formulas): exact for a batch without ties,

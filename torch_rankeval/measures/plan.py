@@ -29,7 +29,7 @@ from torch import Tensor
 
 from torch_rankeval.conventions import Convention
 from torch_rankeval.functional._inputs import counted_sums, empty_policy, prepare
-from torch_rankeval.functional._ranking import RankedBatch, device_constant
+from torch_rankeval.functional._ranking import RankedBatch, _to_device, device_constant
 from torch_rankeval.functional._topk_batch import WHOLE_LIST_FAMILIES, catalogue_batch, topk_supported
 from torch_rankeval.functional.sparse import SparseTarget, check_exclude, is_sparse, sparse_target
 from torch_rankeval.measures.registry import MIN_GEO_MEAN, Family, Measure
@@ -187,11 +187,36 @@ class MeasurePlan:
                     uses_gain=any(c.family.needs_gain(conv) for c in calls),
                     discounts=discounts,
                     gain=same_gain,
+                    split_ties=True,
                 )
                 if validate_args:
                     _family_checks(rb, calls)
             values, empty = _run_calls(rb, calls, conv)
             empty = empty.expand_as(values)
+            if rb.split_rows:
+                # the few lists with a tie, again with tie statistics (the rest took the plain formulas)
+                idx = _to_device(torch.tensor(rb.split_rows, dtype=torch.int64), values.device)
+                rows = [
+                    None if x is None else x.index_select(0, idx)
+                    for x in (preds, target, mask, ideal_target, n_relevant, judged)
+                ]
+                tied, _ = prepare(
+                    rows[0],
+                    rows[1],
+                    convention=conv,
+                    mask=rows[2],
+                    ignore_index=ignore_index,
+                    ideal_target=rows[3],
+                    n_relevant=rows[4],
+                    judged=rows[5],
+                    validate_args=False,
+                    uses_gain=any(c.family.needs_gain(conv) for c in calls),
+                    discounts=discounts,
+                    gain=same_gain,
+                )
+                redo, redo_empty = _run_calls(tied, calls, conv)
+                values = values.index_copy(0, idx, redo.to(values.dtype))
+                empty = empty.index_copy(0, idx, redo_empty.expand_as(redo))
             j = 0
             for call in calls:
                 for col in call.columns:
