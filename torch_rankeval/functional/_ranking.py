@@ -16,9 +16,10 @@ starts with a ``cummax``, group ends with a reversed ``cummin``, group and befor
 gathering prefix sums at those bounds. There is no scatter, no per-group table, no data-dependent
 branch, shape or host sync: a batch with ties costs what a batch without ties costs, and the path
 compiles with ``torch.compile(fullgraph=True)``. (A validated call, which syncs once for its value
-checks anyway, also reads in that sync whether the batch holds any tie; a batch without one uses
-groups of one document, the same values for less work: :meth:`RankedBatch.assume_no_ties`.) Relevance is counted in integers and gains are
-summed in float64, so differences of prefix sums are exact (no cancellation over long rows);
+checks anyway, also reads in that sync which lists hold a tie; a batch without one uses groups of
+one document, the same values for less work (:meth:`RankedBatch.assume_no_ties`), and so does a
+batch where few lists tie, whose tied lists the caller recomputes (:attr:`RankedBatch.split_rows`).)
+Relevance is counted in integers and gains are summed in float64, so differences of prefix sums are exact (no cancellation over long rows);
 combinatorial terms (RR, hit rate, the hypergeometric law of AP's retrieved-relevant denominator)
 are evaluated in float64 as products of ratios or with ``lgamma``, exact to ~1e-12 relative at any
 group size, and only the final values are cast to the working dtype.
