@@ -246,6 +246,23 @@ class _CpuSyncShim:
         return stack
 
 
+def _without_sync(calls, device: str, shim: _CpuSyncShim | None) -> None:
+    """Run ``calls`` with every host sync refused (``RuntimeError``): CUDA's sync debug mode on the
+    GPU, the shim on the CPU."""
+    if device == "cpu":
+        with shim():
+            for call in calls:
+                call()
+        return
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for call in calls:
+            call()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
 def no_sync(device: str) -> list[dict]:
     from torch_rankeval import RankingMetrics
 
@@ -269,18 +286,7 @@ def no_sync(device: str) -> list[dict]:
             lambda m=m: m.update(preds.bfloat16(), target),
         ]
         try:
-            if device == "cpu":
-                with shim():
-                    for call in calls:
-                        call()
-            else:
-                torch.cuda.synchronize()
-                torch.cuda.set_sync_debug_mode("error")
-                try:
-                    for call in calls:
-                        call()
-                finally:
-                    torch.cuda.set_sync_debug_mode("default")
+            _without_sync(calls, device, shim)
             rows.append({"case": name, "status": "ok: no host sync"})
         except RuntimeError as err:
             rows.append({"case": name, "status": f"SYNC: {str(err).splitlines()[0][:100]}"})
@@ -436,14 +442,10 @@ def compiled(device: str) -> dict:
     if worst > 1e-6:
         FAILURES.append(f"compile: compiled != eager ({worst:.2e})")
     if device == "cuda":
-        torch.cuda.synchronize()
-        torch.cuda.set_sync_debug_mode("error")
         try:
-            comp.update(preds, target)
+            _without_sync([lambda: comp.update(preds, target)], device, None)
         except RuntimeError as err:
             FAILURES.append(f"compile: host sync in the compiled update: {err}")
-        finally:
-            torch.cuda.set_sync_debug_mode("default")
     out = {
         "compile_s": compile_s,
         "max_rel_err": worst,
@@ -556,32 +558,18 @@ def catalogue(device: str, quick: bool) -> dict:
     p, t, ex = to(preds, device), target.to_sparse().to(device), to(exclude, device)
     sparse_ex = ex.to_sparse()
     m = RankingMetrics(("ndcg@20", "recall@20", "map@20", "mrr@10"), validate_args=False).to(device)
-    e = (
-        ItemExposure(4000, 20, validate_args=False).to(device)
-        if "validate_args" in ItemExposure.__init__.__code__.co_varnames
-        else None
-    )
-    m.update(p, t, exclude=ex)
+    e = ItemExposure(4000, 20, validate_args=False).to(device)
+    m.update(p, t, exclude=ex)  # tables and constants made once, outside
+    e.update(p, exclude=ex)
     calls = {
         "RankingMetrics sparse target, dense exclude": lambda: m.update(p, t, exclude=ex),
         "RankingMetrics sparse target, sparse exclude": lambda: m.update(p, t, exclude=sparse_ex),
+        "ItemExposure": lambda: e.update(p, exclude=ex),
     }
-    if e is not None:
-        e.update(p, exclude=ex)
-        calls["ItemExposure"] = lambda: e.update(p, exclude=ex)
     shim = _CpuSyncShim() if device == "cpu" else None
     for name, call in calls.items():
         try:
-            if device == "cpu":
-                with shim():
-                    call()
-            else:
-                torch.cuda.synchronize()
-                torch.cuda.set_sync_debug_mode("error")
-                try:
-                    call()
-                finally:
-                    torch.cuda.set_sync_debug_mode("default")
+            _without_sync([call], device, shim)
             out["no_sync"].append({"case": name, "status": "ok: no host sync"})
         except RuntimeError as err:
             out["no_sync"].append({"case": name, "status": f"SYNC: {str(err).splitlines()[0][:120]}"})

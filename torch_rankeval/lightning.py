@@ -435,10 +435,7 @@ class RankingMetricsCallback(Callback):
         inputs = self._inputs(stage, outputs, batch, slot[""].sums.device)
         preds, target = inputs.pop("preds"), inputs.pop("target")
         for metric in slot.values():
-            if "target" in inspect.signature(metric.update).parameters:
-                metric.update(preds, target, **_accepted(metric, inputs))
-            else:  # a metric of the scores alone, e.g. ItemExposure(num_items, k): update(preds, exclude=...)
-                metric.update(preds, **_accepted(metric, inputs))
+            _feed(metric, preds, target, inputs)
 
     def _inputs(self, stage: str, outputs: Any, batch: Any, device: Any) -> dict[str, Tensor]:
         """The metric inputs of one batch: from the step's output, else from the batch."""
@@ -581,9 +578,13 @@ class RankingMetricsCallback(Callback):
 _PROFILE = "profile"
 
 
-def _accepted(metric: Metric, inputs: dict[str, Any]) -> dict[str, Any]:
-    """The keyword inputs ``metric.update`` accepts (all of them if it takes ``**kwargs``)."""
+def _feed(metric: Metric, preds: Tensor, target: Tensor, inputs: dict[str, Any]) -> None:
+    """``metric.update`` with the keyword inputs it accepts (all of them if it takes ``**kwargs``); a
+    metric of the scores alone (no ``target`` parameter, e.g. ``ItemExposure``) gets no target."""
     params = inspect.signature(metric.update).parameters
-    if any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        return inputs
-    return {k: v for k, v in inputs.items() if k in params}
+    if not any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        inputs = {k: v for k, v in inputs.items() if k in params}
+    if "target" in params:
+        metric.update(preds, target, **inputs)
+    else:
+        metric.update(preds, **inputs)

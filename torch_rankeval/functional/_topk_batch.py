@@ -126,9 +126,6 @@ class TopKRankedBatch(RankedBatch):
             discounts = discount_table(self.length, convention, dtype=dtype, device=self.device)
         self._discounts_in = discounts
 
-    def any_tie(self) -> Tensor:
-        return (self._view.group_size > 1).any()
-
     def _doc(self, name: str) -> Tensor | None:
         raise NotImplementedError("a top-k view has no per-document (input order) tensors")
 
@@ -255,7 +252,7 @@ def _depth(preds: Tensor, target: Any, exclude: Any, chunk_elements: int) -> Ten
     else:
         lowest, dense = None, target
     rows = max(1, chunk_elements // max(length, 1))
-    out = []
+    counts, lows = [], []
     for a in range(0, n, rows):
         p = preds[a : a + rows]
         skip = None if ex is None or isinstance(ex, SparseTarget) else ex[a : a + rows]
@@ -266,17 +263,15 @@ def _depth(preds: Tensor, target: Any, exclude: Any, chunk_elements: int) -> Ten
             if skip is not None:
                 keep &= ~skip
             low = torch.where(keep, p, inf).amin(-1)
+            lows.append(low)
         above = p >= low.unsqueeze(-1)
         if skip is not None:
             above &= ~skip
-        out.append(above.sum(-1))
-    depth = torch.cat(out) if out else torch.zeros(0, dtype=torch.int64, device=preds.device)
-    if isinstance(ex, SparseTarget) and ex.nnz:
-        low = lowest if lowest is not None else torch.zeros(n, dtype=preds.dtype, device=preds.device)
-        if dense is not None:  # the dense target's lowest scores, again per chunk (rare: dense target, sparse exclude)
-            low = torch.cat(
-                [torch.where(dense[a : a + rows] != 0, preds[a : a + rows], inf).amin(-1) for a in range(0, n, rows)]
-            )
-        hit = ex.counted_mask() & (flat.index_select(0, ex.keys) >= low.index_select(0, ex.rows))
+        counts.append(above.sum(-1))
+    depth = torch.cat(counts) if counts else torch.zeros(0, dtype=torch.int64, device=preds.device)
+    if isinstance(ex, SparseTarget) and ex.nnz:  # excluded items at or above the lowest score do not count
+        if dense is not None:
+            lowest = torch.cat(lows)
+        hit = ex.counted_mask() & (flat.index_select(0, ex.keys) >= lowest.index_select(0, ex.rows))
         depth = depth - torch.zeros_like(depth).index_add_(0, ex.rows, hit.to(depth.dtype))
     return depth

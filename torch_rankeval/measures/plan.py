@@ -113,11 +113,12 @@ class MeasurePlan:
         self.uses_gain = any(c.family.needs_gain(conv) for conv, calls in self._groups for c in calls)
         self.cutoffs = sorted({m.cutoff for m in unique if m.cutoff is not None})
         self.conventions = [conv for conv, _ in self._groups]
-        self.cutoffs_used = sorted(
-            {c for _, calls in self._groups for call in calls for c in call.cutoffs}, key=lambda c: (c is None, c or 0)
+        # how deep the measures read a list: the largest cutoff, None when one reads the whole list
+        cutoffs = [c for _, calls in self._groups for call in calls for c in call.cutoffs]
+        whole = None in cutoffs or any(
+            call.family.key in WHOLE_LIST_FAMILIES for _, calls in self._groups for call in calls
         )
-        if any(call.family.key in WHOLE_LIST_FAMILIES for _, calls in self._groups for call in calls):
-            self.cutoffs_used.append(None)
+        self._deepest = None if whole else max(cutoffs)
         self._negative_unjudged = negative_unjudged
 
     def __repr__(self) -> str:
@@ -174,21 +175,29 @@ class MeasurePlan:
                     validate_args=validate_args,
                 )
             else:
-                rb, single = prepare(
-                    preds,
-                    target,
-                    convention=conv,
-                    mask=mask,
-                    ignore_index=ignore_index,
-                    ideal_target=ideal_target,
-                    n_relevant=n_relevant,
-                    judged=judged,
-                    validate_args=validate_args,
-                    uses_gain=any(c.family.needs_gain(conv) for c in calls),
-                    discounts=discounts,
-                    gain=same_gain,
-                    split_ties=True,
-                )
+                uses_gain = any(c.family.needs_gain(conv) for c in calls)
+
+                def rank(inputs: list, validate: bool, conv: Convention = conv, uses_gain: bool = uses_gain):  # noqa: ANN202
+                    """Prepare ``(preds, target, mask, ideal_target, n_relevant, judged)`` under ``conv``."""
+                    p, t, m, ideal, n_rel, jd = inputs
+                    return prepare(
+                        p,
+                        t,
+                        convention=conv,
+                        mask=m,
+                        ignore_index=ignore_index,
+                        ideal_target=ideal,
+                        n_relevant=n_rel,
+                        judged=jd,
+                        validate_args=validate,
+                        uses_gain=uses_gain,
+                        discounts=discounts,
+                        gain=same_gain,
+                        split_ties=validate,
+                    )
+
+                inputs = [preds, target, mask, ideal_target, n_relevant, judged]
+                rb, single = rank(inputs, validate_args)
                 if validate_args:
                     _family_checks(rb, calls)
             values, empty = _run_calls(rb, calls, conv)
@@ -196,24 +205,7 @@ class MeasurePlan:
             if rb.split_rows:
                 # the few lists with a tie, again with tie statistics (the rest took the plain formulas)
                 idx = _to_device(torch.tensor(rb.split_rows, dtype=torch.int64), values.device)
-                rows = [
-                    None if x is None else x.index_select(0, idx)
-                    for x in (preds, target, mask, ideal_target, n_relevant, judged)
-                ]
-                tied, _ = prepare(
-                    rows[0],
-                    rows[1],
-                    convention=conv,
-                    mask=rows[2],
-                    ignore_index=ignore_index,
-                    ideal_target=rows[3],
-                    n_relevant=rows[4],
-                    judged=rows[5],
-                    validate_args=False,
-                    uses_gain=any(c.family.needs_gain(conv) for c in calls),
-                    discounts=discounts,
-                    gain=same_gain,
-                )
+                tied, _ = rank([None if x is None else x.index_select(0, idx) for x in inputs], False)
                 redo, redo_empty = _run_calls(tied, calls, conv)
                 values = values.index_copy(0, idx, redo.to(values.dtype))
                 empty = empty.index_copy(0, idx, redo_empty.expand_as(redo))
@@ -247,7 +239,8 @@ class MeasurePlan:
         if not catalogue and (
             torch.compiler.is_compiling()
             or preds.shape[-1] < LONG_ROW
-            or any(c is None or c * 8 > preds.shape[-1] for c in self.cutoffs_used)
+            or self._deepest is None
+            or self._deepest * 8 > preds.shape[-1]
             or any(conv.gain != "exp2" for conv in self.conventions)
         ):
             return "dense"
@@ -332,8 +325,8 @@ def densified(preds: Tensor, target, mask: Tensor | None, exclude) -> tuple[Tens
     if exclude is not None:
         if preds.ndim == 1 and isinstance(exclude, Tensor) and not is_sparse(exclude) and exclude.ndim == 1:
             exclude = exclude.unsqueeze(0)  # one list: (L,) like preds
-        ex = check_exclude(exclude, tuple(preds.shape) if preds.ndim == 2 else (1, preds.shape[0]), preds.device)
-        ex = (ex.to_dense() if isinstance(ex, SparseTarget) else ex).reshape(preds.shape)
+        ex = _dense_exclude(exclude, tuple(preds.shape) if preds.ndim == 2 else (1, preds.shape[0]), preds.device)
+        ex = ex.reshape(preds.shape)
         mask = ~ex if mask is None else mask & ~ex
     return target, mask
 
@@ -349,8 +342,13 @@ def _excluded(preds: Tensor, target, mask: Tensor | None, ignore_index, exclude)
         pad = (target == ignore_index) if pad is None else pad | (target == ignore_index)
     if exclude is None:
         return pad
-    ex = check_exclude(exclude, tuple(preds.shape), preds.device)
-    return (ex.to_dense() if isinstance(ex, SparseTarget) else ex) | pad
+    return _dense_exclude(exclude, tuple(preds.shape), preds.device) | pad
+
+
+def _dense_exclude(exclude, shape: tuple[int, int], device: torch.device) -> Tensor:  # noqa: ANN001
+    """``exclude`` checked and as a dense ``(N, L)`` bool tensor."""
+    ex = check_exclude(exclude, shape, device)
+    return ex.to_dense() if isinstance(ex, SparseTarget) else ex
 
 
 def _family_checks(rb: RankedBatch, calls: list[_Call]) -> None:

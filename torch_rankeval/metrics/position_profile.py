@@ -23,6 +23,7 @@ from torch_rankeval.conventions import Convention
 from torch_rankeval.functional._inputs import empty_policy, prepare, valid_mask
 from torch_rankeval.functional._ranking import RankedBatch
 from torch_rankeval.functional.sparse import is_sparse
+from torch_rankeval.measures.plan import densified
 from torch_rankeval.metrics.base import RankingMetrics
 
 __all__ = ["PositionProfile", "PROFILE_STATS"]
@@ -191,8 +192,6 @@ class PositionProfile(RankingMetrics):
                 are made dense here (``mask=False`` at excluded items): ``N x L`` memory.
         """
         if exclude is not None or is_sparse(target):
-            from torch_rankeval.measures.plan import densified  # noqa: PLC0415
-
             target, mask = densified(preds, target, mask, exclude)
         super().update(preds, target, indexes, mask=mask, ideal_target=ideal_target)
 
