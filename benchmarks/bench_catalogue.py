@@ -18,7 +18,7 @@ dense path (both one run: they take minutes) are the whole computation of all th
   ``(users, items)`` target and ``mask=~seen``: three full sorts of every row.
 - ``torchmetrics``: ``RetrievalNormalizedDCG`` / ``RetrievalRecall`` / ``RetrievalMAP`` with
   ``top_k=20`` on a ``--tm-users`` subset (flat input, seen items dropped), time scaled to all users.
-- ``topk_select``: our top-k selection primitive alone (``functional._topk.topk_view`` without a
+- ``topk_select``: our top-k selection primitive alone (``ranking.topk.topk_view`` without a
   target): one ``topk`` per row, exact tie statistics.
 - ``topk_view``: the primitive with the sparse target (grades, tie-group relevance, n_relevant,
   ideal gains): everything the top-k core needs; ``topk_view_unvalidated``: the same with
@@ -77,7 +77,7 @@ def make_data(users: int, items: int, relevant: int, seen: int, device: str, see
 def sparse_inputs(rel_ids, seen_ids, items):
     import torch
 
-    from torch_rankeval.functional.sparse import sparse_from_ids
+    from torch_rankeval.ranking.sparse import sparse_from_ids
 
     target = sparse_from_ids(rel_ids, items)
     exclude = sparse_from_ids(seen_ids, items, grades=torch.ones_like(seen_ids, dtype=torch.bool))
@@ -188,7 +188,7 @@ def build_case(name: str, scores, rel_ids, seen_ids, args):
         return run, lambda out: {key: v.item() for key, v in out.items()}
 
     if name in ("topk_select", "topk_view", "topk_view_unvalidated", "topk_view_unvalidated_bound", "view_reductions"):
-        from torch_rankeval.functional._topk import topk_view
+        from torch_rankeval.ranking.topk import topk_view
 
         target, exclude = sparse_inputs(rel_ids, seen_ids, items)
         with_target = name != "topk_select"
@@ -222,7 +222,7 @@ def build_case(name: str, scores, rel_ids, seen_ids, args):
         return run, lambda out: {key: v.item() for key, v in out.items()}
 
     if name == "entry_ranks":
-        from torch_rankeval.functional._topk import entry_ranks
+        from torch_rankeval.ranking.topk import entry_ranks
 
         target, exclude = sparse_inputs(rel_ids, seen_ids, items)
         return (lambda: entry_ranks(scores, target, exclude=exclude)), None

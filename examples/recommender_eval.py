@@ -33,7 +33,7 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from torch_rankeval import ItemExposure, RankingMetrics
-from torch_rankeval.functional.sparse import sparse_from_ids
+from torch_rankeval.ranking.sparse import sparse_from_ids
 
 METRICS = ("ndcg@20", "recall@20", "map@20")
 K = 20

@@ -15,7 +15,7 @@ import torch_rankeval.measures.plan as plan_module
 from tests.sync_guard import HostSyncGuard
 from torch_rankeval import NDCG, ItemExposure, PositionProfile, RankingMetrics
 from torch_rankeval import functional as F
-from torch_rankeval.functional.sparse import sparse_from_ids
+from torch_rankeval.ranking.sparse import sparse_from_ids
 
 MEASURES = [
     "ndcg@5",

@@ -13,7 +13,7 @@ from sklearn.metrics import dcg_score, ndcg_score
 from torchmetrics.functional.retrieval import retrieval_normalized_dcg
 
 from torch_rankeval import functional as F
-from torch_rankeval.functional.debiased import position_debiased_values
+from torch_rankeval.kernels.debiased import position_debiased_values
 
 L1, L2, L3, L4 = 1.0, 1 / math.log2(3), 0.5, 1 / math.log2(5)
 

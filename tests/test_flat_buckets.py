@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from torch_rankeval import NDCG, RankingMetrics
-from torch_rankeval.functional.flat import group_by_query, group_by_query_buckets
+from torch_rankeval.ranking.flat import group_by_query, group_by_query_buckets
 
 METRICS = ("ndcg", "ndcg@5", "map", "mrr", "precision@3", "recall@10", "r_precision", "hit_rate@2")
 

@@ -9,7 +9,7 @@ import torch
 from torch_rankeval import RankingMetrics
 from torch_rankeval import functional as F
 from torch_rankeval.conventions import DEFAULT
-from torch_rankeval.functional._inputs import prepare
+from torch_rankeval.ranking.inputs import prepare
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
 

@@ -14,20 +14,22 @@ from tests.conftest import REPO
 LAYERS = {
     "torch_rankeval._choices": 0,  # plain names, no imports
     "torch_rankeval.conventions": 0,
-    "torch_rankeval.functional": 1,
-    "torch_rankeval.measures": 1,
-    "torch_rankeval.metrics": 2,
-    "torch_rankeval.propensity": 2,
-    "torch_rankeval.sampler": 2,
-    "torch_rankeval.data": 2,
-    "torch_rankeval.trec": 3,
-    "torch_rankeval.stats": 3,
-    "torch_rankeval.diagnostics": 3,  # no plotting imports
-    "torch_rankeval.plotting": 4,  # imports downward only
-    "torch_rankeval.lightning": 5,
-    "torch_rankeval.cli": 5,
-    "torch_rankeval.__main__": 6,
-    "torch_rankeval": 6,  # the package's lazy exports
+    "torch_rankeval.ranking": 1,  # the input stage and the ranked views
+    "torch_rankeval.kernels": 2,  # one module per measure family
+    "torch_rankeval.measures": 3,  # parameters, registry, grammar, the plan
+    "torch_rankeval.functional": 4,  # the public functions
+    "torch_rankeval.metrics": 5,
+    "torch_rankeval.propensity": 5,
+    "torch_rankeval.sampler": 6,
+    "torch_rankeval.data": 6,
+    "torch_rankeval.trec": 6,
+    "torch_rankeval.stats": 6,
+    "torch_rankeval.diagnostics": 6,  # no plotting imports
+    "torch_rankeval.plotting": 7,  # imports downward only
+    "torch_rankeval.lightning": 8,
+    "torch_rankeval.cli": 8,
+    "torch_rankeval.__main__": 9,
+    "torch_rankeval": 9,  # the package's lazy exports
 }
 
 
@@ -79,3 +81,53 @@ def test_the_known_circle_is_broken():
     assert not {t for t in position_profile if t.startswith(("torch_rankeval.plotting", "torch_rankeval.diagnostics"))}
     assert not any(t.startswith("torch_rankeval.plotting") for t, _ in IMPORTS.get("torch_rankeval.diagnostics", ()))
     assert Path(REPO / "torch_rankeval" / "plotting.py").exists()
+
+
+def _module_of(target: str, modules: set[str]) -> str | None:
+    """The package module a dotted import names: itself, or the longest known prefix (a name in it)."""
+    parts = target.split(".")
+    for n in range(len(parts), 0, -1):
+        name = ".".join(parts[:n])
+        if name in modules:
+            return name
+    return None
+
+
+def test_no_import_circle():
+    """No circle among the package's modules, deferred imports included: a submodule that imports its own
+    package's ``__init__`` (which imports it) is a circle too."""
+    modules = set(IMPORTS) | {
+        ".".join(p.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
+        for p in (REPO / "torch_rankeval").rglob("*.py")
+    }
+    graph = {m: set() for m in modules}
+    for module, targets in IMPORTS.items():
+        for target, _ in targets:
+            if target == "torch_rankeval":  # the bare package: __version__, lazy names
+                continue
+            to = _module_of(target, modules)
+            if to is not None and to != module:
+                graph[module].add(to)
+    circles, state, stack = [], {}, []
+
+    def visit(m: str) -> None:
+        state[m] = "open"
+        stack.append(m)
+        for n in sorted(graph[m]):
+            if state.get(n) == "open":
+                circles.append(" -> ".join([*stack[stack.index(n) :], n]))
+            elif n not in state:
+                visit(n)
+        stack.pop()
+        state[m] = "done"
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m)
+    assert not circles, "import circles: " + "; ".join(circles)
+
+
+def test_layers_are_distinct():
+    """The ranking core, kernels, measures and the public functions are four layers, not one slot."""
+    core = ("ranking", "kernels", "measures", "functional")
+    assert len({LAYERS[f"torch_rankeval.{name}"] for name in core}) == len(core)

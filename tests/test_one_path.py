@@ -116,7 +116,7 @@ def test_validated_tie_free_batch_takes_the_deterministic_formulas_with_the_same
     target = torch.randint(0, 4, (64, 30), generator=g)
     mask = torch.rand(64, 30, generator=g) > 0.2
     from torch_rankeval.conventions import DEFAULT
-    from torch_rankeval.functional._inputs import prepare
+    from torch_rankeval.ranking.inputs import prepare
 
     rb, _ = prepare(preds, target, convention=DEFAULT, mask=mask)
     assert not rb.averaged  # the shortcut was taken

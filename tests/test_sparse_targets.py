@@ -1,4 +1,4 @@
-"""Sparse targets (torch_rankeval.functional.sparse): validation, the padded-id builder, and the
+"""Sparse targets (torch_rankeval.ranking.sparse): validation, the padded-id builder, and the
 lookups (grades, n_relevant, ideal top gains, exclusion), each against a dense computation."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from torch_rankeval.functional.sparse import (
+from torch_rankeval.ranking.sparse import (
     SparseTarget,
     check_exclude,
     is_relevant,

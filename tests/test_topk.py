@@ -10,9 +10,9 @@ import math
 import pytest
 import torch
 
-from torch_rankeval.functional import _topk
-from torch_rankeval.functional._topk import entry_ranks, topk_view
-from torch_rankeval.functional.sparse import SparseTarget
+from torch_rankeval.ranking import topk as _topk
+from torch_rankeval.ranking.sparse import SparseTarget
+from torch_rankeval.ranking.topk import entry_ranks, topk_view
 
 pytestmark = pytest.mark.filterwarnings("ignore:Sparse (CSR tensor support is in beta|invariant checks are implicitly)")
 

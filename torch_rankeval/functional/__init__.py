@@ -21,9 +21,10 @@ from torch_rankeval.functional.debiased import (
     position_debiased_dcg,
     position_debiased_ndcg,
 )
-from torch_rankeval.functional.flat import group_by_query
 from torch_rankeval.functional.precision_recall import hit_rate, precision, r_precision, recall
 from torch_rankeval.functional.reciprocal_rank import reciprocal_rank
+from torch_rankeval.ranking.flat import group_by_query
+from torch_rankeval.ranking.sparse import sparse_from_ids, sparse_target
 
 __all__ = [
     "evaluate",
@@ -37,6 +38,8 @@ __all__ = [
     "hit_rate",
     "r_precision",
     "group_by_query",
+    "sparse_from_ids",
+    "sparse_target",
     "ips_gains",
     "position_debiased_dcg",
     "position_debiased_ndcg",

@@ -9,7 +9,7 @@ from typing import Any
 from torch import Tensor
 
 from torch_rankeval.conventions import Convention
-from torch_rankeval.functional._inputs import check_reduction, parse_k
+from torch_rankeval.ranking.inputs import check_reduction, parse_k
 
 __all__ = ["evaluate", "evaluate_family"]
 

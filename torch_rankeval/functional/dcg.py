@@ -4,38 +4,15 @@ from __future__ import annotations
 
 from typing import Callable, Mapping, Sequence
 
-import torch
 from torch import Tensor
 
 from torch_rankeval.conventions import Convention, resolve_convention
 from torch_rankeval.functional._api import evaluate_family
-from torch_rankeval.functional._ranking import RankedBatch, prefix_sums
 
-__all__ = ["dcg", "idcg", "ndcg", "dcg_values", "idcg_values", "ndcg_values"]
+__all__ = ["dcg", "idcg", "ndcg"]
+
 
 K = int | Sequence[int] | None
-
-
-def dcg_values(rb: RankedBatch, ks: tuple) -> Tensor:
-    """Per-query (expected, under averaged ties) DCG at each cutoff, ``(N, K)``: the sum over the first
-    ``k`` positions of the position's expected gain (its tie group's mean gain) times its discount."""
-    width = rb.span(ks)
-    return rb.cumulative(rb.groups(width).mean("gains") * rb.discount_head(width), ks)
-
-
-def idcg_values(rb: RankedBatch, ks: tuple) -> Tensor:
-    """Per-query ideal DCG (gains of the judged set in decreasing order), ``(N, K)``."""
-    ideal = rb.ideal_top(ks)
-    m = ideal.shape[-1]
-    idx = [m - 1 if k is None else min(k, m) - 1 for k in ks]
-    return prefix_sums(ideal * rb.discount_head(m), idx)
-
-
-def ndcg_values(rb: RankedBatch, ks: tuple) -> tuple[Tensor, Tensor]:
-    """Per-query nDCG and the "empty" flag (ideal DCG is 0), both ``(N, K)``."""
-    d, i = dcg_values(rb, ks), idcg_values(rb, ks)
-    empty = i <= 0
-    return d / torch.where(empty, 1.0, i), empty
 
 
 def _run(

@@ -40,9 +40,9 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
-from torch_rankeval.conventions import EMPTY_TARGET_ACTIONS, resolve_convention
-from torch_rankeval.functional._debiased_gains import (
-    as_batch,
+from torch_rankeval.conventions import EMPTY_TARGET_ACTIONS
+from torch_rankeval.kernels.debiased import _affine_tensors, _work_dtype, position_debiased_values
+from torch_rankeval.ranking.clicks import (
     check_clicks,
     check_sources,
     debiased_gains,
@@ -50,29 +50,12 @@ from torch_rankeval.functional._debiased_gains import (
     raise_first,
     value_problems,
 )
-from torch_rankeval.functional._inputs import check_preds_target, check_reduction, finalize, parse_k, work_dtype
-from torch_rankeval.functional._ranking import RankedBatch
-from torch_rankeval.functional.dcg import dcg_values, ndcg_values
+from torch_rankeval.ranking.inputs import check_reduction, finalize, parse_k
 
-__all__ = [
-    "ips_gains",
-    "position_debiased_dcg",
-    "position_debiased_ndcg",
-    "position_debiased_values",
-    "aggregate_ips_gains",
-    "NORMALIZE",
-]
+__all__ = ["ips_gains", "position_debiased_ndcg", "position_debiased_dcg", "aggregate_ips_gains"]
+
 
 K = int | Sequence[int] | None
-NORMALIZE = ("ideal", "none")
-
-
-def _work_dtype(*tensors: object) -> torch.dtype:
-    return work_dtype(*(t for t in tensors if isinstance(t, Tensor)))
-
-
-def _affine_tensors(affine: object) -> tuple:
-    return tuple(affine) if isinstance(affine, (tuple, list)) else ()
 
 
 def ips_gains(
@@ -140,96 +123,6 @@ def ips_gains(
     if validate_args:
         raise_first(value_problems(clicks, valid, **sources) + gain_problems(gains, valid, eta=eta, clip=clip))
     return gains
-
-
-def position_debiased_values(
-    preds: Tensor,
-    clicks: Tensor,
-    ks: tuple,
-    *,
-    propensities: Tensor | None = None,
-    logged_positions: Tensor | None = None,
-    eta: float | None = None,
-    propensity_table: Tensor | None = None,
-    affine: tuple[Tensor, Tensor] | None = None,
-    clip: float | None = None,
-    mask: Tensor | None = None,
-    normalize: str = "ideal",
-    ties: str | None = None,
-    validate_args: bool = True,
-) -> tuple[Tensor, Tensor]:
-    """Per-list debiased DCG (``normalize="none"``) or nDCG (``"ideal"``) at each cutoff.
-
-    The building block of :func:`position_debiased_dcg`, :func:`position_debiased_ndcg` and of
-    the Metric classes: checks the inputs, computes the debiased gains, ranks the batch once with
-    the library's ranking core (linear gain, the ``ties`` policy) and reads DCG / nDCG off at each
-    cutoff. No reduction and no empty-list policy are applied.
-
-    Args:
-        ks: cutoffs as returned by :func:`~torch_rankeval.functional._inputs.parse_k`
-            (a tuple of ints, ``None`` for the whole list).
-        Other arguments as in :func:`position_debiased_ndcg`.
-
-    Returns:
-        ``(values, empty)``, both ``(N, K)`` (a 1-D input is one list, ``N = 1``). ``empty`` marks
-        lists whose ideal DCG is <= 0 (no click; with ``affine``, no positive gain) for
-        ``normalize="ideal"``; their value is meaningless and must be replaced by the empty-list
-        policy. With ``normalize="none"`` nothing is empty: a list without clicks has DCG 0.
-
-    Example:
-        >>> import torch
-        >>> values, empty = position_debiased_values(
-        ...     torch.tensor([[0.1, 0.4, 0.9, 0.2], [0.3, 0.2, 0.1, 0.0]]), torch.tensor([[1, 0, 1, 0], [0, 0, 0, 0]]),
-        ...     (2, None), logged_positions=torch.tensor([[1, 2, 3, 4], [1, 2, 3, 4]]), eta=1.0)
-        >>> values[0], empty[1]
-        (tensor([0.8262, 0.9448]), tensor([True, True]))
-    """
-    check_preds_target(preds, clicks, mask, target_name="clicks")
-    check_sources(
-        preds,
-        propensities=propensities,
-        logged_positions=logged_positions,
-        eta=eta,
-        propensity_table=propensity_table,
-        affine=affine,
-        clip=clip,
-    )
-    if normalize not in NORMALIZE:
-        raise ValueError(
-            f"normalize={normalize!r} is not valid: use 'ideal' (nDCG, the ideal from the same debiased gains) or 'none' (DCG)"
-        )
-    conv = resolve_convention(None, gain="linear", ties=ties)
-    sources = dict(
-        propensities=propensities, logged_positions=logged_positions, propensity_table=propensity_table, affine=affine
-    )
-    if preds.ndim == 1:
-        preds, clicks, mask = preds.unsqueeze(0), clicks.unsqueeze(0), None if mask is None else mask.unsqueeze(0)
-        sources = as_batch(**sources)
-    valid = torch.ones_like(clicks, dtype=torch.bool) if mask is None else mask
-    dtype = _work_dtype(preds, clicks, propensities, propensity_table, *_affine_tensors(affine))
-    gains = debiased_gains(clicks, valid, dtype=dtype, eta=eta, clip=clip, **sources)
-    if validate_args:
-        preds_nan = (valid & torch.isnan(preds)).any()
-        raise_first(
-            [
-                (
-                    preds_nan,
-                    "preds contains NaN scores at unmasked positions; fix the model output or mark those "
-                    "items as padding with mask=False (+-inf scores are allowed)",
-                )
-            ]
-            + value_problems(clicks, valid, **sources)
-            + gain_problems(gains, valid, eta=eta, clip=clip)
-        )
-    if preds.shape[-1] == 0:  # lists without items: DCG 0, and no ideal (as fully masked lists)
-        values = torch.zeros(preds.shape[0], len(ks), dtype=dtype, device=preds.device)
-        return values, torch.full_like(values, normalize == "ideal", dtype=torch.bool)
-    rb = RankedBatch(preds, gains, valid, conv, dtype=dtype)
-    if normalize == "none":
-        values = dcg_values(rb, ks)
-        return values, torch.zeros_like(values, dtype=torch.bool)
-    values, empty = ndcg_values(rb, ks)
-    return values, empty.expand_as(values)
 
 
 def _reduce(

@@ -28,11 +28,11 @@ import torch
 from torch import Tensor
 
 from torch_rankeval.conventions import Convention
-from torch_rankeval.functional._inputs import counted_sums, empty_policy, prepare
-from torch_rankeval.functional._ranking import RankedBatch, _to_device, device_constant
-from torch_rankeval.functional._topk_batch import WHOLE_LIST_FAMILIES, catalogue_batch, topk_supported
-from torch_rankeval.functional.sparse import SparseTarget, check_exclude, is_sparse, sparse_target
 from torch_rankeval.measures.registry import MIN_GEO_MEAN, Family, Measure
+from torch_rankeval.ranking.catalogue import WHOLE_LIST_FAMILIES, catalogue_batch, topk_supported
+from torch_rankeval.ranking.inputs import counted_sums, empty_policy, prepare
+from torch_rankeval.ranking.sparse import SparseTarget, check_exclude, is_sparse, sparse_target
+from torch_rankeval.ranking.view import RankedBatch, _to_device, device_constant
 
 __all__ = ["MeasurePlan", "densified"]
 
@@ -150,7 +150,7 @@ class MeasurePlan:
         ``target`` may be a torch sparse ``(N, L)`` tensor (COO / CSR; absent = grade 0) and
         ``exclude`` an ``(N, L)`` bool tensor, dense or sparse (items never ranked, never counted).
         Those, and dense batches of long rows whose measures all have small cutoffs, take the top-k
-        path (:func:`~torch_rankeval.functional._topk_batch.catalogue_batch`) when every measure
+        path (:func:`~torch_rankeval.ranking.catalogue.catalogue_batch`) when every measure
         supports it; otherwise the target is made dense and ``exclude`` joins ``mask``."""
         route = self._route(preds, target, mask, ideal_target, n_relevant, judged, exclude)
         if route == "dense" and (exclude is not None or _is_sparse(target)):

@@ -31,13 +31,12 @@ import torch
 from torch import Tensor
 
 from torch_rankeval.conventions import Convention, GainMap, gain_fn, resolve_convention
-from torch_rankeval.functional._ranking import RankedBatch
-from torch_rankeval.functional.average_precision import average_precision_values
-from torch_rankeval.functional.bpref import JudgedNonRelevant, bpref_values, infap_values, num_nonrel_judged_ret_values
-from torch_rankeval.functional.dcg import dcg_values, idcg_values, ndcg_values
-from torch_rankeval.functional.err import err_grade_checks, err_values
-from torch_rankeval.functional.gain_measures import bing_values, g_values, ndcg_rel_values, rndcg_values
-from torch_rankeval.functional.interpolated import (
+from torch_rankeval.kernels.ap import average_precision_values
+from torch_rankeval.kernels.bpref import JudgedNonRelevant, bpref_values, infap_values, num_nonrel_judged_ret_values
+from torch_rankeval.kernels.dcg import dcg_values, idcg_values, ndcg_values
+from torch_rankeval.kernels.err import err_grade_checks, err_values
+from torch_rankeval.kernels.gain_measures import bing_values, g_values, ndcg_rel_values, rndcg_values
+from torch_rankeval.kernels.interpolated import (
     R_MULTIPLES,
     RECALL_LEVELS,
     ROUNDINGS,
@@ -47,17 +46,12 @@ from torch_rankeval.functional.interpolated import (
     rprec_mult_values,
     yaap_values,
 )
-from torch_rankeval.functional.judged import judged_values, unjudged_values
-from torch_rankeval.functional.pairwise import arp_values, auroc_values, fall_out_values, opa_values
-from torch_rankeval.functional.precision_recall import (
-    hit_rate_values,
-    precision_values,
-    r_precision_values,
-    recall_values,
-)
-from torch_rankeval.functional.rbp import rbp_residual_values, rbp_values
-from torch_rankeval.functional.reciprocal_rank import reciprocal_rank_values
-from torch_rankeval.functional.set_measures import (
+from torch_rankeval.kernels.judged import judged_values, unjudged_values
+from torch_rankeval.kernels.pairwise import arp_values, auroc_values, fall_out_values, opa_values
+from torch_rankeval.kernels.precision_recall import hit_rate_values, precision_values, r_precision_values, recall_values
+from torch_rankeval.kernels.rbp import rbp_residual_values, rbp_values
+from torch_rankeval.kernels.rr import reciprocal_rank_values
+from torch_rankeval.kernels.set_measures import (
     UTILITY_COEFFICIENTS,
     set_ap_values,
     set_f_values,
@@ -66,6 +60,7 @@ from torch_rankeval.functional.set_measures import (
     set_relative_precision_values,
     utility_values,
 )
+from torch_rankeval.ranking.view import RankedBatch
 
 __all__ = [
     "Param",
@@ -378,7 +373,7 @@ class Family:
             receives in place of the cutoffs (``IPrec@0.1``: ``recall``), so that one kernel call
             serves every value.
         gain: the family's own gain, a function of the relevance threshold (bpref ranks under
-            :class:`~torch_rankeval.functional.bpref.JudgedNonRelevant` to count the judged
+            :class:`~torch_rankeval.kernels.bpref.JudgedNonRelevant` to count the judged
             non-relevant documents); ``None``: the convention's.
         ties_average: whether the kernel gives the exact expected value over the orders of tied
             documents; without it, ``ties="average"`` is refused when the measure is planned.

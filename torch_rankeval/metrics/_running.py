@@ -50,7 +50,7 @@ from torchmetrics.utilities.data import dim_zero_cat
 from torchmetrics.utilities.distributed import gather_all_tensors
 
 from torch_rankeval.conventions import EMPTY_TARGET_ACTIONS
-from torch_rankeval.functional._inputs import counted_sums, empty_policy
+from torch_rankeval.ranking.inputs import counted_sums, empty_policy
 
 __all__ = ["RunningMeanMetric"]
 

@@ -22,12 +22,12 @@ from torch import Tensor
 from torchmetrics.utilities.data import dim_zero_cat
 
 from torch_rankeval.conventions import Convention, discount_table, gain_table, mapped_gain, resolve_convention
-from torch_rankeval.functional._inputs import check_preds_target, check_values, counted_sums, empty_policy, parse_k
-from torch_rankeval.functional.flat import group_by_query_buckets
-from torch_rankeval.functional.sparse import is_sparse
 from torch_rankeval.measures import MeasurePlan, parse_measures
 from torch_rankeval.metrics._compiled import compiled_kernel
 from torch_rankeval.metrics._running import RunningMeanMetric
+from torch_rankeval.ranking.flat import group_by_query_buckets
+from torch_rankeval.ranking.inputs import check_preds_target, check_values, counted_sums, empty_policy, parse_k
+from torch_rankeval.ranking.sparse import is_sparse
 
 __all__ = ["RankingMetrics"]
 

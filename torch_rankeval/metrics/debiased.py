@@ -21,10 +21,10 @@ import torch
 from torch import Tensor
 
 from torch_rankeval.conventions import resolve_convention
-from torch_rankeval.functional._debiased_gains import check_sources, raise_first, value_problems
-from torch_rankeval.functional._inputs import parse_k
-from torch_rankeval.functional.debiased import NORMALIZE, position_debiased_values
+from torch_rankeval.kernels.debiased import NORMALIZE, position_debiased_values
 from torch_rankeval.metrics._running import RunningMeanMetric
+from torch_rankeval.ranking.clicks import check_sources, raise_first, value_problems
+from torch_rankeval.ranking.inputs import parse_k
 
 __all__ = ["PositionDebiasedNDCG", "PositionDebiasedDCG"]
 

@@ -18,9 +18,9 @@ from torch import Tensor
 from torchmetrics import Metric
 from torchmetrics.utilities.distributed import gather_all_tensors
 
-from torch_rankeval.functional._topk import DEFAULT_CHUNK_ELEMENTS, boundary_histogram, topk_view
-from torch_rankeval.functional.sparse import check_exclude
 from torch_rankeval.metrics._running import own_states
+from torch_rankeval.ranking.sparse import check_exclude
+from torch_rankeval.ranking.topk import DEFAULT_CHUNK_ELEMENTS, boundary_histogram, topk_view
 
 __all__ = ["ItemExposure"]
 

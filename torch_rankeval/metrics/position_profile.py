@@ -20,11 +20,11 @@ import torch
 from torch import Tensor
 
 from torch_rankeval.conventions import Convention
-from torch_rankeval.functional._inputs import empty_policy, prepare, valid_mask
-from torch_rankeval.functional._ranking import RankedBatch
-from torch_rankeval.functional.sparse import is_sparse
 from torch_rankeval.measures.plan import densified
 from torch_rankeval.metrics.base import RankingMetrics
+from torch_rankeval.ranking.inputs import empty_policy, prepare, valid_mask
+from torch_rankeval.ranking.sparse import is_sparse
+from torch_rankeval.ranking.view import RankedBatch
 
 __all__ = ["PositionProfile", "PROFILE_STATS"]
 

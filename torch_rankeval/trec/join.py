@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from torch_rankeval.functional.bpref import POOLED_UNJUDGED
+from torch_rankeval.kernels.bpref import POOLED_UNJUDGED
 from torch_rankeval.trec._join_kernels import docno_keys, padded_join, ranking_order, same_docno
 from torch_rankeval.trec._text import TrecFormatError, decode
 from torch_rankeval.trec.io import Qrels, Run, _two_lines

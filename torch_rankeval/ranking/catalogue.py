@@ -1,7 +1,7 @@
-"""The top-k ranked view as a :class:`~torch_rankeval.functional._ranking.RankedBatch`: the kernels of the
+"""The top-k ranked view as a :class:`~torch_rankeval.ranking.view.RankedBatch`: the kernels of the
 measure table run on it unchanged, so a full catalogue is ranked only as deep as the measures read.
 
-:class:`TopKRankedBatch` wraps a :class:`~torch_rankeval.functional._topk.TopKView` (``torch.topk`` of the
+:class:`TopKRankedBatch` wraps a :class:`~torch_rankeval.ranking.topk.TopKView` (``torch.topk`` of the
 first ``W`` positions plus exact whole-group tie statistics, the per-row relevant count and the ideal
 top gains) and answers the ranked-view contract of the ranking core for the first ``W`` positions.
 :func:`catalogue_batch` builds one from scores, a dense or sparse target and ``exclude``:
@@ -27,9 +27,9 @@ import torch
 from torch import Tensor
 
 from torch_rankeval.conventions import Convention, discount_table
-from torch_rankeval.functional._ranking import RankedBatch, TieGroups
-from torch_rankeval.functional._topk import DEFAULT_CHUNK_ELEMENTS, TopKView, topk_view
-from torch_rankeval.functional.sparse import SparseTarget, check_exclude, is_sparse, sparse_target
+from torch_rankeval.ranking.sparse import SparseTarget, check_exclude, is_sparse, sparse_target
+from torch_rankeval.ranking.topk import DEFAULT_CHUNK_ELEMENTS, TopKView, topk_view
+from torch_rankeval.ranking.view import RankedBatch, TieGroups
 
 __all__ = ["TOPK_FAMILIES", "TopKRankedBatch", "catalogue_batch", "topk_supported"]
 
@@ -81,7 +81,7 @@ class _ViewGroups(TieGroups):
 
 
 class TopKRankedBatch(RankedBatch):
-    """A :class:`~torch_rankeval.functional._topk.TopKView` as a ranked batch of length ``W`` (its width).
+    """A :class:`~torch_rankeval.ranking.topk.TopKView` as a ranked batch of length ``W`` (its width).
 
     ``length`` is ``W``: cutoffs ``k <= W`` read the view; a cutoff of None reads all ``W`` positions,
     which equals the whole ranking when the view reaches the last non-zero grade
@@ -90,7 +90,7 @@ class TopKRankedBatch(RankedBatch):
     Example:
         >>> import torch
         >>> from torch_rankeval.conventions import DEFAULT
-        >>> from torch_rankeval.functional.dcg import ndcg_values
+        >>> from torch_rankeval.kernels.dcg import ndcg_values
         >>> scores = torch.tensor([[0.9, 0.5, 0.5, 0.5, 0.1]])
         >>> view = topk_view(scores, 2, target=torch.tensor([[0, 1, 0, 0, 2]]), dtype=torch.float64)
         >>> rb = TopKRankedBatch(view, DEFAULT, length=5)
@@ -189,7 +189,7 @@ def catalogue_batch(
     non-zero grade) and return the view as a ranked batch.
 
     ``target``: dense ``(N, L)`` grades, a torch sparse COO / CSR tensor or a
-    :class:`~torch_rankeval.functional.sparse.SparseTarget`; ``exclude``: ``(N, L)`` bool, dense or
+    :class:`~torch_rankeval.ranking.sparse.SparseTarget`; ``exclude``: ``(N, L)`` bool, dense or
     sparse (never ranked, never counted). ``gain``: a callable replacing the convention's gain.
 
     Example:

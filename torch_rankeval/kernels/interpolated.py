@@ -19,8 +19,8 @@ import torch
 from torch import Tensor
 
 from torch_rankeval.conventions import Convention
-from torch_rankeval.functional._groups import expected_relevant, group_bounds, group_sums
-from torch_rankeval.functional._ranking import RankedBatch, device_constant
+from torch_rankeval.ranking.groups import expected_relevant, group_bounds, group_sums
+from torch_rankeval.ranking.view import RankedBatch, device_constant
 
 __all__ = [
     "RECALL_LEVELS",

@@ -24,7 +24,7 @@ Conventions:
 
 Example:
     >>> import torch
-    >>> from torch_rankeval.functional.sparse import sparse_from_ids, sparse_target
+    >>> from torch_rankeval.ranking.sparse import sparse_from_ids, sparse_target
     >>> target = sparse_from_ids(torch.tensor([[3, 0, -1], [1, -1, -1]]), num_items=5,
     ...                          grades=torch.tensor([[2, 1, 0], [1, 0, 0]]))
     >>> target.to_dense()

@@ -25,8 +25,8 @@ import torch
 from torch import Tensor
 
 from torch_rankeval.conventions import Convention
-from torch_rankeval.functional._groups import group_sums
-from torch_rankeval.functional._ranking import RankedBatch
+from torch_rankeval.ranking.groups import group_sums
+from torch_rankeval.ranking.view import RankedBatch
 
 __all__ = [
     "INFAP_EPSILON",

@@ -26,8 +26,8 @@ import math
 import torch
 from torch import Tensor
 
-from torch_rankeval.functional._groups import between, bounds, prefix
-from torch_rankeval.functional._ranking import RankedBatch, log_comb
+from torch_rankeval.ranking.groups import between, bounds, prefix
+from torch_rankeval.ranking.view import RankedBatch, log_comb
 
 __all__ = ["err_grade_checks", "err_values"]
 

@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from torch_rankeval.conventions import Convention
-from torch_rankeval.functional._ranking import RankedBatch
+from torch_rankeval.ranking.view import RankedBatch
 
 __all__ = [
     "UTILITY_COEFFICIENTS",

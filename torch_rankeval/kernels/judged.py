@@ -20,8 +20,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from torch_rankeval.functional._groups import expected_top, safe_div
-from torch_rankeval.functional._ranking import RankedBatch
+from torch_rankeval.ranking.groups import expected_top, safe_div
+from torch_rankeval.ranking.view import RankedBatch
 
 __all__ = ["judged_values", "unjudged_values"]
 

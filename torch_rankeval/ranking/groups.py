@@ -1,6 +1,6 @@
 """Tie-group helpers for the kernels beyond the core metrics (trec_eval's other measures, ERR, RBP,
 Judged, fall-out, AUROC, OPA, ARP), on top of the ranking core's per-position tie statistics
-(:meth:`~torch_rankeval.functional._ranking.RankedBatch.groups`).
+(:meth:`~torch_rankeval.ranking.view.RankedBatch.groups`).
 
 The kernels read the ranked view through RankedBatch's public attributes (``rel``, ``gains``,
 ``target``, ``valid``, ``judged``, ``n_relevant``, ``n_valid``, ``cutoff_index``, ...) and the few
@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from torch_rankeval.functional._ranking import RankedBatch, device_constant
+from torch_rankeval.ranking.view import RankedBatch, device_constant
 
 __all__ = ["between", "bounds", "expected_relevant", "expected_top", "group_bounds", "group_sums", "prefix", "safe_div"]
 

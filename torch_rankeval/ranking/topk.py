@@ -55,7 +55,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from torch_rankeval.functional.sparse import (
+from torch_rankeval.ranking.sparse import (
     Check,
     GainSpec,
     SparseTarget,
@@ -161,7 +161,7 @@ class EntryRanks:
     count (excluded items) hold 0 everywhere.
 
     Attributes:
-        target: the canonical :class:`~torch_rankeval.functional.sparse.SparseTarget` (with exclusion).
+        target: the canonical :class:`~torch_rankeval.ranking.sparse.SparseTarget` (with exclusion).
         counted: ``(nnz,)`` bool, the entry counts.
         above: ``(nnz,)`` int64, non-excluded items of the row scored strictly above the entry: its
             tie group starts at 0-based position ``above``.
@@ -382,8 +382,8 @@ def topk_view(
         preds: ``(N, L)`` scores (float16 / bfloat16 / float32 / float64); higher ranks first.
         k: the largest cutoff ``W``; ``k > L`` gives a view of width ``L``.
         target: optional grades: a dense ``(N, L)`` tensor, a torch sparse COO / CSR ``(N, L)``
-            tensor (absent = grade 0; see :mod:`torch_rankeval.functional.sparse`) or a
-            :class:`~torch_rankeval.functional.sparse.SparseTarget`. None: selection only.
+            tensor (absent = grade 0; see :mod:`torch_rankeval.ranking.sparse`) or a
+            :class:`~torch_rankeval.ranking.sparse.SparseTarget`. None: selection only.
         exclude: optional ``(N, L)`` bool, dense or sparse, True = never ranked, never counted.
         ties: ``"average"`` (default), ``"first"``, ``"pessimistic"`` or ``"optimistic"`` (see the
             module docstring).
@@ -911,7 +911,7 @@ def entry_ranks(
     Args:
         preds: ``(N, L)`` scores.
         target: a sparse ``(N, L)`` tensor (COO / CSR) or a
-            :class:`~torch_rankeval.functional.sparse.SparseTarget`; for a dense target, convert with
+            :class:`~torch_rankeval.ranking.sparse.SparseTarget`; for a dense target, convert with
             ``SparseTarget.from_dense`` (a host sync).
         exclude, gain, relevance_threshold, dtype, validate_args, chunk_elements: as in :func:`topk_view`.
         max_entries_per_row: a bound on the target's entries in any row (e.g. ``m`` of the ``(N, m)`` id

@@ -37,8 +37,8 @@ import math
 import torch
 from torch import Tensor
 
-from torch_rankeval.functional._groups import between, bounds, expected_top, prefix, safe_div
-from torch_rankeval.functional._ranking import RankedBatch, log_comb
+from torch_rankeval.ranking.groups import between, bounds, expected_top, prefix, safe_div
+from torch_rankeval.ranking.view import RankedBatch, log_comb
 
 __all__ = ["arp_values", "auroc_values", "fall_out_values", "opa_values"]
 

@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from torch_rankeval.conventions import REDUCTIONS, Convention
-from torch_rankeval.functional._ranking import RankedBatch, relevant
+from torch_rankeval.ranking.view import RankedBatch, relevant
 
 __all__ = ["Cutoffs", "check_reduction", "check_values", "finalize", "parse_k", "prepare"]
 

@@ -30,8 +30,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from torch_rankeval.functional._groups import between, bounds, prefix
-from torch_rankeval.functional._ranking import RankedBatch, device_constant, log_comb
+from torch_rankeval.ranking.groups import between, bounds, prefix
+from torch_rankeval.ranking.view import RankedBatch, device_constant, log_comb
 
 __all__ = ["rbp_residual_values", "rbp_values"]
 

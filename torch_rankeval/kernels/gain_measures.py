@@ -18,8 +18,8 @@ import torch
 from torch import Tensor
 
 from torch_rankeval.conventions import Convention
-from torch_rankeval.functional._groups import group_sums
-from torch_rankeval.functional._ranking import RankedBatch
+from torch_rankeval.ranking.groups import group_sums
+from torch_rankeval.ranking.view import RankedBatch
 
 __all__ = ["bing_values", "g_values", "ndcg_rel_values", "rndcg_values"]
 
