@@ -8,6 +8,7 @@ import torch
 from torch import Tensor
 
 from torch_rankeval.conventions import Convention
+from torch_rankeval.ranking.groups import no_relevant
 from torch_rankeval.ranking.view import RankedBatch, prefix_sums
 
 __all__ = ["average_precision_values", "check_graded_cutoffs"]
@@ -109,7 +110,7 @@ def average_precision_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tu
     terms = _terms(rb, rb.span(ks), binary=not graded)
     inside_list = rb.truncated or any(i < rb.length - 1 for i in rb.cutoff_index(ks))
     if not graded and denominator == "retrieved_relevant" and rb.averaged and inside_list:
-        return _retrieved_denominator_expectation(rb, terms, ks), (rb.n_relevant <= 0).unsqueeze(-1)
+        return _retrieved_denominator_expectation(rb, terms, ks), no_relevant(rb)
     numerator = rb.cumulative(terms, ks, dtype=torch.float64).to(rb.dtype)
     if graded:
         ideal = rb.ideal_gains

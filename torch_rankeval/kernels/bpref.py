@@ -25,7 +25,7 @@ import torch
 from torch import Tensor
 
 from torch_rankeval.conventions import Convention
-from torch_rankeval.ranking.groups import group_sums
+from torch_rankeval.ranking.groups import group_sums, no_relevant, per_relevant
 from torch_rankeval.ranking.view import RankedBatch
 
 __all__ = [
@@ -72,15 +72,6 @@ def _judged_nonrelevant(rb: RankedBatch) -> Tensor:
     return rb.cached("judged_nonrelevant", lambda: ((rb.target >= 0) & rb.judged & (rb.rel == 0)).to(rb.dtype))
 
 
-def _empty(rb: RankedBatch) -> Tensor:
-    return (rb.n_relevant <= 0).unsqueeze(-1)
-
-
-def _per_relevant(rb: RankedBatch, total: Tensor) -> Tensor:
-    r = rb.n_relevant
-    return torch.where(r > 0, total / r.clamp(min=1), torch.zeros_like(total))
-
-
 def bpref_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
     """bpref (Buckley & Voorhees, SIGIR 2004) as trec_eval computes it, ``(N, K)``.
 
@@ -111,7 +102,7 @@ def bpref_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, 
     if not isinstance(conv.gain, JudgedNonRelevant):
         raise TypeError("bpref_values needs the JudgedNonRelevant gain; compute bpref through the measure registry")
     values = rb.cached("bpref", lambda: _bpref(rb))  # bpref and gm_bpref share it
-    return values.unsqueeze(-1).expand(-1, len(ks)), _empty(rb)
+    return values.unsqueeze(-1).expand(-1, len(ks)), no_relevant(rb)
 
 
 def _bpref(rb: RankedBatch) -> Tensor:
@@ -126,7 +117,7 @@ def _bpref(rb: RankedBatch) -> Tensor:
     else:  # groups of one: min(above, R)
         expected = torch.minimum(above, r)
     total = (rel * (1.0 - expected / denominator)).sum(-1)
-    return _per_relevant(rb, total)
+    return per_relevant(rb, total)
 
 
 def infap_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
@@ -163,7 +154,7 @@ def infap_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, 
     term = 1.0 / fj1 + (fj / fj1) * ((a + n + u) / fj) * ((a + INFAP_EPSILON) / (a + n + 2 * INFAP_EPSILON))
     term = torch.where(fj == 0, torch.ones_like(term), term)
     total = torch.where(rel > 0, term, torch.zeros_like(term)).sum(-1)
-    return _per_relevant(rb, total).unsqueeze(-1).expand(-1, len(ks)), _empty(rb)
+    return per_relevant(rb, total).unsqueeze(-1).expand(-1, len(ks)), no_relevant(rb)
 
 
 def num_nonrel_judged_ret_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, None]:

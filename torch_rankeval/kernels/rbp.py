@@ -30,6 +30,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from torch_rankeval.conventions import Convention
 from torch_rankeval.ranking.groups import between, bounds, prefix
 from torch_rankeval.ranking.view import RankedBatch, device_constant, log_comb
 
@@ -98,27 +99,29 @@ def utilities(rb: RankedBatch, *, rel: float | None = None, gains=None) -> Tenso
 
 
 def rbp_values(
-    rb: RankedBatch, ks: tuple, *, p: float = 0.8, rel: float | None = None, gains=None
+    rb: RankedBatch, ks: tuple, conv: Convention, *, p: float = 0.9, rel: float | None = None, gains=None
 ) -> tuple[Tensor, None]:
     """Rank-biased precision at each cutoff, ``(N, K)``.
 
     Example:
         >>> from torch_rankeval.conventions import DEFAULT
         >>> rb = RankedBatch(torch.tensor([[0.9, 0.8, 0.7]]), torch.tensor([[1, 0, 1]]), None, DEFAULT)
-        >>> rbp_values(rb, (None,), p=0.5)[0]                     # 0.5 * (1 + 0.25)
+        >>> rbp_values(rb, (None,), DEFAULT, p=0.5)[0]                     # 0.5 * (1 + 0.25)
         tensor([[0.6250]])
     """
     return _weighted_expected(rb, utilities(rb, rel=rel, gains=gains), ks, p).to(rb.dtype), None
 
 
-def rbp_residual_values(rb: RankedBatch, ks: tuple, *, p: float = 0.8, tail: str = "always") -> tuple[Tensor, None]:
+def rbp_residual_values(
+    rb: RankedBatch, ks: tuple, conv: Convention, *, p: float = 0.9, tail: str = "always"
+) -> tuple[Tensor, None]:
     """RBP's residual at each cutoff, ``(N, K)`` (see the module docstring).
 
     Example:
         >>> from torch_rankeval.conventions import DEFAULT
         >>> rb = RankedBatch(torch.tensor([[0.9, 0.8, 0.7]]), torch.tensor([[1, 0, 1]]), None, DEFAULT,
         ...                  judged=torch.tensor([[True, False, True]]))
-        >>> rbp_residual_values(rb, (None,), p=0.5)[0]            # 0.5 * 0.5 + 0.5 ** 3
+        >>> rbp_residual_values(rb, (None,), DEFAULT, p=0.5)[0]            # 0.5 * 0.5 + 0.5 ** 3
         tensor([[0.3750]])
     """
     unjudged = rb.valid & ~rb.judged

@@ -13,6 +13,7 @@ import torch
 from torch import Tensor
 
 from torch_rankeval.conventions import Convention
+from torch_rankeval.ranking.groups import no_relevant
 from torch_rankeval.ranking.view import RankedBatch
 
 __all__ = [
@@ -38,7 +39,7 @@ def _ratio(num: Tensor, den: Tensor, ok: Tensor) -> Tensor:
 
 
 def _out(rb: RankedBatch, values: Tensor, ks: tuple) -> tuple[Tensor, Tensor]:
-    return values.unsqueeze(-1).expand(-1, len(ks)), (rb.n_relevant <= 0).unsqueeze(-1)
+    return values.unsqueeze(-1).expand(-1, len(ks)), no_relevant(rb)
 
 
 def set_precision_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:

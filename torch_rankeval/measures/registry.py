@@ -33,6 +33,7 @@ from torch import Tensor
 from torch_rankeval.conventions import Convention, GainMap, gain_fn, resolve_convention
 from torch_rankeval.kernels.ap import average_precision_values
 from torch_rankeval.kernels.bpref import JudgedNonRelevant, bpref_values, infap_values, num_nonrel_judged_ret_values
+from torch_rankeval.kernels.counts import num_q_values, num_rel_ret_values, num_rel_values, num_ret_values
 from torch_rankeval.kernels.dcg import dcg_values, idcg_values, ndcg_values
 from torch_rankeval.kernels.err import err_grade_checks, err_values
 from torch_rankeval.kernels.gain_measures import bing_values, g_values, ndcg_rel_values, rndcg_values
@@ -60,7 +61,6 @@ from torch_rankeval.kernels.set_measures import (
     set_relative_precision_values,
     utility_values,
 )
-from torch_rankeval.ranking.view import RankedBatch
 
 __all__ = [
     "Param",
@@ -80,8 +80,6 @@ __all__ = [
 TREC_CUTOFFS = (5, 10, 15, 20, 30, 100, 200, 500, 1000)
 #: trec_eval's floor of each value before the logarithm of a geometric mean (gm_map).
 MIN_GEO_MEAN = 1e-5
-
-AGGREGATES = ("mean", "sum", "gmean", "info", "text")
 
 
 # ----------------------------------------------------------------------------- parameters
@@ -250,103 +248,9 @@ _MAX_GRADE = Param("max_grade", "count", "the top grade: stopping probability (2
 _MAX_FPR = Param("max_fpr", "fraction", "standardised partial AUC over false-positive rates [0, max_fpr]")
 
 
-# ----------------------------------------------------------------------------- kernels
-# Named module-level functions (not lambdas), so that measures, plans and metrics pickle.
+#: What a kernel returns: values ``(N, K)`` and the empty flags ``(N, 1 or K)`` or None. Kernels are
+#: module-level functions of :mod:`torch_rankeval.kernels` (not lambdas), so that measures, plans and metrics pickle.
 Values = tuple[Tensor, "Tensor | None"]
-
-
-def _dcg(rb: RankedBatch, ks: tuple, conv: Convention) -> Values:
-    return dcg_values(rb, ks), None
-
-
-def _idcg(rb: RankedBatch, ks: tuple, conv: Convention) -> Values:
-    return idcg_values(rb, ks), None
-
-
-def _ndcg(rb: RankedBatch, ks: tuple, conv: Convention) -> Values:
-    return ndcg_values(rb, ks)
-
-
-def _ap(rb: RankedBatch, ks: tuple, conv: Convention) -> Values:
-    return average_precision_values(rb, ks, conv)
-
-
-def _rr(rb: RankedBatch, ks: tuple, conv: Convention) -> Values:
-    return reciprocal_rank_values(rb, ks)
-
-
-def _precision(rb: RankedBatch, ks: tuple, conv: Convention) -> Values:
-    return precision_values(rb, ks, adaptive_k=conv.adaptive_k)
-
-
-def _recall(rb: RankedBatch, ks: tuple, conv: Convention) -> Values:
-    return recall_values(rb, ks)
-
-
-def _hit_rate(rb: RankedBatch, ks: tuple, conv: Convention) -> Values:
-    return hit_rate_values(rb, ks)
-
-
-def _r_precision(rb: RankedBatch, ks: tuple, conv: Convention) -> Values:
-    return r_precision_values(rb, ks)
-
-
-def _num_q(rb: RankedBatch, ks: tuple, conv: Convention) -> Values:
-    return torch.ones(rb.n_lists, len(ks), dtype=rb.dtype, device=rb.device), None
-
-
-def _num_ret(rb: RankedBatch, ks: tuple, conv: Convention) -> Values:
-    return rb.n_valid.unsqueeze(-1).expand(-1, len(ks)), None
-
-
-def _num_rel(rb: RankedBatch, ks: tuple, conv: Convention) -> Values:
-    return rb.n_relevant.unsqueeze(-1).expand(-1, len(ks)), None
-
-
-def _num_rel_ret(rb: RankedBatch, ks: tuple, conv: Convention) -> Values:
-    return rb.rel.sum(-1, keepdim=True).expand(-1, len(ks)), None
-
-
-def _err(rb: RankedBatch, ks: tuple, conv: Convention, *, max_grade: int = 4) -> Values:
-    return err_values(rb, ks, max_grade=max_grade)
-
-
-def _err_checks(rb: RankedBatch, *, max_grade: int = 4) -> list:
-    return err_grade_checks(rb, max_grade=max_grade)
-
-
-def _rbp(
-    rb: RankedBatch, ks: tuple, conv: Convention, *, p: float = 0.9, rel: float | None = None, gains: Any = None
-) -> Values:
-    return rbp_values(rb, ks, p=p, rel=rel, gains=gains)
-
-
-def _rbp_residual(rb: RankedBatch, ks: tuple, conv: Convention, *, p: float = 0.9, tail: str = "always") -> Values:
-    return rbp_residual_values(rb, ks, p=p, tail=tail)
-
-
-def _judged(rb: RankedBatch, ks: tuple, conv: Convention) -> Values:
-    return judged_values(rb, ks, adaptive_k=conv.adaptive_k)
-
-
-def _unjudged(rb: RankedBatch, ks: tuple, conv: Convention) -> Values:
-    return unjudged_values(rb, ks, adaptive_k=conv.adaptive_k)
-
-
-def _fall_out(rb: RankedBatch, ks: tuple, conv: Convention) -> Values:
-    return fall_out_values(rb, ks)
-
-
-def _auroc(rb: RankedBatch, ks: tuple, conv: Convention, *, max_fpr: float | None = None) -> Values:
-    return auroc_values(rb, ks, max_fpr=max_fpr)
-
-
-def _opa(rb: RankedBatch, ks: tuple, conv: Convention) -> Values:
-    return opa_values(rb, ks)
-
-
-def _arp(rb: RankedBatch, ks: tuple, conv: Convention) -> Values:
-    return arp_values(rb, ks)
 
 
 # ----------------------------------------------------------------------------- families
@@ -420,7 +324,7 @@ FAMILIES: dict[str, Family] = _families(
     Family("runid", None, "the run's tag", aggregate="info", per_query=False, cutoff=False, oracle="trec_eval"),
     Family(
         "num_q",
-        _num_q,
+        num_q_values,
         "number of queries evaluated",
         ir="NumQ",
         cutoff=False,
@@ -430,7 +334,7 @@ FAMILIES: dict[str, Family] = _families(
     ),
     Family(
         "num_ret",
-        _num_ret,
+        num_ret_values,
         "number of documents retrieved",
         ir="NumRet",
         cutoff=False,
@@ -439,7 +343,7 @@ FAMILIES: dict[str, Family] = _families(
     ),
     Family(
         "num_rel",
-        _num_rel,
+        num_rel_values,
         "number of relevant documents (judged, retrieved or not)",
         ir="NumRel",
         cutoff=False,
@@ -449,7 +353,7 @@ FAMILIES: dict[str, Family] = _families(
     ),
     Family(
         "num_rel_ret",
-        _num_rel_ret,
+        num_rel_ret_values,
         "number of relevant documents retrieved",
         ir="NumRelRet",
         cutoff=False,
@@ -459,7 +363,7 @@ FAMILIES: dict[str, Family] = _families(
     ),
     Family(
         "map",
-        _ap,
+        average_precision_values,
         "average precision (its mean is MAP)",
         ir="AP",
         aliases=("ap", "average_precision"),
@@ -469,7 +373,7 @@ FAMILIES: dict[str, Family] = _families(
     ),
     Family(
         "gm_map",
-        _ap,
+        average_precision_values,
         "geometric mean of average precision over queries",
         cutoff=False,
         params=(_REL,),
@@ -480,7 +384,7 @@ FAMILIES: dict[str, Family] = _families(
     ),
     Family(
         "r_precision",
-        _r_precision,
+        r_precision_values,
         "precision at rank R, the number of relevant documents",
         ir="Rprec",
         aliases=("rprec", "rprecision"),
@@ -490,7 +394,7 @@ FAMILIES: dict[str, Family] = _families(
     ),
     Family(
         "mrr",
-        _rr,
+        reciprocal_rank_values,
         "reciprocal rank of the first relevant document (its mean is MRR)",
         ir="RR",
         aliases=("rr", "reciprocal_rank", "recip_rank"),
@@ -499,7 +403,7 @@ FAMILIES: dict[str, Family] = _families(
     ),
     Family(
         "precision",
-        _precision,
+        precision_values,
         "share of the top k that is relevant",
         ir="P",
         aliases=("p",),
@@ -508,7 +412,7 @@ FAMILIES: dict[str, Family] = _families(
     ),
     Family(
         "recall",
-        _recall,
+        recall_values,
         "share of the relevant documents found in the top k",
         ir="R",
         aliases=("r",),
@@ -517,7 +421,7 @@ FAMILIES: dict[str, Family] = _families(
     ),
     Family(
         "ndcg",
-        _ndcg,
+        ndcg_values,
         "normalised discounted cumulative gain",
         ir="nDCG",
         params=(_GAINS, _DCG),
@@ -526,7 +430,7 @@ FAMILIES: dict[str, Family] = _families(
     ),
     Family(
         "hit_rate",
-        _hit_rate,
+        hit_rate_values,
         "whether the top k hold a relevant document",
         ir="Success",
         aliases=("hr", "hitrate", "success"),
@@ -535,7 +439,7 @@ FAMILIES: dict[str, Family] = _families(
     ),
     Family(
         "dcg",
-        _dcg,
+        dcg_values,
         "discounted cumulative gain",
         params=(_GAINS, _DCG),
         uses_gain="always",
@@ -543,7 +447,7 @@ FAMILIES: dict[str, Family] = _families(
     ),
     Family(
         "idcg",
-        _idcg,
+        idcg_values,
         "ideal DCG",
         params=(_GAINS, _DCG),
         uses_gain="always",
@@ -744,17 +648,17 @@ FAMILIES: dict[str, Family] = _families(
     ),
     Family(
         "err",
-        _err,
+        err_values,
         "expected reciprocal rank (cascade model, gdeval's gain)",
         ir="ERR",
         aliases=("expected_reciprocal_rank",),
         params=(_MAX_GRADE,),
-        check=_err_checks,
+        check=err_grade_checks,
         oracle="gdeval (via ir_measures), tie orders enumerated",
     ),
     Family(
         "rbp",
-        _rbp,
+        rbp_values,
         "rank-biased precision",
         ir="RBP",
         aliases=("rank_biased_precision",),
@@ -764,7 +668,7 @@ FAMILIES: dict[str, Family] = _families(
     ),
     Family(
         "rbp_residual",
-        _rbp_residual,
+        rbp_residual_values,
         "RBP's residual: weight of unjudged documents and of the unread tail",
         aliases=("rbp_res",),
         params=(_PERSISTENCE, _TAIL),
@@ -772,7 +676,7 @@ FAMILIES: dict[str, Family] = _families(
     ),
     Family(
         "judged",
-        _judged,
+        judged_values,
         "share of the top k that is judged",
         ir="Judged",
         aliases=("judged_rate",),
@@ -780,21 +684,21 @@ FAMILIES: dict[str, Family] = _families(
     ),
     Family(
         "unjudged",
-        _unjudged,
+        unjudged_values,
         "share of the top k that is retrieved but unjudged",
         aliases=("unjudged_rate",),
         oracle="trec_eval 10.0 expected outputs, ir_measures (1 - Judged)",
     ),
     Family(
         "fall_out",
-        _fall_out,
+        fall_out_values,
         "share of the non-relevant documents found in the top k",
         aliases=("fallout",),
         oracle="torchmetrics",
     ),
     Family(
         "auroc",
-        _auroc,
+        auroc_values,
         "area under the ROC curve of the top k (tied scores count half)",
         aliases=("auc", "retrieval_auroc"),
         params=(_MAX_FPR,),
@@ -802,7 +706,7 @@ FAMILIES: dict[str, Family] = _families(
     ),
     Family(
         "opa",
-        _opa,
+        opa_values,
         "ordered pair accuracy: share of differently graded pairs in the right order",
         aliases=("ordered_pair_accuracy",),
         cutoff=False,
@@ -810,7 +714,7 @@ FAMILIES: dict[str, Family] = _families(
     ),
     Family(
         "arp",
-        _arp,
+        arp_values,
         "average relevance position: mean rank weighted by grade (lower is better)",
         aliases=("average_relevance_position",),
         cutoff=False,

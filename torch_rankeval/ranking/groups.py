@@ -16,7 +16,20 @@ from torch import Tensor
 
 from torch_rankeval.ranking.view import RankedBatch, device_constant
 
-__all__ = ["between", "bounds", "expected_relevant", "expected_top", "group_bounds", "group_sums", "prefix", "safe_div"]
+__all__ = [
+    "between",
+    "bounds",
+    "check_deterministic",
+    "cutoff_sizes",
+    "expected_relevant",
+    "expected_top",
+    "group_bounds",
+    "group_sums",
+    "no_relevant",
+    "per_relevant",
+    "prefix",
+    "safe_div",
+]
 
 
 def bounds(rb: RankedBatch) -> tuple[Tensor, Tensor]:
@@ -85,3 +98,45 @@ def safe_div(num: Tensor, den: Tensor) -> Tensor:
     """``num / den``, 0 where ``den`` is 0."""
     ok = den != 0
     return torch.where(ok, num / torch.where(ok, den, torch.ones_like(den)), torch.zeros_like(num))
+
+
+def no_relevant(rb: RankedBatch) -> Tensor:
+    """The "no relevant document" flags ``(N, 1)``: the empty case of most measures.
+
+    Example:
+        >>> from torch_rankeval.conventions import DEFAULT
+        >>> no_relevant(RankedBatch(torch.tensor([[0.9, 0.5], [0.2, 0.1]]), torch.tensor([[0, 1], [0, 0]]), None, DEFAULT))
+        tensor([[False],
+                [ True]])
+    """
+    return (rb.n_relevant <= 0).unsqueeze(-1)
+
+
+def per_relevant(rb: RankedBatch, total: Tensor) -> Tensor:
+    """``total / R`` per query, ``(N,)``, 0 for a query without relevant document."""
+    r = rb.n_relevant
+    return torch.where(r > 0, total / r.clamp(min=1), torch.zeros_like(total))
+
+
+def cutoff_sizes(rb: RankedBatch, ks: tuple, *, adaptive_k: bool, dtype: torch.dtype | None = None) -> Tensor:
+    """The number of positions each cutoff reads, ``(N, K)``: ``k`` (``min(k, n)`` with ``adaptive_k``),
+    ``n`` (the query's number of ranked documents) for ``k=None``. The divisor of the shares of the top k.
+
+    Example:
+        >>> from torch_rankeval.conventions import DEFAULT
+        >>> rb = RankedBatch(torch.tensor([[0.9, 0.5, 0.1]]), torch.tensor([[0, 1, 0]]), None, DEFAULT)
+        >>> cutoff_sizes(rb, (2, 5, None), adaptive_k=False), cutoff_sizes(rb, (2, 5, None), adaptive_k=True)
+        (tensor([[2., 5., 3.]]), tensor([[2., 3., 3.]]))
+    """
+    n_valid = rb.n_valid.unsqueeze(-1) if dtype is None else rb.n_valid.to(dtype).unsqueeze(-1)
+    cut = rb.constant([float("inf") if k is None else float(k) for k in ks], dtype)
+    return torch.minimum(cut, n_valid) if adaptive_k else torch.where(torch.isinf(cut), n_valid, cut)
+
+
+def check_deterministic(rb: RankedBatch, name: str) -> None:
+    """Refuse averaged ties for a measure without an exact tie-averaged value (a static check, no sync)."""
+    if rb.averaged:
+        raise ValueError(
+            f"{name} has no exact tie-averaged value; rank with ties='first' (input order), 'pessimistic' or "
+            "'optimistic', or use convention='trec_eval'"
+        )
