@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from torch_rankeval.conventions import Convention
-from torch_rankeval.ranking.groups import no_relevant
+from torch_rankeval.ranking.groups import no_relevant, safe_div
 from torch_rankeval.ranking.view import RankedBatch
 
 __all__ = [
@@ -34,10 +34,6 @@ def _counts(rb: RankedBatch) -> tuple[Tensor, Tensor, Tensor]:
     return rb.n_valid, rb.n_relevant, rb.rel.sum(-1)
 
 
-def _ratio(num: Tensor, den: Tensor, ok: Tensor) -> Tensor:
-    return torch.where(ok, num / torch.where(ok, den, torch.ones_like(den)), torch.zeros_like(num))
-
-
 def _out(rb: RankedBatch, values: Tensor, ks: tuple) -> tuple[Tensor, Tensor]:
     return values.unsqueeze(-1).expand(-1, len(ks)), no_relevant(rb)
 
@@ -52,7 +48,7 @@ def set_precision_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[
         {'set_P': tensor([0.6667], dtype=torch.float64)}
     """
     n, _, r = _counts(rb)
-    return _out(rb, _ratio(r, n, n > 0), ks)
+    return _out(rb, safe_div(r, n), ks)
 
 
 def set_relative_precision_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
@@ -65,7 +61,7 @@ def set_relative_precision_values(rb: RankedBatch, ks: tuple, conv: Convention) 
         {'set_relative_P': tensor([0.5000], dtype=torch.float64)}
     """
     n, big_r, r = _counts(rb)
-    return _out(rb, _ratio(r, torch.minimum(n, big_r), (n > 0) & (big_r > 0)), ks)
+    return _out(rb, safe_div(r, torch.minimum(n, big_r)), ks)
 
 
 def set_recall_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
@@ -78,7 +74,7 @@ def set_recall_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Ten
         {'set_recall': tensor([0.3333], dtype=torch.float64)}
     """
     _, big_r, r = _counts(rb)
-    return _out(rb, _ratio(r, big_r, big_r > 0), ks)
+    return _out(rb, safe_div(r, big_r), ks)
 
 
 def set_ap_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
@@ -91,7 +87,7 @@ def set_ap_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor,
         {'set_map': tensor([0.1667], dtype=torch.float64)}
     """
     n, big_r, r = _counts(rb)
-    return _out(rb, _ratio(r * r, n * big_r, (n > 0) & (big_r > 0)), ks)
+    return _out(rb, safe_div(r * r, n * big_r), ks)
 
 
 def set_f_values(rb: RankedBatch, ks: tuple, conv: Convention, *, beta: float = 1.0) -> tuple[Tensor, Tensor]:
@@ -107,9 +103,12 @@ def set_f_values(rb: RankedBatch, ks: tuple, conv: Convention, *, beta: float = 
     """
     n, big_r, r = _counts(rb)
     ok = r > 0
-    p = _ratio(r, n, ok)
-    rec = _ratio(r, big_r, ok)
-    values = _ratio((beta + 1.0) * p * rec, beta * p + rec, ok)
+
+    def ratio(num: Tensor, den: Tensor) -> Tensor:  # 0 when nothing relevant is retrieved
+        return torch.where(ok, num / torch.where(ok, den, torch.ones_like(den)), torch.zeros_like(num))
+
+    p, rec = ratio(r, n), ratio(r, big_r)
+    values = ratio((beta + 1.0) * p * rec, beta * p + rec)
     return _out(rb, values, ks)
 
 
