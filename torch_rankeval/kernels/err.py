@@ -27,16 +27,14 @@ import torch
 from torch import Tensor
 
 from torch_rankeval.conventions import Convention
-from torch_rankeval.ranking.groups import between, bounds, prefix
+from torch_rankeval.ranking.groups import between, bounds, judged_grades, prefix
 from torch_rankeval.ranking.view import RankedBatch, log_comb
 
 __all__ = ["err_grade_checks", "err_values"]
 
 
 def _levels(rb: RankedBatch, max_grade: int) -> Tensor:
-    judged = rb.judged & rb.valid
-    g = rb.target.to(torch.float64).clamp(min=0, max=max_grade).floor()
-    return torch.where(judged, g, torch.zeros_like(g))
+    return judged_grades(rb).clamp(max=max_grade).floor()
 
 
 def err_grade_checks(rb: RankedBatch, *, max_grade: int = 4) -> list[tuple[Tensor, str]]:

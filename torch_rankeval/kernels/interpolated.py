@@ -20,8 +20,6 @@ from torch_rankeval.conventions import Convention
 from torch_rankeval.ranking.groups import (
     check_deterministic,
     cutoff_sizes,
-    expected_relevant,
-    group_bounds,
     group_sums,
     no_relevant,
 )
@@ -151,7 +149,8 @@ def rprec_mult_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Ten
     index = end.long() - 1
     rel = rb.rel
     if rb.averaged:
-        start, size = group_bounds(rb)
+        g = rb.groups()
+        start, size = g.start, g.size
         inside, above = group_sums(rb, rel)
         share = inside.gather(-1, index) / size.gather(-1, index)
         found = above.gather(-1, index) + (end - start.gather(-1, index)) * share
@@ -175,7 +174,7 @@ def relative_precision_values(rb: RankedBatch, ks: tuple, conv: Convention) -> t
         >>> compute(parse_measures(["relative_P.1,2,5"]), preds, torch.tensor([[0, 1, 0, 1, 0]]))["relative_P_5"].tolist()
         [1.0]
     """
-    found = expected_relevant(rb, ks)
+    found = rb.expected_relevant(ks)
     den = torch.minimum(cutoff_sizes(rb, ks, adaptive_k=False), rb.n_relevant.unsqueeze(-1))
     values = torch.where(den > 0, found / den.clamp(min=1), torch.zeros_like(found))
     return values, no_relevant(rb)

@@ -38,7 +38,7 @@ import torch
 from torch import Tensor
 
 from torch_rankeval.conventions import Convention
-from torch_rankeval.ranking.groups import between, bounds, expected_top, prefix, safe_div
+from torch_rankeval.ranking.groups import between, bounds, expected_top, judged_grades, prefix, safe_div
 from torch_rankeval.ranking.view import RankedBatch, log_comb
 
 __all__ = ["arp_values", "auroc_values", "fall_out_values", "opa_values"]
@@ -72,11 +72,7 @@ def arp_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, Te
         tensor([[2.3333]])
     """
     start, end = bounds(rb)
-    w = torch.where(
-        rb.judged & rb.valid,
-        rb.target.to(torch.float64).clamp(min=0),
-        torch.zeros((), dtype=torch.float64, device=rb.device),
-    )
+    w = judged_grades(rb)
     mean_rank = (start + end + 1).to(torch.float64) / 2  # mean of ranks start+1 .. end
     total = w.sum(-1, keepdim=True)
     value = safe_div((w * mean_rank).sum(-1, keepdim=True), total)

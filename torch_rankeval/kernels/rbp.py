@@ -31,7 +31,7 @@ import torch
 from torch import Tensor
 
 from torch_rankeval.conventions import Convention
-from torch_rankeval.ranking.groups import between, bounds, prefix
+from torch_rankeval.ranking.groups import between, bounds, cut_groups, judged_grades, prefix
 from torch_rankeval.ranking.view import RankedBatch, device_constant, log_comb
 
 __all__ = ["rbp_residual_values", "rbp_values"]
@@ -79,9 +79,7 @@ def _top_grade(rb: RankedBatch, grades: Tensor) -> Tensor:
 def utilities(rb: RankedBatch, *, rel: float | None = None, gains=None) -> Tensor:
     """Utility in [0, 1] of each ranked document, ``(N, L)`` float64 (see the module docstring)."""
     judged = rb.judged & rb.valid
-    grades = torch.where(
-        judged, rb.target.to(torch.float64).clamp(min=0), torch.zeros((), dtype=torch.float64, device=rb.device)
-    )
+    grades = judged_grades(rb)
     if rel is not None:
         return (judged & (rb.target >= rel)).to(torch.float64)
     top = _top_grade(rb, grades)
@@ -138,10 +136,8 @@ def rbp_residual_values(
 
 def _any_in_top(rb: RankedBatch, flags: Tensor, ks: tuple) -> Tensor:
     """Probability that the top ``k`` hold a flagged document, over the orders of tied documents."""
-    start, end = bounds(rb)
     cs = prefix(flags)
-    idx = device_constant(tuple(rb.cutoff_index(ks)), torch.int64, rb.device).expand(rb.n_lists, -1)
-    s, e = start.gather(-1, idx), end.gather(-1, idx)
+    idx, s, e = cut_groups(rb, ks)
     before = cs.gather(-1, s)
     n = (e - s).to(torch.float64)
     f = between(cs, s, e)

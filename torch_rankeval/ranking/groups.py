@@ -21,10 +21,10 @@ __all__ = [
     "bounds",
     "check_deterministic",
     "cutoff_sizes",
-    "expected_relevant",
+    "cut_groups",
     "expected_top",
-    "group_bounds",
     "group_sums",
+    "judged_grades",
     "no_relevant",
     "per_relevant",
     "prefix",
@@ -52,24 +52,12 @@ def bounds(rb: RankedBatch) -> tuple[Tensor, Tensor]:
     return rb.cached("group_bounds_int", make)
 
 
-def group_bounds(rb: RankedBatch) -> tuple[Tensor, Tensor]:
-    """``(start, size)``, ``(N, L)``: the 0-based first position and the size of each position's tie
-    group, in the working dtype."""
-    g = rb.groups()
-    return g.start, g.size
-
-
 def group_sums(rb: RankedBatch, x: Tensor) -> tuple[Tensor, Tensor]:
     """``(inside, above)``, ``(N, L)``: the sum of the ranked-order ``x`` over each position's tie
     group, and over the positions ranked above that group, in ``x``'s dtype (accumulated in float64,
     or int64 for integer ``x``). Without averaged ties, groups of one: ``(x, exclusive prefix sum)``."""
     total, before = rb.groups().sums(x, None, dtype=torch.float64 if x.is_floating_point() else torch.int64)
     return total.to(x.dtype), before.to(x.dtype)
-
-
-def expected_relevant(rb: RankedBatch, ks: tuple) -> Tensor:
-    """Expected number of relevant documents in the top ``k`` over the tie orders, ``(N, K)``."""
-    return rb.expected_relevant(ks)
 
 
 def prefix(x: Tensor) -> Tensor:
@@ -83,13 +71,45 @@ def between(cs: Tensor, lo: Tensor, hi: Tensor) -> Tensor:
     return cs.gather(-1, hi) - cs.gather(-1, lo)
 
 
+def cut_groups(rb: RankedBatch, ks: tuple) -> tuple[Tensor, Tensor, Tensor]:
+    """``(idx, start, end)``, ``(N, K)`` int64: each cutoff's last 0-based position and the bounds of
+    the tie group it ends in (the group a cutoff may split).
+
+    Example:
+        >>> from torch_rankeval.conventions import DEFAULT
+        >>> rb = RankedBatch(torch.tensor([[0.9, 0.5, 0.5, 0.1]]), torch.tensor([[1, 0, 1, 0]]), None, DEFAULT)
+        >>> cut_groups(rb, (2, None))
+        (tensor([[1, 3]]), tensor([[1, 3]]), tensor([[3, 4]]))
+    """
+    start, end = bounds(rb)
+    idx = device_constant(tuple(rb.cutoff_index(ks)), torch.int64, rb.device).expand(rb.n_lists, -1)
+    return idx, start.gather(-1, idx), end.gather(-1, idx)
+
+
+def judged_grades(rb: RankedBatch) -> Tensor:
+    """The grades of the judged real documents in ranked order, ``(N, L)`` float64: negative grades,
+    unjudged documents and padding 0.
+
+    Example:
+        >>> from torch_rankeval.conventions import DEFAULT
+        >>> rb = RankedBatch(torch.tensor([[0.9, 0.5, 0.1]]), torch.tensor([[2, -1, 1]]), None, DEFAULT,
+        ...                  judged=torch.tensor([[True, True, False]]))
+        >>> judged_grades(rb)
+        tensor([[2., 0., 0.]], dtype=torch.float64)
+    """
+
+    def make() -> Tensor:
+        zero = torch.zeros((), dtype=torch.float64, device=rb.device)
+        return torch.where(rb.judged & rb.valid, rb.target.to(torch.float64).clamp(min=0), zero)
+
+    return rb.cached("judged_grades", make)
+
+
 def expected_top(rb: RankedBatch, x: Tensor, ks: tuple) -> Tensor:
     """``E[sum of x over the top k]`` over the orders of tied documents, ``(N, K)`` float64: the
     groups above the cutoff's group in full, plus that group's mean times its slots inside the cutoff."""
-    start, end = bounds(rb)
     cs = prefix(x)
-    idx = device_constant(tuple(rb.cutoff_index(ks)), torch.int64, rb.device).expand(rb.n_lists, -1)
-    s, e = start.gather(-1, idx), end.gather(-1, idx)
+    idx, s, e = cut_groups(rb, ks)
     inside = (idx + 1 - s).to(torch.float64)
     return cs.gather(-1, s) + inside * between(cs, s, e) / (e - s).to(torch.float64)
 
