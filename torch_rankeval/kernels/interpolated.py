@@ -17,12 +17,7 @@ import torch
 from torch import Tensor
 
 from torch_rankeval.conventions import Convention
-from torch_rankeval.ranking.groups import (
-    check_deterministic,
-    cutoff_sizes,
-    group_sums,
-    no_relevant,
-)
+from torch_rankeval.ranking.groups import check_deterministic, cutoff_sizes, group_sums, no_relevant
 from torch_rankeval.ranking.view import RankedBatch, device_constant
 
 __all__ = [
