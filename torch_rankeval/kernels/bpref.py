@@ -13,8 +13,7 @@ Every returned document falls in one of four classes (trec_eval's ``form_res_rel
 bpref and the count ignore the last two classes alike; infAP counts the pooled-but-unjudged
 documents in its estimate of the precision above each relevant document and skips the others.
 
-Kernels follow the registry's signature ``(ranked_batch, cutoffs, convention) -> (values (N, K),
-empty flags (N, 1) or None)``; these measures take no cutoff (``cutoffs`` is ``(None,)``).
+These measures take no cutoff (``cutoffs`` is ``(None,)``).
 """
 
 from __future__ import annotations

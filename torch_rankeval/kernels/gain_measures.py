@@ -7,9 +7,8 @@ unjudged documents and padding. The ideal ranking is the judged set sorted by de
 read up to its last positive gain (trec_eval stops there). Discounts are the convention's (trec_eval:
 ``1 / log2(rank + 1)``).
 
-Kernels follow the registry's signature ``(ranked_batch, cutoffs, convention) -> (values (N, K),
-empty flags (N, 1))``; they take no cutoff. ``binG`` and ``Rndcg`` average ties exactly; ``G`` and
-``ndcg_rel`` have no practical exact tie-averaged form (the registry refuses ``ties="average"``).
+They take no cutoff. ``binG`` and ``Rndcg`` average ties exactly; ``G`` and ``ndcg_rel`` have no
+practical exact tie-averaged form (the registry refuses ``ties="average"``).
 """
 
 from __future__ import annotations

@@ -2,9 +2,8 @@
 (``iprec_at_recall``), its average (``11pt_avg``), precision at multiples of R (``Rprec_mult``),
 relative precision (``relative_P``) and yaap, as trec_eval defines them.
 
-Kernels follow the registry's signature ``(ranked_batch, cutoffs, convention, **params) -> (values
-(N, K), empty flags (N, 1))``. For ``iprec_at_recall`` and ``Rprec_mult`` the "cutoffs" are the
-recall levels and the multiples of R (their families' ``@`` parameter).
+For ``iprec_at_recall`` and ``Rprec_mult`` the kernels' "cutoffs" are the recall levels and the
+multiples of R (their families' ``@`` parameter).
 
 Interpolated precision and yaap are not linear in the ranking and have no practical exact
 tie-averaged form: the registry refuses ``ties="average"`` for them. Precision at multiples of R

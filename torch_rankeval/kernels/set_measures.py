@@ -2,9 +2,8 @@
 ``set_recall``, ``set_map``, ``set_F`` and ``utility``): functions of the numbers retrieved
 (``n``), relevant (``R``) and relevant retrieved (``r``) only, so ties never change them.
 
-Kernels follow the registry's signature ``(ranked_batch, cutoffs, convention, **params) -> (values
-(N, K), empty flags (N, 1) or None)``; they take no cutoff. A query with no retrieved document
-(``-c`` adds them) scores 0 on every one of them.
+They take no cutoff. A query with no retrieved document (``-c`` adds them) scores 0 on every one
+of them.
 """
 
 from __future__ import annotations
