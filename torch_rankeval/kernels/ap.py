@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Sequence
-
 import torch
 from torch import Tensor
 
 from torch_rankeval.conventions import Convention
+from torch_rankeval.ranking.groups import no_relevant
 from torch_rankeval.ranking.view import RankedBatch, prefix_sums
 
-__all__ = ["average_precision_values", "check_graded_cutoffs"]
+__all__ = ["average_precision_values"]
 
 
 def _terms(rb: RankedBatch, width: int, *, binary: bool) -> Tensor:
@@ -104,12 +103,17 @@ def _retrieved_denominator_expectation(rb: RankedBatch, terms: Tensor, ks: tuple
 
 def average_precision_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
     """Per-query AP at each cutoff and the "no relevant document" flag, ``(N, K)`` / ``(N, 1)``."""
-    check_graded_cutoffs(conv, [k for k in ks if k is not None], rb.length)
+    if conv.graded and conv.denominator == "retrieved_relevant" and conv.ties == "average":  # static: no sync
+        if any(isinstance(k, int) and k < rb.length for k in ks):
+            raise ValueError(
+                "average_precision(graded=True, denominator='retrieved_relevant') has no exact tie-averaged value "
+                "at a cutoff inside the list; use ties='first'/'pessimistic'/'optimistic' or another denominator"
+            )
     denominator, graded = conv.denominator, conv.graded
     terms = _terms(rb, rb.span(ks), binary=not graded)
     inside_list = rb.truncated or any(i < rb.length - 1 for i in rb.cutoff_index(ks))
     if not graded and denominator == "retrieved_relevant" and rb.averaged and inside_list:
-        return _retrieved_denominator_expectation(rb, terms, ks), (rb.n_relevant <= 0).unsqueeze(-1)
+        return _retrieved_denominator_expectation(rb, terms, ks), no_relevant(rb)
     numerator = rb.cumulative(terms, ks, dtype=torch.float64).to(rb.dtype)
     if graded:
         ideal = rb.ideal_gains
@@ -138,14 +142,3 @@ def average_precision_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tu
     if not graded and denominator != "retrieved_relevant":
         return numerator / den.clamp(min=1), empty  # a count: 0 or at least 1
     return numerator / torch.where(den > 0, den, 1.0), empty
-
-
-def check_graded_cutoffs(conv: Convention, k: object, length: int) -> None:
-    """Reject the one AP variant without an exact tie-averaged value (a static check, no sync)."""
-    if conv.graded and conv.denominator == "retrieved_relevant" and conv.ties == "average" and k is not None:
-        ks = k if isinstance(k, Sequence) else [k]
-        if any(isinstance(v, int) and v < length for v in ks):
-            raise ValueError(
-                "average_precision(graded=True, denominator='retrieved_relevant') has no exact tie-averaged value "
-                "at a cutoff inside the list; use ties='first'/'pessimistic'/'optimistic' or another denominator"
-            )

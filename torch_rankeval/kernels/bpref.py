@@ -13,8 +13,7 @@ Every returned document falls in one of four classes (trec_eval's ``form_res_rel
 bpref and the count ignore the last two classes alike; infAP counts the pooled-but-unjudged
 documents in its estimate of the precision above each relevant document and skips the others.
 
-Kernels follow the registry's signature ``(ranked_batch, cutoffs, convention) -> (values (N, K),
-empty flags (N, 1) or None)``; these measures take no cutoff (``cutoffs`` is ``(None,)``).
+These measures take no cutoff (``cutoffs`` is ``(None,)``).
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ import torch
 from torch import Tensor
 
 from torch_rankeval.conventions import Convention
-from torch_rankeval.ranking.groups import group_sums
+from torch_rankeval.ranking.groups import group_sums, no_relevant, per_relevant
 from torch_rankeval.ranking.view import RankedBatch
 
 __all__ = [
@@ -72,15 +71,6 @@ def _judged_nonrelevant(rb: RankedBatch) -> Tensor:
     return rb.cached("judged_nonrelevant", lambda: ((rb.target >= 0) & rb.judged & (rb.rel == 0)).to(rb.dtype))
 
 
-def _empty(rb: RankedBatch) -> Tensor:
-    return (rb.n_relevant <= 0).unsqueeze(-1)
-
-
-def _per_relevant(rb: RankedBatch, total: Tensor) -> Tensor:
-    r = rb.n_relevant
-    return torch.where(r > 0, total / r.clamp(min=1), torch.zeros_like(total))
-
-
 def bpref_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
     """bpref (Buckley & Voorhees, SIGIR 2004) as trec_eval computes it, ``(N, K)``.
 
@@ -111,7 +101,7 @@ def bpref_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, 
     if not isinstance(conv.gain, JudgedNonRelevant):
         raise TypeError("bpref_values needs the JudgedNonRelevant gain; compute bpref through the measure registry")
     values = rb.cached("bpref", lambda: _bpref(rb))  # bpref and gm_bpref share it
-    return values.unsqueeze(-1).expand(-1, len(ks)), _empty(rb)
+    return values.unsqueeze(-1).expand(-1, len(ks)), no_relevant(rb)
 
 
 def _bpref(rb: RankedBatch) -> Tensor:
@@ -126,7 +116,7 @@ def _bpref(rb: RankedBatch) -> Tensor:
     else:  # groups of one: min(above, R)
         expected = torch.minimum(above, r)
     total = (rel * (1.0 - expected / denominator)).sum(-1)
-    return _per_relevant(rb, total)
+    return per_relevant(rb, total)
 
 
 def infap_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
@@ -163,7 +153,7 @@ def infap_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, 
     term = 1.0 / fj1 + (fj / fj1) * ((a + n + u) / fj) * ((a + INFAP_EPSILON) / (a + n + 2 * INFAP_EPSILON))
     term = torch.where(fj == 0, torch.ones_like(term), term)
     total = torch.where(rel > 0, term, torch.zeros_like(term)).sum(-1)
-    return _per_relevant(rb, total).unsqueeze(-1).expand(-1, len(ks)), _empty(rb)
+    return per_relevant(rb, total).unsqueeze(-1).expand(-1, len(ks)), no_relevant(rb)
 
 
 def num_nonrel_judged_ret_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, None]:

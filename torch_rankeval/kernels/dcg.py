@@ -5,28 +5,30 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from torch_rankeval.conventions import Convention
 from torch_rankeval.ranking.view import RankedBatch, prefix_sums
 
 __all__ = ["dcg_values", "idcg_values", "ndcg_values"]
 
 
-def dcg_values(rb: RankedBatch, ks: tuple) -> Tensor:
+def dcg_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, None]:
     """Per-query (expected, under averaged ties) DCG at each cutoff, ``(N, K)``: the sum over the first
-    ``k`` positions of the position's expected gain (its tie group's mean gain) times its discount."""
+    ``k`` positions of the position's expected gain (its tie group's mean gain) times its discount.
+    DCG has no empty case."""
     width = rb.span(ks)
-    return rb.cumulative(rb.groups(width).mean("gains") * rb.discount_head(width), ks)
+    return rb.cumulative(rb.groups(width).mean("gains") * rb.discount_head(width), ks), None
 
 
-def idcg_values(rb: RankedBatch, ks: tuple) -> Tensor:
-    """Per-query ideal DCG (gains of the judged set in decreasing order), ``(N, K)``."""
+def idcg_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, None]:
+    """Per-query ideal DCG (gains of the judged set in decreasing order), ``(N, K)``; no empty case."""
     ideal = rb.ideal_top(ks)
     m = ideal.shape[-1]
     idx = [m - 1 if k is None else min(k, m) - 1 for k in ks]
-    return prefix_sums(ideal * rb.discount_head(m), idx)
+    return prefix_sums(ideal * rb.discount_head(m), idx), None
 
 
-def ndcg_values(rb: RankedBatch, ks: tuple) -> tuple[Tensor, Tensor]:
+def ndcg_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
     """Per-query nDCG and the "empty" flag (ideal DCG is 0), both ``(N, K)``."""
-    d, i = dcg_values(rb, ks), idcg_values(rb, ks)
+    d, i = dcg_values(rb, ks, conv)[0], idcg_values(rb, ks, conv)[0]
     empty = i <= 0
     return d / torch.where(empty, 1.0, i), empty

@@ -148,7 +148,7 @@ def position_debiased_values(
         return values, torch.full_like(values, normalize == "ideal", dtype=torch.bool)
     rb = RankedBatch(preds, gains, valid, conv, dtype=dtype)
     if normalize == "none":
-        values = dcg_values(rb, ks)
+        values, _ = dcg_values(rb, ks, conv)
         return values, torch.zeros_like(values, dtype=torch.bool)
-    values, empty = ndcg_values(rb, ks)
+    values, empty = ndcg_values(rb, ks, conv)
     return values, empty.expand_as(values)

@@ -26,16 +26,15 @@ import math
 import torch
 from torch import Tensor
 
-from torch_rankeval.ranking.groups import between, bounds, prefix
+from torch_rankeval.conventions import Convention
+from torch_rankeval.ranking.groups import between, bounds, judged_grades, prefix
 from torch_rankeval.ranking.view import RankedBatch, log_comb
 
 __all__ = ["err_grade_checks", "err_values"]
 
 
 def _levels(rb: RankedBatch, max_grade: int) -> Tensor:
-    judged = rb.judged & rb.valid
-    g = rb.target.to(torch.float64).clamp(min=0, max=max_grade).floor()
-    return torch.where(judged, g, torch.zeros_like(g))
+    return judged_grades(rb).clamp(max=max_grade).floor()
 
 
 def err_grade_checks(rb: RankedBatch, *, max_grade: int = 4) -> list[tuple[Tensor, str]]:
@@ -49,13 +48,13 @@ def err_grade_checks(rb: RankedBatch, *, max_grade: int = 4) -> list[tuple[Tenso
     return [(bad.any(), message)]
 
 
-def err_values(rb: RankedBatch, ks: tuple, *, max_grade: int = 4) -> tuple[Tensor, None]:
+def err_values(rb: RankedBatch, ks: tuple, conv: Convention, *, max_grade: int = 4) -> tuple[Tensor, None]:
     """Expected reciprocal rank at each cutoff, ``(N, K)``.
 
     Example:
         >>> from torch_rankeval.conventions import DEFAULT
         >>> rb = RankedBatch(torch.tensor([[0.9, 0.8, 0.7]]), torch.tensor([[0, 4, 2]]), None, DEFAULT)
-        >>> err_values(rb, (1, 2, 3))[0]          # R = 15/16 at rank 2, then 3/16 at rank 3
+        >>> err_values(rb, (1, 2, 3), DEFAULT)[0]          # R = 15/16 at rank 2, then 3/16 at rank 3
         tensor([[0.0000, 0.4688, 0.4727]])
     """
     m_top = int(max_grade)

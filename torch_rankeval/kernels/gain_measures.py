@@ -7,9 +7,8 @@ unjudged documents and padding. The ideal ranking is the judged set sorted by de
 read up to its last positive gain (trec_eval stops there). Discounts are the convention's (trec_eval:
 ``1 / log2(rank + 1)``).
 
-Kernels follow the registry's signature ``(ranked_batch, cutoffs, convention) -> (values (N, K),
-empty flags (N, 1))``; they take no cutoff. ``binG`` and ``Rndcg`` average ties exactly; ``G`` and
-``ndcg_rel`` have no practical exact tie-averaged form (the registry refuses ``ties="average"``).
+They take no cutoff. ``binG`` and ``Rndcg`` average ties exactly; ``G`` and ``ndcg_rel`` have no
+practical exact tie-averaged form (the registry refuses ``ties="average"``).
 """
 
 from __future__ import annotations
@@ -18,18 +17,10 @@ import torch
 from torch import Tensor
 
 from torch_rankeval.conventions import Convention
-from torch_rankeval.ranking.groups import group_sums
+from torch_rankeval.ranking.groups import check_deterministic, group_sums, no_relevant, per_relevant
 from torch_rankeval.ranking.view import RankedBatch
 
 __all__ = ["bing_values", "g_values", "ndcg_rel_values", "rndcg_values"]
-
-
-def _check_deterministic(rb: RankedBatch, name: str) -> None:
-    if rb.averaged:
-        raise ValueError(
-            f"{name} has no exact tie-averaged value; rank with ties='first' (input order), 'pessimistic' or "
-            "'optimistic', or use convention='trec_eval'"
-        )
 
 
 def _positive_ideal(rb: RankedBatch, width: int | None = None) -> Tensor:
@@ -72,9 +63,7 @@ def bing_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, T
         # trec_eval's 1 / log2(3 + i - rel_so_far), i 0-based and rel_so_far inclusive
         term = 1.0 / torch.log2(2.0 + rb.positions - rel.cumsum(-1))
     total = torch.where(rel > 0, term, torch.zeros_like(term)).sum(-1)
-    r = rb.n_relevant
-    values = torch.where(r > 0, total / r.clamp(min=1), torch.zeros_like(total))
-    return values.unsqueeze(-1).expand(-1, len(ks)), (r <= 0).unsqueeze(-1)
+    return per_relevant(rb, total).unsqueeze(-1).expand(-1, len(ks)), no_relevant(rb)
 
 
 def g_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
@@ -92,7 +81,7 @@ def g_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, Tens
         >>> round(compute(parse_measures(["G"]), preds, torch.tensor([[0, 2, 1]]))["G"].item(), 6)
         0.63093
     """
-    _check_deterministic(rb, "G")
+    check_deterministic(rb, "G")
     g = rb.gains
     ideal = _positive_ideal(rb)
     cost = _positive_ideal(rb, rb.length).clamp(min=1.0).cumsum(-1)
@@ -123,7 +112,7 @@ def ndcg_rel_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tenso
         >>> round(compute(parse_measures(["ndcg_rel"]), preds, torch.tensor([[0, 1]]), ideal_target=ideal)["ndcg_rel"].item(), 6)
         0.386853
     """
-    _check_deterministic(rb, "ndcg_rel")
+    check_deterministic(rb, "ndcg_rel")
     g = rb.gains
     ideal = _positive_ideal(rb)
     dcg = _dcg_prefix(rb, g)
@@ -174,4 +163,4 @@ def rndcg_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, 
     r = rb.n_relevant
     ok = (r > 0) & (count > 0)
     values = torch.where(ok, total / count.clamp(min=1).to(rb.dtype), torch.zeros_like(total))
-    return values.unsqueeze(-1).expand(-1, len(ks)), (r <= 0).unsqueeze(-1)
+    return values.unsqueeze(-1).expand(-1, len(ks)), no_relevant(rb)

@@ -2,9 +2,8 @@
 (``iprec_at_recall``), its average (``11pt_avg``), precision at multiples of R (``Rprec_mult``),
 relative precision (``relative_P``) and yaap, as trec_eval defines them.
 
-Kernels follow the registry's signature ``(ranked_batch, cutoffs, convention, **params) -> (values
-(N, K), empty flags (N, 1))``. For ``iprec_at_recall`` and ``Rprec_mult`` the "cutoffs" are the
-recall levels and the multiples of R (their families' ``@`` parameter).
+For ``iprec_at_recall`` and ``Rprec_mult`` the kernels' "cutoffs" are the recall levels and the
+multiples of R (their families' ``@`` parameter).
 
 Interpolated precision and yaap are not linear in the ranking and have no practical exact
 tie-averaged form: the registry refuses ``ties="average"`` for them. Precision at multiples of R
@@ -13,13 +12,11 @@ and relative precision are linear, so they average ties exactly.
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import Tensor
 
 from torch_rankeval.conventions import Convention
-from torch_rankeval.ranking.groups import expected_relevant, group_bounds, group_sums
+from torch_rankeval.ranking.groups import check_deterministic, cutoff_sizes, group_sums, no_relevant
 from torch_rankeval.ranking.view import RankedBatch, device_constant
 
 __all__ = [
@@ -44,10 +41,6 @@ R_MULTIPLES = (0.2, 0.4, 0.6, 0.8, 1.0, 1.2, 1.4, 1.6, 1.8, 2.0)
 ROUNDINGS = ("lround", "v9")
 
 
-def _empty(rb: RankedBatch) -> Tensor:
-    return (rb.n_relevant <= 0).unsqueeze(-1)
-
-
 def relevant_counts(levels: tuple[float, ...], n_relevant: Tensor, rounding: str = "lround") -> Tensor:
     """Recall levels as numbers of relevant documents, ``(N, K)`` float64, computed in float64 as
     trec_eval computes them (see :data:`ROUNDINGS`).
@@ -70,19 +63,11 @@ def relevant_counts(levels: tuple[float, ...], n_relevant: Tensor, rounding: str
     return whole + torch.where(frac >= 0.5, 1.0, torch.where(frac <= -0.5, -1.0, 0.0)).to(x.dtype)
 
 
-def _check_deterministic(rb: RankedBatch, name: str) -> None:
-    if rb.averaged:
-        raise ValueError(
-            f"{name} has no exact tie-averaged value; rank with ties='first' (input order), 'pessimistic' or "
-            "'optimistic', or use convention='trec_eval'"
-        )
-
-
 def _interpolated(rb: RankedBatch, levels: tuple[float, ...], rounding: str) -> Tensor:
     """Interpolated precision at each recall level, ``(N, K)``, trec_eval's loop vectorised: the
     maximum precision at or below the rank of the ``c``-th relevant document, ``c = round(level * R)``
     (the whole ranking for ``c = 0``), or 0 when fewer than ``c`` relevant documents are retrieved."""
-    _check_deterministic(rb, "interpolated precision (iprec_at_recall, 11pt_avg)")
+    check_deterministic(rb, "interpolated precision (iprec_at_recall, 11pt_avg)")
 
     def make() -> tuple[Tensor, Tensor]:
         cum = rb.rel.cumsum(-1)
@@ -114,7 +99,7 @@ def iprec_at_recall_values(
         >>> [round(v.item(), 4) for v in out.values()]     # P@2 = 0.5 is the best; P@4 = 0.5
         [0.5, 0.5, 0.5]
     """
-    return _interpolated(rb, tuple(ks), rounding), _empty(rb)
+    return _interpolated(rb, tuple(ks), rounding), no_relevant(rb)
 
 
 def eleven_point_values(
@@ -133,7 +118,7 @@ def eleven_point_values(
     total = values[:, -1]
     for j in range(values.shape[-1] - 2, -1, -1):
         total = total + values[:, j]
-    return (total / len(levels)).unsqueeze(-1).expand(-1, len(ks)), _empty(rb)
+    return (total / len(levels)).unsqueeze(-1).expand(-1, len(ks)), no_relevant(rb)
 
 
 def rprec_mult_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
@@ -158,14 +143,15 @@ def rprec_mult_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Ten
     index = end.long() - 1
     rel = rb.rel
     if rb.averaged:
-        start, size = group_bounds(rb)
+        g = rb.groups()
+        start, size = g.start, g.size
         inside, above = group_sums(rb, rel)
         share = inside.gather(-1, index) / size.gather(-1, index)
         found = above.gather(-1, index) + (end - start.gather(-1, index)) * share
     else:
         found = rel.cumsum(-1).gather(-1, index)
     values = torch.where(c >= 1, found / c.clamp(min=1), torch.zeros_like(found))
-    return values, _empty(rb)
+    return values, no_relevant(rb)
 
 
 def relative_precision_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
@@ -182,13 +168,10 @@ def relative_precision_values(rb: RankedBatch, ks: tuple, conv: Convention) -> t
         >>> compute(parse_measures(["relative_P.1,2,5"]), preds, torch.tensor([[0, 1, 0, 1, 0]]))["relative_P_5"].tolist()
         [1.0]
     """
-    found = expected_relevant(rb, ks)
-    r = rb.n_relevant.unsqueeze(-1)
-    k = rb.constant([math.inf if k is None else k for k in ks])
-    k = torch.where(torch.isinf(k), rb.n_valid.unsqueeze(-1), k)
-    den = torch.minimum(k, r)
+    found = rb.expected_relevant(ks)
+    den = torch.minimum(cutoff_sizes(rb, ks, adaptive_k=False), rb.n_relevant.unsqueeze(-1))
     values = torch.where(den > 0, found / den.clamp(min=1), torch.zeros_like(found))
-    return values, _empty(rb)
+    return values, no_relevant(rb)
 
 
 def yaap_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
@@ -204,8 +187,8 @@ def yaap_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, T
         >>> round(compute(parse_measures(["yaap"]), preds, torch.tensor([[1, 0]]))["yaap"].item(), 6)   # log(2/1)
         0.693147
     """
-    _check_deterministic(rb, "yaap")
+    check_deterministic(rb, "yaap")
     rel = rb.rel
     s = (rel * rel.cumsum(-1) / rb.positions).sum(-1, keepdim=True)
     r = rb.n_relevant.unsqueeze(-1)
-    return torch.log((1.0 + s) / (1.0 + r - s)).expand(-1, len(ks)), _empty(rb)
+    return torch.log((1.0 + s) / (1.0 + r - s)).expand(-1, len(ks)), no_relevant(rb)

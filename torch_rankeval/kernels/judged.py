@@ -20,41 +20,39 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from torch_rankeval.ranking.groups import expected_top, safe_div
+from torch_rankeval.conventions import Convention
+from torch_rankeval.ranking.groups import cutoff_sizes, expected_top, safe_div
 from torch_rankeval.ranking.view import RankedBatch
 
 __all__ = ["judged_values", "unjudged_values"]
 
 
 def _share(rb: RankedBatch, flags: Tensor, ks: tuple, adaptive_k: bool) -> Tensor:
-    found = expected_top(rb, flags, ks)
-    n_valid = rb.n_valid.to(torch.float64).unsqueeze(-1)
-    cut = rb.constant([float("inf") if k is None else float(k) for k in ks], torch.float64)
-    den = torch.minimum(cut, n_valid) if adaptive_k else torch.where(torch.isinf(cut), n_valid, cut)
-    return safe_div(found, den).to(rb.dtype)
+    den = cutoff_sizes(rb, ks, adaptive_k=adaptive_k, dtype=torch.float64)
+    return safe_div(expected_top(rb, flags, ks), den).to(rb.dtype)
 
 
-def judged_values(rb: RankedBatch, ks: tuple, *, adaptive_k: bool = False) -> tuple[Tensor, None]:
+def judged_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, None]:
     """Share of the top ``k`` that is judged, ``(N, K)``.
 
     Example:
         >>> from torch_rankeval.conventions import DEFAULT
         >>> rb = RankedBatch(torch.tensor([[0.9, 0.8, 0.7]]), torch.tensor([[1, 0, 0]]), None, DEFAULT,
         ...                  judged=torch.tensor([[True, False, True]]))
-        >>> judged_values(rb, (2, 3, 5))[0]
+        >>> judged_values(rb, (2, 3, 5), DEFAULT)[0]
         tensor([[0.5000, 0.6667, 0.4000]])
     """
-    return _share(rb, rb.judged, ks, adaptive_k), None
+    return _share(rb, rb.judged, ks, conv.adaptive_k), None
 
 
-def unjudged_values(rb: RankedBatch, ks: tuple, *, adaptive_k: bool = False) -> tuple[Tensor, None]:
+def unjudged_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, None]:
     """Share of the top ``k`` that is retrieved but unjudged (trec_eval's ``unj``), ``(N, K)``.
 
     Example:
         >>> from torch_rankeval.conventions import DEFAULT
         >>> rb = RankedBatch(torch.tensor([[0.9, 0.8, 0.7]]), torch.tensor([[1, 0, 0]]), None, DEFAULT,
         ...                  judged=torch.tensor([[True, False, True]]))
-        >>> unjudged_values(rb, (2, 3, 5))[0]
+        >>> unjudged_values(rb, (2, 3, 5), DEFAULT)[0]
         tensor([[0.5000, 0.3333, 0.2000]])
     """
-    return _share(rb, rb.valid & ~rb.judged, ks, adaptive_k), None
+    return _share(rb, rb.valid & ~rb.judged, ks, conv.adaptive_k), None

@@ -37,7 +37,8 @@ import math
 import torch
 from torch import Tensor
 
-from torch_rankeval.ranking.groups import between, bounds, expected_top, prefix, safe_div
+from torch_rankeval.conventions import Convention
+from torch_rankeval.ranking.groups import between, bounds, expected_top, judged_grades, prefix, safe_div
 from torch_rankeval.ranking.view import RankedBatch, log_comb
 
 __all__ = ["arp_values", "auroc_values", "fall_out_values", "opa_values"]
@@ -47,13 +48,13 @@ def _nonrel(rb: RankedBatch) -> Tensor:
     return rb.valid & (rb.rel == 0)
 
 
-def fall_out_values(rb: RankedBatch, ks: tuple) -> tuple[Tensor, Tensor]:
+def fall_out_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
     """Fall-out at each cutoff, ``(N, K)``, and the empty flags (no non-relevant document).
 
     Example:
         >>> from torch_rankeval.conventions import DEFAULT
         >>> rb = RankedBatch(torch.tensor([[0.9, 0.8, 0.7, 0.6]]), torch.tensor([[0, 1, 0, 1]]), None, DEFAULT)
-        >>> fall_out_values(rb, (1, 3))[0]
+        >>> fall_out_values(rb, (1, 3), DEFAULT)[0]
         tensor([[0.5000, 1.0000]])
     """
     nonrel = _nonrel(rb)
@@ -61,21 +62,17 @@ def fall_out_values(rb: RankedBatch, ks: tuple) -> tuple[Tensor, Tensor]:
     return safe_div(expected_top(rb, nonrel, ks), total).to(rb.dtype), total == 0
 
 
-def arp_values(rb: RankedBatch, ks: tuple) -> tuple[Tensor, Tensor]:
+def arp_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
     """Average relevance position, ``(N, K)`` (cutoffs are ignored), and the empty flags.
 
     Example:
         >>> from torch_rankeval.conventions import DEFAULT
         >>> rb = RankedBatch(torch.tensor([[0.9, 0.8, 0.7]]), torch.tensor([[0, 2, 1]]), None, DEFAULT)
-        >>> arp_values(rb, (None,))[0]            # (2 * 2 + 3 * 1) / 3
+        >>> arp_values(rb, (None,), DEFAULT)[0]            # (2 * 2 + 3 * 1) / 3
         tensor([[2.3333]])
     """
     start, end = bounds(rb)
-    w = torch.where(
-        rb.judged & rb.valid,
-        rb.target.to(torch.float64).clamp(min=0),
-        torch.zeros((), dtype=torch.float64, device=rb.device),
-    )
+    w = judged_grades(rb)
     mean_rank = (start + end + 1).to(torch.float64) / 2  # mean of ranks start+1 .. end
     total = w.sum(-1, keepdim=True)
     value = safe_div((w * mean_rank).sum(-1, keepdim=True), total)
@@ -83,13 +80,15 @@ def arp_values(rb: RankedBatch, ks: tuple) -> tuple[Tensor, Tensor]:
 
 
 # ----------------------------------------------------------------------------- AUROC
-def auroc_values(rb: RankedBatch, ks: tuple, *, max_fpr: float | None = None) -> tuple[Tensor, Tensor]:
+def auroc_values(
+    rb: RankedBatch, ks: tuple, conv: Convention, *, max_fpr: float | None = None
+) -> tuple[Tensor, Tensor]:
     """Retrieval AUROC of the top ``k`` at each cutoff, ``(N, K)``, and the empty flags (no relevant document).
 
     Example:
         >>> from torch_rankeval.conventions import DEFAULT
         >>> rb = RankedBatch(torch.tensor([[0.9, 0.8, 0.7, 0.6]]), torch.tensor([[1, 0, 1, 0]]), None, DEFAULT)
-        >>> auroc_values(rb, (None, 3))[0]        # 3 of 4 pairs in order; in the top 3, 1 of 2
+        >>> auroc_values(rb, (None, 3), DEFAULT)[0]        # 3 of 4 pairs in order; in the top 3, 1 of 2
         tensor([[0.7500, 0.5000]])
     """
     f64 = torch.float64
@@ -170,13 +169,13 @@ def _count_inversions(seq: Tensor) -> Tensor:
     return total
 
 
-def opa_values(rb: RankedBatch, ks: tuple) -> tuple[Tensor, Tensor]:
+def opa_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
     """Ordered pair accuracy, ``(N, K)`` (cutoffs are ignored), and the empty flags (no pair with different grades).
 
     Example:
         >>> from torch_rankeval.conventions import DEFAULT
         >>> rb = RankedBatch(torch.tensor([[0.9, 0.8, 0.8]]), torch.tensor([[2, 0, 1]]), None, DEFAULT)
-        >>> opa_values(rb, (None,))[0]            # (2,0), (2,1) right; (1,0) tied: 1/2
+        >>> opa_values(rb, (None,), DEFAULT)[0]            # (2,0), (2,1) right; (1,0) tied: 1/2
         tensor([[0.8333]])
     """
     f64 = torch.float64

@@ -30,7 +30,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from torch_rankeval.ranking.groups import between, bounds, prefix
+from torch_rankeval.conventions import Convention
+from torch_rankeval.ranking.groups import between, bounds, cut_groups, judged_grades, prefix
 from torch_rankeval.ranking.view import RankedBatch, device_constant, log_comb
 
 __all__ = ["rbp_residual_values", "rbp_values"]
@@ -78,9 +79,7 @@ def _top_grade(rb: RankedBatch, grades: Tensor) -> Tensor:
 def utilities(rb: RankedBatch, *, rel: float | None = None, gains=None) -> Tensor:
     """Utility in [0, 1] of each ranked document, ``(N, L)`` float64 (see the module docstring)."""
     judged = rb.judged & rb.valid
-    grades = torch.where(
-        judged, rb.target.to(torch.float64).clamp(min=0), torch.zeros((), dtype=torch.float64, device=rb.device)
-    )
+    grades = judged_grades(rb)
     if rel is not None:
         return (judged & (rb.target >= rel)).to(torch.float64)
     top = _top_grade(rb, grades)
@@ -98,27 +97,29 @@ def utilities(rb: RankedBatch, *, rel: float | None = None, gains=None) -> Tenso
 
 
 def rbp_values(
-    rb: RankedBatch, ks: tuple, *, p: float = 0.8, rel: float | None = None, gains=None
+    rb: RankedBatch, ks: tuple, conv: Convention, *, p: float = 0.9, rel: float | None = None, gains=None
 ) -> tuple[Tensor, None]:
     """Rank-biased precision at each cutoff, ``(N, K)``.
 
     Example:
         >>> from torch_rankeval.conventions import DEFAULT
         >>> rb = RankedBatch(torch.tensor([[0.9, 0.8, 0.7]]), torch.tensor([[1, 0, 1]]), None, DEFAULT)
-        >>> rbp_values(rb, (None,), p=0.5)[0]                     # 0.5 * (1 + 0.25)
+        >>> rbp_values(rb, (None,), DEFAULT, p=0.5)[0]                     # 0.5 * (1 + 0.25)
         tensor([[0.6250]])
     """
     return _weighted_expected(rb, utilities(rb, rel=rel, gains=gains), ks, p).to(rb.dtype), None
 
 
-def rbp_residual_values(rb: RankedBatch, ks: tuple, *, p: float = 0.8, tail: str = "always") -> tuple[Tensor, None]:
+def rbp_residual_values(
+    rb: RankedBatch, ks: tuple, conv: Convention, *, p: float = 0.9, tail: str = "always"
+) -> tuple[Tensor, None]:
     """RBP's residual at each cutoff, ``(N, K)`` (see the module docstring).
 
     Example:
         >>> from torch_rankeval.conventions import DEFAULT
         >>> rb = RankedBatch(torch.tensor([[0.9, 0.8, 0.7]]), torch.tensor([[1, 0, 1]]), None, DEFAULT,
         ...                  judged=torch.tensor([[True, False, True]]))
-        >>> rbp_residual_values(rb, (None,), p=0.5)[0]            # 0.5 * 0.5 + 0.5 ** 3
+        >>> rbp_residual_values(rb, (None,), DEFAULT, p=0.5)[0]            # 0.5 * 0.5 + 0.5 ** 3
         tensor([[0.3750]])
     """
     unjudged = rb.valid & ~rb.judged
@@ -135,10 +136,8 @@ def rbp_residual_values(rb: RankedBatch, ks: tuple, *, p: float = 0.8, tail: str
 
 def _any_in_top(rb: RankedBatch, flags: Tensor, ks: tuple) -> Tensor:
     """Probability that the top ``k`` hold a flagged document, over the orders of tied documents."""
-    start, end = bounds(rb)
     cs = prefix(flags)
-    idx = device_constant(tuple(rb.cutoff_index(ks)), torch.int64, rb.device).expand(rb.n_lists, -1)
-    s, e = start.gather(-1, idx), end.gather(-1, idx)
+    idx, s, e = cut_groups(rb, ks)
     before = cs.gather(-1, s)
     n = (e - s).to(torch.float64)
     f = between(cs, s, e)

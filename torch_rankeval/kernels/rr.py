@@ -5,12 +5,14 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from torch_rankeval.conventions import Convention
+from torch_rankeval.ranking.groups import no_relevant
 from torch_rankeval.ranking.view import RankedBatch
 
 __all__ = ["reciprocal_rank_values"]
 
 
-def reciprocal_rank_values(rb: RankedBatch, ks: tuple) -> tuple[Tensor, Tensor]:
+def reciprocal_rank_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
     """Per-query RR@k, ``(N, K)``, and the "no relevant document" flag ``(N, 1)``.
 
     Under averaged ties the first relevant document lies in the first tie group that holds any.
@@ -29,4 +31,4 @@ def reciprocal_rank_values(rb: RankedBatch, ks: tuple) -> tuple[Tensor, Tensor]:
     else:
         first = (g.rel_before == 0) & (g.rel > 0)
         values = rb.cumulative(first.to(rb.dtype) / rb.positions[:width], ks)
-    return values, (rb.n_relevant <= 0).unsqueeze(-1)
+    return values, no_relevant(rb)

@@ -2,9 +2,8 @@
 ``set_recall``, ``set_map``, ``set_F`` and ``utility``): functions of the numbers retrieved
 (``n``), relevant (``R``) and relevant retrieved (``r``) only, so ties never change them.
 
-Kernels follow the registry's signature ``(ranked_batch, cutoffs, convention, **params) -> (values
-(N, K), empty flags (N, 1) or None)``; they take no cutoff. A query with no retrieved document
-(``-c`` adds them) scores 0 on every one of them.
+They take no cutoff. A query with no retrieved document (``-c`` adds them) scores 0 on every one
+of them.
 """
 
 from __future__ import annotations
@@ -13,6 +12,7 @@ import torch
 from torch import Tensor
 
 from torch_rankeval.conventions import Convention
+from torch_rankeval.ranking.groups import no_relevant, safe_div
 from torch_rankeval.ranking.view import RankedBatch
 
 __all__ = [
@@ -33,12 +33,8 @@ def _counts(rb: RankedBatch) -> tuple[Tensor, Tensor, Tensor]:
     return rb.n_valid, rb.n_relevant, rb.rel.sum(-1)
 
 
-def _ratio(num: Tensor, den: Tensor, ok: Tensor) -> Tensor:
-    return torch.where(ok, num / torch.where(ok, den, torch.ones_like(den)), torch.zeros_like(num))
-
-
 def _out(rb: RankedBatch, values: Tensor, ks: tuple) -> tuple[Tensor, Tensor]:
-    return values.unsqueeze(-1).expand(-1, len(ks)), (rb.n_relevant <= 0).unsqueeze(-1)
+    return values.unsqueeze(-1).expand(-1, len(ks)), no_relevant(rb)
 
 
 def set_precision_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
@@ -51,7 +47,7 @@ def set_precision_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[
         {'set_P': tensor([0.6667], dtype=torch.float64)}
     """
     n, _, r = _counts(rb)
-    return _out(rb, _ratio(r, n, n > 0), ks)
+    return _out(rb, safe_div(r, n), ks)
 
 
 def set_relative_precision_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
@@ -64,7 +60,7 @@ def set_relative_precision_values(rb: RankedBatch, ks: tuple, conv: Convention) 
         {'set_relative_P': tensor([0.5000], dtype=torch.float64)}
     """
     n, big_r, r = _counts(rb)
-    return _out(rb, _ratio(r, torch.minimum(n, big_r), (n > 0) & (big_r > 0)), ks)
+    return _out(rb, safe_div(r, torch.minimum(n, big_r)), ks)
 
 
 def set_recall_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
@@ -77,7 +73,7 @@ def set_recall_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Ten
         {'set_recall': tensor([0.3333], dtype=torch.float64)}
     """
     _, big_r, r = _counts(rb)
-    return _out(rb, _ratio(r, big_r, big_r > 0), ks)
+    return _out(rb, safe_div(r, big_r), ks)
 
 
 def set_ap_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
@@ -90,7 +86,7 @@ def set_ap_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor,
         {'set_map': tensor([0.1667], dtype=torch.float64)}
     """
     n, big_r, r = _counts(rb)
-    return _out(rb, _ratio(r * r, n * big_r, (n > 0) & (big_r > 0)), ks)
+    return _out(rb, safe_div(r * r, n * big_r), ks)
 
 
 def set_f_values(rb: RankedBatch, ks: tuple, conv: Convention, *, beta: float = 1.0) -> tuple[Tensor, Tensor]:
@@ -106,9 +102,12 @@ def set_f_values(rb: RankedBatch, ks: tuple, conv: Convention, *, beta: float = 
     """
     n, big_r, r = _counts(rb)
     ok = r > 0
-    p = _ratio(r, n, ok)
-    rec = _ratio(r, big_r, ok)
-    values = _ratio((beta + 1.0) * p * rec, beta * p + rec, ok)
+
+    def ratio(num: Tensor, den: Tensor) -> Tensor:  # 0 when nothing relevant is retrieved
+        return torch.where(ok, num / torch.where(ok, den, torch.ones_like(den)), torch.zeros_like(num))
+
+    p, rec = ratio(r, n), ratio(r, big_r)
+    values = ratio((beta + 1.0) * p * rec, beta * p + rec)
     return _out(rb, values, ks)
 
 

@@ -27,6 +27,7 @@ from torch import Tensor
 
 from torch_rankeval.conventions import Convention, resolve_convention
 from torch_rankeval.measures.grammar import NICKNAMES, known_names, parse_measure, parse_measures
+from torch_rankeval.measures.params import Param
 from torch_rankeval.measures.plan import MeasurePlan
 from torch_rankeval.measures.registry import (
     FAMILIES,
@@ -36,7 +37,6 @@ from torch_rankeval.measures.registry import (
     TREC_SYNTAXES,
     Family,
     Measure,
-    Param,
     TrecName,
 )
 

@@ -1,7 +1,7 @@
 """The measure registry: every measure of the library in one table.
 
 A :class:`Family` is one row: what it measures, the kernel that computes it off the ranked view,
-its declared, typed parameters (:class:`Param`), its names (ir_measures' name and the library's
+its declared, typed parameters (:class:`~torch_rankeval.measures.params.Param`), its names (ir_measures' name and the library's
 case-insensitive aliases) and how per-query values combine. :data:`TREC_NAMES` says how trec_eval
 spells each family (``ndcg`` and ``ndcg_cut`` are one family, with and without a cutoff) and gives
 trec_eval's output order. A :class:`Measure` is a family with one cutoff and parameter values; it
@@ -21,25 +21,24 @@ Example:
 from __future__ import annotations
 
 import ast
-import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from torch_rankeval.conventions import Convention, GainMap, gain_fn, resolve_convention
+from torch_rankeval.conventions import Convention, gain_fn, resolve_convention
 from torch_rankeval.kernels.ap import average_precision_values
 from torch_rankeval.kernels.bpref import JudgedNonRelevant, bpref_values, infap_values, num_nonrel_judged_ret_values
+from torch_rankeval.kernels.counts import num_q_values, num_rel_ret_values, num_rel_values, num_ret_values
 from torch_rankeval.kernels.dcg import dcg_values, idcg_values, ndcg_values
 from torch_rankeval.kernels.err import err_grade_checks, err_values
 from torch_rankeval.kernels.gain_measures import bing_values, g_values, ndcg_rel_values, rndcg_values
 from torch_rankeval.kernels.interpolated import (
     R_MULTIPLES,
     RECALL_LEVELS,
-    ROUNDINGS,
     eleven_point_values,
     iprec_at_recall_values,
     relative_precision_values,
@@ -52,7 +51,6 @@ from torch_rankeval.kernels.precision_recall import hit_rate_values, precision_v
 from torch_rankeval.kernels.rbp import rbp_residual_values, rbp_values
 from torch_rankeval.kernels.rr import reciprocal_rank_values
 from torch_rankeval.kernels.set_measures import (
-    UTILITY_COEFFICIENTS,
     set_ap_values,
     set_f_values,
     set_precision_values,
@@ -60,10 +58,28 @@ from torch_rankeval.kernels.set_measures import (
     set_relative_precision_values,
     utility_values,
 )
-from torch_rankeval.ranking.view import RankedBatch
+from torch_rankeval.measures.params import (
+    BETA,
+    COEFFICIENTS,
+    DCG,
+    GAINS,
+    LENGTH,
+    LEVELS,
+    MAX_FPR,
+    MAX_GRADE,
+    MULTIPLE,
+    PERSISTENCE,
+    RBP_GAINS,
+    RBP_REL,
+    RECALL,
+    REL,
+    ROUNDING,
+    TAIL,
+    Param,
+    number_text,
+)
 
 __all__ = [
-    "Param",
     "Family",
     "TrecName",
     "Measure",
@@ -81,272 +97,10 @@ TREC_CUTOFFS = (5, 10, 15, 20, 30, 100, 200, 500, 1000)
 #: trec_eval's floor of each value before the logarithm of a geometric mean (gm_map).
 MIN_GEO_MEAN = 1e-5
 
-AGGREGATES = ("mean", "sum", "gmean", "info", "text")
 
-
-# ----------------------------------------------------------------------------- parameters
-@dataclass(frozen=True)
-class Param:
-    """A declared, typed parameter of a measure family.
-
-    Attributes:
-        name: the name in ir_measures' syntax (``P(rel=2)@5``).
-        kind: ``"positive"`` (a number > 0), ``"nonnegative"`` (a number >= 0), ``"number"`` (any
-            finite number), ``"count"`` (an integer >= 1), ``"numbers"`` (a sequence of finite
-            numbers, ``size`` of them when set), ``"gains"`` (a mapping ``{grade: gain}``),
-            ``"choice"`` (one of ``choices``), ``"probability"`` (a number in (0, 1)),
-            ``"fraction"`` (a number in (0, 1]).
-        doc: what it means.
-        default: the value when not given (``None``: the API's convention decides). A given value
-            equal to the default is dropped, so ``set_F`` and ``set_F.1`` are one measure.
-        choices: the accepted values of a ``"choice"``.
-        convention: the :class:`~torch_rankeval.conventions.Convention` field the parameter sets;
-            ``None``: the value is passed to the kernel as a keyword argument.
-        size: the required length of a ``"numbers"`` value.
-        trec: whether trec_eval's printed name shows the parameter (``False`` for ``rounding``,
-            which tells trec_eval versions apart, not measures).
-
-    Example:
-        >>> Param("rel", "positive", "minimum relevant grade").coerce(2, "P(rel=2)@5")
-        2
-        >>> Param("coefficients", "numbers", "", size=4).coerce([2, -1, 0, 0.5], "utility")
-        (2.0, -1.0, 0.0, 0.5)
-    """
-
-    name: str
-    kind: str
-    doc: str
-    default: Any = None
-    choices: tuple = ()
-    convention: str | None = None
-    size: int | None = None
-    trec: bool = True
-
-    def coerce(self, value: Any, where: str) -> Any:
-        """Check ``value`` and return it in a hashable, canonical form; errors name ``where``."""
-        if self.kind in ("positive", "nonnegative", "number", "count"):
-            rule = {
-                "positive": "a positive number",
-                "nonnegative": "a number >= 0",
-                "number": "a finite number",
-                "count": "a positive integer",
-            }[self.kind]
-            ok = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
-            if ok:
-                ok = {
-                    "positive": value > 0,
-                    "nonnegative": value >= 0,
-                    "number": True,
-                    "count": float(value).is_integer() and value >= 1,
-                }[self.kind]
-            if not ok:
-                raise ValueError(f"measure {where!r}: {self.name} must be {rule} ({self.doc}), got {value!r}")
-            return int(value) if float(value).is_integer() else float(value)
-        if self.kind == "numbers":
-            if isinstance(value, (str, bytes, Mapping)) or not hasattr(value, "__iter__"):
-                raise ValueError(
-                    f"measure {where!r}: {self.name} must be a sequence of numbers ({self.doc}), got {value!r}"
-                )
-            values = tuple(value)
-            bad = [v for v in values if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)]
-            if bad or not values or (self.size is not None and len(values) != self.size):
-                size = f"{self.size} " if self.size is not None else ""
-                raise ValueError(
-                    f"measure {where!r}: {self.name} must be {size}finite numbers ({self.doc}), got {value!r}"
-                )
-            return tuple(float(v) for v in values)
-        if self.kind == "probability":
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
-                raise ValueError(
-                    f"measure {where!r}: {self.name} must be a number in (0, 1) ({self.doc}), got {value!r}"
-                )
-            return float(value)
-        if self.kind == "fraction":
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
-                raise ValueError(
-                    f"measure {where!r}: {self.name} must be a number in (0, 1] ({self.doc}), got {value!r}"
-                )
-            return float(value)
-        if self.kind == "choice":
-            if value not in self.choices:
-                raise ValueError(f"measure {where!r}: {self.name} must be one of {list(self.choices)}, got {value!r}")
-            return value
-        if self.kind == "gains":
-            if not isinstance(value, Mapping) or not value:
-                raise ValueError(f"measure {where!r}: gains must be a non-empty mapping {{grade: gain}}, got {value!r}")
-            try:
-                pairs = {float(int(g)): float(v) for g, v in value.items()}
-            except (TypeError, ValueError):
-                raise ValueError(
-                    f"measure {where!r}: gains must map integer grades to numbers, got {value!r}"
-                ) from None
-            if not all(math.isfinite(v) for v in pairs.values()):
-                raise ValueError(f"measure {where!r}: gains must be finite numbers, got {value!r}")
-            return GainMap(pairs)
-        raise AssertionError(f"unknown parameter kind {self.kind!r}")  # pragma: no cover - table error
-
-    def render(self, value: Any) -> str:
-        """The value in ir_measures' syntax.
-
-        Example:
-            >>> Param("gains", "gains", "").render(GainMap({0: 0, 1: 1, 2: 3}))
-            '{0:0,1:1,2:3}'
-            >>> Param("levels", "numbers", "").render((0.25, 0.5))
-            '(0.25,0.5)'
-        """
-        if self.kind == "gains":
-            return "{" + ",".join(f"{_num(g)}:{_num(v)}" for g, v in value.items()) + "}"
-        if self.kind == "numbers":
-            return "(" + ",".join(_num(v) for v in value) + ("," if len(value) == 1 else "") + ")"
-        if isinstance(value, str):
-            return repr(value)
-        return _num(value)
-
-
-def _num(x: float) -> str:
-    """A number as written: integers without a decimal point."""
-    return str(int(x)) if float(x).is_integer() else repr(float(x))
-
-
-_REL = Param("rel", "positive", "the minimum grade of a relevant document", convention="relevance_threshold")
-_GAINS = Param("gains", "gains", "gain of each grade; grades not listed keep their grade as gain", convention="gain")
-_DCG = Param(
-    "dcg", "choice", "'log2': linear gain, 'exp-log2': 2**grade - 1", choices=("log2", "exp-log2"), convention="gain"
-)
-_ROUNDING = Param(
-    "rounding",
-    "choice",
-    "how a recall level becomes a number of relevant documents: 'lround' (trec_eval 10.0), "
-    "'v9' (trec_eval 9.x and pytrec_eval: level * R + 0.9, truncated)",
-    default="lround",
-    choices=ROUNDINGS,
-    trec=False,
-)
-_RECALL = Param("recall", "nonnegative", "the recall level: a share of the relevant documents")
-_MULTIPLE = Param("multiple", "nonnegative", "the rank as a multiple of R, the number of relevant documents")
-_LEVELS = Param("levels", "numbers", "the recall levels averaged", default=RECALL_LEVELS)
-_COEFFICIENTS = Param(
-    "coefficients",
-    "numbers",
-    "(a, b, c, d): a per relevant retrieved, b per non-relevant retrieved, c per relevant "
-    "not retrieved, d per non-relevant not retrieved",
-    default=UTILITY_COEFFICIENTS,
-    size=4,
-)
-_BETA = Param("beta", "nonnegative", "the weight of recall against precision", default=1)
-_LENGTH = Param("length", "count", "the number of ranks shown", default=10)
-_PERSISTENCE = Param("p", "probability", "persistence: the chance to read on after each document", default=0.9)
-_RBP_REL = Param("rel", "positive", "binary utility: 1 for grades >= rel (default: graded, as trec_eval)")
-_RBP_GAINS = Param("gains", "gains", "utility of each grade before trec_eval's rescaling to [0, 1]")
-_TAIL = Param(
-    "tail",
-    "choice",
-    "'always': add p**n, the weight past the ranking (Moffat & Zobel); 'if_unjudged': only when "
-    "the ranking holds an unjudged document (trec_eval 10.0)",
-    default="always",
-    choices=("always", "if_unjudged"),
-)
-_MAX_GRADE = Param("max_grade", "count", "the top grade: stopping probability (2**grade - 1) / 2**max_grade", default=4)
-_MAX_FPR = Param("max_fpr", "fraction", "standardised partial AUC over false-positive rates [0, max_fpr]")
-
-
-# ----------------------------------------------------------------------------- kernels
-# Named module-level functions (not lambdas), so that measures, plans and metrics pickle.
+#: What a kernel returns: values ``(N, K)`` and the empty flags ``(N, 1 or K)`` or None. Kernels are
+#: module-level functions of :mod:`torch_rankeval.kernels` (not lambdas), so that measures, plans and metrics pickle.
 Values = tuple[Tensor, "Tensor | None"]
-
-
-def _dcg(rb: RankedBatch, ks: tuple, conv: Convention) -> Values:
-    return dcg_values(rb, ks), None
-
-
-def _idcg(rb: RankedBatch, ks: tuple, conv: Convention) -> Values:
-    return idcg_values(rb, ks), None
-
-
-def _ndcg(rb: RankedBatch, ks: tuple, conv: Convention) -> Values:
-    return ndcg_values(rb, ks)
-
-
-def _ap(rb: RankedBatch, ks: tuple, conv: Convention) -> Values:
-    return average_precision_values(rb, ks, conv)
-
-
-def _rr(rb: RankedBatch, ks: tuple, conv: Convention) -> Values:
-    return reciprocal_rank_values(rb, ks)
-
-
-def _precision(rb: RankedBatch, ks: tuple, conv: Convention) -> Values:
-    return precision_values(rb, ks, adaptive_k=conv.adaptive_k)
-
-
-def _recall(rb: RankedBatch, ks: tuple, conv: Convention) -> Values:
-    return recall_values(rb, ks)
-
-
-def _hit_rate(rb: RankedBatch, ks: tuple, conv: Convention) -> Values:
-    return hit_rate_values(rb, ks)
-
-
-def _r_precision(rb: RankedBatch, ks: tuple, conv: Convention) -> Values:
-    return r_precision_values(rb, ks)
-
-
-def _num_q(rb: RankedBatch, ks: tuple, conv: Convention) -> Values:
-    return torch.ones(rb.n_lists, len(ks), dtype=rb.dtype, device=rb.device), None
-
-
-def _num_ret(rb: RankedBatch, ks: tuple, conv: Convention) -> Values:
-    return rb.n_valid.unsqueeze(-1).expand(-1, len(ks)), None
-
-
-def _num_rel(rb: RankedBatch, ks: tuple, conv: Convention) -> Values:
-    return rb.n_relevant.unsqueeze(-1).expand(-1, len(ks)), None
-
-
-def _num_rel_ret(rb: RankedBatch, ks: tuple, conv: Convention) -> Values:
-    return rb.rel.sum(-1, keepdim=True).expand(-1, len(ks)), None
-
-
-def _err(rb: RankedBatch, ks: tuple, conv: Convention, *, max_grade: int = 4) -> Values:
-    return err_values(rb, ks, max_grade=max_grade)
-
-
-def _err_checks(rb: RankedBatch, *, max_grade: int = 4) -> list:
-    return err_grade_checks(rb, max_grade=max_grade)
-
-
-def _rbp(
-    rb: RankedBatch, ks: tuple, conv: Convention, *, p: float = 0.9, rel: float | None = None, gains: Any = None
-) -> Values:
-    return rbp_values(rb, ks, p=p, rel=rel, gains=gains)
-
-
-def _rbp_residual(rb: RankedBatch, ks: tuple, conv: Convention, *, p: float = 0.9, tail: str = "always") -> Values:
-    return rbp_residual_values(rb, ks, p=p, tail=tail)
-
-
-def _judged(rb: RankedBatch, ks: tuple, conv: Convention) -> Values:
-    return judged_values(rb, ks, adaptive_k=conv.adaptive_k)
-
-
-def _unjudged(rb: RankedBatch, ks: tuple, conv: Convention) -> Values:
-    return unjudged_values(rb, ks, adaptive_k=conv.adaptive_k)
-
-
-def _fall_out(rb: RankedBatch, ks: tuple, conv: Convention) -> Values:
-    return fall_out_values(rb, ks)
-
-
-def _auroc(rb: RankedBatch, ks: tuple, conv: Convention, *, max_fpr: float | None = None) -> Values:
-    return auroc_values(rb, ks, max_fpr=max_fpr)
-
-
-def _opa(rb: RankedBatch, ks: tuple, conv: Convention) -> Values:
-    return opa_values(rb, ks)
-
-
-def _arp(rb: RankedBatch, ks: tuple, conv: Convention) -> Values:
-    return arp_values(rb, ks)
 
 
 # ----------------------------------------------------------------------------- families
@@ -420,7 +174,7 @@ FAMILIES: dict[str, Family] = _families(
     Family("runid", None, "the run's tag", aggregate="info", per_query=False, cutoff=False, oracle="trec_eval"),
     Family(
         "num_q",
-        _num_q,
+        num_q_values,
         "number of queries evaluated",
         ir="NumQ",
         cutoff=False,
@@ -430,7 +184,7 @@ FAMILIES: dict[str, Family] = _families(
     ),
     Family(
         "num_ret",
-        _num_ret,
+        num_ret_values,
         "number of documents retrieved",
         ir="NumRet",
         cutoff=False,
@@ -439,40 +193,40 @@ FAMILIES: dict[str, Family] = _families(
     ),
     Family(
         "num_rel",
-        _num_rel,
+        num_rel_values,
         "number of relevant documents (judged, retrieved or not)",
         ir="NumRel",
         cutoff=False,
-        params=(_REL,),
+        params=(REL,),
         aggregate="sum",
         oracle="pytrec_eval",
     ),
     Family(
         "num_rel_ret",
-        _num_rel_ret,
+        num_rel_ret_values,
         "number of relevant documents retrieved",
         ir="NumRelRet",
         cutoff=False,
-        params=(_REL,),
+        params=(REL,),
         aggregate="sum",
         oracle="pytrec_eval",
     ),
     Family(
         "map",
-        _ap,
+        average_precision_values,
         "average precision (its mean is MAP)",
         ir="AP",
         aliases=("ap", "average_precision"),
-        params=(_REL,),
+        params=(REL,),
         uses_gain="graded",
         oracle="pytrec_eval, torchmetrics",
     ),
     Family(
         "gm_map",
-        _ap,
+        average_precision_values,
         "geometric mean of average precision over queries",
         cutoff=False,
-        params=(_REL,),
+        params=(REL,),
         aggregate="gmean",
         per_query=False,
         uses_gain="graded",
@@ -480,72 +234,72 @@ FAMILIES: dict[str, Family] = _families(
     ),
     Family(
         "r_precision",
-        _r_precision,
+        r_precision_values,
         "precision at rank R, the number of relevant documents",
         ir="Rprec",
         aliases=("rprec", "rprecision"),
         cutoff=False,
-        params=(_REL,),
+        params=(REL,),
         oracle="pytrec_eval, torchmetrics",
     ),
     Family(
         "mrr",
-        _rr,
+        reciprocal_rank_values,
         "reciprocal rank of the first relevant document (its mean is MRR)",
         ir="RR",
         aliases=("rr", "reciprocal_rank", "recip_rank"),
-        params=(_REL,),
+        params=(REL,),
         oracle="pytrec_eval, torchmetrics",
     ),
     Family(
         "precision",
-        _precision,
+        precision_values,
         "share of the top k that is relevant",
         ir="P",
         aliases=("p",),
-        params=(_REL,),
+        params=(REL,),
         oracle="pytrec_eval, torchmetrics",
     ),
     Family(
         "recall",
-        _recall,
+        recall_values,
         "share of the relevant documents found in the top k",
         ir="R",
         aliases=("r",),
-        params=(_REL,),
+        params=(REL,),
         oracle="pytrec_eval, torchmetrics",
     ),
     Family(
         "ndcg",
-        _ndcg,
+        ndcg_values,
         "normalised discounted cumulative gain",
         ir="nDCG",
-        params=(_GAINS, _DCG),
+        params=(GAINS, DCG),
         uses_gain="always",
         oracle="pytrec_eval, sklearn, torchmetrics",
     ),
     Family(
         "hit_rate",
-        _hit_rate,
+        hit_rate_values,
         "whether the top k hold a relevant document",
         ir="Success",
         aliases=("hr", "hitrate", "success"),
-        params=(_REL,),
+        params=(REL,),
         oracle="pytrec_eval, torchmetrics",
     ),
     Family(
         "dcg",
-        _dcg,
+        dcg_values,
         "discounted cumulative gain",
-        params=(_GAINS, _DCG),
+        params=(GAINS, DCG),
         uses_gain="always",
         oracle="hand-computed, sklearn, trec_eval's loop written out",
     ),
     Family(
         "idcg",
-        _idcg,
+        idcg_values,
         "ideal DCG",
-        params=(_GAINS, _DCG),
+        params=(GAINS, DCG),
         uses_gain="always",
         oracle="hand-computed, trec_eval's loop written out",
     ),
@@ -556,7 +310,7 @@ FAMILIES: dict[str, Family] = _families(
         "binary preference: how few judged non-relevant documents rank above the relevant ones",
         ir="Bpref",
         cutoff=False,
-        params=(_REL,),
+        params=(REL,),
         uses_gain="always",
         gain=JudgedNonRelevant,
         oracle="pytrec_eval, hand-computed tie averages",
@@ -566,7 +320,7 @@ FAMILIES: dict[str, Family] = _families(
         bpref_values,
         "geometric mean of bpref over queries",
         cutoff=False,
-        params=(_REL,),
+        params=(REL,),
         aggregate="gmean",
         per_query=False,
         uses_gain="always",
@@ -579,7 +333,7 @@ FAMILIES: dict[str, Family] = _families(
         "inferred AP: AP estimated from a sampled judgment pool",
         ir="infAP",
         cutoff=False,
-        params=(_REL,),
+        params=(REL,),
         ties_average=False,
         oracle="pytrec_eval",
     ),
@@ -590,7 +344,7 @@ FAMILIES: dict[str, Family] = _families(
         ir="IPrec",
         aliases=("iprec",),
         cutoff=False,
-        params=(_RECALL, _REL, _ROUNDING),
+        params=(RECALL, REL, ROUNDING),
         at="recall",
         ties_average=False,
         oracle="pytrec_eval (rounding='v9'), trec_eval 10.0's test outputs",
@@ -600,7 +354,7 @@ FAMILIES: dict[str, Family] = _families(
         eleven_point_values,
         "interpolated precision averaged over recall levels",
         cutoff=False,
-        params=(_LEVELS, _REL, _ROUNDING),
+        params=(LEVELS, REL, ROUNDING),
         ties_average=False,
         oracle="pytrec_eval (rounding='v9'), trec_eval 10.0's test outputs",
     ),
@@ -610,7 +364,7 @@ FAMILIES: dict[str, Family] = _families(
         "precision at a multiple of R",
         aliases=("r_precision_mult",),
         cutoff=False,
-        params=(_MULTIPLE, _REL),
+        params=(MULTIPLE, REL),
         at="multiple",
         oracle="pytrec_eval, brute-force tie orders",
     ),
@@ -619,7 +373,7 @@ FAMILIES: dict[str, Family] = _families(
         utility_values,
         "linear utility of the retrieved set",
         cutoff=False,
-        params=(_COEFFICIENTS, _REL),
+        params=(COEFFICIENTS, REL),
         oracle="pytrec_eval (default coefficients), its counts (others)",
     ),
     Family(
@@ -627,7 +381,7 @@ FAMILIES: dict[str, Family] = _families(
         bing_values,
         "binary G: relevant documents discounted by the non-relevant ones above them",
         cutoff=False,
-        params=(_REL,),
+        params=(REL,),
         oracle="pytrec_eval, brute-force tie orders",
     ),
     Family(
@@ -635,7 +389,7 @@ FAMILIES: dict[str, Family] = _families(
         g_values,
         "normalised gain G",
         cutoff=False,
-        params=(_GAINS,),
+        params=(GAINS,),
         uses_gain="always",
         ties_average=False,
         oracle="pytrec_eval (gains: on relabelled qrels)",
@@ -645,7 +399,7 @@ FAMILIES: dict[str, Family] = _families(
         ndcg_rel_values,
         "nDCG averaged over the relevant documents",
         cutoff=False,
-        params=(_GAINS,),
+        params=(GAINS,),
         uses_gain="always",
         ties_average=False,
         oracle="pytrec_eval (gains: on relabelled qrels)",
@@ -655,7 +409,7 @@ FAMILIES: dict[str, Family] = _families(
         rndcg_values,
         "nDCG averaged at the R levels of the ideal ranking",
         cutoff=False,
-        params=(_GAINS,),
+        params=(GAINS,),
         uses_gain="always",
         oracle="pytrec_eval (gains: on relabelled qrels), brute-force tie orders",
     ),
@@ -664,7 +418,7 @@ FAMILIES: dict[str, Family] = _families(
         relative_precision_values,
         "relevant documents in the top k over min(k, R)",
         aliases=("relative_p",),
-        params=(_REL,),
+        params=(REL,),
         oracle="pytrec_eval, brute-force tie orders",
     ),
     Family(
@@ -674,7 +428,7 @@ FAMILIES: dict[str, Family] = _families(
         ir="SetP",
         aliases=("set_p",),
         cutoff=False,
-        params=(_REL,),
+        params=(REL,),
         oracle="pytrec_eval",
     ),
     Family(
@@ -684,7 +438,7 @@ FAMILIES: dict[str, Family] = _families(
         ir="SetRelP",
         aliases=("set_relative_p",),
         cutoff=False,
-        params=(_REL,),
+        params=(REL,),
         oracle="pytrec_eval",
     ),
     Family(
@@ -693,7 +447,7 @@ FAMILIES: dict[str, Family] = _families(
         "recall of the whole retrieved set",
         ir="SetR",
         cutoff=False,
-        params=(_REL,),
+        params=(REL,),
         oracle="pytrec_eval",
     ),
     Family(
@@ -703,7 +457,7 @@ FAMILIES: dict[str, Family] = _families(
         ir="SetAP",
         aliases=("set_map",),
         cutoff=False,
-        params=(_REL,),
+        params=(REL,),
         oracle="pytrec_eval",
     ),
     Family(
@@ -712,7 +466,7 @@ FAMILIES: dict[str, Family] = _families(
         "F-measure of set precision and set recall",
         ir="SetF",
         cutoff=False,
-        params=(_BETA, _REL),
+        params=(BETA, REL),
         oracle="pytrec_eval",
     ),
     Family(
@@ -720,7 +474,7 @@ FAMILIES: dict[str, Family] = _families(
         num_nonrel_judged_ret_values,
         "number of judged non-relevant documents retrieved",
         cutoff=False,
-        params=(_REL,),
+        params=(REL,),
         aggregate="sum",
         oracle="pytrec_eval",
     ),
@@ -729,7 +483,7 @@ FAMILIES: dict[str, Family] = _families(
         yaap_values,
         "yet another AP: log((1 + S) / (1 + R - S)), S the sum of precisions at relevant documents",
         cutoff=False,
-        params=(_REL,),
+        params=(REL,),
         ties_average=False,
         oracle="trec_eval's loop written out",
     ),
@@ -738,41 +492,41 @@ FAMILIES: dict[str, Family] = _families(
         None,
         "the grades of the top documents as text (trec_eval -q only)",
         cutoff=False,
-        params=(_LENGTH,),
+        params=(LENGTH,),
         aggregate="text",
         oracle="trec_eval's test outputs",
     ),
     Family(
         "err",
-        _err,
+        err_values,
         "expected reciprocal rank (cascade model, gdeval's gain)",
         ir="ERR",
         aliases=("expected_reciprocal_rank",),
-        params=(_MAX_GRADE,),
-        check=_err_checks,
+        params=(MAX_GRADE,),
+        check=err_grade_checks,
         oracle="gdeval (via ir_measures), tie orders enumerated",
     ),
     Family(
         "rbp",
-        _rbp,
+        rbp_values,
         "rank-biased precision",
         ir="RBP",
         aliases=("rank_biased_precision",),
-        params=(_PERSISTENCE, _RBP_REL, _RBP_GAINS),
+        params=(PERSISTENCE, RBP_REL, RBP_GAINS),
         ir_defaults=(("p", 0.8),),
         oracle="trec_eval 10.0 expected outputs, cwl_eval (via ir_measures), tie orders enumerated",
     ),
     Family(
         "rbp_residual",
-        _rbp_residual,
+        rbp_residual_values,
         "RBP's residual: weight of unjudged documents and of the unread tail",
         aliases=("rbp_res",),
-        params=(_PERSISTENCE, _TAIL),
+        params=(PERSISTENCE, TAIL),
         oracle="trec_eval 10.0 expected outputs, cwl_eval's residual, hand-computed",
     ),
     Family(
         "judged",
-        _judged,
+        judged_values,
         "share of the top k that is judged",
         ir="Judged",
         aliases=("judged_rate",),
@@ -780,29 +534,29 @@ FAMILIES: dict[str, Family] = _families(
     ),
     Family(
         "unjudged",
-        _unjudged,
+        unjudged_values,
         "share of the top k that is retrieved but unjudged",
         aliases=("unjudged_rate",),
         oracle="trec_eval 10.0 expected outputs, ir_measures (1 - Judged)",
     ),
     Family(
         "fall_out",
-        _fall_out,
+        fall_out_values,
         "share of the non-relevant documents found in the top k",
         aliases=("fallout",),
         oracle="torchmetrics",
     ),
     Family(
         "auroc",
-        _auroc,
+        auroc_values,
         "area under the ROC curve of the top k (tied scores count half)",
         aliases=("auc", "retrieval_auroc"),
-        params=(_MAX_FPR,),
+        params=(MAX_FPR,),
         oracle="torchmetrics, sklearn",
     ),
     Family(
         "opa",
-        _opa,
+        opa_values,
         "ordered pair accuracy: share of differently graded pairs in the right order",
         aliases=("ordered_pair_accuracy",),
         cutoff=False,
@@ -810,7 +564,7 @@ FAMILIES: dict[str, Family] = _families(
     ),
     Family(
         "arp",
-        _arp,
+        arp_values,
         "average relevance position: mean rank weighted by grade (lower is better)",
         aliases=("average_relevance_position",),
         cutoff=False,
@@ -903,22 +657,26 @@ def _render_level(t: TrecName, m: Measure) -> str:
 
 def _render_gains(t: TrecName, m: Measure) -> str:
     gains = _given(m).get("gains")
-    return t.name if gains is None else f"{t.name}_" + ",".join(f"{_num(g)}={_num(v)}" for g, v in gains.items())
+    return (
+        t.name
+        if gains is None
+        else f"{t.name}_" + ",".join(f"{number_text(g)}={number_text(v)}" for g, v in gains.items())
+    )
 
 
 def _render_values(t: TrecName, m: Measure) -> str:
     value = _given(m).get(t.param)
     if value is None:
         return t.name
-    return f"{t.name}_" + ",".join(_num(v) for v in (value if isinstance(value, tuple) else (value,)))
+    return f"{t.name}_" + ",".join(number_text(v) for v in (value if isinstance(value, tuple) else (value,)))
 
 
 def _render_pairs(t: TrecName, m: Measure) -> str:
     """``rbp_p=0.8,2=1``: the named parameters that differ from what the name implies, then the gains."""
-    pairs = [f"{n}={_num(v)}" for n, v in m.differing(t.implied) if n != "gains" and m.family.param(n).trec]  # type: ignore[union-attr]
+    pairs = [f"{n}={number_text(v)}" for n, v in m.differing(t.implied) if n != "gains" and m.family.param(n).trec]  # type: ignore[union-attr]
     gains = m.param("gains")
     if gains is not None:
-        pairs += [f"{_num(g)}={_num(v)}" for g, v in gains.items()]
+        pairs += [f"{number_text(g)}={number_text(v)}" for g, v in gains.items()]
     return f"{t.name}_" + ",".join(pairs) if pairs else t.name
 
 
@@ -1085,7 +843,7 @@ class Measure:
             if n != at  # type: ignore[union-attr]
         )
         where = self.at_value
-        return name + (f"({params})" if params else "") + ("" if where is None else f"@{_num(where)}")
+        return name + (f"({params})" if params else "") + ("" if where is None else f"@{number_text(where)}")
 
     @property
     def at_value(self) -> Any:

@@ -94,7 +94,7 @@ class TopKRankedBatch(RankedBatch):
         >>> scores = torch.tensor([[0.9, 0.5, 0.5, 0.5, 0.1]])
         >>> view = topk_view(scores, 2, target=torch.tensor([[0, 1, 0, 0, 2]]), dtype=torch.float64)
         >>> rb = TopKRankedBatch(view, DEFAULT, length=5)
-        >>> values, _ = ndcg_values(rb, (2,))
+        >>> values, _ = ndcg_values(rb, (2,), DEFAULT)
         >>> round(values.item(), 4)                    # position 2: one of three tied items, one relevant
         0.0579
     """

@@ -16,7 +16,20 @@ from torch import Tensor
 
 from torch_rankeval.ranking.view import RankedBatch, device_constant
 
-__all__ = ["between", "bounds", "expected_relevant", "expected_top", "group_bounds", "group_sums", "prefix", "safe_div"]
+__all__ = [
+    "between",
+    "bounds",
+    "check_deterministic",
+    "cutoff_sizes",
+    "cut_groups",
+    "expected_top",
+    "group_sums",
+    "judged_grades",
+    "no_relevant",
+    "per_relevant",
+    "prefix",
+    "safe_div",
+]
 
 
 def bounds(rb: RankedBatch) -> tuple[Tensor, Tensor]:
@@ -39,24 +52,12 @@ def bounds(rb: RankedBatch) -> tuple[Tensor, Tensor]:
     return rb.cached("group_bounds_int", make)
 
 
-def group_bounds(rb: RankedBatch) -> tuple[Tensor, Tensor]:
-    """``(start, size)``, ``(N, L)``: the 0-based first position and the size of each position's tie
-    group, in the working dtype."""
-    g = rb.groups()
-    return g.start, g.size
-
-
 def group_sums(rb: RankedBatch, x: Tensor) -> tuple[Tensor, Tensor]:
     """``(inside, above)``, ``(N, L)``: the sum of the ranked-order ``x`` over each position's tie
     group, and over the positions ranked above that group, in ``x``'s dtype (accumulated in float64,
     or int64 for integer ``x``). Without averaged ties, groups of one: ``(x, exclusive prefix sum)``."""
     total, before = rb.groups().sums(x, None, dtype=torch.float64 if x.is_floating_point() else torch.int64)
     return total.to(x.dtype), before.to(x.dtype)
-
-
-def expected_relevant(rb: RankedBatch, ks: tuple) -> Tensor:
-    """Expected number of relevant documents in the top ``k`` over the tie orders, ``(N, K)``."""
-    return rb.expected_relevant(ks)
 
 
 def prefix(x: Tensor) -> Tensor:
@@ -70,13 +71,45 @@ def between(cs: Tensor, lo: Tensor, hi: Tensor) -> Tensor:
     return cs.gather(-1, hi) - cs.gather(-1, lo)
 
 
+def cut_groups(rb: RankedBatch, ks: tuple) -> tuple[Tensor, Tensor, Tensor]:
+    """``(idx, start, end)``, ``(N, K)`` int64: each cutoff's last 0-based position and the bounds of
+    the tie group it ends in (the group a cutoff may split).
+
+    Example:
+        >>> from torch_rankeval.conventions import DEFAULT
+        >>> rb = RankedBatch(torch.tensor([[0.9, 0.5, 0.5, 0.1]]), torch.tensor([[1, 0, 1, 0]]), None, DEFAULT)
+        >>> cut_groups(rb, (2, None))
+        (tensor([[1, 3]]), tensor([[1, 3]]), tensor([[3, 4]]))
+    """
+    start, end = bounds(rb)
+    idx = device_constant(tuple(rb.cutoff_index(ks)), torch.int64, rb.device).expand(rb.n_lists, -1)
+    return idx, start.gather(-1, idx), end.gather(-1, idx)
+
+
+def judged_grades(rb: RankedBatch) -> Tensor:
+    """The grades of the judged real documents in ranked order, ``(N, L)`` float64: negative grades,
+    unjudged documents and padding 0.
+
+    Example:
+        >>> from torch_rankeval.conventions import DEFAULT
+        >>> rb = RankedBatch(torch.tensor([[0.9, 0.5, 0.1]]), torch.tensor([[2, -1, 1]]), None, DEFAULT,
+        ...                  judged=torch.tensor([[True, True, False]]))
+        >>> judged_grades(rb)
+        tensor([[2., 0., 0.]], dtype=torch.float64)
+    """
+
+    def make() -> Tensor:
+        zero = torch.zeros((), dtype=torch.float64, device=rb.device)
+        return torch.where(rb.judged & rb.valid, rb.target.to(torch.float64).clamp(min=0), zero)
+
+    return rb.cached("judged_grades", make)
+
+
 def expected_top(rb: RankedBatch, x: Tensor, ks: tuple) -> Tensor:
     """``E[sum of x over the top k]`` over the orders of tied documents, ``(N, K)`` float64: the
     groups above the cutoff's group in full, plus that group's mean times its slots inside the cutoff."""
-    start, end = bounds(rb)
     cs = prefix(x)
-    idx = device_constant(tuple(rb.cutoff_index(ks)), torch.int64, rb.device).expand(rb.n_lists, -1)
-    s, e = start.gather(-1, idx), end.gather(-1, idx)
+    idx, s, e = cut_groups(rb, ks)
     inside = (idx + 1 - s).to(torch.float64)
     return cs.gather(-1, s) + inside * between(cs, s, e) / (e - s).to(torch.float64)
 
@@ -85,3 +118,45 @@ def safe_div(num: Tensor, den: Tensor) -> Tensor:
     """``num / den``, 0 where ``den`` is 0."""
     ok = den != 0
     return torch.where(ok, num / torch.where(ok, den, torch.ones_like(den)), torch.zeros_like(num))
+
+
+def no_relevant(rb: RankedBatch) -> Tensor:
+    """The "no relevant document" flags ``(N, 1)``: the empty case of most measures.
+
+    Example:
+        >>> from torch_rankeval.conventions import DEFAULT
+        >>> no_relevant(RankedBatch(torch.tensor([[0.9, 0.5], [0.2, 0.1]]), torch.tensor([[0, 1], [0, 0]]), None, DEFAULT))
+        tensor([[False],
+                [ True]])
+    """
+    return (rb.n_relevant <= 0).unsqueeze(-1)
+
+
+def per_relevant(rb: RankedBatch, total: Tensor) -> Tensor:
+    """``total / R`` per query, ``(N,)``, 0 for a query without relevant document."""
+    r = rb.n_relevant
+    return torch.where(r > 0, total / r.clamp(min=1), torch.zeros_like(total))
+
+
+def cutoff_sizes(rb: RankedBatch, ks: tuple, *, adaptive_k: bool, dtype: torch.dtype | None = None) -> Tensor:
+    """The number of positions each cutoff reads, ``(N, K)``: ``k`` (``min(k, n)`` with ``adaptive_k``),
+    ``n`` (the query's number of ranked documents) for ``k=None``. The divisor of the shares of the top k.
+
+    Example:
+        >>> from torch_rankeval.conventions import DEFAULT
+        >>> rb = RankedBatch(torch.tensor([[0.9, 0.5, 0.1]]), torch.tensor([[0, 1, 0]]), None, DEFAULT)
+        >>> cutoff_sizes(rb, (2, 5, None), adaptive_k=False), cutoff_sizes(rb, (2, 5, None), adaptive_k=True)
+        (tensor([[2., 5., 3.]]), tensor([[2., 3., 3.]]))
+    """
+    n_valid = rb.n_valid.unsqueeze(-1) if dtype is None else rb.n_valid.to(dtype).unsqueeze(-1)
+    cut = rb.constant([float("inf") if k is None else float(k) for k in ks], dtype)
+    return torch.minimum(cut, n_valid) if adaptive_k else torch.where(torch.isinf(cut), n_valid, cut)
+
+
+def check_deterministic(rb: RankedBatch, name: str) -> None:
+    """Refuse averaged ties for a measure without an exact tie-averaged value (a static check, no sync)."""
+    if rb.averaged:
+        raise ValueError(
+            f"{name} has no exact tie-averaged value; rank with ties='first' (input order), 'pessimistic' or "
+            "'optimistic', or use convention='trec_eval'"
+        )

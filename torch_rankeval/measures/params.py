@@ -1,0 +1,212 @@
+"""Measure parameters: :class:`Param`, a declared, typed parameter of a measure family, and the
+parameters that several families of the registry (:mod:`.registry`) share (``REL``: the relevance
+threshold of ``P(rel=2)@5``; ``GAINS``: a grade-to-gain map; ...).
+
+Example:
+    >>> REL.name, REL.convention
+    ('rel', 'relevance_threshold')
+    >>> GAINS.render(GAINS.coerce({0: 0, 1: 1, 2: 3}, "nDCG"))
+    '{0:0,1:1,2:3}'
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from torch_rankeval.conventions import GainMap
+from torch_rankeval.kernels.interpolated import RECALL_LEVELS, ROUNDINGS
+from torch_rankeval.kernels.set_measures import UTILITY_COEFFICIENTS
+
+__all__ = [
+    "Param",
+    "number_text",
+    "REL",
+    "GAINS",
+    "DCG",
+    "ROUNDING",
+    "RECALL",
+    "MULTIPLE",
+    "LEVELS",
+    "COEFFICIENTS",
+    "BETA",
+    "LENGTH",
+    "PERSISTENCE",
+    "RBP_REL",
+    "RBP_GAINS",
+    "TAIL",
+    "MAX_GRADE",
+    "MAX_FPR",
+]
+
+
+@dataclass(frozen=True)
+class Param:
+    """A declared, typed parameter of a measure family.
+
+    Attributes:
+        name: the name in ir_measures' syntax (``P(rel=2)@5``).
+        kind: ``"positive"`` (a number > 0), ``"nonnegative"`` (a number >= 0), ``"number"`` (any
+            finite number), ``"count"`` (an integer >= 1), ``"numbers"`` (a sequence of finite
+            numbers, ``size`` of them when set), ``"gains"`` (a mapping ``{grade: gain}``),
+            ``"choice"`` (one of ``choices``), ``"probability"`` (a number in (0, 1)),
+            ``"fraction"`` (a number in (0, 1]).
+        doc: what it means.
+        default: the value when not given (``None``: the API's convention decides). A given value
+            equal to the default is dropped, so ``set_F`` and ``set_F.1`` are one measure.
+        choices: the accepted values of a ``"choice"``.
+        convention: the :class:`~torch_rankeval.conventions.Convention` field the parameter sets;
+            ``None``: the value is passed to the kernel as a keyword argument.
+        size: the required length of a ``"numbers"`` value.
+        trec: whether trec_eval's printed name shows the parameter (``False`` for ``rounding``,
+            which tells trec_eval versions apart, not measures).
+
+    Example:
+        >>> Param("rel", "positive", "minimum relevant grade").coerce(2, "P(rel=2)@5")
+        2
+        >>> Param("coefficients", "numbers", "", size=4).coerce([2, -1, 0, 0.5], "utility")
+        (2.0, -1.0, 0.0, 0.5)
+    """
+
+    name: str
+    kind: str
+    doc: str
+    default: Any = None
+    choices: tuple = ()
+    convention: str | None = None
+    size: int | None = None
+    trec: bool = True
+
+    def coerce(self, value: Any, where: str) -> Any:
+        """Check ``value`` and return it in a hashable, canonical form; errors name ``where``."""
+        if self.kind in ("positive", "nonnegative", "number", "count"):
+            rule = {
+                "positive": "a positive number",
+                "nonnegative": "a number >= 0",
+                "number": "a finite number",
+                "count": "a positive integer",
+            }[self.kind]
+            ok = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+            if ok:
+                ok = {
+                    "positive": value > 0,
+                    "nonnegative": value >= 0,
+                    "number": True,
+                    "count": float(value).is_integer() and value >= 1,
+                }[self.kind]
+            if not ok:
+                raise ValueError(f"measure {where!r}: {self.name} must be {rule} ({self.doc}), got {value!r}")
+            return int(value) if float(value).is_integer() else float(value)
+        if self.kind == "numbers":
+            if isinstance(value, (str, bytes, Mapping)) or not hasattr(value, "__iter__"):
+                raise ValueError(
+                    f"measure {where!r}: {self.name} must be a sequence of numbers ({self.doc}), got {value!r}"
+                )
+            values = tuple(value)
+            bad = [v for v in values if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)]
+            if bad or not values or (self.size is not None and len(values) != self.size):
+                size = f"{self.size} " if self.size is not None else ""
+                raise ValueError(
+                    f"measure {where!r}: {self.name} must be {size}finite numbers ({self.doc}), got {value!r}"
+                )
+            return tuple(float(v) for v in values)
+        if self.kind == "probability":
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
+                raise ValueError(
+                    f"measure {where!r}: {self.name} must be a number in (0, 1) ({self.doc}), got {value!r}"
+                )
+            return float(value)
+        if self.kind == "fraction":
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+                raise ValueError(
+                    f"measure {where!r}: {self.name} must be a number in (0, 1] ({self.doc}), got {value!r}"
+                )
+            return float(value)
+        if self.kind == "choice":
+            if value not in self.choices:
+                raise ValueError(f"measure {where!r}: {self.name} must be one of {list(self.choices)}, got {value!r}")
+            return value
+        if self.kind == "gains":
+            if not isinstance(value, Mapping) or not value:
+                raise ValueError(f"measure {where!r}: gains must be a non-empty mapping {{grade: gain}}, got {value!r}")
+            try:
+                pairs = {float(int(g)): float(v) for g, v in value.items()}
+            except (TypeError, ValueError):
+                raise ValueError(
+                    f"measure {where!r}: gains must map integer grades to numbers, got {value!r}"
+                ) from None
+            if not all(math.isfinite(v) for v in pairs.values()):
+                raise ValueError(f"measure {where!r}: gains must be finite numbers, got {value!r}")
+            return GainMap(pairs)
+        raise AssertionError(f"unknown parameter kind {self.kind!r}")  # pragma: no cover - table error
+
+    def render(self, value: Any) -> str:
+        """The value in ir_measures' syntax.
+
+        Example:
+            >>> Param("gains", "gains", "").render(GainMap({0: 0, 1: 1, 2: 3}))
+            '{0:0,1:1,2:3}'
+            >>> Param("levels", "numbers", "").render((0.25, 0.5))
+            '(0.25,0.5)'
+        """
+        if self.kind == "gains":
+            return "{" + ",".join(f"{number_text(g)}:{number_text(v)}" for g, v in value.items()) + "}"
+        if self.kind == "numbers":
+            return "(" + ",".join(number_text(v) for v in value) + ("," if len(value) == 1 else "") + ")"
+        if isinstance(value, str):
+            return repr(value)
+        return number_text(value)
+
+
+def number_text(x: float) -> str:
+    """A number as written: integers without a decimal point.
+
+    Example:
+        >>> number_text(2.0), number_text(0.25)
+        ('2', '0.25')
+    """
+    return str(int(x)) if float(x).is_integer() else repr(float(x))
+
+
+REL = Param("rel", "positive", "the minimum grade of a relevant document", convention="relevance_threshold")
+GAINS = Param("gains", "gains", "gain of each grade; grades not listed keep their grade as gain", convention="gain")
+DCG = Param(
+    "dcg", "choice", "'log2': linear gain, 'exp-log2': 2**grade - 1", choices=("log2", "exp-log2"), convention="gain"
+)
+ROUNDING = Param(
+    "rounding",
+    "choice",
+    "how a recall level becomes a number of relevant documents: 'lround' (trec_eval 10.0), "
+    "'v9' (trec_eval 9.x and pytrec_eval: level * R + 0.9, truncated)",
+    default="lround",
+    choices=ROUNDINGS,
+    trec=False,
+)
+RECALL = Param("recall", "nonnegative", "the recall level: a share of the relevant documents")
+MULTIPLE = Param("multiple", "nonnegative", "the rank as a multiple of R, the number of relevant documents")
+LEVELS = Param("levels", "numbers", "the recall levels averaged", default=RECALL_LEVELS)
+COEFFICIENTS = Param(
+    "coefficients",
+    "numbers",
+    "(a, b, c, d): a per relevant retrieved, b per non-relevant retrieved, c per relevant "
+    "not retrieved, d per non-relevant not retrieved",
+    default=UTILITY_COEFFICIENTS,
+    size=4,
+)
+BETA = Param("beta", "nonnegative", "the weight of recall against precision", default=1)
+LENGTH = Param("length", "count", "the number of ranks shown", default=10)
+PERSISTENCE = Param("p", "probability", "persistence: the chance to read on after each document", default=0.9)
+RBP_REL = Param("rel", "positive", "binary utility: 1 for grades >= rel (default: graded, as trec_eval)")
+RBP_GAINS = Param("gains", "gains", "utility of each grade before trec_eval's rescaling to [0, 1]")
+TAIL = Param(
+    "tail",
+    "choice",
+    "'always': add p**n, the weight past the ranking (Moffat & Zobel); 'if_unjudged': only when "
+    "the ranking holds an unjudged document (trec_eval 10.0)",
+    default="always",
+    choices=("always", "if_unjudged"),
+)
+MAX_GRADE = Param("max_grade", "count", "the top grade: stopping probability (2**grade - 1) / 2**max_grade", default=4)
+MAX_FPR = Param("max_fpr", "fraction", "standardised partial AUC over false-positive rates [0, max_fpr]")
