@@ -131,6 +131,24 @@ def test_several_cutoffs_in_one_call_each_take_torchs_order_for_their_k():
             assert got[name][i].item() == pytest.approx(want[name].item(), abs=1e-6), (name, p.tolist(), t.tolist())
 
 
+@pytest.mark.parametrize("convention", ["torchmetrics", "torchmetrics_1.7"])
+def test_long_rows_and_sparse_targets_rank_ties_as_torchmetrics_too(convention):
+    """Rows of 4,096 or more documents and sparse targets would take the top-k route, which has no
+    torch tie order: under the presets they take the dense one and still equal torchmetrics."""
+    g = torch.Generator().manual_seed(12)
+    preds = torch.randint(1, 4, (3, 5000), generator=g).float()  # positive: both presets apply
+    target = (torch.rand(3, 5000, generator=g) < 0.1).long()
+    names = {"map@3": tmf.retrieval_average_precision, "success@3": tmf.retrieval_hit_rate, "P@10": None}
+    for sparse in (False, True):
+        got = F.evaluate(
+            preds, target.to_sparse() if sparse else target, list(names), convention=convention, reduction="none"
+        )
+        for name, fn in names.items():
+            fn, k = (fn, 3) if fn is not None else (tmf.retrieval_precision, 10)
+            want = torch.stack([fn(preds[i], target[i], top_k=k) for i in range(3)])
+            torch.testing.assert_close(got[name].float(), want, atol=1e-6, rtol=0)
+
+
 @pytest.mark.parametrize("adaptive", [False, True])
 @pytest.mark.parametrize("k", [1, 3, 10, 50])
 def test_torchmetrics_precision_adaptive_k(k, adaptive):
