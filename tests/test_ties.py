@@ -101,3 +101,81 @@ def test_ties_do_not_cross_padding():
     mask = torch.tensor([[True, False, True, False]])
     got = F.reciprocal_rank(preds, target, mask=mask).item()
     assert got == pytest.approx((1 + 1 / 2) / 2)
+
+
+# ----------------------------------------------------------------------------- torch's own tie orders
+def _heavy_ties(g: torch.Generator, n_rows: int, length: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    values = int(torch.randint(1, 5, (1,), generator=g))  # 1 to 4 distinct scores: heavy ties
+    return (torch.randint(0, values, (n_rows, length), generator=g).to(dtype) - 1) / 2
+
+
+def test_torch_orders_equal_rows_of_one_length_in_one_2d_call_as_per_row_1d_calls():
+    """What ties="torch_topk" / "torch_argsort" rely on: each row of a 2-D torch.topk / torch.argsort
+    (rows of one length) is ordered as the same call on that row alone orders it (the oracle: torch
+    itself, per row, as torchmetrics calls it), for lengths 1-200 and heavy ties."""
+    g = torch.Generator().manual_seed(0)
+    for length in range(1, 201):
+        x = _heavy_ties(g, 6, length)
+        argsort = torch.argsort(x, dim=-1, descending=True)
+        for k in {1, 3, 10, length}:
+            m = min(k, length)
+            top = x.topk(m, dim=-1, sorted=True).indices
+            for i in range(x.shape[0]):
+                assert torch.equal(top[i], x[i].topk(m, sorted=True).indices), (length, k)
+        for i in range(x.shape[0]):
+            assert torch.equal(argsort[i], torch.argsort(x[i], descending=True)), length
+
+
+@pytest.mark.parametrize("ties", ["torch_topk", "torch_argsort"])
+def test_torch_tie_policies_rank_each_list_as_torch_ranks_it_alone(ties):
+    """The ranking core's order under the torch policies, on padded batches with scattered padding,
+    equals torch's call on each list's own real documents (in input order, as float32); padding last."""
+    from torch_rankeval.conventions import Convention
+    from torch_rankeval.ranking.view import RankedBatch
+
+    g = torch.Generator().manual_seed(1)
+    for length in (1, 2, 3, 4, 16, 17, 40, 64, 200):
+        preds = _heavy_ties(g, 30, length, torch.float64)
+        valid = torch.rand(30, length, generator=g) < 0.8
+        valid[0] = True  # a full row
+        valid[1] = False  # an empty row
+        target = torch.zeros(30, length, dtype=torch.long)
+        for k in (None, 1, 3, 10):
+            for mask in (None, valid):
+                rb = RankedBatch(preds, target, mask, Convention(ties=ties, torch_topk_k=k))
+                for i in range(30):
+                    real = torch.arange(length) if mask is None else mask[i].nonzero().squeeze(1)
+                    x = preds[i, real].float()
+                    n = x.shape[0]
+                    if ties == "torch_argsort":
+                        want, width = real[torch.argsort(x, descending=True)], n
+                    else:
+                        width = n if k is None else min(k, n)
+                        want = real[x.topk(width, sorted=True).indices]
+                    assert torch.equal(rb.order[i, :width], want), (ties, length, k, i)
+                    assert set(rb.order[i, :n].tolist()) == set(real.tolist())  # then the rest, then padding
+
+
+def test_torch_tie_policies_are_checked_names():
+    from torch_rankeval.conventions import Convention
+
+    with pytest.raises(ValueError, match="torch_topk_k"):
+        Convention(ties="torch_topk", torch_topk_k=0)
+    with pytest.raises(ValueError, match="ties="):
+        Convention(ties="torch_sort")
+
+
+def test_torch_tie_policies_on_padded_lists_refuse_torch_compile_by_name():
+    from torch_rankeval.conventions import Convention
+    from torch_rankeval.ranking.view import RankedBatch
+
+    preds, target = torch.ones(2, 5), torch.zeros(2, 5, dtype=torch.long)
+    mask = torch.tensor([[True] * 5, [True, True, False, False, False]])
+
+    def rank(p, t, m):
+        return RankedBatch(p, t, m, Convention(ties="torch_argsort")).order
+
+    with pytest.raises(Exception, match="cannot run under torch.compile"):
+        torch.compile(rank, fullgraph=True, backend="eager")(preds, target, mask)
+    assert rank(preds, target, None).shape == (2, 5)  # without padding: no host read
+    assert torch.compile(rank, fullgraph=True, backend="eager")(preds, target, None).shape == (2, 5)

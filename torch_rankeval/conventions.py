@@ -37,6 +37,7 @@ __all__ = [
     "mapped_gain",
     "discount_table",
     "TIES",
+    "TORCH_TIES",
     "EMPTY_TARGET_ACTIONS",
     "AP_DENOMINATORS",
     "REDUCTIONS",
@@ -46,6 +47,9 @@ GainSpec = Union[str, Mapping[float, float], Callable[[Tensor], Tensor]]
 DiscountSpec = Union[Callable[[Tensor], Tensor], None]
 
 EMPTY_TARGET_ACTIONS = ("neg", "pos", "skip", "error")
+#: tie policies that reproduce torchmetrics' ranking: the torch call it makes, on each list's own
+#: float32 scores (dense lists only: the top-k view and the command line take :data:`TIES`)
+TORCH_TIES = ("torch_topk", "torch_argsort")
 AP_DENOMINATORS = ("all_relevant", "retrieved_relevant", "min_k_relevant")
 REDUCTIONS = ("mean", "sum", "none")
 
@@ -102,7 +106,15 @@ class Convention:
         log_base: base ``b`` of the rank discount ``1 / log_b(rank + 1)``.
         discount: a callable of the float 1-based rank tensor that replaces the log discount.
         ties: ``"average"`` (expected value over all orders of tied scores), ``"first"`` (input
-            order), ``"pessimistic"`` (tied documents in increasing grade), ``"optimistic"``.
+            order), ``"pessimistic"`` (tied documents in increasing grade), ``"optimistic"``;
+            ``"torch_topk"`` / ``"torch_argsort"`` rank each list as torchmetrics does, by
+            ``torch.topk(min(k, n), sorted=True)`` / ``torch.argsort(descending=True)`` on its own
+            ``n`` float32 scores, on their device (whatever order those give tied scores). They
+            read each list's length on the host (one call per distinct length), so they do not
+            run under ``torch.compile``, and never take the top-k view.
+        torch_topk_k: the ``k`` of ``torch.topk`` under ``ties="torch_topk"`` (``None``: the list's
+            length). torch orders tied scores differently for different ``k``, so the measure plan
+            sets it to each measure's cutoff (one ranking per cutoff); it means nothing otherwise.
         relevance_threshold: binary metrics count a document as relevant when ``target >=
             threshold``; ``None`` means ``>= 1`` for integer grades and ``> 0`` for float/bool.
         empty_target_action: what a query without relevant documents scores: ``"neg"`` 0,
@@ -141,6 +153,7 @@ class Convention:
     adaptive_k: bool = False
     nonpositive_not_relevant: bool = False
     by_measure: tuple = ()
+    torch_topk_k: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "by_measure", _by_measure(self.by_measure))
@@ -164,7 +177,10 @@ class Convention:
             raise ValueError(f"log_base must be a finite number > 1, got {self.log_base!r}")
         if self.discount is not None and not callable(self.discount):
             raise TypeError("discount must be a callable of the 1-based rank tensor, or None")
-        _check_choice("ties", self.ties, TIES)
+        _check_choice("ties", self.ties, TIES + TORCH_TIES)
+        k = self.torch_topk_k
+        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+            raise ValueError(f"torch_topk_k must be a positive int (torch.topk's k) or None, got {k!r}")
         _check_choice("empty_target_action", self.empty_target_action, EMPTY_TARGET_ACTIONS)
         _check_choice("denominator", self.denominator, AP_DENOMINATORS)
         if self.relevance_threshold is not None:
@@ -217,9 +233,18 @@ DEFAULT = Convention()
 _FIELDS = tuple(f.name for f in fields(Convention))
 
 _TIE_AVERAGED = ("ndcg", "dcg", "idcg")  # torchmetrics' nDCG averages ties (sklearn's formula)
-_TORCHMETRICS_BY_MEASURE = {
+# the torch call each torchmetrics metric ranks with (retrieval_*): topk for AP, RR and precision,
+# argsort(descending=True) for recall, hit rate, R-precision and fall-out
+_TORCH_TOPK = ("map", "mrr", "precision")
+_TORCH_ARGSORT = ("recall", "hit_rate", "r_precision", "fall_out")
+_TORCHMETRICS_1_7_BY_MEASURE = {
     **{key: {"ties": "average"} for key in _TIE_AVERAGED},
-    **{key: {"nonpositive_not_relevant": True} for key in ("map", "mrr", "precision", "recall")},
+    **{key: {"ties": "torch_topk"} for key in _TORCH_TOPK},
+    **{key: {"ties": "torch_argsort"} for key in _TORCH_ARGSORT},
+}
+_TORCHMETRICS_BY_MEASURE = {
+    key: {**fields_, **({"nonpositive_not_relevant": True} if key in ("map", "mrr", "precision", "recall") else {})}
+    for key, fields_ in _TORCHMETRICS_1_7_BY_MEASURE.items()
 }
 
 PRESETS: dict[str, Convention] = {
@@ -228,8 +253,9 @@ PRESETS: dict[str, Convention] = {
     # docno first, then ties="first"), P@k divides by k, rel >= 1 is relevant.
     "trec_eval": Convention(gain="linear", ties="first", denominator="all_relevant", empty_target_action="neg"),
     # torchmetrics.retrieval >= 1.8 (functional and classes), quirks included: linear gain; nDCG
-    # (and DCG) average tied scores, every other metric takes the sort order (torch's, which is
-    # unspecified among tied scores: here input order); AP, RR, precision and recall treat a
+    # (and DCG) average tied scores, every other metric ranks tied scores as torchmetrics' own
+    # torch call orders them (torch.topk or torch.argsort on the list's float32 scores: ties
+    # "torch_topk" / "torch_argsort"; other measures input order); AP, RR, precision and recall treat a
     # document scored <= 0 as not relevant, though the query's relevant count (recall's
     # denominator, the empty test) still includes it; AP divides by the relevant documents found
     # in the top k; P@k divides by k unless adaptive_k.
@@ -246,7 +272,7 @@ PRESETS: dict[str, Convention] = {
         ties="first",
         denominator="retrieved_relevant",
         empty_target_action="neg",
-        by_measure={key: {"ties": "average"} for key in _TIE_AVERAGED},
+        by_measure=_TORCHMETRICS_1_7_BY_MEASURE,
     ),
     # sklearn.metrics.ndcg_score: linear gain, ties averaged.
     "sklearn": Convention(gain="linear", ties="average", empty_target_action="neg"),

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor
@@ -86,6 +86,8 @@ class MeasurePlan:
         groups: dict[Convention, dict[tuple, list[tuple[Measure, int]]]] = {}
         for m, j in unique.items():
             conv = m.convention(convention, negative_unjudged=negative_unjudged)
+            if conv.ties == "torch_topk":  # torch.topk orders ties by its k: one ranking per cutoff
+                conv = replace(conv, torch_topk_k=m.cutoff)
             if conv.ties == "average" and not m.family.ties_average:
                 raise ValueError(
                     f"{m.label!r}: {m.family.summary} has no exact value averaged over the orders of tied scores "

@@ -21,7 +21,14 @@ import torch
 from torch import Tensor
 from torchmetrics.utilities.data import dim_zero_cat
 
-from torch_rankeval.conventions import Convention, discount_table, gain_table, mapped_gain, resolve_convention
+from torch_rankeval.conventions import (
+    TORCH_TIES,
+    Convention,
+    discount_table,
+    gain_table,
+    mapped_gain,
+    resolve_convention,
+)
 from torch_rankeval.measures import MeasurePlan, parse_measures
 from torch_rankeval.metrics._compiled import compiled_kernel
 from torch_rankeval.metrics._running import RunningMeanMetric
@@ -412,6 +419,11 @@ class RankingMetrics(RunningMeanMetric):
         self.flat_indexes.append(indexes.to(torch.int64))
 
     def _add_flat_batch(self, preds: Tensor, target: Tensor, indexes: Tensor, *, accumulate: bool):
+        if any(c.ties in TORCH_TIES for c in self.plan.conventions):
+            # torchmetrics groups by an unstable torch.sort of the ids, which reorders the documents of a
+            # query, and its torch.topk / argsort order of tied scores depends on that order: group likewise
+            perm = torch.sort(indexes).indices
+            preds, target, indexes = preds[perm], target[perm], indexes[perm]
         # Queries in length buckets, each padded to its own longest: memory follows the documents.
         ids, buckets = group_by_query_buckets(indexes, preds, target)
         parts = [(rows, *self._batch(p, t, mask, None, None)) for rows, mask, (p, t) in buckets]

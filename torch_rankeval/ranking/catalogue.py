@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from torch_rankeval.conventions import Convention, discount_table
+from torch_rankeval.conventions import TORCH_TIES, Convention, discount_table
 from torch_rankeval.ranking.sparse import SparseTarget, check_exclude, is_sparse, sparse_target
 from torch_rankeval.ranking.topk import DEFAULT_CHUNK_ELEMENTS, TopKView, topk_view
 from torch_rankeval.ranking.view import RankedBatch, TieGroups
@@ -44,14 +44,15 @@ def topk_supported(key: str, conv: Convention) -> bool:
     """Whether measure family ``key`` under ``conv`` can run on a top-k view.
 
     Graded AP normalises by the sum of ALL judged gains (not a top-k quantity), and torchmetrics'
-    "scores <= 0 are not relevant" quirk re-grades documents by score: both take the dense path.
+    "scores <= 0 are not relevant" quirk re-grades documents by score: both take the dense path, as
+    do the torch tie policies (torchmetrics' own sort of each whole list).
 
     Example:
         >>> from torch_rankeval.conventions import DEFAULT
         >>> topk_supported("ndcg", DEFAULT), topk_supported("bpref", DEFAULT)
         (True, False)
     """
-    if key not in TOPK_FAMILIES or conv.nonpositive_not_relevant:
+    if key not in TOPK_FAMILIES or conv.nonpositive_not_relevant or conv.ties in TORCH_TIES:
         return False
     return not (key == "map" and conv.graded)
 

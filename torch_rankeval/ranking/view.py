@@ -416,7 +416,9 @@ class RankedBatch:
         self._has_padding = valid is not None
         self.averaged = convention.ties == "average"
         self._target_in, self._valid_in, self._judged_in = target, valid, judged
-        self.order, self._sorted_key, self._doc_key = _rank(preds, target, valid, convention.ties)
+        self.order, self._sorted_key, self._doc_key = _rank(
+            preds, target, valid, convention.ties, convention.torch_topk_k
+        )
 
         max_len = self.length if ideal_target is None else max(self.length, ideal_target.shape[-1])
         if discounts is None or discounts.shape[0] < max_len:
@@ -723,9 +725,12 @@ def relevant(t: Tensor, convention: Convention) -> Tensor:
     return t >= 1 if not t.is_floating_point() and t.dtype != torch.bool else t > 0
 
 
-def _rank(preds: Tensor, target: Tensor, valid: Tensor | None, ties: str) -> tuple[Tensor, Tensor, Tensor]:
+def _rank(
+    preds: Tensor, target: Tensor, valid: Tensor | None, ties: str, topk_k: int | None = None
+) -> tuple[Tensor, Tensor, Tensor]:
     """Order each list by descending score, padding last, ties per the policy (``"first"`` and the
-    grade tie-breaks use stable sorts: among equal keys the earlier input comes first).
+    grade tie-breaks use stable sorts: among equal keys the earlier input comes first; the torch
+    policies call torchmetrics' own torch function, see :func:`_torch_order`).
 
     Returns the permutation, the sort key in ranked order and the key of each document in input
     order: equal keys mean tied scores, NaN marks padding. Without padding the key is the score
@@ -744,8 +749,63 @@ def _rank(preds: Tensor, target: Tensor, valid: Tensor | None, ties: str) -> tup
         # sort serves them; "first" needs the input order among equal scores.
         sorted_key, order = torch.sort(key, dim=-1, descending=descending, stable=ties == "first")
         return order, sorted_key, key
+    if ties in ("torch_topk", "torch_argsort"):
+        order = _torch_order(preds, valid, ties, topk_k)
+        return order, key.gather(-1, order), key
     # Pessimistic: tied documents in increasing grade; optimistic: decreasing.
     grades = target.to(torch.float32) if target.dtype == torch.bool else target
     pre = torch.sort(grades, dim=-1, descending=ties == "optimistic", stable=True).indices
     sorted_key, inner = torch.sort(key.gather(-1, pre), dim=-1, descending=descending, stable=True)
     return pre.gather(-1, inner), sorted_key, key
+
+
+def _torch_order(preds: Tensor, valid: Tensor | None, ties: str, topk_k: int | None) -> Tensor:
+    """torchmetrics' order (``ties="torch_topk"`` / ``"torch_argsort"``): the permutation that
+    ``torch.topk(min(k, n), sorted=True)`` (then the rest by score) or ``torch.argsort(descending=True)``
+    gives on each list's own float32 scores, its ``n`` real documents in input order, on the
+    scores' device, as torchmetrics calls them per query.
+
+    Among tied scores these orders depend on the length of the tensor sorted (on CPU, ``torch.sort``
+    is an insertion sort up to 16 elements and an introsort or SIMD sort beyond; ``topk`` a partial
+    sort or ``nth_element`` by ``k``), so padding a list changes them: a padded row cannot be
+    sorted as it is. Rows of equal length are sorted together in one 2-D call (each row of a
+    2-D ``topk`` / ``argsort`` is ordered as the same 1-D call orders it, checked for lengths 1-200
+    in tests/test_ties.py), one call per distinct length: with padding this reads the lengths on
+    the host (a sync, a loop over lengths, not queries), which only these two policies do.
+    """
+    n_lists, length = preds.shape
+    device = preds.device
+    x = preds.to(torch.float32)  # torchmetrics casts scores to float32 before ranking
+    if valid is None:
+        return _torch_rows(x, ties, topk_k)
+    if torch.compiler.is_compiling():
+        raise NotImplementedError(
+            f"ties={ties!r} (torchmetrics' tie order) on padded lists reads their lengths on the host and cannot "
+            "run under torch.compile: pass lists without padding (no mask), or compile=False"
+        )
+    compact = torch.sort((~valid).to(torch.uint8), dim=-1, stable=True).indices  # real documents first
+    x = x.gather(-1, compact)
+    lengths = valid.sum(-1)
+    out = torch.arange(length, device=device).expand(n_lists, length).clone()  # padding keeps its place
+    for n in torch.unique(lengths).tolist():  # host sync: torch policies only (see above)
+        if n == 0:
+            continue
+        rows = (lengths == n).nonzero().squeeze(1)
+        out[rows, :n] = _torch_rows(x.index_select(0, rows)[:, :n].contiguous(), ties, topk_k)
+    return compact.gather(-1, out)
+
+
+def _torch_rows(x: Tensor, ties: str, topk_k: int | None) -> Tensor:
+    """The torch order of each row of ``x`` (rows of one length ``n``, no padding) as a full permutation."""
+    n = x.shape[-1]
+    if ties == "torch_argsort":
+        return torch.argsort(x, dim=-1, descending=True)
+    m = n if topk_k is None else min(topk_k, n)
+    head = x.topk(m, dim=-1, sorted=True).indices
+    if m == n:
+        return head
+    # beyond torch's top m (no measure reads it): the rest by descending score, ties in input order
+    by_score = torch.sort(x, dim=-1, descending=True, stable=True).indices
+    chosen = torch.zeros_like(x, dtype=torch.bool).scatter_(-1, head, True).gather(-1, by_score)
+    rest = by_score.gather(-1, torch.sort(chosen.to(torch.uint8), dim=-1, stable=True).indices[:, : n - m])
+    return torch.cat([head, rest], dim=-1)
