@@ -591,6 +591,7 @@ def test_callback_logs_the_new_measures(tmp_path):
         assert val[f"val/{name}"] == pytest.approx(truth[name].item(), abs=1e-6), name
 
 
+@pytest.mark.slow
 def test_fullgraph_compile_of_the_new_kernels():
     torch._dynamo.reset()
     g = torch.Generator().manual_seed(0)

@@ -217,6 +217,7 @@ def test_streamed_bootstrap_equals_the_in_memory_quantiles(tiny_memory, q, colum
     assert all(count <= 64 // 4 for count in tiny_memory)  # never more than the budget gathered
 
 
+@pytest.mark.slow
 def test_streamed_bootstrap_needs_memory_independent_of_the_resamples(monkeypatch):
     """Ten times the resamples: the same largest slice and the same gathered values' budget."""
     largest = []
