@@ -198,7 +198,7 @@ class Param:
             return "{" + ",".join(f"{_num(g)}:{_num(v)}" for g, v in value.items()) + "}"
         if self.kind == "numbers":
             return "(" + ",".join(_num(v) for v in value) + ("," if len(value) == 1 else "") + ")"
-        if isinstance(value, str):
+        if isinstance(value, (str, bool)):
             return repr(value)
         return _num(value)
 
@@ -247,6 +247,12 @@ _TAIL = Param(
     choices=("always", "if_unjudged"),
 )
 _MAX_GRADE = Param("max_grade", "count", "the top grade: stopping probability (2**grade - 1) / 2**max_grade", default=4)
+_ADAPTIVE_K = Param(
+    "adaptive_k",
+    "choice",
+    "divide by min(k, retrieved) instead of k (ir_measures' Judged; default: the convention's adaptive_k)",
+    choices=(True, False),
+)
 _MAX_FPR = Param("max_fpr", "fraction", "standardised partial AUC over false-positive rates [0, max_fpr]")
 
 
@@ -325,8 +331,8 @@ def _rbp_residual(rb: RankedBatch, ks: tuple, conv: Convention, *, p: float = 0.
     return rbp_residual_values(rb, ks, p=p, tail=tail)
 
 
-def _judged(rb: RankedBatch, ks: tuple, conv: Convention) -> Values:
-    return judged_values(rb, ks, adaptive_k=conv.adaptive_k)
+def _judged(rb: RankedBatch, ks: tuple, conv: Convention, *, adaptive_k: bool | None = None) -> Values:
+    return judged_values(rb, ks, adaptive_k=conv.adaptive_k if adaptive_k is None else adaptive_k)
 
 
 def _unjudged(rb: RankedBatch, ks: tuple, conv: Convention) -> Values:
@@ -776,6 +782,8 @@ FAMILIES: dict[str, Family] = _families(
         "share of the top k that is judged",
         ir="Judged",
         aliases=("judged_rate",),
+        params=(_ADAPTIVE_K,),
+        ir_defaults=(("adaptive_k", True),),  # ir_measures' Judged@k divides by min(k, retrieved)
         oracle="ir_measures",
     ),
     Family(
