@@ -14,14 +14,18 @@ Rules follow trec_eval: fields are separated by any whitespace, blank lines are 
 whose first token starts with ``#`` is a comment, run lines have at least six fields (later fields
 are ignored) and the run tag comes from the last line. Qrels lines have exactly four fields with an
 integer grade. A UTF-8 byte-order mark at the start of a file (or of stdin) is skipped; a UTF-16
-or UTF-32 file is an error (convert it to UTF-8). Errors name the file and line.
+or UTF-32 file is an error (convert it to UTF-8). Errors name the file and line. Pipes read as files:
+``"-"`` (standard input), ``/dev/stdin``, a FIFO or a process substitution is read without seeking,
+gzip detected by its first two bytes there too.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gzip
+import io
 import os
+import stat
 import sys
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
@@ -367,25 +371,79 @@ def progress_bar(
         return (lambda n: None), (lambda: None)
 
 
+class _Prefixed(io.RawIOBase):
+    """A stream that serves ``prefix`` (bytes already read from ``stream``) and then the rest of ``stream``:
+    how a pipe, which cannot seek back, is read after its first bytes were looked at."""
+
+    def __init__(self, prefix: bytes, stream: BinaryIO) -> None:
+        self._prefix, self._stream = prefix, stream
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:  # type: ignore[override]
+        if self._prefix:
+            n = min(len(buffer), len(self._prefix))
+            buffer[:n] = self._prefix[:n]
+            self._prefix = self._prefix[n:]
+            return n
+        data = self._stream.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+
+def _sniffed(raw: BinaryIO, path: str) -> tuple[bytes, BinaryIO]:
+    """The first two bytes of ``raw`` (gzip's magic number, when it is gzip) and a stream from its start.
+
+    A regular file seeks back; a pipe, a FIFO, ``/dev/stdin`` or a process substitution cannot, so its
+    first bytes are served again in front of the rest (no seek, no second read)."""
+    try:
+        start = raw.tell() if raw.seekable() else None  # standard input may start past a file's beginning
+    except (OSError, ValueError):
+        start = None
+    try:
+        magic = raw.read(2)
+        while 0 < len(magic) < 2:  # a pipe may deliver one byte at a time
+            more = raw.read(2 - len(magic))
+            if not more:
+                break
+            magic += more
+        if start is not None:
+            raw.seek(start)
+            return magic, raw
+    except OSError as exc:
+        raise TrecFormatError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    return magic, io.BufferedReader(_Prefixed(magic, raw), buffer_size=1 << 20)
+
+
 @contextlib.contextmanager
 def _open(path: str | os.PathLike) -> Iterator[tuple[BinaryIO, BinaryIO, int | None]]:
-    """(decoded stream, raw stream for progress, raw size); gzip is detected by its magic bytes."""
-    if str(path) == "-":
-        yield sys.stdin.buffer, sys.stdin.buffer, None
-        return
-    try:
-        raw = open(path, "rb")  # noqa: SIM115 - closed below
-    except OSError as exc:
-        raise TrecFormatError(f"{path}: cannot open: {exc.strerror or exc}") from None
-    with raw:
-        size = os.fstat(raw.fileno()).st_size
-        magic = raw.read(2)
-        raw.seek(0)
+    """(decoded stream, raw stream for progress, raw size or None for a pipe); gzip is detected by its
+    magic bytes, in files and in pipes alike (``"-"``: standard input)."""
+    name = str(path)
+    if name == "-":
+        raw: BinaryIO = sys.stdin.buffer
+        closing: contextlib.AbstractContextManager = contextlib.nullcontext()
+    else:
+        try:
+            raw = open(path, "rb")  # noqa: SIM115 - closed below
+        except OSError as exc:
+            raise TrecFormatError(f"{path}: cannot open: {exc.strerror or exc}") from None
+        closing = raw
+    with closing:
+        try:
+            status = os.fstat(raw.fileno())
+            size = status.st_size if stat.S_ISREG(status.st_mode) else None
+        except (OSError, ValueError, io.UnsupportedOperation):
+            size = None
+        magic, stream = _sniffed(raw, name)
+        if size is not None and stream is not raw:  # a regular file that cannot seek: no progress by position
+            size = None
         if magic == b"\x1f\x8b":
-            with gzip.GzipFile(fileobj=raw, mode="rb") as decoded:
-                yield decoded, raw, size
+            with gzip.GzipFile(fileobj=stream, mode="rb") as decoded:
+                yield decoded, stream, size
         else:
-            yield raw, raw, size
+            yield stream, stream, size
 
 
 _UTF8_BOM = b"\xef\xbb\xbf"
