@@ -8,7 +8,9 @@ bytes beyond that width of the few longer ones go to a separate buffer (:class:`
 memory follows the file's size whatever one line holds. Scores take Clinger's exact fast path (at
 most 2^53 as a decimal mantissa, at most 22 fraction digits: one correctly rounded division, the
 same double as C's ``strtod``); other spellings (exponents, long mantissas) go through numpy's
-exact string conversion.
+exact string conversion, and the rare rest (hexadecimal floats, or a token with ``_``, which numpy
+would read as Python's ``float`` does, ``1_000`` as 1000) through :func:`_strtod`, which reads what
+strtod reads whole and refuses, with the line, a token strtod would read only in part.
 
 Rules follow trec_eval: fields are separated by any whitespace, blank lines are skipped, a line
 whose first token starts with ``#`` is a comment, run lines have at least six fields (later fields
@@ -25,6 +27,7 @@ import contextlib
 import gzip
 import io
 import os
+import re
 import stat
 import sys
 from collections import deque
@@ -584,6 +587,41 @@ def _token(cols: np.ndarray, lengths: np.ndarray, i: int) -> bytes:
     return cols[: lengths[i], i].tobytes()
 
 
+# What C's strtod reads at the start of a token (glibc: decimal, hexadecimal, inf/infinity, nan(...)).
+_STRTOD_DECIMAL = re.compile(rb"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_STRTOD_HEX = re.compile(rb"[+-]?0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)(?:[pP][+-]?[0-9]+)?")
+_STRTOD_WORD = re.compile(rb"[+-]?(?:inf(?:inity)?|nan(?:\([0-9A-Za-z_]*\))?)", re.IGNORECASE)
+
+
+def _strtod(token: bytes, line: int) -> float:
+    """``token`` read as C's strtod reads it, when strtod reads all of it (else a :class:`_LineError`
+    that says what strtod would read: trec_eval, which calls ``atof``, would take that prefix silently).
+
+    Decimal tokens give the correctly rounded double (as glibc's strtod); hexadecimal floats
+    (``0x1.8p1``) the exact one; ``inf``, ``nan`` and overflows give non-finite values, which the
+    caller refuses.
+    """
+    matches = [m.group() for m in (r.match(token) for r in (_STRTOD_HEX, _STRTOD_DECIMAL, _STRTOD_WORD)) if m]
+    read = max(matches, key=len, default=b"")
+    if read != token:
+        text = token.decode("utf-8", "replace")
+        if not read:
+            raise _LineError(line, f"score {text!r} is not a number")
+        raise _LineError(
+            line,
+            f"score {text!r} is not a number: C's strtod (trec_eval's reader) would read only "
+            f"{read.decode()!r} of it and drop the rest; write the number alone (no '_' separators, no suffix)",
+        )
+    if _STRTOD_HEX.fullmatch(token):
+        try:
+            return float.fromhex(token.decode())
+        except OverflowError:
+            return float("-inf") if token.startswith(b"-") else float("inf")
+    if _STRTOD_WORD.fullmatch(token):
+        return float(token.split(b"(")[0])  # inf, -Infinity, nan (the payload of nan(...) aside)
+    return float(token)
+
+
 def _parse_values(kind: _Kind, cols: np.ndarray, lengths: np.ndarray, lines: np.ndarray) -> np.ndarray:
     ok, mantissa, frac, negative = _decimal(cols, lengths)
     if kind.integer:
@@ -598,18 +636,15 @@ def _parse_values(kind: _Kind, cols: np.ndarray, lengths: np.ndarray, lines: np.
     values = np.where(negative, -values, values)
     slow = np.flatnonzero(~ok)
     if len(slow):
-        tokens = np.ascontiguousarray(cols[:, slow].T).view(f"S{cols.shape[0]}").ravel()
+        sub = cols[:, slow]
+        tokens = np.ascontiguousarray(sub.T).view(f"S{cols.shape[0]}").ravel()
         try:
+            if (sub == 95).any():  # '_': numpy (Python's float) reads 1_000 as 1000, strtod as 1
+                raise ValueError("underscore")
             values[slow] = tokens.astype(np.float64)
-        except ValueError:
-            for j, token in zip(slow, tokens):
-                try:
-                    float(token)
-                except ValueError:
-                    raise _LineError(
-                        int(lines[j]), f"score {token.decode('utf-8', 'replace')!r} is not a number"
-                    ) from None
-            raise
+        except ValueError:  # hexadecimal floats, or a token strtod does not read whole: one by one
+            for j, token in zip(slow.tolist(), tokens.tolist()):
+                values[j] = _strtod(token, int(lines[j]))
         finite = np.isfinite(values[slow])
         if not finite.all():
             j = slow[int(np.flatnonzero(~finite)[0])]

@@ -192,7 +192,8 @@ def read_run(path: PathLike, *, progress: bool | None = None) -> Run:
 
     Raises:
         TrecFormatError: unreadable or empty file, a line with fewer than six fields, or a score
-            that is not a finite number. Duplicate documents are reported by :func:`to_tensors`.
+            that is not a finite number as C's strtod reads it whole (``1_000``, which strtod reads
+            as 1, is refused). Duplicate documents are reported by :func:`to_tensors`.
 
     Example:
         >>> import os, tempfile
