@@ -295,3 +295,18 @@ def test_strict_numbers_still_read_every_plain_spelling():
     assert M.parse_measure("rbp.p=0.5,2=1").param("p") == 0.5
     assert M.parse_measure("P(rel=2.5)@5").param("rel") == 2.5
     assert math.isclose(M.parse_measure("RBP(p=.5)").param("p"), 0.5)
+
+
+def test_a_relevance_level_beyond_int64_makes_nothing_relevant(tmp_path):
+    """``P(rel=1e300)@5``: a valid positive level that no grade reaches, not an OverflowError
+    (integer grades compared with a Python int beyond 64 bits)."""
+    preds, target = torch.tensor([[0.9, 0.8, 0.7]]), torch.tensor([[3, 1, 0]])
+    names = ["P(rel=1e300)@2", "P(rel=100000000000000000000000)@2", "RR(rel=1e19)", "P(rel=3)@2"]
+    out = F.evaluate(preds, target, names, convention="trec_eval")
+    assert [v.item() for v in out.values()] == [0.0, 0.0, 0.0, 0.5]  # by hand: only grade 3 reaches rel=3
+    trec.write_qrels(tmp_path / "qrels", {"q1": {"a": 3, "b": 1}})
+    trec.write_run(tmp_path / "run", {"q1": {"a": 0.9, "b": 0.8, "c": 0.7}})
+    text = io.StringIO()
+    argv = ["evaluate", str(tmp_path / "qrels"), str(tmp_path / "run"), "-m", "P(rel=1e300)@2", "--format", "json"]
+    assert main(argv, text) == 0
+    assert json.loads(text.getvalue())["runs"][0]["summary"] == {"P(rel=1e300)@2": 0.0}

@@ -141,6 +141,8 @@ class Param:
                 }[self.kind]
             if not ok:
                 raise ValueError(f"measure {where!r}: {self.name} must be {rule} ({self.doc}), got {value!r}")
+            if self.kind != "count" and abs(value) >= 2**63:  # beyond int64: a float, which tensors compare with
+                return float(value)
             return int(value) if float(value).is_integer() else float(value)
         if self.kind == "numbers":
             if isinstance(value, (str, bytes, Mapping)) or not hasattr(value, "__iter__"):
