@@ -185,6 +185,7 @@ def test_bad_measure_and_missing_file(tmp_path, capsys):
         assert "CUDA is not available" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_module_entry_point_and_console_script(tmp_path):
     """`python -m torch_rankeval` runs the CLI, and pyproject's console script points at it."""
     qrels_path, run_path = write_dicts(tmp_path, *random_collection(3))

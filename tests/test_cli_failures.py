@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import REPO
 from torch_rankeval import cli
-from torch_rankeval.cli import EXIT_BAD_INPUT, EXIT_FAILURE, main
+from torch_rankeval.cli import EXIT_BAD_INPUT, EXIT_BROKEN_PIPE, EXIT_FAILURE, main
 
 QRELS = "q1 0 d1 1\nq1 0 d2 0\nq2 0 d3 2\nq2 0 d4 1\nq3 0 d5 1\n"
 RUN = "q1 Q0 d1 1 0.5 t\nq1 Q0 d2 2 0.4 t\nq2 Q0 d3 1 0.9 t\nq2 Q0 d4 2 0.1 t\nq3 Q0 d6 1 0.3 t\n"
@@ -193,7 +193,7 @@ def test_a_reader_that_leaves_ends_the_command_quietly(files, capsys):
         def write(self, text):
             raise BrokenPipeError(32, "Broken pipe")
 
-    assert main(["evaluate", str(files["qrels"]), str(files["run"])], Closed()) == EXIT_FAILURE
+    assert main(["evaluate", str(files["qrels"]), str(files["run"])], Closed()) == EXIT_BROKEN_PIPE == 141
     assert capsys.readouterr().err == ""
 
 

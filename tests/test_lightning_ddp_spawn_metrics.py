@@ -62,6 +62,7 @@ class MetricRanker(LinearRanker):
         torch.save(_results(self.ranking, self.debiased), f"{self.out}.{self.global_rank}")
 
 
+@pytest.mark.slow
 def test_metric_attributes_under_ddp_spawn_equal_the_single_process_values(tmp_path, monkeypatch):
     monkeypatch.delenv("MASTER_PORT", raising=False)
     data = dataset(N_QUERIES, seed=11)

@@ -48,7 +48,7 @@ pytrec_eval = pytest.importorskip("pytrec_eval")
         ("NDCG@10", "ndcg", [10], ["NDCG@10"], ["ndcg_cut_10"], ["nDCG@10"]),
         ("hit_rate@5", "hit_rate", [5], ["hit_rate@5"], ["success_5"], ["Success@5"]),
         ("P(rel=2)@5", "precision", [5], ["P(rel=2)@5"], ["P(rel=2)@5"], ["P(rel=2)@5"]),
-        ("P(rel=2.0)@5", "precision", [5], ["P(rel=2)@5"], ["P(rel=2)@5"], ["P(rel=2)@5"]),
+        ("P(rel=2.0)@5", "precision", [5], ["P(rel=2.0)@5"], ["P(rel=2)@5"], ["P(rel=2)@5"]),  # keys as written
         (
             "nDCG(gains={0:0,1:1,2:3})@10",
             "ndcg",

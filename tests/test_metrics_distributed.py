@@ -86,7 +86,7 @@ def _single_process(world):
     )
 
 
-@pytest.mark.parametrize("world", [2, 3])
+@pytest.mark.parametrize("world", [2, pytest.param(3, marks=pytest.mark.slow)])
 def test_distributed_equals_single_process_on_the_union(world, tmp_path):
     out = tmp_path / "result"
     mp.spawn(_worker, args=(world, str(tmp_path / "rdv"), str(out)), nprocs=world, join=True)

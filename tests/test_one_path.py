@@ -334,6 +334,7 @@ def test_retrieved_relevant_ap_on_a_big_tie_straddling_the_cutoff():
 
 
 # ------------------------------------------------------------------------------------ compile=True
+@pytest.mark.slow
 def test_compiled_update_equals_eager(monkeypatch):
     """fullgraph=True through the whole padded update (aot_eager here: inductor's C++ build takes
     minutes on a small CPU; benchmarks/bench_metrics.py --compiled runs inductor)."""

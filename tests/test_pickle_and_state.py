@@ -290,6 +290,7 @@ def _spawned(rank: int, metrics: dict, rdv: str, out: str) -> None:
     dist.destroy_process_group()
 
 
+@pytest.mark.slow
 def test_spawned_processes_get_states_of_their_own(tmp_path):
     import torch.multiprocessing as mp
 

@@ -3,6 +3,7 @@ rows equal the single-process result on the union of the data, with one all-redu
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
@@ -39,6 +40,7 @@ def _worker(rank, world, rdv, out):
     dist.destroy_process_group()
 
 
+@pytest.mark.slow
 def test_two_processes_equal_one_process(tmp_path):
     out = tmp_path / "result"
     mp.spawn(_worker, args=(2, str(tmp_path / "rdv"), str(out)), nprocs=2, join=True)

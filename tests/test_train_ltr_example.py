@@ -98,6 +98,7 @@ def test_trains_well_above_a_random_ranker_and_logs_the_keys(example, tmp_path, 
     assert trainer.checkpoint_callback.best_model_score.item() == pytest.approx(max(per_epoch), abs=1e-6)
 
 
+@pytest.mark.slow
 def test_reads_letor_files_and_tests_the_best_checkpoint(example, tmp_path):
     paths = {}
     for i, (split, n) in enumerate({"train": 300, "val": 61, "test": 41}.items()):

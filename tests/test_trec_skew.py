@@ -170,6 +170,7 @@ def _numpy_peak(function, *args) -> tuple[int, object]:
         tracemalloc.stop()
 
 
+@pytest.mark.slow
 def test_one_long_docno_costs_its_own_bytes(tmp_path):
     """The issue's reproducer: one 10,000-character docno in a small run made every line 10,000
     bytes wide (20,000 lines: 200 MB per copy); now the docnos take less than the file, and the

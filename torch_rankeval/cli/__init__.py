@@ -30,6 +30,7 @@ from torch_rankeval import __version__
 from torch_rankeval.cli import compare, evaluate, profile
 from torch_rankeval.cli._common import (
     EXIT_BAD_INPUT,
+    EXIT_BROKEN_PIPE,
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
     PROG,
@@ -41,6 +42,7 @@ from torch_rankeval.cli.evaluate import format_trec_eval
 
 __all__ = [
     "EXIT_BAD_INPUT",
+    "EXIT_BROKEN_PIPE",
     "EXIT_FAILURE",
     "SUBCOMMANDS",
     "CommandError",
@@ -75,7 +77,8 @@ def build_parser(subcommands: Sequence | None = None) -> argparse.ArgumentParser
     parser = _Parser(
         prog=PROG,
         description="Ranking evaluation with trec_eval's semantics, on CPU or GPU, significance tests and diagnostics.",
-        epilog="Exit status: 0 success, 2 bad input or usage, 1 any other failure, 130 interrupted.",
+        epilog="Exit status: 0 success, 2 bad input or usage, 1 any other failure, 130 interrupted, "
+        "141 the reader of the output left (as for SIGPIPE).",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -133,10 +136,9 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
       option out of range, an output path that cannot be written, a missing optional dependency
       that an option needs (scipy for ``--test t``, matplotlib for ``--plot``);
     - 1: any other failure: out of memory, or an internal error (a bug: please report it);
-    - 130: interrupted (Ctrl-C).
-
-    A reader that leaves early (``torch-rankeval evaluate ... | head``) ends the command quietly,
-    with status 1.
+    - 130: interrupted (Ctrl-C);
+    - 141: the reader of the output left (``torch-rankeval evaluate ... | head -0``): the command
+      ends quietly, with the status a shell reports for coreutils, which SIGPIPE kills (128 + 13).
 
     Every failure prints exactly one line on stderr, ``torch-rankeval COMMAND: error: ...``, never a
     traceback; set the environment variable ``TORCH_RANKEVAL_TRACEBACK=1`` to let an unexpected
@@ -167,6 +169,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     take_notes()
     try:
         status = args._subcommand.run(args, out)
+        if out is sys.stdout:
+            out.flush()  # a reader that left shows here, not in Python's flush at exit
     except KeyboardInterrupt:
         take_notes()
         print(f"{PROG}: interrupted", file=sys.stderr)
@@ -175,7 +179,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         take_notes()
         if out is sys.stdout:
             _silence_stdout()
-        return EXIT_FAILURE
+        return EXIT_BROKEN_PIPE
     except Exception as exc:
         if os.environ.get(TRACEBACK_VARIABLE, "") not in ("", "0"):
             raise

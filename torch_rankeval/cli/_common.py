@@ -22,11 +22,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from torch_rankeval.trec import Evaluation, Qrels
 
 PROG = "torch-rankeval"
+INT64_MAX = 2**63 - 1  # the largest grade (and relevance level) the readers hold
 
 EXIT_OK = 0
 EXIT_FAILURE = 1  # a failure that is not the input's: out of memory, an internal error
 EXIT_BAD_INPUT = 2  # bad input or usage: a file, an option, a missing optional dependency
 EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for coreutils whose reader left (`| head`)
 
 
 class CommandError(Exception):
@@ -67,10 +69,15 @@ def add_input_arguments(parser: argparse.ArgumentParser) -> None:
         (['r1.txt', 'r2.txt'], ['nDCG@10'], 2, False)
     """
     parser.add_argument(
-        "qrels", metavar="QRELS", help="qrels file: 'qid iter docno rel' lines (plain or gzip; - for stdin)"
+        "qrels",
+        metavar="QRELS",
+        help="qrels file: 'qid iter docno rel' lines (plain or gzip, a file or a pipe; - for stdin)",
     )
     parser.add_argument(
-        "runs", metavar="RUN", nargs="+", help="run file(s): 'qid Q0 docno rank score tag' lines (plain or gzip)"
+        "runs",
+        metavar="RUN",
+        nargs="+",
+        help="run file(s): 'qid Q0 docno rank score tag' lines (plain or gzip, a file or a pipe; - for stdin)",
     )
     parser.add_argument(
         "-m",
@@ -180,6 +187,8 @@ def evaluate_inputs(
     dev = device(args.device)
     if args.level < 1:
         raise CommandError(f"-l/--level must be 1 or more (the minimum grade of a relevant document), got {args.level}")
+    if args.level > INT64_MAX:
+        raise CommandError(f"-l/--level must be at most {INT64_MAX} (grades are 64-bit integers), got {args.level}")
     if args.max_docs is not None and args.max_docs < 1:
         raise CommandError(f"-M/--max-docs must be 1 or more (documents kept per query), got {args.max_docs}")
     qrels = read_qrels(args.qrels, progress=args.progress)

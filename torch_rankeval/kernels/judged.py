@@ -32,8 +32,11 @@ def _share(rb: RankedBatch, flags: Tensor, ks: tuple, adaptive_k: bool) -> Tenso
     return safe_div(expected_top(rb, flags, ks), den).to(rb.dtype)
 
 
-def judged_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, None]:
-    """Share of the top ``k`` that is judged, ``(N, K)``.
+def judged_values(
+    rb: RankedBatch, ks: tuple, conv: Convention, *, adaptive_k: bool | None = None
+) -> tuple[Tensor, None]:
+    """Share of the top ``k`` that is judged, ``(N, K)``: over ``k``, or over ``min(k, retrieved)`` with
+    ``adaptive_k`` (the measure's parameter; ``None``: the convention's ``adaptive_k``).
 
     Example:
         >>> from torch_rankeval.conventions import DEFAULT
@@ -42,7 +45,7 @@ def judged_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor,
         >>> judged_values(rb, (2, 3, 5), DEFAULT)[0]
         tensor([[0.5000, 0.6667, 0.4000]])
     """
-    return _share(rb, rb.judged, ks, conv.adaptive_k), None
+    return _share(rb, rb.judged, ks, conv.adaptive_k if adaptive_k is None else adaptive_k), None
 
 
 def unjudged_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, None]:

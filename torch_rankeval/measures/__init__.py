@@ -26,7 +26,7 @@ import torch
 from torch import Tensor
 
 from torch_rankeval.conventions import Convention, resolve_convention
-from torch_rankeval.measures.grammar import NICKNAMES, known_names, parse_measure, parse_measures
+from torch_rankeval.measures.grammar import NICKNAMES, check_distinct, known_names, parse_measure, parse_measures
 from torch_rankeval.measures.params import Param
 from torch_rankeval.measures.plan import MeasurePlan
 from torch_rankeval.measures.registry import (
@@ -123,6 +123,7 @@ def compute(
         raise ValueError(f"preds must be a padded batch (N, L), got shape {tuple(preds.shape)}")
     active = [m for m in measures if m.family.kernel is not None]
     names = [_name(m, style) for m in active]
+    check_distinct(active, names)  # results are keyed by name: two measures under one would lose one
     if not active:
         return {}
     base = resolve_convention(convention, relevance_threshold=relevance_level)

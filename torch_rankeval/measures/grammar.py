@@ -28,7 +28,9 @@ Example:
 
 from __future__ import annotations
 
+import ast
 import difflib
+import math
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -43,7 +45,7 @@ from torch_rankeval.measures.registry import (
     literal_params,
 )
 
-__all__ = ["NICKNAMES", "known_names", "parse_measure", "parse_measures"]
+__all__ = ["NICKNAMES", "check_distinct", "known_names", "parse_measure", "parse_measures"]
 
 #: trec_eval's nicknames (its lists, in its order); names whose family is not registered are skipped.
 NICKNAMES: dict[str, tuple[str, ...]] = {
@@ -124,6 +126,44 @@ for _family in FAMILIES.values():
 
 Cutoffs = Sequence[int | None] | None
 
+# Numbers in measure names: ASCII digits only, as C's strtod reads them (no '_' separators, no
+# other scripts' digits, which Python's int() and float() would accept).
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_NONFINITE = re.compile(r"[+-]?(?:inf|infinity|nan)", re.IGNORECASE)
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+
+
+def _number(part: str) -> float | None:
+    """``part`` (blanks around it ignored) as a float when it is a number written in ASCII digits
+    (``inf`` and ``nan`` included), else None: ``1_0`` and Arabic-Indic digits are not numbers here."""
+    part = part.strip()
+    if _DECIMAL.fullmatch(part) or _NONFINITE.fullmatch(part):
+        return float(part)
+    return None
+
+
+def _why_not_a_number(part: str) -> str:
+    """Why ``part`` is refused: what to write instead."""
+    if "_" in part:
+        return "'_' separators are not read: write the digits alone"
+    if any(c.isdigit() and not c.isascii() for c in part):
+        return "write its digits as ASCII 0-9"
+    return "it is not a number"
+
+
+def _cutoff(text: str, part: str, example: str) -> int:
+    """A trec_eval cutoff: an integer, or a finite number truncated as trec_eval truncates it."""
+    value = _number(part)
+    if value is None:
+        raise ValueError(
+            f"measure {text!r}: cutoff {part!r} is not a number ({_why_not_a_number(part)}); write e.g. {example}"
+        )
+    if math.isnan(value):
+        raise ValueError(f"measure {text!r}: cutoff {part!r} is not a number; write e.g. {example}")
+    if not math.isfinite(value):
+        raise ValueError(f"measure {text!r}: cutoff {part!r} is not a finite number; write e.g. {example}")
+    return int(part.strip()) if _INTEGER.fullmatch(part.strip()) else int(value)  # exact for long integers
+
 
 def known_names() -> list[str]:
     """Every accepted base name (trec_eval, ir_measures, library aliases, nicknames), sorted."""
@@ -168,7 +208,9 @@ def parse_measures(names: str | Iterable[str], *, cutoffs: Cutoffs = None) -> li
             line does. The nicknames (``official``, ``all_trec``) always mean trec_eval's sets.
 
     Exact duplicates (same measure and same output name) are dropped; the same measure written
-    twice differently is kept under both names and computed once.
+    twice differently is kept under both names and computed once; two different measures under one
+    name (``iprec_at_recall.0.1,0.101``: both print ``iprec_at_recall_0.10``) raise a ValueError
+    (:func:`check_distinct`).
 
     Example:
         >>> [m.label for m in parse_measures(["P.5", "P.10", "map", "P_5"])]
@@ -193,7 +235,37 @@ def parse_measures(names: str | Iterable[str], *, cutoffs: Cutoffs = None) -> li
                 if (m, m.label) not in seen:
                     seen.add((m, m.label))
                     out.append(m)
+    check_distinct(out)
     return out
+
+
+def check_distinct(measures: Sequence[Measure], names: Sequence[str] | None = None) -> None:
+    """Refuse two different measures under one output name (``names``, default each measure's
+    label): results are keyed by name, so one of them would be lost. The same measure under one
+    name twice is fine (it is one result).
+
+    Raises:
+        ValueError: naming the output name and the measures that share it.
+
+    Example:
+        >>> check_distinct(parse_measures(["P.5", "P@5"]))
+        >>> check_distinct(parse_measures(["iprec_at_recall.0.1,0.101"]))  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: 2 different measures are named 'iprec_at_recall_0.10' (IPrec@0.1, IPrec@0.101), ...
+    """
+    names = [m.label for m in measures] if names is None else list(names)
+    first: dict[str, Measure] = {}
+    for m, name in zip(measures, names):
+        other = first.setdefault(name, m)
+        if other != m:
+            clash = [x for x, n in zip(measures, names) if n == name]
+            distinct = list(dict.fromkeys(clash))
+            raise ValueError(
+                f"{len(distinct)} different measures are named {name!r} ({', '.join(x.ir_name() for x in distinct)}), "
+                "and results are keyed by name: spell them apart (e.g. IPrec@0.1 and IPrec@0.101 instead of levels "
+                "that print alike as trec_eval's %3.2f)"
+            )
 
 
 def parse_measure(name: str, *, cutoff: int | None = None) -> Measure:
@@ -257,10 +329,12 @@ def _bare(text: str, t: TrecName, api_cutoffs: tuple[int | None, ...] | None) ->
 def _numbers(text: str, t: TrecName, params: str) -> list[float]:
     values = []
     for part in params.split(","):
-        try:
-            values.append(float(part))
-        except ValueError:
-            raise ValueError(f"measure {text!r}: {part!r} is not a number; write e.g. {t.name}.{_example(t)}") from None
+        value = _number(part)
+        if value is None:
+            raise ValueError(
+                f"measure {text!r}: {part!r} is not a number ({_why_not_a_number(part)}); write e.g. {t.name}.{_example(t)}"
+            )
+        values.append(value)
     return values
 
 
@@ -291,10 +365,7 @@ def _trec_cutoffs(text: str, t: TrecName, params: str | None, api_cutoffs) -> li
         return [Measure(t.family, k, t.implied, label=f"{t.name}_{k}") for k in t.defaults]
     cutoffs = set()
     for part in params.split(","):
-        try:
-            k = int(float(part))  # trec_eval truncates a fractional cutoff
-        except ValueError:
-            raise ValueError(f"measure {text!r}: cutoff {part!r} is not a number; write e.g. {t.name}.5,10") from None
+        k = _cutoff(text, part, f"{t.name}.5,10")  # trec_eval truncates a fractional cutoff
         if k <= 0:
             raise ValueError(f"measure {text!r}: cutoffs must be positive, got {part!r}")
         cutoffs.add(k)
@@ -340,16 +411,18 @@ def _trec_gains(text: str, t: TrecName, params: str | None, api_cutoffs) -> list
     gains: dict[float, float] = {}
     for part in params.split(","):
         grade, eq, value = part.partition("=")
-        try:
-            g, v = float(int(grade)), float(value)
-        except ValueError:
+        v = _number(value)
+        if _INTEGER.fullmatch(grade.strip()) is None or v is None:
             cut = f" (for cutoffs use {t.name}_cut.10)" if f"{t.name}_cut" in TREC_BY_NAME else ""
             raise ValueError(
                 f"measure {text!r}: gain {part!r} is not 'grade=gain' with an integer grade; write e.g. "
                 f"{t.name}.0=0,1=1,2=3{cut}"
-            ) from None
+            )
         if not eq:
             raise ValueError(f"measure {text!r}: gain {part!r} is not 'grade=gain'")
+        g = float(int(grade))
+        if g in gains:
+            raise ValueError(f"measure {text!r}: grade {grade.strip()} is given twice; give each grade one gain")
         gains[g] = v
     printed = f"{t.name}_{params}"
     return [Measure(t.family, params=(("gains", gains),), label=printed, trec_label=printed)]
@@ -365,17 +438,18 @@ def _trec_pairs(text: str, t: TrecName, params: str | None, api_cutoffs) -> list
     named: dict[str, float] = {}
     for part in params.split(","):
         key, eq, value = part.partition("=")
-        try:
-            v = float(value)
-        except ValueError:
-            v = None
+        v = _number(value)
         if not eq or v is None:
             raise ValueError(f"measure {text!r}: {part!r} is not 'name=number'; write e.g. {example}")
-        if re.fullmatch(r"[-+]?\d+", key):
+        if _INTEGER.fullmatch(key):
             if "gains" not in t.pairs:
                 raise ValueError(f"measure {text!r}: trec_eval's {t.name} takes no gains; write e.g. {example}")
+            if float(int(key)) in gains:
+                raise ValueError(f"measure {text!r}: grade {key} is given twice; give each grade one gain")
             gains[float(int(key))] = v
         elif key in t.pairs:
+            if key in named:
+                raise ValueError(f"measure {text!r}: {key} is given twice; give it once")
             named[key] = v
         else:
             raise ValueError(
@@ -417,6 +491,41 @@ def _resolve(name: str) -> tuple[Family | None, tuple]:
     return _BY_ALIAS.get(name.lower()), ()
 
 
+#: ir_measures' spellings whose parameter names another family of ours: ``NumRet(rel=1)`` (how
+#: ir_measures prints ``NumRelRet``) counts the relevant documents retrieved, ``SetP(relative=True)``
+#: (how it prints ``SetRelP``) is the relative set precision. ``(family, parameter) -> {value or
+#: None (any value, kept as the new family's parameter): family}``.
+_IR_SWITCHES: dict[tuple[str, str], dict[Any, str]] = {
+    ("num_ret", "rel"): {None: "num_rel_ret"},
+    ("set_precision", "relative"): {True: "set_relative_precision", False: "set_precision"},
+}
+
+
+def _keywords(params_text: str, text: str) -> dict[str, Any]:
+    """The ``key=value`` parameters of ``Name(params)@k``: each key once, numbers in ASCII digits
+    without ``_`` separators (Python's literals would read ``1_0`` as 10)."""
+    try:
+        call = ast.parse(f"f({params_text})", mode="eval").body
+    except SyntaxError:
+        call = None  # literal_params says what is wrong
+    if isinstance(call, ast.Call):
+        keys = [kw.arg for kw in call.keywords if kw.arg is not None]
+        twice = sorted({k for k in keys if keys.count(k) > 1})
+        if twice:
+            raise ValueError(f"measure {text!r}: parameter {twice[0]} is given twice; give it once")
+        source = f"f({params_text})"
+        for kw in call.keywords:
+            for node in ast.walk(kw.value):
+                if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, complex)):
+                    written = ast.get_source_segment(source, node) or ""
+                    if "_" in written:
+                        raise ValueError(
+                            f"measure {text!r}: parameter {kw.arg} holds {written!r}: '_' separators are not "
+                            "read in measure names; write the digits alone"
+                        )
+    return literal_params(params_text, text)
+
+
 def _parse_at(text: str, api_cutoffs: tuple[int | None, ...] | None) -> list[Measure]:
     match = _AT_SYNTAX.match(text)
     if not match:
@@ -425,24 +534,42 @@ def _parse_at(text: str, api_cutoffs: tuple[int | None, ...] | None) -> list[Mea
     family, implied = _resolve(name)
     if family is None:
         raise _unknown(text)
-    params: dict[str, Any] = literal_params(params_text, text) if params_text else {}
+    params: dict[str, Any] = _keywords(params_text, text) if params_text else {}
     if params.pop("judged_only", False):
         raise ValueError(f"measure {text!r}: judged_only=True is not supported (trec_eval's -J); drop the parameter")
+    for (key, switch), targets in _IR_SWITCHES.items():
+        if family.key == key and switch in params:
+            value = params[switch]
+            target = targets.get(None) or (targets.get(value) if isinstance(value, bool) else None)
+            if target is None:
+                raise ValueError(f"measure {text!r}: {switch} must be True or False, got {value!r}")
+            if None not in targets:
+                del params[switch]
+            family, implied = FAMILIES[target], ()
     for key in params:
         if family.param(key) is None:
             accepted = ", ".join(p.name for p in family.params) or "no parameters"
             raise ValueError(f"measure {text!r}: unknown parameter {key!r}; {name} accepts {accepted}")
     if cutoff_text is not None and family.at != "cutoff":  # IPrec@0.1: @ sets a parameter
-        try:
-            params[family.at] = float(cutoff_text)
-        except ValueError:
-            raise ValueError(f"measure {text!r}: {family.at} {cutoff_text!r} is not a number") from None
+        value = _number(cutoff_text)
+        if value is None or cutoff_text != cutoff_text.strip():
+            raise ValueError(
+                f"measure {text!r}: {family.at} {cutoff_text!r} is not a number ({_why_not_a_number(cutoff_text)}); "
+                f"write e.g. {name}@0.5"
+            )
+        params[family.at] = value
         cutoffs: tuple[int | None, ...] = (None,)
     elif cutoff_text is not None:
-        try:
-            cutoff = int(cutoff_text)
-        except ValueError:
-            raise ValueError(f"measure {text!r}: cutoff {cutoff_text!r} is not an integer") from None
+        if not re.fullmatch(r"[0-9]+", cutoff_text):
+            why = (
+                _why_not_a_number(cutoff_text)
+                if _number(cutoff_text) is None
+                else "write a whole number in ASCII digits"
+            )
+            raise ValueError(
+                f"measure {text!r}: cutoff {cutoff_text!r} is not an integer ({why}); write e.g. {name}@10"
+            )
+        cutoff = int(cutoff_text)
         if cutoff <= 0:
             raise ValueError(f"measure {text!r}: the cutoff must be a positive int, got {cutoff}")
         if not family.cutoff:
@@ -454,12 +581,7 @@ def _parse_at(text: str, api_cutoffs: tuple[int | None, ...] | None) -> list[Mea
         measures = [Measure(family.key, k, tuple({**dict(implied), **params}.items())) for k in cutoffs]
     except ValueError as err:
         raise ValueError(str(err).replace(f"measure {family.key!r}", f"measure {text!r}")) from None
-    # The user's spelling of the name; parameters in canonical form; the cutoff as @k.
+    # The user's spelling, as written; a cutoff that comes from the API's k is appended as @k.
     return [
-        m.with_label(
-            m._render(name, implied)
-            if params_text is not None or family.at != "cutoff"
-            else name + ("" if m.cutoff is None else f"@{m.cutoff}")
-        )
-        for m in measures
+        m.with_label(text if cutoff_text is not None or m.cutoff is None else f"{text}@{m.cutoff}") for m in measures
     ]

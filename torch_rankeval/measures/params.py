@@ -38,6 +38,7 @@ __all__ = [
     "RBP_GAINS",
     "TAIL",
     "MAX_GRADE",
+    "ADAPTIVE_K",
     "MAX_FPR",
 ]
 
@@ -98,6 +99,8 @@ class Param:
                 }[self.kind]
             if not ok:
                 raise ValueError(f"measure {where!r}: {self.name} must be {rule} ({self.doc}), got {value!r}")
+            if self.kind != "count" and abs(value) >= 2**63:  # beyond int64: a float, which tensors compare with
+                return float(value)
             return int(value) if float(value).is_integer() else float(value)
         if self.kind == "numbers":
             if isinstance(value, (str, bytes, Mapping)) or not hasattr(value, "__iter__"):
@@ -155,7 +158,7 @@ class Param:
             return "{" + ",".join(f"{number_text(g)}:{number_text(v)}" for g, v in value.items()) + "}"
         if self.kind == "numbers":
             return "(" + ",".join(number_text(v) for v in value) + ("," if len(value) == 1 else "") + ")"
-        if isinstance(value, str):
+        if isinstance(value, (str, bool)):
             return repr(value)
         return number_text(value)
 
@@ -209,4 +212,10 @@ TAIL = Param(
     choices=("always", "if_unjudged"),
 )
 MAX_GRADE = Param("max_grade", "count", "the top grade: stopping probability (2**grade - 1) / 2**max_grade", default=4)
+ADAPTIVE_K = Param(
+    "adaptive_k",
+    "choice",
+    "divide by min(k, retrieved) instead of k (ir_measures' Judged; default: the convention's adaptive_k)",
+    choices=(True, False),
+)
 MAX_FPR = Param("max_fpr", "fraction", "standardised partial AUC over false-positive rates [0, max_fpr]")

@@ -59,6 +59,7 @@ from torch_rankeval.kernels.set_measures import (
     utility_values,
 )
 from torch_rankeval.measures.params import (
+    ADAPTIVE_K,
     BETA,
     COEFFICIENTS,
     DCG,
@@ -530,6 +531,8 @@ FAMILIES: dict[str, Family] = _families(
         "share of the top k that is judged",
         ir="Judged",
         aliases=("judged_rate",),
+        params=(ADAPTIVE_K,),
+        ir_defaults=(("adaptive_k", True),),  # ir_measures' Judged@k divides by min(k, retrieved)
         oracle="ir_measures",
     ),
     Family(

@@ -8,20 +8,27 @@ bytes beyond that width of the few longer ones go to a separate buffer (:class:`
 memory follows the file's size whatever one line holds. Scores take Clinger's exact fast path (at
 most 2^53 as a decimal mantissa, at most 22 fraction digits: one correctly rounded division, the
 same double as C's ``strtod``); other spellings (exponents, long mantissas) go through numpy's
-exact string conversion.
+exact string conversion, and the rare rest (hexadecimal floats, or a token with ``_``, which numpy
+would read as Python's ``float`` does, ``1_000`` as 1000) through :func:`_strtod`, which reads what
+strtod reads whole and refuses, with the line, a token strtod would read only in part.
 
 Rules follow trec_eval: fields are separated by any whitespace, blank lines are skipped, a line
 whose first token starts with ``#`` is a comment, run lines have at least six fields (later fields
 are ignored) and the run tag comes from the last line. Qrels lines have exactly four fields with an
 integer grade. A UTF-8 byte-order mark at the start of a file (or of stdin) is skipped; a UTF-16
-or UTF-32 file is an error (convert it to UTF-8). Errors name the file and line.
+or UTF-32 file is an error (convert it to UTF-8). Errors name the file and line. Pipes read as files:
+``"-"`` (standard input), ``/dev/stdin``, a FIFO or a process substitution is read without seeking,
+gzip detected by its first two bytes there too.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gzip
+import io
 import os
+import re
+import stat
 import sys
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
@@ -367,25 +374,79 @@ def progress_bar(
         return (lambda n: None), (lambda: None)
 
 
+class _Prefixed(io.RawIOBase):
+    """A stream that serves ``prefix`` (bytes already read from ``stream``) and then the rest of ``stream``:
+    how a pipe, which cannot seek back, is read after its first bytes were looked at."""
+
+    def __init__(self, prefix: bytes, stream: BinaryIO) -> None:
+        self._prefix, self._stream = prefix, stream
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:  # type: ignore[override]
+        if self._prefix:
+            n = min(len(buffer), len(self._prefix))
+            buffer[:n] = self._prefix[:n]
+            self._prefix = self._prefix[n:]
+            return n
+        data = self._stream.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+
+def _sniffed(raw: BinaryIO, path: str) -> tuple[bytes, BinaryIO]:
+    """The first two bytes of ``raw`` (gzip's magic number, when it is gzip) and a stream from its start.
+
+    A regular file seeks back; a pipe, a FIFO, ``/dev/stdin`` or a process substitution cannot, so its
+    first bytes are served again in front of the rest (no seek, no second read)."""
+    try:
+        start = raw.tell() if raw.seekable() else None  # standard input may start past a file's beginning
+    except (OSError, ValueError):
+        start = None
+    try:
+        magic = raw.read(2)
+        while 0 < len(magic) < 2:  # a pipe may deliver one byte at a time
+            more = raw.read(2 - len(magic))
+            if not more:
+                break
+            magic += more
+        if start is not None:
+            raw.seek(start)
+            return magic, raw
+    except OSError as exc:
+        raise TrecFormatError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    return magic, io.BufferedReader(_Prefixed(magic, raw), buffer_size=1 << 20)
+
+
 @contextlib.contextmanager
 def _open(path: str | os.PathLike) -> Iterator[tuple[BinaryIO, BinaryIO, int | None]]:
-    """(decoded stream, raw stream for progress, raw size); gzip is detected by its magic bytes."""
-    if str(path) == "-":
-        yield sys.stdin.buffer, sys.stdin.buffer, None
-        return
-    try:
-        raw = open(path, "rb")  # noqa: SIM115 - closed below
-    except OSError as exc:
-        raise TrecFormatError(f"{path}: cannot open: {exc.strerror or exc}") from None
-    with raw:
-        size = os.fstat(raw.fileno()).st_size
-        magic = raw.read(2)
-        raw.seek(0)
+    """(decoded stream, raw stream for progress, raw size or None for a pipe); gzip is detected by its
+    magic bytes, in files and in pipes alike (``"-"``: standard input)."""
+    name = str(path)
+    if name == "-":
+        raw: BinaryIO = sys.stdin.buffer
+        closing: contextlib.AbstractContextManager = contextlib.nullcontext()
+    else:
+        try:
+            raw = open(path, "rb")  # noqa: SIM115 - closed below
+        except OSError as exc:
+            raise TrecFormatError(f"{path}: cannot open: {exc.strerror or exc}") from None
+        closing = raw
+    with closing:
+        try:
+            status = os.fstat(raw.fileno())
+            size = status.st_size if stat.S_ISREG(status.st_mode) else None
+        except (OSError, ValueError, io.UnsupportedOperation):
+            size = None
+        magic, stream = _sniffed(raw, name)
+        if size is not None and stream is not raw:  # a regular file that cannot seek: no progress by position
+            size = None
         if magic == b"\x1f\x8b":
-            with gzip.GzipFile(fileobj=raw, mode="rb") as decoded:
-                yield decoded, raw, size
+            with gzip.GzipFile(fileobj=stream, mode="rb") as decoded:
+                yield decoded, stream, size
         else:
-            yield raw, raw, size
+            yield stream, stream, size
 
 
 _UTF8_BOM = b"\xef\xbb\xbf"
@@ -526,6 +587,41 @@ def _token(cols: np.ndarray, lengths: np.ndarray, i: int) -> bytes:
     return cols[: lengths[i], i].tobytes()
 
 
+# What C's strtod reads at the start of a token (glibc: decimal, hexadecimal, inf/infinity, nan(...)).
+_STRTOD_DECIMAL = re.compile(rb"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_STRTOD_HEX = re.compile(rb"[+-]?0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)(?:[pP][+-]?[0-9]+)?")
+_STRTOD_WORD = re.compile(rb"[+-]?(?:inf(?:inity)?|nan(?:\([0-9A-Za-z_]*\))?)", re.IGNORECASE)
+
+
+def _strtod(token: bytes, line: int) -> float:
+    """``token`` read as C's strtod reads it, when strtod reads all of it (else a :class:`_LineError`
+    that says what strtod would read: trec_eval, which calls ``atof``, would take that prefix silently).
+
+    Decimal tokens give the correctly rounded double (as glibc's strtod); hexadecimal floats
+    (``0x1.8p1``) the exact one; ``inf``, ``nan`` and overflows give non-finite values, which the
+    caller refuses.
+    """
+    matches = [m.group() for m in (r.match(token) for r in (_STRTOD_HEX, _STRTOD_DECIMAL, _STRTOD_WORD)) if m]
+    read = max(matches, key=len, default=b"")
+    if read != token:
+        text = token.decode("utf-8", "replace")
+        if not read:
+            raise _LineError(line, f"score {text!r} is not a number")
+        raise _LineError(
+            line,
+            f"score {text!r} is not a number: C's strtod (trec_eval's reader) would read only "
+            f"{read.decode()!r} of it and drop the rest; write the number alone (no '_' separators, no suffix)",
+        )
+    if _STRTOD_HEX.fullmatch(token):
+        try:
+            return float.fromhex(token.decode())
+        except OverflowError:
+            return float("-inf") if token.startswith(b"-") else float("inf")
+    if _STRTOD_WORD.fullmatch(token):
+        return float(token.split(b"(")[0])  # inf, -Infinity, nan (the payload of nan(...) aside)
+    return float(token)
+
+
 def _parse_values(kind: _Kind, cols: np.ndarray, lengths: np.ndarray, lines: np.ndarray) -> np.ndarray:
     ok, mantissa, frac, negative = _decimal(cols, lengths)
     if kind.integer:
@@ -540,18 +636,15 @@ def _parse_values(kind: _Kind, cols: np.ndarray, lengths: np.ndarray, lines: np.
     values = np.where(negative, -values, values)
     slow = np.flatnonzero(~ok)
     if len(slow):
-        tokens = np.ascontiguousarray(cols[:, slow].T).view(f"S{cols.shape[0]}").ravel()
+        sub = cols[:, slow]
+        tokens = np.ascontiguousarray(sub.T).view(f"S{cols.shape[0]}").ravel()
         try:
+            if (sub == 95).any():  # '_': numpy (Python's float) reads 1_000 as 1000, strtod as 1
+                raise ValueError("underscore")
             values[slow] = tokens.astype(np.float64)
-        except ValueError:
-            for j, token in zip(slow, tokens):
-                try:
-                    float(token)
-                except ValueError:
-                    raise _LineError(
-                        int(lines[j]), f"score {token.decode('utf-8', 'replace')!r} is not a number"
-                    ) from None
-            raise
+        except ValueError:  # hexadecimal floats, or a token strtod does not read whole: one by one
+            for j, token in zip(slow.tolist(), tokens.tolist()):
+                values[j] = _strtod(token, int(lines[j]))
         finite = np.isfinite(values[slow])
         if not finite.all():
             j = slow[int(np.flatnonzero(~finite)[0])]

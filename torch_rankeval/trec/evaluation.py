@@ -12,6 +12,7 @@ from torch import Tensor
 
 from torch_rankeval._choices import TREC_EVAL_VERSIONS as _TREC_EVAL_VERSIONS
 from torch_rankeval.measures import NICKNAMES, Measure, compute, parse_measures, summarize
+from torch_rankeval.measures.grammar import check_distinct
 from torch_rankeval.measures.registry import TREC_BY_NAME
 from torch_rankeval.trec.io import PathLike, Qrels, Run, read_qrels, read_run
 from torch_rankeval.trec.join import TrecBatch, to_batches
@@ -121,7 +122,9 @@ def trec_measures(measures: Sequence[str | Measure] | str, *, trec_eval_version:
     expand to the version's measures, exact duplicates drop, and a trec_eval name given with
     parameters (``relstring.20``, ``P.5,10``) replaces that name's defaults from a nickname or a bare
     name (``-m all_trec -m relstring.20`` prints ``relstring_20`` only, ``-m P -m P.7`` ``P_7`` only).
-    Under trec_eval 9.0.8, interpolated precision rounds recall levels as 9.0.8 did.
+    Under trec_eval 9.0.8, interpolated precision rounds recall levels as 9.0.8 did. Two different
+    measures under one name (``-m iprec_at_recall.0.1 -m iprec_at_recall.0.101``: both print
+    ``iprec_at_recall_0.10``) raise a ValueError, as results are keyed by name.
 
     Example:
         >>> [m.label for m in trec_measures(["official", "P.7"])][-3:]
@@ -151,6 +154,7 @@ def trec_measures(measures: Sequence[str | Measure] | str, *, trec_eval_version:
                 p = Measure(p.key, p.cutoff, (*p.params, ("rounding", "v9")), p.label, p.trec_label)
             if not any(p == o and p.label == o.label for o in out):
                 out.append(p)
+    check_distinct(out)  # two different measures under one name: one result would be lost
     return out
 
 
@@ -229,8 +233,15 @@ def evaluate(
         >>> evaluate(qrels, run, ["num_ret", "P.2"], max_docs=1).summary
         {'num_ret': 1, 'P_2': 0.5}
     """
-    if isinstance(relevance_level, bool) or not isinstance(relevance_level, (int, np.integer)) or relevance_level < 1:
-        raise ValueError(f"relevance_level must be an int >= 1 (the minimum relevant grade), got {relevance_level!r}")
+    if (
+        isinstance(relevance_level, bool)
+        or not isinstance(relevance_level, (int, np.integer))
+        or not 1 <= relevance_level <= 2**63 - 1
+    ):
+        raise ValueError(
+            "relevance_level must be an int from 1 to 2**63 - 1 (the minimum relevant grade; grades are 64-bit "
+            f"integers), got {relevance_level!r}"
+        )
     if max_docs is not None and (
         isinstance(max_docs, bool) or not isinstance(max_docs, (int, np.integer)) or max_docs < 1
     ):

@@ -1,7 +1,7 @@
 """TREC files: qrels and run readers and writers.
 
 Qrels lines are ``qid iteration docno relevance``; run lines are ``qid Q0 docno rank score tag``.
-Files may be gzip-compressed (detected by content), separate fields by any whitespace (every byte
+Files may be gzip-compressed (detected by content, in pipes and on standard input ``"-"`` too), separate fields by any whitespace (every byte
 up to 0x20: spaces, tabs, CR/LF), and hold ``#`` comment lines. Reading is vectorised (numpy over
 blocks of the file, parsed by a thread pool, no Python code per line), so a 10-million-line run
 reads in seconds; large files show a progress bar (tqdm or rich) on a terminal. Malformed lines,
@@ -188,11 +188,12 @@ def read_qrels(path: PathLike, *, progress: bool | None = None) -> Qrels:
 
 
 def read_run(path: PathLike, *, progress: bool | None = None) -> Run:
-    """Read a run file (``qid Q0 docno rank score tag``, extra fields ignored), plain or gzip.
+    """Read a run file (``qid Q0 docno rank score tag``, extra fields ignored), plain or gzip; ``"-"`` reads stdin.
 
     Raises:
         TrecFormatError: unreadable or empty file, a line with fewer than six fields, or a score
-            that is not a finite number. Duplicate documents are reported by :func:`to_tensors`.
+            that is not a finite number as C's strtod reads it whole (``1_000``, which strtod reads
+            as 1, is refused). Duplicate documents are reported by :func:`to_tensors`.
 
     Example:
         >>> import os, tempfile
