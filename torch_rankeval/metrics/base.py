@@ -24,6 +24,7 @@ from torchmetrics.utilities.data import dim_zero_cat
 from torch_rankeval.conventions import Convention, discount_table, gain_table, mapped_gain, resolve_convention
 from torch_rankeval.measures import MeasurePlan, parse_measures
 from torch_rankeval.metrics._compiled import compiled_kernel
+from torch_rankeval.metrics._options import check_metric_options
 from torch_rankeval.metrics._running import RunningMeanMetric
 from torch_rankeval.ranking.flat import group_by_query_buckets
 from torch_rankeval.ranking.inputs import check_preds_target, check_values, counted_sums, empty_policy, parse_k
@@ -86,7 +87,8 @@ class RankingMetrics(RunningMeanMetric):
             shape first changes, then with dynamic shapes). Fewer, fused kernels: worth it for many
             small batches, and on the GPU. The checks of ``validate_args=True`` still run eagerly
             first (one host sync). Flat input is not compiled.
-        kwargs: passed to :class:`torchmetrics.Metric` (``process_group``, ``sync_on_compute``, ...).
+        kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
+            other keyword is a ``TypeError`` naming it.
 
     Query ids must be global. Flat input groups documents by ``indexes`` over all updates and, under
     ``torch.distributed``, over all processes: the same id on two ranks is ONE query (its documents
@@ -136,6 +138,7 @@ class RankingMetrics(RunningMeanMetric):
         compile: bool = False,
         **kwargs: Any,
     ) -> None:
+        check_metric_options(self, kwargs)
         super().__init__(**kwargs)
         self.convention = resolve_convention(
             convention,
