@@ -24,7 +24,7 @@ def test_fullgraph_compile_matches_eager(fn):
     preds = (torch.rand(8, 16, generator=g) * 4).round() / 4  # ties
     target = torch.randint(0, 4, (8, 16), generator=g)
     mask = torch.rand(8, 16, generator=g) > 0.2
-    compiled = torch.compile(fn, fullgraph=True, backend="aot_eager")
+    compiled = torch.compile(fn, fullgraph=True, backend="inductor")
     torch.testing.assert_close(compiled(preds, target, mask), fn(preds, target, mask))
 
 
@@ -62,8 +62,33 @@ def test_trec_eval_measures_compile_fullgraph(names, ties):
             p, t, names, mask=m, judged=j, ties=ties, gain="linear", reduction="none", validate_args=False
         )
 
-    compiled = torch.compile(fn, fullgraph=True, backend="aot_eager")
+    compiled = torch.compile(fn, fullgraph=True, backend="inductor")
     got, want = compiled(preds, target, mask, judged), fn(preds, target, mask, judged)
     assert list(got) == list(want)
     for name in want:
         torch.testing.assert_close(got[name], want[name], msg=name)
+
+
+def test_compiled_metrics_with_other_cutoffs_in_one_process_on_inductor():
+    """Issue 18 item 10: the second compiled metric with another cutoff crashed in inductor's lowering
+    (``LoweringException: Cannot convert symbols to int``): every metric's kernel shared one code
+    object, so dynamo recompiled it for the new cutoff with the cutoff as a symbolic int. The
+    inductor backend (not aot_eager, which never lowers) against the eager metric."""
+    from torch_rankeval import RankingMetrics
+    from torch_rankeval.metrics import _compiled
+
+    assert _compiled.BACKEND == "inductor"
+    torch._dynamo.reset()
+    g = torch.Generator().manual_seed(3)
+    preds = (torch.rand(6, 12, generator=g) * 4).round() / 4  # ties
+    target = torch.randint(0, 3, (6, 12), generator=g)
+    mask = torch.rand(6, 12, generator=g) > 0.2
+    for k in (5, 10):  # 10: the one that crashed
+        kw = {"metrics": ("ndcg", "map"), "k": k, "validate_args": False}
+        compiled, eager = RankingMetrics(**kw, compile=True), RankingMetrics(**kw)
+        for m in (compiled, eager):
+            m.update(preds, target, mask=mask)
+        got, want = compiled.compute(), eager.compute()
+        assert list(got) == [f"ndcg@{k}", f"map@{k}"]
+        for key in want:
+            torch.testing.assert_close(got[key], want[key], msg=key)

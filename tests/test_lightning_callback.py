@@ -121,7 +121,8 @@ def test_checkpoint_resume_gives_the_uninterrupted_values_and_keeps_monitoring(t
     assert not [w for w in resumed.info["warnings"] if "not comparable" in w]
 
     # Resuming with other conventions under the same names warns: the monitored numbers change meaning.
-    changed, *_ = run(4, tmp_path / "resumed", ckpt_path=checkpoint.last_model_path, gain="linear")
+    linear = RankingMetrics(("ndcg", "map"), k=(5, 10), gain="linear")
+    changed, *_ = run(4, tmp_path / "resumed", ckpt_path=checkpoint.last_model_path, metrics=linear)
     (warning,) = [w for w in changed.info["warnings"] if "not comparable" in w]
     assert "'gain': 'exp2'" in warning and "'gain': 'linear'" in warning
 
@@ -208,7 +209,10 @@ def test_stages_limit_what_is_measured(tmp_path):
         ({"target_key": None}, ValueError, "target_key must be a non-empty string"),
         ({"on_inexact_sharding": "maybe"}, ValueError, "on_inexact_sharding must be one of"),
         ({"metrics": ("ndgc",)}, ValueError, "ndcg"),  # close-match hint from the metric table
-        ({"ties": "random"}, ValueError, "ties='random' is not valid"),
+        ({"metrics": lambda: RankingMetrics(ties="random")}, ValueError, "ties='random' is not valid"),
+        ({"ties": "first"}, TypeError, "unexpected keyword argument 'ties'"),  # conventions go to the metric
+        ({"metrics": RankingMetrics(k=3), "k": 10}, ValueError, "a configured RankingMetrics has its own"),
+        ({"metrics": lambda: NDCG(k=3).sums}, TypeError, "the metrics factory must return a RankingMetrics"),
         ({"extra_metrics": {"x": 3}}, TypeError, "extra_metrics must map names to callables"),
     ],
 )
@@ -271,7 +275,7 @@ def test_plain_torchmetrics_usage_matches_the_callback(tmp_path):
 
 def test_collate_batches_feed_the_callback_with_global_query_ids(tmp_path):
     data, model = dataset(7, seed=7), LinearRanker()
-    callback = RankingMetricsCallback(metrics=("ndcg@10",), keep_per_query=True)
+    callback = RankingMetricsCallback(metrics=RankingMetrics(("ndcg@10",), keep_per_query=True))
     _trainer(tmp_path, [callback]).validate(
         model, DataLoader(data, batch_size=3, shuffle=False, collate_fn=collate_queries), verbose=False
     )
@@ -374,3 +378,83 @@ def test_full_catalogue_step_passes_a_sparse_target_and_exclude_through(tmp_path
     reference.update(scores, exclude=seen)
     for name, value in reference.compute().items():
         assert val[f"val/exposure/{name}"] == pytest.approx(value.item(), abs=1e-6)
+
+
+def test_a_configured_metric_is_cloned_fresh_for_each_stage_and_dataloader(tmp_path):
+    data, other, model = dataset(9, seed=9), dataset(7, seed=10), LinearRanker()
+    template = RankingMetrics(("ndcg@3", "map", "mrr@5"), convention="trec_eval", ignore_index=-1)
+    callback = RankingMetricsCallback(template)
+    trainer = _trainer(tmp_path, [callback])
+    loaders = [loader(data, 4, exact=True), loader(other, 3, exact=True)]
+    logged = trainer.validate(model, loaders, verbose=False)
+    (test,) = trainer.test(model, loaders[0], verbose=False)
+    for values, d, suffix in ((logged[0], data, "/dataloader_idx_0"), (logged[1], other, "/dataloader_idx_1")):
+        batch = d.padded()
+        preds = model(batch["features"]).detach()
+        want = F.evaluate(
+            preds, batch["target"], ["ndcg@3", "map", "mrr@5"], mask=batch["mask"], convention="trec_eval"
+        )
+        for key, value in want.items():
+            assert values[f"val/{key}{suffix}"] == pytest.approx(value.item(), abs=1e-6)
+            if suffix.endswith("0"):
+                assert test[f"test/{key}"] == pytest.approx(value.item(), abs=1e-6)
+    # every slot is its own copy with the template's configuration; the template is never updated
+    slots = [slot[""] for stage in ("validate", "test") for slot in callback._slots[stage]]
+    assert len(slots) == 3 and len({id(m) for m in slots}) == 3
+    assert all(m is not template for m in slots)
+    assert all(m._config_state == template._config_state for m in slots)
+    assert template._update_count == 0 and not template.sums.any()
+    assert callback.build_metrics() is not template
+
+
+def test_a_factory_is_called_once_per_stage_and_dataloader(tmp_path):
+    data, model = dataset(8, seed=11), LinearRanker()
+    calls = []
+
+    def factory() -> RankingMetrics:
+        calls.append(1)
+        return RankingMetrics(("ndcg",), k=4, gain="linear")
+
+    callback = RankingMetricsCallback(factory)
+    assert len(calls) == 1  # built once at construction, so that a bad configuration fails there
+    trainer = _trainer(tmp_path, [callback])
+    (val,) = trainer.validate(model, loader(data, 3, exact=True), verbose=False)
+    trainer.test(model, loader(data, 3, exact=True), verbose=False)
+    assert len(calls) == 3
+    batch = data.padded()
+    want = F.ndcg(model(batch["features"]).detach(), batch["target"], k=4, mask=batch["mask"], gain="linear")
+    assert val["val/ndcg@4"] == pytest.approx(want.item(), abs=1e-6)
+
+
+def test_a_single_metric_class_logs_under_its_keys(tmp_path):
+    data, model = dataset(8, seed=12), LinearRanker()
+    (val,) = _trainer(tmp_path, [RankingMetricsCallback(NDCG(k=[2, 5]))]).validate(
+        model, loader(data, 3, exact=True), verbose=False
+    )
+    batch = data.padded()
+    want = F.ndcg(model(batch["features"]).detach(), batch["target"], k=[2, 5], mask=batch["mask"])
+    assert sorted(val) == ["val/ndcg@2", "val/ndcg@5"]
+    assert [val["val/ndcg@2"], val["val/ndcg@5"]] == pytest.approx(want.tolist(), abs=1e-6)
+
+
+def test_build_metrics_of_a_configured_metric_takes_torchmetrics_options_only():
+    """sync_on_compute=False really stops the sync (this fails if torchmetrics stops reading _to_sync)."""
+    callback = RankingMetricsCallback(RankingMetrics(("mrr",), gain="linear"))
+    metric = callback.build_metrics(sync_on_compute=False)
+    assert metric.sync_on_compute is False and metric.convention.gain == "linear"
+
+    def no_sync(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("synced")
+
+    metric.distributed_available_fn = lambda: True  # pretend to run under torch.distributed
+    metric.dist_sync_fn = no_sync
+    metric.update(torch.tensor([[0.9, 0.1]]), torch.tensor([[0, 1]]))
+    assert metric.compute()["mrr"].item() == 0.5
+    synced = callback.build_metrics()
+    synced.distributed_available_fn = lambda: True
+    synced.dist_sync_fn = no_sync
+    synced.update(torch.tensor([[0.9, 0.1]]), torch.tensor([[0, 1]]))
+    with pytest.raises(AssertionError, match="synced"):
+        synced.compute()
+    with pytest.raises(TypeError, match=r"\['ties'\] cannot override a configured RankingMetrics"):
+        callback.build_metrics(ties="first")

@@ -255,7 +255,7 @@ def test_every_spelling_works_in_every_api_with_the_same_value(tmp_path):
     metric.update(preds, target, mask=mask, ideal_target=ideal)
     streamed = metric.compute()
     functional = F.evaluate(preds, target, names, mask=mask, ideal_target=ideal, convention="trec_eval")
-    callback = RankingMetricsCallback(metrics=names, k=None, convention="trec_eval").build_metrics()
+    callback = RankingMetricsCallback(RankingMetrics(names, convention="trec_eval")).build_metrics()
     callback.update(preds, target, mask=mask, ideal_target=ideal)
     logged = callback.compute()
     qrels, run = to_pytrec(preds, target, mask, ideal)

@@ -157,3 +157,39 @@ def test_losses_prefer_the_right_order(example):
     assert module.softmax_loss(good, target, mask).item() == pytest.approx(
         -(7 * log_p[0] + 3 * log_p[1] + log_p[3]).item() / 11
     )
+
+
+def test_the_callback_takes_a_configured_metric_from_the_config(example, tmp_path):
+    """A LightningCLI config gives RankingMetricsCallback any conventions through a configured
+    RankingMetrics (class_path / init_args) instead of convention arguments of its own."""
+    from torch_rankeval.conventions import PRESETS
+    from torch_rankeval.lightning import RankingMetricsCallback
+
+    config = yaml.safe_load(Path(CONFIG).read_text())
+    (entry,) = [c for c in config["trainer"]["callbacks"] if c["class_path"].endswith("RankingMetricsCallback")]
+    entry["init_args"] = {
+        "metrics": {
+            "class_path": "torch_rankeval.RankingMetrics",
+            "init_args": {"metrics": ["ndcg", "map"], "k": [5, 10], "convention": "trec_eval", "ignore_index": -1},
+        }
+    }
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    cli = example.RankerCLI(
+        example.NeuralRanker,
+        example.LTRData,
+        run=False,
+        args=[
+            "--config",
+            str(path),
+            "--trainer.accelerator=cpu",
+            f"--trainer.default_root_dir={tmp_path}",
+            f"--trainer.logger.init_args.save_dir={tmp_path}",
+            "--data.synthetic_queries=[10, 5, 5]",
+        ],
+    )
+    (callback,) = [cb for cb in cli.trainer.callbacks if isinstance(cb, RankingMetricsCallback)]
+    metric = callback.build_metrics(sync_on_compute=False)
+    assert metric.keys == ["ndcg@5", "ndcg@10", "map@5", "map@10"]
+    assert metric.convention == PRESETS["trec_eval"] and metric.ignore_index == -1
+    assert callback.metric_keys == metric.keys

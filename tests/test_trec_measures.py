@@ -356,7 +356,7 @@ def test_every_api_gives_the_command_lines_values():
     metric.update(preds[25:], target[25:], **{k: v[25:] for k, v in inputs.items()})
     streamed = metric.compute()
     per_query = F.evaluate(preds, target, names, convention="trec_eval", reduction="none", ignore_index=-1, **inputs)
-    callback = RankingMetricsCallback(metrics=names, k=None, convention="trec_eval", ignore_index=-1).build_metrics()
+    callback = RankingMetricsCallback(RankingMetrics(names, convention="trec_eval", ignore_index=-1)).build_metrics()
     callback.update(preds, target, **inputs)
     logged = callback.compute()
     assert cli.qids == [f"q{i}" for i in sorted(range(40), key=lambda i: f"q{i}")]

@@ -39,8 +39,8 @@ except ImportError:  # pragma: no cover - the standalone package
             "torch_rankeval.lightning needs Lightning: pip install 'torch-rankeval[lightning]'"
         ) from err
 
-from torch_rankeval.conventions import Convention
 from torch_rankeval.metrics import RankingMetrics
+from torch_rankeval.metrics._options import METRIC_OPTIONS
 from torch_rankeval.sampler import sharding_problem
 
 __all__ = ["RankingMetricsCallback"]
@@ -52,16 +52,28 @@ _SHARDING_ACTIONS = ("warn", "error", "ignore")
 _INPUTS = ("preds", "target", "mask", "indexes", "ideal_target", "n_relevant", "exclude")
 _NO_UPDATE_WARNING = r"The ``compute`` method of metric .* was called before the ``update`` method"
 MetricFactory = Callable[[], Metric]
+DEFAULT_METRICS = ("ndcg", "map")
+DEFAULT_K = (5, 10)
 
 
 class RankingMetricsCallback(Callback):
     """Log ranking metrics (nDCG@k, MAP@k, MRR, ...) at the end of every validation and test epoch.
 
     Args:
-        metrics: metric names as in :class:`~torch_rankeval.RankingMetrics` (``"ndcg"``, ``"map"``,
-            ``"mrr"``, ``"precision"``, ``"recall"``, ``"hit_rate"``, ``"r_precision"``, ...; ``"ndcg@3"``
-            fixes the cutoff of one entry).
-        k: cutoffs of the entries without ``@``: None (whole list), an int or a sequence of ints.
+        metrics: what to compute: metric names as in :class:`~torch_rankeval.RankingMetrics`
+            (``"ndcg"``, ``"map"``, ``"mrr"``, ``"precision"``, ``"recall"``, ``"hit_rate"``,
+            ``"r_precision"``, ...; ``"ndcg@3"`` fixes the cutoff of one entry) computed under the
+            default conventions; or a configured :class:`~torch_rankeval.RankingMetrics` (any
+            conventions and options: ``RankingMetrics(("ndcg", "map"), k=10, convention="trec_eval",
+            ignore_index=-1)``, or a single-metric class such as ``NDCG(k=10)``); or a zero-argument
+            factory returning one (``lambda: RankingMetrics(...)``). Each stage and each evaluation
+            dataloader gets a fresh metric of its own: the factory's result, or ``metric.clone()``
+            (a deep copy, reset) of a configured metric, which the callback itself never updates. In
+            a LightningCLI config, a configured metric is ``metrics: {class_path:
+            torch_rankeval.RankingMetrics, init_args: {metrics: [ndcg, map], k: 10, convention:
+            trec_eval}}``.
+        k: cutoffs of the metric names without ``@``: None (whole list), an int or a sequence of
+            ints. A configured metric has its own cutoffs: giving ``k`` with one is a ``ValueError``.
         stages: which evaluation loops to measure: ``"validate"`` (validation inside ``fit`` and
             ``trainer.validate``) and/or ``"test"`` (``trainer.test``).
         prefix: name prefix per stage, default ``{"validate": "val/", "test": "test/"}``: keys are
@@ -85,7 +97,8 @@ class RankingMetricsCallback(Callback):
             :meth:`log_results`, which a subclass can override (to draw a figure, say).
         prog_bar: show the values in the progress bar (default True).
         position_profile: also profile ranking quality at positions ``1..P`` each epoch (a
-            :class:`~torch_rankeval.PositionProfile` with this callback's conventions): logs
+            :class:`~torch_rankeval.PositionProfile` with the metric's conventions, ``ignore_index``,
+            ``input_format`` and ``validate_args``): logs
             ``prefix + "profile/<stat>@<p>"`` (model and ``ideal_``), the relevance-inversion
             scalars ``prefix + "inversion@1-3_vs_5-8"`` (lower band's mean relevance minus the upper
             band's: positive = inverted) for ``profile_bands`` (default: 4 equal bands), and, to
@@ -98,12 +111,6 @@ class RankingMetricsCallback(Callback):
             every process evaluate everything (see :func:`torch_rankeval.sampler.sharding_problem`).
             A setup that would hang (a process without any sample) raises a ``ValueError`` whatever
             this says.
-        gain, log_base, discount, ties, relevance_threshold, empty_target_action, denominator, graded,
-            adaptive_k, convention, ignore_index, input_format, keep_per_query, validate_args: passed
-            to :class:`~torch_rankeval.RankingMetrics` (the conventions of
-            :mod:`torch_rankeval.conventions`).
-        metric_kwargs: any other keyword arguments of :class:`~torch_rankeval.RankingMetrics`
-            (``whole_queries``, ``process_group``, ...).
 
     Each epoch starts from empty metrics (reset at the start and after the end of every epoch).
     During the sanity check of ``fit`` the metrics are updated and computed, so that a wrong step
@@ -134,12 +141,19 @@ class RankingMetricsCallback(Callback):
         >>> _ = trainer.validate(Constant(), loader, verbose=False)
         >>> {key: round(value.item(), 4) for key, value in trainer.callback_metrics.items()}
         {'val/ndcg@10': 0.3815, 'val/mrr@10': 0.6727}
+
+        Other conventions come with a configured metric (cloned for each stage and dataloader):
+
+        >>> from torch_rankeval import RankingMetrics
+        >>> callback = RankingMetricsCallback(RankingMetrics(("ndcg@10", "map"), convention="trec_eval"))
+        >>> callback.metric_keys, callback.build_metrics().convention.gain
+        (['ndcg@10', 'map'], 'linear')
     """
 
     def __init__(
         self,
-        metrics: Union[str, Sequence[str]] = ("ndcg", "map"),
-        k: Union[int, Sequence[int], None] = (5, 10),
+        metrics: Union[str, Sequence[str], RankingMetrics, Callable[[], RankingMetrics]] = DEFAULT_METRICS,
+        k: Union[int, Sequence[int], None] = DEFAULT_K,
         stages: Union[str, Sequence[str]] = STAGES,
         *,
         prefix: Optional[Mapping[str, str]] = None,
@@ -156,21 +170,6 @@ class RankingMetricsCallback(Callback):
         position_profile: Optional[int] = None,
         profile_bands: Optional[Sequence[Any]] = None,
         profile_figure: bool = True,
-        gain: Union[str, Mapping[float, float], Callable, None] = None,
-        log_base: Optional[float] = None,
-        discount: Optional[Callable] = None,
-        ties: Optional[str] = None,
-        relevance_threshold: Optional[float] = None,
-        empty_target_action: Optional[str] = None,
-        denominator: Optional[str] = None,
-        graded: Optional[bool] = None,
-        adaptive_k: Optional[bool] = None,
-        convention: Union[str, Convention, None] = None,
-        ignore_index: Optional[int] = None,
-        input_format: str = "auto",
-        keep_per_query: bool = False,
-        validate_args: bool = True,
-        metric_kwargs: Optional[Mapping[str, Any]] = None,
     ) -> None:
         super().__init__()
         stages = (stages,) if isinstance(stages, str) else tuple(stages)
@@ -215,26 +214,18 @@ class RankingMetricsCallback(Callback):
         self.position_profile = position_profile
         self.profile_bands = None if profile_bands is None else list(profile_bands)
         self.profile_figure = bool(profile_figure)
-        self._metric_args = dict(
-            metrics=metrics,
-            k=k,
-            gain=gain,
-            log_base=log_base,
-            discount=discount,
-            ties=ties,
-            relevance_threshold=relevance_threshold,
-            empty_target_action=empty_target_action,
-            denominator=denominator,
-            graded=graded,
-            adaptive_k=adaptive_k,
-            convention=convention,
-            ignore_index=ignore_index,
-            input_format=input_format,
-            keep_per_query=keep_per_query,
-            validate_args=validate_args,
-            **dict(metric_kwargs or {}),
-        )
-        template = self.build_metrics()  # fails now, not at the first epoch end, on a bad argument
+        if isinstance(metrics, RankingMetrics) or (callable(metrics) and not isinstance(metrics, str)):
+            if _cutoffs(k) != DEFAULT_K:
+                raise ValueError(
+                    f"k={k!r} sets the cutoffs of metric names; a configured RankingMetrics has its own: give them "
+                    "to it (RankingMetrics(..., k=...)) and leave k out"
+                )
+            self._names: Optional[tuple[Any, Any]] = None
+            self._metric = metrics
+        else:
+            self._names = (metrics, k)
+            self._metric = None
+        template = self._template = self.build_metrics()  # fails now, not at the first epoch end, on a bad argument
         if position_profile is not None:
             self.extra_metrics[_PROFILE] = self._build_profile
             self._build_profile()
@@ -248,25 +239,38 @@ class RankingMetricsCallback(Callback):
 
     # ------------------------------------------------------------------ construction
     def build_metrics(self, **overrides: Any) -> RankingMetrics:
-        """A new :class:`~torch_rankeval.RankingMetrics` with this callback's metrics and conventions
-        (``overrides`` replace constructor arguments, e.g. ``sync_on_compute=False``)."""
-        return RankingMetrics(**{**self._metric_args, **overrides})
+        """A new, empty :class:`~torch_rankeval.RankingMetrics` configured as this callback's: built
+        from the metric names, the factory's result or a clone of the configured metric.
+
+        ``overrides``: with metric names, any argument of ``RankingMetrics``; with a configured
+        metric or a factory, torchmetrics' ``Metric`` options only (e.g. ``sync_on_compute=False``
+        for a value computed in each process alone).
+        """
+        if self._names is not None:
+            metrics, k = self._names
+            return RankingMetrics(metrics, k, **overrides)
+        if isinstance(self._metric, RankingMetrics):
+            metric = self._metric.clone()
+            metric.reset()
+        else:
+            metric = self._metric()
+            if not isinstance(metric, RankingMetrics):
+                raise TypeError(
+                    f"RankingMetricsCallback: the metrics factory must return a RankingMetrics, got {type(metric).__name__}"
+                    " (other metrics go to extra_metrics={name: factory})"
+                )
+        return _with_options(metric, overrides)
 
     def _build_profile(self) -> Metric:
         from torch_rankeval.metrics.position_profile import PositionProfile
 
-        args = self._metric_args
+        template = self._template
         return PositionProfile(
             self.position_profile,
-            gain=args["gain"],
-            log_base=args["log_base"],
-            discount=args["discount"],
-            ties=args["ties"],
-            relevance_threshold=args["relevance_threshold"],
-            convention=args["convention"],
-            ignore_index=args["ignore_index"],
-            input_format=args["input_format"],
-            validate_args=args["validate_args"],
+            convention=template.convention,
+            ignore_index=template.ignore_index,
+            input_format=template.input_format,
+            validate_args=template.validate_args,
         )
 
     def _new_slot(self) -> dict[str, Metric]:
@@ -486,6 +490,8 @@ class RankingMetricsCallback(Callback):
                     warnings.filterwarnings("ignore", message=_NO_UPDATE_WARNING)
                     value = metric.compute()
                 metric.reset()
+                if not name and not isinstance(value, Mapping):  # a single-metric class: its keys
+                    value = dict(zip(metric.keys, value.reshape(-1).unbind()))
                 if isinstance(value, Mapping):
                     head = f"{prefix}{name}/" if name else prefix
                     results.update({f"{head}{key}{suffix}": v for key, v in value.items()})
@@ -576,6 +582,26 @@ class RankingMetricsCallback(Callback):
 
 
 _PROFILE = "profile"
+
+
+def _cutoffs(k: Any) -> Any:
+    """``k`` comparable with :data:`DEFAULT_K` (a config file gives lists)."""
+    return tuple(k) if isinstance(k, (list, tuple)) else k
+
+
+def _with_options(metric: RankingMetrics, options: Mapping[str, Any]) -> RankingMetrics:
+    """Set torchmetrics' ``Metric`` options on a built metric (``build_metrics`` of a configured one)."""
+    unknown = sorted(set(options) - set(METRIC_OPTIONS))
+    if unknown:
+        raise TypeError(
+            f"RankingMetricsCallback.build_metrics: {unknown} cannot override a configured RankingMetrics; only "
+            f"torchmetrics' Metric options ({', '.join(METRIC_OPTIONS)}) can. Configure the metric itself."
+        )
+    for name, value in options.items():
+        setattr(metric, name, value)
+    if "sync_on_compute" in options:  # torchmetrics copies it into _to_sync in __init__ and reads that
+        metric._to_sync = bool(options["sync_on_compute"])
+    return metric
 
 
 def _feed(metric: Metric, preds: Tensor, target: Tensor, inputs: dict[str, Any]) -> None:

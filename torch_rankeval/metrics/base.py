@@ -31,6 +31,7 @@ from torch_rankeval.conventions import (
 )
 from torch_rankeval.measures import MeasurePlan, parse_measures
 from torch_rankeval.metrics._compiled import compiled_kernel
+from torch_rankeval.metrics._options import check_metric_options
 from torch_rankeval.metrics._running import RunningMeanMetric
 from torch_rankeval.ranking.flat import group_by_query_buckets
 from torch_rankeval.ranking.inputs import check_preds_target, check_values, counted_sums, empty_policy, parse_k
@@ -93,7 +94,8 @@ class RankingMetrics(RunningMeanMetric):
             shape first changes, then with dynamic shapes). Fewer, fused kernels: worth it for many
             small batches, and on the GPU. The checks of ``validate_args=True`` still run eagerly
             first (one host sync). Flat input is not compiled.
-        kwargs: passed to :class:`torchmetrics.Metric` (``process_group``, ``sync_on_compute``, ...).
+        kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
+            other keyword is a ``TypeError`` naming it.
 
     Query ids must be global. Flat input groups documents by ``indexes`` over all updates and, under
     ``torch.distributed``, over all processes: the same id on two ranks is ONE query (its documents
@@ -143,6 +145,7 @@ class RankingMetrics(RunningMeanMetric):
         compile: bool = False,
         **kwargs: Any,
     ) -> None:
+        check_metric_options(self, kwargs)
         super().__init__(**kwargs)
         self.convention = resolve_convention(
             convention,
@@ -418,8 +421,12 @@ class RankingMetrics(RunningMeanMetric):
         self.flat_target.append(target.to(torch.float32))
         self.flat_indexes.append(indexes.to(torch.int64))
 
+    def _conventions(self) -> list[Convention]:
+        """The conventions the batch is ranked under (the plan's; one for a position profile)."""
+        return self.plan.conventions
+
     def _add_flat_batch(self, preds: Tensor, target: Tensor, indexes: Tensor, *, accumulate: bool):
-        if any(c.ties in TORCH_TIES for c in self.plan.conventions):
+        if any(c.ties in TORCH_TIES for c in self._conventions()):
             # torchmetrics groups by an unstable torch.sort of the ids, which reorders the documents of a
             # query, and its torch.topk / argsort order of tied scores depends on that order: group likewise
             perm = torch.sort(indexes).indices

@@ -22,6 +22,7 @@ from torch import Tensor
 
 from torch_rankeval.conventions import resolve_convention
 from torch_rankeval.kernels.debiased import NORMALIZE, position_debiased_values
+from torch_rankeval.metrics._options import check_metric_options
 from torch_rankeval.metrics._running import RunningMeanMetric
 from torch_rankeval.ranking.clicks import check_sources, raise_first, value_problems
 from torch_rankeval.ranking.inputs import parse_k
@@ -73,7 +74,8 @@ class PositionDebiasedNDCG(RunningMeanMetric):
             bootstrap confidence intervals over queries).
         validate_args: run the checks that read values (one host sync per ``update``); False
             makes ``update`` free of host syncs (it compiles with ``torch.compile(fullgraph=True)``).
-        kwargs: passed to :class:`torchmetrics.Metric` (``process_group``, ``sync_on_compute``, ...).
+        kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
+            other keyword is a ``TypeError`` naming it.
 
     ``compute`` returns a scalar, or ``(K,)`` for a sequence ``k`` (float32 unless ``set_dtype``).
     With no list counted (nothing updated, or every list skipped) it is NaN with a ``UserWarning``.
@@ -113,6 +115,7 @@ class PositionDebiasedNDCG(RunningMeanMetric):
         validate_args: bool = True,
         **kwargs: Any,
     ) -> None:
+        check_metric_options(self, kwargs)
         super().__init__(**kwargs)
         self._ks, self._sequence_k = parse_k(k)
         if normalize not in NORMALIZE:
@@ -240,6 +243,17 @@ class PositionDebiasedDCG(PositionDebiasedNDCG):
     wherever gamma can be > 0, and ``clip`` is None; the variance grows like ``1 / rho``. A list
     without clicks has DCG 0 and counts in the mean. Takes the arguments of
     :class:`PositionDebiasedNDCG` except ``normalize`` and ``empty_target_action``.
+
+    Args:
+        k: cutoff: None (whole list), an int, or a sequence of ints (``compute`` then returns ``(K,)``).
+        clip, eta, propensity_table, affine: the propensity model, as in :class:`PositionDebiasedNDCG`
+            (at most one of ``eta``, ``propensity_table`` and ``affine``; none: per-item
+            ``propensities`` in ``update``).
+        ties: tie policy for equal ``preds`` (default ``"average"``).
+        keep_per_query: also keep each list's values for :meth:`compute_per_query`.
+        validate_args: run the checks that read values (one host sync per ``update``).
+        kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
+            other keyword is a ``TypeError`` naming it.
 
     Example:
         >>> import torch

@@ -18,6 +18,7 @@ from torch import Tensor
 from torchmetrics import Metric
 from torchmetrics.utilities.distributed import gather_all_tensors
 
+from torch_rankeval.metrics._options import check_metric_options
 from torch_rankeval.metrics._running import own_states
 from torch_rankeval.ranking.sparse import check_exclude
 from torch_rankeval.ranking.topk import DEFAULT_CHUNK_ELEMENTS, boundary_histogram, topk_view
@@ -70,7 +71,8 @@ class ItemExposure(Metric):
             ``exclude`` entries); with False, ``update`` has no host sync (every row then gets one
             extra pass over its scores to find ties at the cutoff).
         chunk_elements: bound on the ``rows x num_items`` of one chunk of that pass.
-        kwargs: passed to :class:`torchmetrics.Metric`.
+        kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
+            other keyword is a ``TypeError`` naming it.
 
     State: ``counts``, ``(num_items,)`` float64, ``dist_reduce_fx="sum"``: a distributed sync is one
     all-reduce of ``num_items`` float64 numbers, whatever the number of users.
@@ -109,6 +111,7 @@ class ItemExposure(Metric):
         chunk_elements: int = DEFAULT_CHUNK_ELEMENTS,
         **kwargs: Any,
     ) -> None:
+        check_metric_options(self, kwargs)
         super().__init__(**kwargs)
         if isinstance(num_items, bool) or not isinstance(num_items, int) or num_items <= 0:
             raise ValueError(f"num_items must be a positive int (the catalogue size), got {num_items!r}")

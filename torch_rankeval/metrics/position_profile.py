@@ -5,24 +5,30 @@ the model places at each rank, next to what the ideal ranking would place there,
 where the ranking goes wrong are visible (see :mod:`torch_rankeval.diagnostics` for the inversion
 report and :mod:`torch_rankeval.plotting` for the figures).
 
-It is a :class:`~torch_rankeval.RankingMetrics` whose per-query "values" are per-position statistics,
-so it shares the ranking core (one sort per update), the input formats, the running float64 sums with
-one all-reduce per sync, ``keep_per_query`` and the device-resident tables.
+It is a Metric of its own on the library's running-sum base
+(:class:`~torch_rankeval.metrics._running.RunningMeanMetric`: float64 sums with one all-reduce per
+sync, ``keep_per_query``), whose per-query "values" are per-position statistics of the ranked view
+(one sort per update). It reads its input as :class:`~torch_rankeval.RankingMetrics` does (padded
+or flat input, global query ids, flat documents pending until ``compute``, the device-resident
+discount and gain tables) with the same methods, which it takes from that class: one input
+handling for both, no measure plan here.
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
 
-from torch_rankeval.conventions import Convention
+from torch_rankeval.conventions import Convention, discount_table, gain_table, resolve_convention
 from torch_rankeval.measures.plan import densified
-from torch_rankeval.metrics.base import RankingMetrics
-from torch_rankeval.ranking.inputs import empty_policy, prepare, valid_mask
+from torch_rankeval.metrics._options import check_metric_options
+from torch_rankeval.metrics._running import RunningMeanMetric
+from torch_rankeval.metrics.base import _FLAT_STATES, INPUT_FORMATS, RankingMetrics
+from torch_rankeval.ranking.inputs import check_preds_target, empty_policy, prepare, valid_mask
 from torch_rankeval.ranking.sparse import is_sparse
 from torch_rankeval.ranking.view import RankedBatch
 
@@ -33,7 +39,7 @@ PROFILE_STATS = ("relevance", "gain", "relevant_share", "dcg_contribution")
 _PRESENT = "present"  # internal: 1 where a query has a document at the position (never "empty")
 
 
-class PositionProfile(RankingMetrics):
+class PositionProfile(RunningMeanMetric):
     """Mean relevance, gain, relevant share and DCG contribution at each rank position ``1..P``.
 
     For every rank position ``p`` in ``1..positions`` the metric reports, over all queries seen (all
@@ -76,7 +82,9 @@ class PositionProfile(RankingMetrics):
             by :func:`~torch_rankeval.diagnostics.inversion_report` for a paired significance test).
         validate_args: run the checks that read values; with False, ``update`` on padded input has
             no host sync and compiles with ``torch.compile(fullgraph=True)``.
-        kwargs: passed to :class:`torchmetrics.Metric`.
+        kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
+            other keyword is a ``TypeError`` naming it (the profile reads no ``denominator``,
+            ``graded``, ``adaptive_k`` or ``empty_target_action``, and has no ``compile=True``).
 
     ``compute()`` returns ``{"relevance": (P,), "gain": (P,), "relevant_share": (P,),
     "dcg_contribution": (P,), "count": (P,) int64, "ideal_relevance": (P,), ..., "ideal_count": (P,),
@@ -104,6 +112,21 @@ class PositionProfile(RankingMetrics):
     plot_lower_bound = None
     plot_upper_bound = None
 
+    _list_states: ClassVar[dict[str, torch.dtype]] = {**_FLAT_STATES, **RunningMeanMetric._list_states}
+    _fixed_dtype_tensors: ClassVar[tuple[str, ...]] = ("_discounts", "_gain_keys", "_gain_values")
+    # The input handling of RankingMetrics (see the module docstring); it reads ``input_format``,
+    # ``ignore_index``, ``validate_args``, ``whole_queries``, ``convention``, the flat states and the
+    # tables, and calls ``_batch``, which each class defines for itself.
+    _is_flat = RankingMetrics._is_flat
+    _update_flat = RankingMetrics._update_flat
+    _add_flat_batch = RankingMetrics._add_flat_batch
+    _pending = RankingMetrics._pending
+    _discount_table = RankingMetrics._discount_table
+    _gain = RankingMetrics._gain
+
+    def _conventions(self) -> list[Convention]:
+        return [self.convention]
+
     def __init__(
         self,
         positions: int = 10,
@@ -128,32 +151,38 @@ class PositionProfile(RankingMetrics):
             )
         if not isinstance(ideal, bool):
             raise TypeError(f"ideal must be a bool, got {type(ideal).__name__}")
-        if kwargs.get("compile"):
-            raise ValueError("PositionProfile has no compiled update (compile=True): its update runs eagerly")
-        super().__init__(
-            metrics=("dcg",),
-            k=None,
+        check_metric_options(self, kwargs)
+        super().__init__(**kwargs)
+        self.convention = resolve_convention(
+            convention,
             gain=gain,
             log_base=log_base,
             discount=discount,
             ties=ties,
             relevance_threshold=relevance_threshold,
-            convention=convention,
-            ignore_index=ignore_index,
-            input_format=input_format,
-            whole_queries=whole_queries,
-            keep_per_query=keep_per_query,
-            validate_args=validate_args,
-            **kwargs,
         )
+        if input_format not in INPUT_FORMATS:
+            raise ValueError(f"input_format={input_format!r} is not valid: use one of {INPUT_FORMATS}")
+        for flag, value in (
+            ("whole_queries", whole_queries),
+            ("keep_per_query", keep_per_query),
+            ("validate_args", validate_args),
+        ):
+            if not isinstance(value, bool):
+                raise TypeError(f"{flag} must be a bool, got {type(value).__name__}")
+        if ignore_index is not None and (isinstance(ignore_index, bool) or not isinstance(ignore_index, (int, float))):
+            raise TypeError(f"ignore_index must be an int grade value marking padding, got {ignore_index!r}")
+        self.ignore_index = ignore_index
+        self.input_format = input_format
+        self.whole_queries = whole_queries
+        self.validate_args = validate_args
         self.positions = positions
         self.ideal = ideal
         self.stats = PROFILE_STATS + (_PRESENT,)
         self.blocks = list(self.stats) + ([f"ideal_{s}" for s in self.stats] if ideal else [])
-        self.keys = [f"{block}@{p}" for block in self.blocks for p in range(1, positions + 1)]
-        # Re-register the running states for the per-position values (replacing the "dcg" ones).
+        # The states' names and configuration fingerprint are those of earlier versions (checkpoints load).
         self._add_running_states(
-            self.keys,
+            [f"{block}@{p}" for block in self.blocks for p in range(1, positions + 1)],
             empty_target_action=self.convention.empty_target_action,
             keep_per_query=keep_per_query,
             config={
@@ -165,9 +194,19 @@ class PositionProfile(RankingMetrics):
                 "ignore_index": ignore_index,
             },
         )
+        # Device-resident tables: non-persistent buffers that follow .to(device).
+        self.register_buffer(
+            "_discounts", discount_table(64, self.convention, dtype=torch.float64, device="cpu"), persistent=False
+        )
+        if isinstance(self.convention.gain, Mapping):
+            keys, values = gain_table(self.convention.gain)
+            self.register_buffer("_gain_keys", torch.tensor(keys, dtype=torch.float64), persistent=False)
+            self.register_buffer("_gain_values", torch.tensor(values, dtype=torch.float64), persistent=False)
+        else:
+            self._gain_keys = self._gain_values = None
 
     # ------------------------------------------------------------------ update
-    def update(  # type: ignore[override]
+    def update(
         self,
         preds: Tensor,
         target: Tensor,
@@ -193,7 +232,21 @@ class PositionProfile(RankingMetrics):
         """
         if exclude is not None or is_sparse(target):
             target, mask = densified(preds, target, mask, exclude)
-        super().update(preds, target, indexes, mask=mask, ideal_target=ideal_target)
+        check_preds_target(preds, target, mask)
+        self._check_device(preds)
+        if self._is_flat(preds, indexes):
+            if mask is not None or ideal_target is not None:
+                raise ValueError(
+                    "mask and ideal_target apply to padded (N, L) input; flat input takes preds, target and indexes "
+                    "(use ignore_index to drop documents)"
+                )
+            self._update_flat(preds, target, indexes)
+            return
+        values, empty = self._batch(preds, target, mask, ideal_target, None)
+        ids = indexes
+        if self.keep_per_query:
+            ids = self._generate_ids(values.shape[0], values.device) if ids is None else ids.reshape(-1).long()
+        self._accumulate(values, empty, ids)
 
     def _batch(self, preds, target, mask, ideal_target, n_relevant, judged=None, exclude=None) -> tuple[Tensor, Tensor]:  # noqa: ANN001
         """Per-query per-position statistics (not the registry's measures: the profile's own values)."""
@@ -221,13 +274,7 @@ class PositionProfile(RankingMetrics):
             )
         return self._values(rb, ideal)
 
-    def _transform(self, values: Tensor) -> Tensor:
-        return values
-
-    def _finish(self, sums: Tensor, counts: Tensor) -> Tensor:
-        return sums / counts
-
-    def _values(self, rb: RankedBatch, ideal: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor]:  # type: ignore[override]
+    def _values(self, rb: RankedBatch, ideal: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor]:
         """Per-query values ``(N, blocks * P)`` and "absent" flags (True: no document at the position)."""
         expected_gains = rb.expected(rb.gains)
         model = [
@@ -262,7 +309,7 @@ class PositionProfile(RankingMetrics):
         return empty_policy(values.to(torch.float64), empty, "skip")
 
     # ------------------------------------------------------------------ results
-    def compute(self) -> dict[str, Tensor]:  # type: ignore[override]
+    def compute(self) -> dict[str, Tensor]:
         """The profile over all queries (all processes, after sync); see the class docstring."""
         sums, counts = self._totals()
         p = self.positions

@@ -9,23 +9,69 @@ accepts padded ``(N, L)`` input or flat torchmetrics-style input with ``indexes`
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Callable
 
 from torch import Tensor
 
+from torch_rankeval.conventions import Convention
 from torch_rankeval.metrics.base import RankingMetrics
 
 __all__ = ["DCG", "IDCG", "NDCG", "MAP", "MRR", "Precision", "Recall", "HitRate", "RPrecision", "FallOut", "AUROC"]
 
 
 class _SingleMetric(RankingMetrics):
-    """A :class:`RankingMetrics` with one metric whose ``compute`` returns a tensor."""
+    """A :class:`RankingMetrics` with one metric whose ``compute`` returns a tensor.
+
+    Its ``__init__`` lists every argument of :class:`RankingMetrics` but ``metrics`` (the class
+    names it), so that ``help()``, ``inspect.signature`` and IDEs show them on every subclass.
+    """
 
     _metric: str = ""
 
-    def __init__(self, k: int | Sequence[int] | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        k: int | Sequence[int] | None = None,
+        *,
+        gain: Any = None,
+        log_base: float | None = None,
+        discount: Callable[[Tensor], Tensor] | None = None,
+        ties: str | None = None,
+        relevance_threshold: float | None = None,
+        empty_target_action: str | None = None,
+        denominator: str | None = None,
+        graded: bool | None = None,
+        adaptive_k: bool | None = None,
+        convention: str | Convention | None = None,
+        ignore_index: int | None = None,
+        input_format: str = "auto",
+        whole_queries: bool = False,
+        keep_per_query: bool = False,
+        validate_args: bool = True,
+        compile: bool = False,
+        **kwargs: Any,
+    ) -> None:
         self._sequence_k = isinstance(k, Sequence)
-        super().__init__(metrics=(self._metric,), k=k, **kwargs)
+        super().__init__(
+            metrics=(self._metric,),
+            k=k,
+            gain=gain,
+            log_base=log_base,
+            discount=discount,
+            ties=ties,
+            relevance_threshold=relevance_threshold,
+            empty_target_action=empty_target_action,
+            denominator=denominator,
+            graded=graded,
+            adaptive_k=adaptive_k,
+            convention=convention,
+            ignore_index=ignore_index,
+            input_format=input_format,
+            whole_queries=whole_queries,
+            keep_per_query=keep_per_query,
+            validate_args=validate_args,
+            compile=compile,
+            **kwargs,
+        )
 
     def compute(self) -> Tensor:  # type: ignore[override]
         means = self._means()
@@ -37,6 +83,25 @@ class DCG(_SingleMetric):
 
     Conventions: ``gain`` (default ``"exp2"``), ``log_base`` or ``discount``, ``ties`` (default
     ``"average"``), ``convention`` (a preset). DCG has no empty case: a list without gains scores 0.
+
+    Args:
+        k: cutoff: None (whole list), an int, or a sequence of ints (``compute`` then returns one
+            value per cutoff).
+        gain: ``"exp2"`` (default, ``2**rel - 1``), ``"linear"``, a ``{grade: gain}`` mapping or a callable.
+        log_base, discount: the rank discount ``1 / log_b(rank + 1)`` (default base 2) or a callable
+            of the 1-based rank tensor.
+        ties: ``"average"`` (default: exact expectation over tie orders), ``"first"``, ``"pessimistic"``,
+            ``"optimistic"``.
+        convention: a preset name (``"trec_eval"``, ``"sklearn"``, ...) or a
+            :class:`~torch_rankeval.conventions.Convention`; explicit arguments win over it.
+        relevance_threshold, empty_target_action, denominator, graded, adaptive_k: the other
+            conventions (:mod:`torch_rankeval.conventions`), which DCG does not read (it has no
+            empty case).
+        ignore_index, input_format, whole_queries, keep_per_query, validate_args, compile: as in
+            :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded input, per-query
+            rows, value checks, ``torch.compile`` of the update).
+        kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
+            other keyword is a ``TypeError``.
 
     Example:
         >>> import torch
@@ -54,6 +119,20 @@ class IDCG(_SingleMetric):
     """Mean ideal DCG: the DCG of each query's judged documents in decreasing gain.
 
     Pass ``ideal_target`` to ``update`` to include judged documents the ranking did not return.
+
+    Args:
+        k: cutoff: None (whole list), an int, or a sequence of ints (``compute`` then returns one
+            value per cutoff).
+        gain, log_base, discount: the gain and the rank discount, as in :class:`DCG`.
+        ties: accepted for a uniform signature; the ideal ranking has no ties that matter.
+        convention: a preset name or a :class:`~torch_rankeval.conventions.Convention`.
+        relevance_threshold, empty_target_action, denominator, graded, adaptive_k: the other
+            conventions (:mod:`torch_rankeval.conventions`), not read by IDCG.
+        ignore_index, input_format, whole_queries, keep_per_query, validate_args, compile: as in
+            :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded input, per-query
+            rows, value checks, ``torch.compile`` of the update).
+        kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
+            other keyword is a ``TypeError``.
 
     Example:
         >>> import torch
@@ -76,6 +155,25 @@ class NDCG(_SingleMetric):
     ``RetrievalNormalizedDCG(top_k=10)``: ``NDCG(k=10, convention="torchmetrics")`` with the same
     ``update(preds, target, indexes=...)``.
 
+    Args:
+        k: cutoff: None (whole list), an int, or a sequence of ints (``compute`` then returns one
+            value per cutoff).
+        gain: ``"exp2"`` (default), ``"linear"``, a ``{grade: gain}`` mapping or a callable.
+        log_base, discount: the rank discount ``1 / log_b(rank + 1)`` (default base 2) or a callable.
+        ties: ``"average"`` (default: exact expectation over tie orders), ``"first"``, ``"pessimistic"``,
+            ``"optimistic"``.
+        empty_target_action: queries whose ideal DCG is 0: ``"neg"`` (default: 0, counted),
+            ``"pos"`` (1), ``"skip"`` (left out of the mean), ``"error"``.
+        convention: a preset name (``"torchmetrics"``, ``"trec_eval"``, ``"sklearn"``, ...) or a
+            :class:`~torch_rankeval.conventions.Convention`; explicit arguments win over it.
+        relevance_threshold, denominator, graded, adaptive_k: the other conventions
+            (:mod:`torch_rankeval.conventions`), not read by nDCG.
+        ignore_index, input_format, whole_queries, keep_per_query, validate_args, compile: as in
+            :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded input, per-query
+            rows, value checks, ``torch.compile`` of the update).
+        kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
+            other keyword is a ``TypeError``.
+
     Example:
         >>> import torch
         >>> from torch_rankeval import NDCG
@@ -96,6 +194,25 @@ class MAP(_SingleMetric):
     ``ties``, ``empty_target_action``, ``convention``. With ``n_relevant`` or ``ideal_target`` in
     ``update``, relevant documents the ranking missed count as misses.
 
+    Args:
+        k: cutoff: None (whole list), an int, or a sequence of ints (``compute`` then returns one
+            value per cutoff).
+        denominator: ``"all_relevant"`` (trec_eval, default), ``"retrieved_relevant"``
+            (torchmetrics) or ``"min_k_relevant"``.
+        graded: gain-weighted AP (default False).
+        relevance_threshold: relevant when ``target >= threshold`` (default: ``>= 1`` for integer
+            grades, ``> 0`` for float/bool).
+        ties: ``"average"`` (default), ``"first"``, ``"pessimistic"``, ``"optimistic"``.
+        empty_target_action: queries without a relevant document: ``"neg"`` (default: 0),
+            ``"pos"``, ``"skip"``, ``"error"``.
+        convention: a preset name or a :class:`~torch_rankeval.conventions.Convention`.
+        gain, log_base, discount, adaptive_k: the other conventions; ``gain`` matters with ``graded``.
+        ignore_index, input_format, whole_queries, keep_per_query, validate_args, compile: as in
+            :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded input, per-query
+            rows, value checks, ``torch.compile`` of the update).
+        kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
+            other keyword is a ``TypeError``.
+
     Example:
         >>> import torch
         >>> from torch_rankeval import MAP
@@ -114,6 +231,23 @@ class MRR(_SingleMetric):
     Scores of any sign count as retrieved (raw logits work). Conventions: ``relevance_threshold``,
     ``ties``, ``empty_target_action``, ``convention``.
 
+    Args:
+        k: cutoff: None (whole list), an int, or a sequence of ints (``compute`` then returns one
+            value per cutoff).
+        relevance_threshold: relevant when ``target >= threshold`` (default: ``>= 1`` for integer
+            grades, ``> 0`` for float/bool).
+        ties: ``"average"`` (default), ``"first"``, ``"pessimistic"``, ``"optimistic"``.
+        empty_target_action: queries without a relevant document: ``"neg"`` (default: 0),
+            ``"pos"``, ``"skip"``, ``"error"``.
+        convention: a preset name or a :class:`~torch_rankeval.conventions.Convention`.
+        gain, log_base, discount, denominator, graded, adaptive_k: the other conventions, not read
+            by MRR.
+        ignore_index, input_format, whole_queries, keep_per_query, validate_args, compile: as in
+            :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded input, per-query
+            rows, value checks, ``torch.compile`` of the update).
+        kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
+            other keyword is a ``TypeError``.
+
     Example:
         >>> import torch
         >>> from torch_rankeval import MRR
@@ -128,6 +262,23 @@ class MRR(_SingleMetric):
 
 class Precision(_SingleMetric):
     """Mean precision@k; ``k`` beyond the list divides by ``k`` unless ``adaptive_k=True``.
+
+    Args:
+        k: cutoff: None (whole list), an int, or a sequence of ints (``compute`` then returns one
+            value per cutoff).
+        adaptive_k: divide by ``min(k, list length)`` instead of ``k`` (default False).
+        relevance_threshold: relevant when ``target >= threshold`` (default: ``>= 1`` for integer
+            grades, ``> 0`` for float/bool).
+        ties: ``"average"`` (default), ``"first"``, ``"pessimistic"``, ``"optimistic"``.
+        empty_target_action: queries without a relevant document: ``"neg"`` (default: 0),
+            ``"pos"``, ``"skip"``, ``"error"``.
+        convention: a preset name or a :class:`~torch_rankeval.conventions.Convention`.
+        gain, log_base, discount, denominator, graded: the other conventions, not read by precision.
+        ignore_index, input_format, whole_queries, keep_per_query, validate_args, compile: as in
+            :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded input, per-query
+            rows, value checks, ``torch.compile`` of the update).
+        kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
+            other keyword is a ``TypeError``.
 
     Example:
         >>> import torch
@@ -144,6 +295,23 @@ class Precision(_SingleMetric):
 class Recall(_SingleMetric):
     """Mean recall@k over all relevant documents of each query (``n_relevant``/``ideal_target`` or the list).
 
+    Args:
+        k: cutoff: None (whole list), an int, or a sequence of ints (``compute`` then returns one
+            value per cutoff).
+        relevance_threshold: relevant when ``target >= threshold`` (default: ``>= 1`` for integer
+            grades, ``> 0`` for float/bool).
+        ties: ``"average"`` (default), ``"first"``, ``"pessimistic"``, ``"optimistic"``.
+        empty_target_action: queries without a relevant document: ``"neg"`` (default: 0),
+            ``"pos"``, ``"skip"``, ``"error"``.
+        convention: a preset name or a :class:`~torch_rankeval.conventions.Convention`.
+        gain, log_base, discount, denominator, graded, adaptive_k: the other conventions, not read
+            by recall.
+        ignore_index, input_format, whole_queries, keep_per_query, validate_args, compile: as in
+            :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded input, per-query
+            rows, value checks, ``torch.compile`` of the update).
+        kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
+            other keyword is a ``TypeError``.
+
     Example:
         >>> import torch
         >>> from torch_rankeval import Recall
@@ -158,6 +326,23 @@ class Recall(_SingleMetric):
 
 class HitRate(_SingleMetric):
     """Share of queries with a relevant document in the top ``k`` (trec_eval ``success.k``).
+
+    Args:
+        k: cutoff: None (whole list), an int, or a sequence of ints (``compute`` then returns one
+            value per cutoff).
+        relevance_threshold: relevant when ``target >= threshold`` (default: ``>= 1`` for integer
+            grades, ``> 0`` for float/bool).
+        ties: ``"average"`` (default), ``"first"``, ``"pessimistic"``, ``"optimistic"``.
+        empty_target_action: queries without a relevant document: ``"neg"`` (default: 0),
+            ``"pos"``, ``"skip"``, ``"error"``.
+        convention: a preset name or a :class:`~torch_rankeval.conventions.Convention`.
+        gain, log_base, discount, denominator, graded, adaptive_k: the other conventions, not read
+            by the hit rate.
+        ignore_index, input_format, whole_queries, keep_per_query, validate_args, compile: as in
+            :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded input, per-query
+            rows, value checks, ``torch.compile`` of the update).
+        kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
+            other keyword is a ``TypeError``.
 
     Example:
         >>> import torch
@@ -174,6 +359,21 @@ class HitRate(_SingleMetric):
 class RPrecision(_SingleMetric):
     """Mean R-precision: precision at rank R, the number of relevant documents of the query.
 
+    Args:
+        relevance_threshold: relevant when ``target >= threshold`` (default: ``>= 1`` for integer
+            grades, ``> 0`` for float/bool).
+        ties: ``"average"`` (default), ``"first"``, ``"pessimistic"``, ``"optimistic"``.
+        empty_target_action: queries without a relevant document: ``"neg"`` (default: 0),
+            ``"pos"``, ``"skip"``, ``"error"``.
+        convention: a preset name or a :class:`~torch_rankeval.conventions.Convention`.
+        gain, log_base, discount, denominator, graded, adaptive_k: the other conventions, not read
+            by R-precision (which has no cutoff ``k``: its depth is each query's R).
+        ignore_index, input_format, whole_queries, keep_per_query, validate_args, compile: as in
+            :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded input, per-query
+            rows, value checks, ``torch.compile`` of the update).
+        kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
+            other keyword is a ``TypeError``.
+
     Example:
         >>> import torch
         >>> from torch_rankeval import RPrecision
@@ -185,8 +385,47 @@ class RPrecision(_SingleMetric):
 
     _metric = "r_precision"
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(k=None, **kwargs)
+    def __init__(
+        self,
+        *,
+        gain: Any = None,
+        log_base: float | None = None,
+        discount: Callable[[Tensor], Tensor] | None = None,
+        ties: str | None = None,
+        relevance_threshold: float | None = None,
+        empty_target_action: str | None = None,
+        denominator: str | None = None,
+        graded: bool | None = None,
+        adaptive_k: bool | None = None,
+        convention: str | Convention | None = None,
+        ignore_index: int | None = None,
+        input_format: str = "auto",
+        whole_queries: bool = False,
+        keep_per_query: bool = False,
+        validate_args: bool = True,
+        compile: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            None,
+            gain=gain,
+            log_base=log_base,
+            discount=discount,
+            ties=ties,
+            relevance_threshold=relevance_threshold,
+            empty_target_action=empty_target_action,
+            denominator=denominator,
+            graded=graded,
+            adaptive_k=adaptive_k,
+            convention=convention,
+            ignore_index=ignore_index,
+            input_format=input_format,
+            whole_queries=whole_queries,
+            keep_per_query=keep_per_query,
+            validate_args=validate_args,
+            compile=compile,
+            **kwargs,
+        )
 
 
 class FallOut(_SingleMetric):
@@ -195,6 +434,23 @@ class FallOut(_SingleMetric):
     Drop-in for torchmetrics' ``RetrievalFallOut(top_k=k)``: a list without non-relevant document
     scores ``empty_target_action`` (default ``"pos"``: 1, as torchmetrics). Ties (default
     ``"average"``): the expected value over the orders of tied documents.
+
+    Args:
+        k: cutoff: None (whole list), an int, or a sequence of ints (``compute`` then returns one
+            value per cutoff).
+        empty_target_action: lists without a non-relevant document: ``"pos"`` (default: 1, as
+            torchmetrics), ``"neg"``, ``"skip"``, ``"error"``.
+        relevance_threshold: relevant when ``target >= threshold`` (default: ``>= 1`` for integer
+            grades, ``> 0`` for float/bool).
+        ties: ``"average"`` (default), ``"first"``, ``"pessimistic"``, ``"optimistic"``.
+        convention: a preset name or a :class:`~torch_rankeval.conventions.Convention`.
+        gain, log_base, discount, denominator, graded, adaptive_k: the other conventions, not read
+            by fall-out.
+        ignore_index, input_format, whole_queries, keep_per_query, validate_args, compile: as in
+            :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded input, per-query
+            rows, value checks, ``torch.compile`` of the update).
+        kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
+            other keyword is a ``TypeError``.
 
     Example:
         >>> import torch
@@ -208,9 +464,47 @@ class FallOut(_SingleMetric):
     _metric = "fall_out"
 
     def __init__(
-        self, k: int | Sequence[int] | None = None, *, empty_target_action: str = "pos", **kwargs: Any
+        self,
+        k: int | Sequence[int] | None = None,
+        *,
+        gain: Any = None,
+        log_base: float | None = None,
+        discount: Callable[[Tensor], Tensor] | None = None,
+        ties: str | None = None,
+        relevance_threshold: float | None = None,
+        empty_target_action: str = "pos",
+        denominator: str | None = None,
+        graded: bool | None = None,
+        adaptive_k: bool | None = None,
+        convention: str | Convention | None = None,
+        ignore_index: int | None = None,
+        input_format: str = "auto",
+        whole_queries: bool = False,
+        keep_per_query: bool = False,
+        validate_args: bool = True,
+        compile: bool = False,
+        **kwargs: Any,
     ) -> None:
-        super().__init__(k, empty_target_action=empty_target_action, **kwargs)
+        super().__init__(
+            k,
+            gain=gain,
+            log_base=log_base,
+            discount=discount,
+            ties=ties,
+            relevance_threshold=relevance_threshold,
+            empty_target_action=empty_target_action,
+            denominator=denominator,
+            graded=graded,
+            adaptive_k=adaptive_k,
+            convention=convention,
+            ignore_index=ignore_index,
+            input_format=input_format,
+            whole_queries=whole_queries,
+            keep_per_query=keep_per_query,
+            validate_args=validate_args,
+            compile=compile,
+            **kwargs,
+        )
 
 
 class AUROC(_SingleMetric):
@@ -220,6 +514,26 @@ class AUROC(_SingleMetric):
     relevant or a non-relevant document scores 0; a list without relevant document is empty
     (``empty_target_action``, default ``"neg"``: 0). ``max_fpr``: the McClish-standardised partial
     AUC over false-positive rates ``[0, max_fpr]``.
+
+    Args:
+        k: cutoff: None (whole list), an int, or a sequence of ints (``compute`` then returns one
+            value per cutoff).
+        max_fpr: None (default: the whole ROC) or the false-positive rate in ``(0, 1]`` up to which
+            the McClish-standardised partial AUC is taken.
+        relevance_threshold: relevant when ``target >= threshold`` (default: ``>= 1`` for integer
+            grades, ``> 0`` for float/bool).
+        ties: ``"average"`` (default: a tied pair counts 1/2, averaged over which tied documents the
+            cutoff keeps), ``"first"``, ``"pessimistic"``, ``"optimistic"``.
+        empty_target_action: lists without a relevant document: ``"neg"`` (default: 0), ``"pos"``,
+            ``"skip"``, ``"error"``.
+        convention: a preset name or a :class:`~torch_rankeval.conventions.Convention`.
+        gain, log_base, discount, denominator, graded, adaptive_k: the other conventions, not read
+            by AUROC.
+        ignore_index, input_format, whole_queries, keep_per_query, validate_args, compile: as in
+            :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded input, per-query
+            rows, value checks, ``torch.compile`` of the update).
+        kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
+            other keyword is a ``TypeError``.
 
     Example:
         >>> import torch
@@ -232,7 +546,48 @@ class AUROC(_SingleMetric):
 
     _metric = "auroc"
 
-    def __init__(self, k: int | Sequence[int] | None = None, *, max_fpr: float | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        k: int | Sequence[int] | None = None,
+        *,
+        max_fpr: float | None = None,
+        gain: Any = None,
+        log_base: float | None = None,
+        discount: Callable[[Tensor], Tensor] | None = None,
+        ties: str | None = None,
+        relevance_threshold: float | None = None,
+        empty_target_action: str | None = None,
+        denominator: str | None = None,
+        graded: bool | None = None,
+        adaptive_k: bool | None = None,
+        convention: str | Convention | None = None,
+        ignore_index: int | None = None,
+        input_format: str = "auto",
+        whole_queries: bool = False,
+        keep_per_query: bool = False,
+        validate_args: bool = True,
+        compile: bool = False,
+        **kwargs: Any,
+    ) -> None:
         if max_fpr is not None:
             self._metric = f"auroc(max_fpr={max_fpr!r})"
-        super().__init__(k, **kwargs)
+        super().__init__(
+            k,
+            gain=gain,
+            log_base=log_base,
+            discount=discount,
+            ties=ties,
+            relevance_threshold=relevance_threshold,
+            empty_target_action=empty_target_action,
+            denominator=denominator,
+            graded=graded,
+            adaptive_k=adaptive_k,
+            convention=convention,
+            ignore_index=ignore_index,
+            input_format=input_format,
+            whole_queries=whole_queries,
+            keep_per_query=keep_per_query,
+            validate_args=validate_args,
+            compile=compile,
+            **kwargs,
+        )
