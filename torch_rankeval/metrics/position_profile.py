@@ -21,8 +21,9 @@ from torch import Tensor
 
 from torch_rankeval.conventions import Convention
 from torch_rankeval.measures.plan import densified
+from torch_rankeval.measures.reduction import empty_policy
 from torch_rankeval.metrics.base import RankingMetrics
-from torch_rankeval.ranking.inputs import empty_policy, prepare, valid_mask
+from torch_rankeval.ranking.inputs import prepare, valid_mask
 from torch_rankeval.ranking.sparse import is_sparse
 from torch_rankeval.ranking.view import RankedBatch
 
@@ -220,12 +221,6 @@ class PositionProfile(RankingMetrics):
                 judged,
             )
         return self._values(rb, ideal)
-
-    def _transform(self, values: Tensor) -> Tensor:
-        return values
-
-    def _finish(self, sums: Tensor, counts: Tensor) -> Tensor:
-        return sums / counts
 
     def _values(self, rb: RankedBatch, ideal: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor]:  # type: ignore[override]
         """Per-query values ``(N, blocks * P)`` and "absent" flags (True: no document at the position)."""
