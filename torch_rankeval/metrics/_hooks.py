@@ -30,9 +30,10 @@ that changes what its states accumulate. Three things follow:
   in the state_dict's *metadata* (``state_dict._metadata[prefix]["torch_rankeval_config"]``, next to
   the ``version`` PyTorch keeps there; it survives ``torch.save`` and Lightning checkpoints) and as
   the ``_config_<hash>`` key of ``metric_state``; no key is added to the state_dict (old checkpoints
-  load, new ones load into older versions). ``load_state_dict`` checks it whenever states are
-  loaded and, with ``strict=True`` (the default), also when the states are not persistent and
-  nothing would be loaded: a checkpoint of another configuration is refused either way.
+  load, new ones load into older versions). ``load_state_dict`` checks it also when the states are
+  not persistent and nothing would be loaded (``strict=False`` too: torch does not tell a module's
+  hook): a checkpoint of another configuration is refused either way. To load the rest of such a
+  checkpoint, delete the metric's entry ``state_dict._metadata[prefix]`` first.
 * Shapes. :meth:`ConfiguredMetric._check_states` (a subclass's own check) sees every incoming state:
   a state_dict without the metadata (an older version, a plain ``dict``) is checked by shape only.
 """
@@ -219,12 +220,12 @@ class ConfiguredMetric(Metric):
         unexpected_keys: list[str],
         error_msgs: list[str],
     ) -> None:
-        """torchmetrics' loading, after refusing the states (or, with ``strict``, the metadata
-        alone) of a differently configured metric."""
+        """torchmetrics' loading, after refusing the state_dict of a differently configured metric
+        (from its metadata, also when it holds no state)."""
         self._legacy_config(state_dict, prefix)
         states = {name: state_dict[prefix + name] for name in self._defaults if prefix + name in state_dict}
-        if states or strict:
-            self._refuse_foreign("load_state_dict", (local_metadata or {}).get(CONFIG_METADATA))
+        # torch calls this hook with strict=True whatever load_state_dict was given: always checked
+        self._refuse_foreign("load_state_dict", (local_metadata or {}).get(CONFIG_METADATA))
         if states:
             self._check_states("load_state_dict", states)
         super()._load_from_state_dict(
