@@ -12,6 +12,8 @@ nowhere else (``tests/test_hooks.py`` fails when torchmetrics changes one of the
 * ``Metric._apply``: the states and buffers named in ``_kept_dtypes`` keep their dtype under
   ``.half()`` / ``set_dtype`` (float64 sums, int64 counts, float64 tables);
 * ``nn.Module._register_state_dict_hook``: the configuration rides in the state_dict's metadata;
+* the private flags ``_to_sync`` / ``_should_unsync`` (``_synced``: a ``compute``-like sync) and
+  the state registries ``_defaults`` / ``_reductions`` / ``_persistent``;
 * and the public ``merge_state`` (torchmetrics >= 1.6; implemented here so older versions have it),
   ``persistent`` and ``__setstate__``.
 
@@ -265,6 +267,11 @@ class ConfiguredMetric(Metric):
         return this
 
     # ------------------------------------------------------------------ distributed
+    def _synced(self) -> Any:
+        """A context in which the states are synced as for ``compute`` (torchmetrics' private
+        ``_to_sync`` / ``_should_unsync`` flags: ``sync_on_compute``, and no unsync inside ``forward``)."""
+        return self.sync_context(should_sync=self._to_sync, should_unsync=self._should_unsync)
+
     def _sync_dist(self, dist_sync_fn: Callable = gather_all_tensors, process_group: Any | None = None) -> None:
         """One all-reduce for every summed state, plus the local sizes of the list states (so every
         rank learns whether any rank holds rows, and a metric without rows anywhere needs exactly one

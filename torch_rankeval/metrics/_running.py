@@ -17,7 +17,7 @@ over no counted list are the library's one reduction
 :meth:`~torch_rankeval.measures.reduction.Reduction.sums` to the states, ``compute`` takes its
 :meth:`~torch_rankeval.measures.reduction.Reduction.means` of the synced sums.
 
-Configuration, compute groups, foreign state, sync and dtypes: :class:`~._hooks.ConfiguredMetric`
+Configuration, compute groups, foreign state, sync and dtypes: :class:`~torch_rankeval.metrics._hooks.ConfiguredMetric`
 (the one module that overrides torchmetrics' private hooks).
 
 Generated query ids (``keep_per_query=True`` without ``indexes``) are ``rank + world_size *
@@ -240,7 +240,7 @@ class RunningMeanMetric(ConfiguredMetric):
         """
         if not self.keep_per_query:
             raise ValueError("compute_per_query needs keep_per_query=True when the metric is created")
-        with self.sync_context(should_sync=self._to_sync, should_unsync=self._should_unsync):
+        with self._synced():
             values = [dim_zero_cat(self.query_values)] if _non_empty(self.query_values) else []
             ids = [dim_zero_cat(self.query_ids)] if _non_empty(self.query_ids) else []
             pending = self._pending()
