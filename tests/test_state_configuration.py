@@ -211,3 +211,43 @@ def test_a_resume_into_a_metric_that_already_counted_never_repeats_an_id():
     _feed(busy, *next(_batches(seed=4, n=1)))
     ids = busy.compute_per_query()["query_id"].tolist()
     assert len(ids) == len(set(ids)) == 9
+
+
+def _resume_worker(rank: int, world: int, rdv: str, out: str) -> None:
+    """Each rank streams its own batches, once uninterrupted and once saved and resumed midway
+    from its own (local) state_dict; both then sync."""
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{rdv}", rank=rank, world_size=world)
+    batches = list(_batches(seed=10 + rank, n=2 + rank))  # uneven: rank 0 two batches, rank 1 three
+    whole = _ranking()
+    for preds, target in batches:
+        _feed(whole, preds, target)
+    first = _ranking()
+    _feed(first, *batches[0])
+    first.persistent(True)
+    buffer = io.BytesIO()
+    torch.save(first.state_dict(), buffer)
+    buffer.seek(0)
+    resumed = _ranking()
+    resumed.persistent(True)
+    resumed.load_state_dict(torch.load(buffer))
+    for preds, target in batches[1:]:
+        _feed(resumed, preds, target)
+    torch.save({"whole": whole.compute_per_query(), "resumed": resumed.compute_per_query()}, f"{out}.{rank}")
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def test_generated_ids_after_a_resume_stay_global_across_processes(tmp_path):
+    import torch.multiprocessing as mp
+
+    mp.spawn(_resume_worker, args=(2, str(tmp_path / "rdv"), str(tmp_path / "out")), nprocs=2, join=True)
+    for rank in range(2):
+        res = torch.load(f"{tmp_path / 'out'}.{rank}")
+        ids = res["resumed"]["query_id"].tolist()
+        # rank 0: 2 batches of 3 lists, ids 0, 2, ..., 10; rank 1: 3 batches, ids 1, 3, ..., 17
+        assert ids == sorted(list(range(0, 12, 2)) + list(range(1, 18, 2)))
+        assert ids == res["whole"]["query_id"].tolist()
+        for key in res["whole"]:
+            torch.testing.assert_close(res["resumed"][key], res["whole"][key], equal_nan=True)

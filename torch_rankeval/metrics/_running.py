@@ -184,15 +184,16 @@ class RunningMeanMetric(ConfiguredMetric):
         counted mask)."""
         return self._reduction.policy(values.to(torch.float64), empty)
 
-    def _sums(self, values: Tensor, empty: Tensor) -> tuple[Tensor, Tensor]:
-        """What a batch adds to the running states: its reduction's sums and counts."""
-        values, counted = self._policy(values, empty)
-        return counted_sums(self._reduction.transform(values), counted)
+    def _sums(self, values: Tensor, empty: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """A batch under the metric's reduction: (values after the policy, the sums and the counts
+        it adds to the running states)."""
+        policed, counted = self._policy(values, empty)
+        total, count = counted_sums(self._reduction.transform(policed), counted)
+        return policed, total, count
 
     def _accumulate(self, values: Tensor, empty: Tensor, ids: Tensor | None) -> None:
         """Add per-list values ``(N, V)`` (``empty`` flags them) to the running sums."""
-        policed, counted = self._policy(values, empty)
-        total, count = counted_sums(self._reduction.transform(policed), counted)
+        policed, total, count = self._sums(values, empty)
         self.sums += total
         self.counts += count
         if self.keep_per_query:
@@ -211,7 +212,7 @@ class RunningMeanMetric(ConfiguredMetric):
         sums, counts = self.sums.clone(), self.counts.clone()
         pending = self._pending()
         if pending is not None:
-            total, count = self._sums(pending[0], pending[1])
+            _, total, count = self._sums(pending[0], pending[1])
             sums += total
             counts += count
         return sums, counts
