@@ -117,6 +117,10 @@ def test_the_preset_functional_and_many_metrics_agree():
     metric.update(preds, target)
     with pytest.warns(UserWarning, match=r"returning 0\.0"):
         assert {name: v.item() for name, v in metric.compute().items()} == {"ndcg@2": 0.0, "map": 0.0, "mrr": 0.0}
+    # every column's summary over no query is 0.0, a geometric mean's too (not exp(0) = 1)
+    with pytest.warns(UserWarning, match=r"every list was skipped"):
+        out = F.evaluate(preds, target, ["gm_map", "num_rel"], convention=TM, empty_target_action="skip")
+    assert {name: v.item() for name, v in out.items()} == {"gm_map": 0.0, "num_rel": 0.0}
     # per query, skipped lists stay NaN in every convention
     none = F.ndcg(preds, target, 2, convention=TM, empty_target_action="skip", reduction="none")
     assert torch.isnan(none).all()

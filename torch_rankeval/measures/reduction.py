@@ -146,16 +146,20 @@ class Reduction:
         ``action="skip"``."""
         counts = counts.to(sums.dtype) if isinstance(counts, Tensor) else torch.as_tensor(counts, dtype=sums.dtype)
         means = sums / counts
-        if self.all_skipped == "zero" and self.action == "skip":
-            means = torch.where(counts == 0, torch.zeros((), dtype=means.dtype, device=means.device), means)
         kinds = self.aggregates
         if all(a == "mean" for a in kinds):
-            return means
-        out = [
-            sums[..., i] if a == "sum" else torch.exp(means[..., i]) if a == "gmean" else means[..., i]
-            for i, a in enumerate(kinds)
-        ]
-        return torch.stack(out, dim=-1)
+            out = means
+        else:
+            out = torch.stack(
+                [
+                    sums[..., i] if a == "sum" else torch.exp(means[..., i]) if a == "gmean" else means[..., i]
+                    for i, a in enumerate(kinds)
+                ],
+                dim=-1,
+            )
+        if self.all_skipped == "zero" and self.action == "skip":
+            out = torch.where(counts == 0, torch.zeros((), dtype=out.dtype, device=out.device), out)
+        return out
 
     def _nothing_counted(self) -> str:
         if self.all_skipped == "zero" and self.action == "skip":
