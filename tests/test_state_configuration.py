@@ -251,3 +251,19 @@ def test_generated_ids_after_a_resume_stay_global_across_processes(tmp_path):
         assert ids == res["whole"]["query_id"].tolist()
         for key in res["whole"]:
             torch.testing.assert_close(res["resumed"][key], res["whole"][key], equal_nan=True)
+
+
+@pytest.mark.parametrize(
+    ("make", "fingerprint"),
+    [
+        (lambda: NDCG(k=3), "4691692c1f92d94f"),
+        (lambda: NDCG(k=3, convention="torchmetrics"), "5675a8190feb6017"),
+        (lambda: RankingMetrics(("ndcg", "gm_map"), convention="trec_eval"), "4415996a76803b69"),
+        (lambda: PositionDebiasedNDCG(eta=1.0), "6caea1585875d5cc"),
+    ],
+)
+def test_fingerprints_are_those_of_the_previous_version_so_its_checkpoints_load(make, fingerprint):
+    # the digests the version before this change wrote into state_dict metadata (read off 5244aab):
+    # a new convention field that only changes what compute reports (all_skipped) is left out
+    metric = make()
+    assert metric.state_dict()._metadata[""]["torch_rankeval_config"]["fingerprint"] == fingerprint

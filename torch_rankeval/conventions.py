@@ -146,8 +146,8 @@ class Convention:
     adaptive_k: bool = False
     nonpositive_not_relevant: bool = False
     by_measure: tuple = ()
-    # added after the first release: left out of metric fingerprints at its default (metrics/_hooks.py)
-    all_skipped: str = field(default="nan", metadata={"fingerprint": "omit_default"})
+    # what compute reports, not what a metric's states accumulate: left out of its fingerprint (metrics/_hooks.py)
+    all_skipped: str = field(default="nan", metadata={"fingerprint": "omit"})
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "by_measure", _by_measure(self.by_measure))

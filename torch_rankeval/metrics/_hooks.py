@@ -351,13 +351,13 @@ def _render_config(fields: Mapping[str, str]) -> str:
 def _describe(x: Any) -> str:
     """A deterministic description of a configuration (the same in every process and session):
     callables by qualified name, mappings sorted, small tensors by value, large ones by a digest of
-    their values; a dataclass field marked ``metadata={"fingerprint": "omit_default"}`` (added after
-    the first release) is left out at its default, so that older fingerprints stay valid."""
+    their values; a dataclass field marked ``metadata={"fingerprint": "omit"}`` (it changes what
+    ``compute`` reports, not what the states accumulate) is left out."""
     if dataclasses.is_dataclass(x) and not isinstance(x, type):
         parts = [
             f"{f.name}={_describe(getattr(x, f.name))}"
             for f in dataclasses.fields(x)
-            if not (f.metadata.get("fingerprint") == "omit_default" and getattr(x, f.name) == f.default)
+            if f.metadata.get("fingerprint") != "omit"
         ]
         return f"{type(x).__name__}({','.join(parts)})"
     if isinstance(x, Mapping):
