@@ -181,6 +181,14 @@ def test_validation_errors():
         m.update(torch.rand(1, 5), exclude=torch.zeros(1, 5, dtype=torch.bool, device="meta"))
 
 
+def _legacy_digest(num_items, k, ties, popularity) -> str:
+    """The configuration key that versions before the state_dict metadata wrote (15 hex digits of a sha1)."""
+    import hashlib
+
+    config = f"{num_items}|{k}|{ties}|" + popularity.double().numpy().tobytes().hex()
+    return hashlib.sha1(config.encode()).hexdigest()[:15]
+
+
 def test_pickle_clone_merge_and_state_dict():
     scores, excluded, popularity = _data(seed=4)
     whole = ItemExposure(30, 5, popularity=popularity)
@@ -208,12 +216,22 @@ def test_pickle_clone_merge_and_state_dict():
     # state_dict round trip, and refusal of another configuration's state
     b.persistent(True)
     state = b.state_dict()
-    assert set(state) == {"counts", "_exposure_config"}
+    assert set(state) == {"counts"}  # the configuration rides in the metadata, as for every metric
     e = ItemExposure(30, 5, popularity=popularity)
     e.load_state_dict(state)
     assert torch.equal(e.counts, b.counts)
     with pytest.raises(ValueError, match="different configuration"):
         ItemExposure(30, 3, popularity=popularity).load_state_dict(state)
+    # a state_dict of the previous version (an "_exposure_config" key, no metadata) still loads and is checked
+    legacy = {
+        "counts": b.counts.clone(),
+        "_exposure_config": torch.tensor([int(_legacy_digest(30, 5, "average", popularity), 16)]),
+    }
+    f = ItemExposure(30, 5, popularity=popularity)
+    f.load_state_dict(dict(legacy))
+    assert torch.equal(f.counts, b.counts)
+    with pytest.raises(ValueError, match="different configuration"):
+        ItemExposure(30, 5, ties="first", popularity=popularity).load_state_dict(dict(legacy))
     with pytest.raises(ValueError, match="another catalogue"):
         ItemExposure(29, 5).load_state_dict({"counts": torch.zeros(30, dtype=torch.float64)})
     # an unpersisted metric has no state entries

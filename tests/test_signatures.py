@@ -49,6 +49,7 @@ CONVENTION_VALUES = {
     "adaptive_k": True,
     "nonpositive_not_relevant": True,
     "by_measure": {"ndcg": {"ties": "first"}},
+    "all_skipped": "zero",  # the torchmetrics presets' mean over no counted query
     "torch_topk_k": 3,  # set per measure by the torchmetrics presets (torch.topk's k), not an argument
 }
 #: ... and of every other argument a class may take by convention.

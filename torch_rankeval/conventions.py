@@ -17,7 +17,7 @@ A *preset* reproduces a peer library exactly (see the conventions table in the R
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Callable, Mapping, Union
 
 import torch
@@ -39,6 +39,7 @@ __all__ = [
     "TIES",
     "TORCH_TIES",
     "EMPTY_TARGET_ACTIONS",
+    "ALL_SKIPPED",
     "AP_DENOMINATORS",
     "REDUCTIONS",
 ]
@@ -50,6 +51,7 @@ EMPTY_TARGET_ACTIONS = ("neg", "pos", "skip", "error")
 #: tie policies that reproduce torchmetrics' ranking: the torch call it makes, on each list's own
 #: float32 scores (dense lists only: the top-k view and the command line take :data:`TIES`)
 TORCH_TIES = ("torch_topk", "torch_argsort")
+ALL_SKIPPED = ("nan", "zero")
 AP_DENOMINATORS = ("all_relevant", "retrieved_relevant", "min_k_relevant")
 REDUCTIONS = ("mean", "sum", "none")
 
@@ -119,6 +121,9 @@ class Convention:
             threshold``; ``None`` means ``>= 1`` for integer grades and ``> 0`` for float/bool.
         empty_target_action: what a query without relevant documents scores: ``"neg"`` 0,
             ``"pos"`` 1, ``"skip"`` left out of the mean, ``"error"`` raises.
+        all_skipped: the mean when ``empty_target_action="skip"`` left out every query: ``"nan"``
+            (default, with a warning: a mean over nothing is undefined) or ``"zero"`` (0.0, as
+            torchmetrics' retrieval classes return).
         denominator: average precision's denominator (``"all_relevant"``: trec_eval,
             ``"retrieved_relevant"``: torchmetrics, ``"min_k_relevant"``: ``min(k, R)``).
         graded: average precision weights each rank by its gain (graded AP) instead of 0/1.
@@ -153,7 +158,11 @@ class Convention:
     adaptive_k: bool = False
     nonpositive_not_relevant: bool = False
     by_measure: tuple = ()
-    torch_topk_k: int | None = None
+    # set per measure by the plan under the torchmetrics presets (never a metric's own setting): left out of
+    # its fingerprint, as checkpoints of metrics that predate the field must still load (metrics/_hooks.py)
+    torch_topk_k: int | None = field(default=None, metadata={"fingerprint": "omit"})
+    # what compute reports, not what a metric's states accumulate: left out of its fingerprint (metrics/_hooks.py)
+    all_skipped: str = field(default="nan", metadata={"fingerprint": "omit"})
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "by_measure", _by_measure(self.by_measure))
@@ -182,6 +191,7 @@ class Convention:
         if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
             raise ValueError(f"torch_topk_k must be a positive int (torch.topk's k) or None, got {k!r}")
         _check_choice("empty_target_action", self.empty_target_action, EMPTY_TARGET_ACTIONS)
+        _check_choice("all_skipped", self.all_skipped, ALL_SKIPPED)
         _check_choice("denominator", self.denominator, AP_DENOMINATORS)
         if self.relevance_threshold is not None:
             t = self.relevance_threshold
@@ -215,7 +225,7 @@ def _by_measure(value: object) -> tuple:
         pairs = fields_.items() if isinstance(fields_, Mapping) else fields_
         pairs = tuple(sorted((str(f), v) for f, v in pairs))
         for f, _ in pairs:
-            if f not in _FIELDS or f in ("by_measure", "empty_target_action"):
+            if f not in _FIELDS or f in ("by_measure", "empty_target_action", "all_skipped"):
                 raise ValueError(
                     f"by_measure[{key!r}] cannot set {f!r}: give convention fields other than empty_target_action and by_measure"
                 )
@@ -258,13 +268,15 @@ PRESETS: dict[str, Convention] = {
     # "torch_topk" / "torch_argsort"; other measures input order); AP, RR, precision and recall treat a
     # document scored <= 0 as not relevant, though the query's relevant count (recall's
     # denominator, the empty test) still includes it; AP divides by the relevant documents found
-    # in the top k; P@k divides by k unless adaptive_k.
+    # in the top k; P@k divides by k unless adaptive_k; with empty_target_action="skip" a mean over
+    # no query is 0.0.
     "torchmetrics": Convention(
         gain="linear",
         ties="first",
         denominator="retrieved_relevant",
         empty_target_action="neg",
         by_measure=_TORCHMETRICS_BY_MEASURE,
+        all_skipped="zero",
     ),
     # torchmetrics 1.6 and 1.7: the same, but documents scored <= 0 count as relevant everywhere.
     "torchmetrics_1.7": Convention(
@@ -273,6 +285,7 @@ PRESETS: dict[str, Convention] = {
         denominator="retrieved_relevant",
         empty_target_action="neg",
         by_measure=_TORCHMETRICS_1_7_BY_MEASURE,
+        all_skipped="zero",
     ),
     # sklearn.metrics.ndcg_score: linear gain, ties averaged.
     "sklearn": Convention(gain="linear", ties="average", empty_target_action="neg"),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,19 +23,15 @@ def _reduced(
     name: str,
     **inputs: Tensor | int | None,
 ) -> Tensor:
-    """Run ``plan`` (a :class:`~torch_rankeval.measures.MeasurePlan`) and reduce: ``(C,)`` or, with
-    ``reduction="none"``, ``(N, C)`` (``(C,)`` for a single 1-D list)."""
+    """Run ``plan`` (a :class:`~torch_rankeval.measures.MeasurePlan`) and reduce with the plan's
+    reduction: ``(C,)`` or, with ``reduction="none"``, ``(N, C)`` (``(C,)`` for a single 1-D list)."""
     values, empty, single = plan.values(preds, target, validate_args=validate_args, **inputs)
-    if values.shape[0] == 0 and reduction == "mean":  # a static shape: no host sync
-        warnings.warn(
-            f"{name}: no list to average (the batch holds 0 lists); the mean is NaN", UserWarning, stacklevel=4
-        )
     out = plan.reduce(
         values,
         empty,
         action=convention.empty_target_action,
         reduction=reduction,
-        validate_args=validate_args and values.shape[0] > 0,
+        validate_args=validate_args,
         name=name,
     )
     return out[0] if reduction == "none" and single else out

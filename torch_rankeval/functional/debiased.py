@@ -34,7 +34,6 @@ What the numbers mean, and when to trust them:
 
 from __future__ import annotations
 
-import warnings
 from typing import Sequence
 
 import torch
@@ -42,6 +41,7 @@ from torch import Tensor
 
 from torch_rankeval.conventions import EMPTY_TARGET_ACTIONS
 from torch_rankeval.kernels.debiased import _affine_tensors, _work_dtype, position_debiased_values
+from torch_rankeval.measures.reduction import Reduction
 from torch_rankeval.ranking.clicks import (
     check_clicks,
     check_sources,
@@ -50,7 +50,7 @@ from torch_rankeval.ranking.clicks import (
     raise_first,
     value_problems,
 )
-from torch_rankeval.ranking.inputs import check_reduction, finalize, parse_k
+from torch_rankeval.ranking.inputs import check_reduction, parse_k
 
 __all__ = ["ips_gains", "position_debiased_ndcg", "position_debiased_dcg", "aggregate_ips_gains"]
 
@@ -125,6 +125,11 @@ def ips_gains(
     return gains
 
 
+#: The messages of the debiased reduction: what a skipped list lacks, and the advice when none counts.
+NO_CLICK = "have no click (ideal DCG <= 0)"
+NO_CLICK_HINT = "; aggregate clicks per query (aggregate_ips_gains) or use empty_target_action='neg'"
+
+
 def _reduce(
     values: Tensor,
     empty: Tensor,
@@ -136,34 +141,14 @@ def _reduce(
     keep_k: bool,
     name: str,
 ) -> Tensor:
-    """The empty-list policy (click-specific messages) and the reduction of the library's ``finalize``."""
-    if action == "error" and bool(empty.any()):
-        raise ValueError(
-            f"{name}: {int(empty.any(-1).sum())} list(s) have no click (ideal DCG <= 0) and "
-            "empty_target_action='error'; use 'skip' (leave them out), 'neg' (score 0) or 'pos' (score 1)"
-        )
-    out = finalize(
-        values,
-        empty,
-        action="neg" if action == "error" else action,
-        reduction=reduction,
-        validate_args=False,
-        single=single,
-        keep_k=keep_k,
-        name=name,
+    """The library's one reduction (:class:`~torch_rankeval.measures.reduction.Reduction`) with the
+    click-specific messages, then the caller's shape (one list, one cutoff)."""
+    out = Reduction(action=action, reason=NO_CLICK, hint=NO_CLICK_HINT).reduce(
+        values, empty, reduction=reduction, validate_args=validate_args, name=name, stacklevel=3
     )
-    if reduction == "mean" and values.shape[0] == 0:  # a static shape: no host sync
-        warnings.warn(
-            f"{name}: no list to average (the batch holds 0 lists); the mean is NaN", UserWarning, stacklevel=3
-        )
-    elif validate_args and action == "skip" and reduction == "mean" and bool(empty.all(0).any()):
-        warnings.warn(
-            f"{name}: every list was skipped (no clicks, ideal DCG <= 0), so the mean is NaN; aggregate clicks "
-            "per query (aggregate_ips_gains) or use empty_target_action='neg'",
-            UserWarning,
-            stacklevel=3,
-        )
-    return out
+    if reduction == "none" and single:
+        out = out[0]
+    return out if keep_k else out.squeeze(-1)
 
 
 def position_debiased_ndcg(

@@ -20,7 +20,6 @@ Example:
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -28,9 +27,10 @@ import torch
 from torch import Tensor
 
 from torch_rankeval.conventions import Convention
-from torch_rankeval.measures.registry import MIN_GEO_MEAN, Family, Measure
+from torch_rankeval.measures.reduction import Reduction
+from torch_rankeval.measures.registry import Family, Measure
 from torch_rankeval.ranking.catalogue import WHOLE_LIST_FAMILIES, catalogue_batch, topk_supported
-from torch_rankeval.ranking.inputs import counted_sums, empty_policy, prepare
+from torch_rankeval.ranking.inputs import prepare
 from torch_rankeval.ranking.sparse import SparseTarget, check_exclude, is_sparse, sparse_target
 from torch_rankeval.ranking.view import RankedBatch, _to_device, device_constant
 
@@ -251,49 +251,40 @@ class MeasurePlan:
         return "topk"
 
     # ------------------------------------------------------------------ reduction
+    def reduction(self, action: str | None = None, *, reason: str | None = None, hint: str = "") -> Reduction:
+        """The plan's :class:`~torch_rankeval.measures.reduction.Reduction`: its columns' aggregates,
+        the empty-query policy ``action`` (default: the convention's), the convention's mean over
+        no counted query; ``reason`` and ``hint`` word the messages."""
+        return Reduction(
+            tuple(self.aggregates),
+            action=self.convention.empty_target_action if action is None else action,
+            all_skipped=self.convention.all_skipped,
+            **({} if reason is None else {"reason": reason}),
+            hint=hint,
+        )
+
     def transform(self, values: Tensor) -> Tensor:
         """Per-query values as they are summed: ``log(max(v, 1e-5))`` for geometric means (trec_eval's floor)."""
-        if "gmean" not in self.aggregates:
-            return values
-        logs = torch.log(values.clamp(min=MIN_GEO_MEAN))
-        gmean = device_constant(tuple(a == "gmean" for a in self.aggregates), torch.bool, values.device)
-        return torch.where(gmean, logs, values)
+        return self.reduction().transform(values)
 
     def finish(self, sums: Tensor, counts: Tensor) -> Tensor:
         """Summaries from column sums and counts: mean, sum, or geometric mean."""
-        means = sums / counts
-        if all(a == "mean" for a in self.aggregates):
-            return means
-        kind = self.aggregates
-        out = [
-            sums[..., i] if a == "sum" else torch.exp(means[..., i]) if a == "gmean" else means[..., i]
-            for i, a in enumerate(kind)
-        ]
-        return torch.stack(out, dim=-1)
+        return self.reduction().finish(sums, counts)
 
     def reduce(
         self, values: Tensor, empty: Tensor, *, action: str, reduction: str, validate_args: bool = True, name: str = ""
     ) -> Tensor:
         """Apply the empty-query policy and the reduction (``"mean"``, ``"sum"``, ``"none"``) to
-        ``(N, C)`` values; returns ``(C,)`` (or ``(N, C)`` for ``"none"``), in the values' dtype."""
-        out_dtype = values.dtype
-        if action == "error" and bool(empty.any()):
-            raise ValueError(
-                f"{name or ', '.join(self.labels)}: {int(empty.any(-1).sum())} list(s) have no relevant document and "
-                "empty_target_action='error'; use 'neg', 'pos' or 'skip' to score them"
-            )
-        values, kept = empty_policy(values, empty, action)
-        if reduction == "none":
-            return values
-        total, count = counted_sums(self.transform(values), kept)
-        if reduction == "sum":
-            return total.to(out_dtype)
-        if validate_args and action == "skip" and bool((torch.as_tensor(count) == 0).any()):
-            warnings.warn(
-                f"{name}: every list was skipped (no relevant documents); the mean is NaN", UserWarning, stacklevel=4
-            )
-        count = torch.as_tensor(count, device=total.device).to(total.dtype).expand_as(total)
-        return self.finish(total, count).to(out_dtype)
+        ``(N, C)`` values; returns ``(C,)`` (or ``(N, C)`` for ``"none"``), in the values' dtype
+        (:meth:`Reduction.reduce`)."""
+        return self.reduction(action).reduce(
+            values,
+            empty,
+            reduction=reduction,
+            validate_args=validate_args,
+            name=name or ", ".join(self.labels),
+            stacklevel=3,
+        )
 
 
 #: Rows at least this long take the top-k path on their own (dense target, measures with cutoffs <= L / 8).

@@ -34,7 +34,7 @@ from torch_rankeval.metrics._compiled import compiled_kernel
 from torch_rankeval.metrics._options import check_metric_options
 from torch_rankeval.metrics._running import RunningMeanMetric
 from torch_rankeval.ranking.flat import group_by_query_buckets
-from torch_rankeval.ranking.inputs import check_preds_target, check_values, counted_sums, empty_policy, parse_k
+from torch_rankeval.ranking.inputs import check_preds_target, check_values, parse_k
 from torch_rankeval.ranking.sparse import is_sparse
 
 __all__ = ["RankingMetrics"]
@@ -181,6 +181,8 @@ class RankingMetrics(RunningMeanMetric):
             self.plan.labels,
             empty_target_action=self.convention.empty_target_action,
             keep_per_query=keep_per_query,
+            aggregates=self.plan.aggregates,
+            all_skipped=self.convention.all_skipped,
             config={
                 "convention": self.convention,
                 "measures": self.plan.measures,
@@ -362,7 +364,7 @@ class RankingMetrics(RunningMeanMetric):
             )
         length = preds.shape[-1] if ideal_target is None else max(preds.shape[-1], ideal_target.shape[-1])
         reduce = not self.keep_per_query and self.empty_target_action != "error"
-        plan, ignore_index, action = self.plan, self.ignore_index, self.empty_target_action
+        plan, ignore_index, reduction = self.plan, self.ignore_index, self._reduction
 
         def build() -> Callable:
             def kernel(preds, target, mask, ideal_target, n_relevant, judged, discounts, gain_keys, gain_values):  # noqa: ANN001, ANN202
@@ -381,9 +383,7 @@ class RankingMetrics(RunningMeanMetric):
                 )
                 if not reduce:
                     return values, empty
-                values, counted = empty_policy(values.to(torch.float64), empty, action)
-                total, count = counted_sums(plan.transform(values), counted)
-                return total, torch.as_tensor(count, device=total.device)
+                return reduction.sums(values, empty)  # the metric's one reduction, inside the kernel
 
             return kernel
 
@@ -444,13 +444,6 @@ class RankingMetrics(RunningMeanMetric):
             self._accumulate(values, empty, ids)
             return None
         return values, empty, ids
-
-    # ------------------------------------------------------------------ reduction
-    def _transform(self, values: Tensor) -> Tensor:
-        return self.plan.transform(values)
-
-    def _finish(self, sums: Tensor, counts: Tensor) -> Tensor:
-        return self.plan.finish(sums, counts)
 
     # ------------------------------------------------------------------ results
     def _pending(self) -> tuple[Tensor, Tensor, Tensor] | None:

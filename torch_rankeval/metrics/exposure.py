@@ -9,17 +9,14 @@ from __future__ import annotations
 
 import hashlib
 import warnings
-from collections.abc import Callable
+from collections.abc import Mapping
 from typing import Any
 
 import torch
-import torch.distributed as dist
 from torch import Tensor
-from torchmetrics import Metric
-from torchmetrics.utilities.distributed import gather_all_tensors
 
+from torch_rankeval.metrics._hooks import ConfiguredMetric
 from torch_rankeval.metrics._options import check_metric_options
-from torch_rankeval.metrics._running import own_states
 from torch_rankeval.ranking.sparse import check_exclude
 from torch_rankeval.ranking.topk import DEFAULT_CHUNK_ELEMENTS, boundary_histogram, topk_view
 
@@ -28,7 +25,7 @@ __all__ = ["ItemExposure"]
 _TIES = ("average", "first")
 
 
-class ItemExposure(Metric):
+class ItemExposure(ConfiguredMetric):
     """Catalogue coverage, Gini index and entropy of the items recommended in the top ``k``.
 
     Each ``update(preds, exclude=None)`` ranks every row of ``preds`` (``(N, num_items)`` scores:
@@ -99,6 +96,7 @@ class ItemExposure(Metric):
     plot_lower_bound = 0.0
 
     counts: Tensor
+    _kept_dtypes = ("counts", "popularity")  # float64 whatever .half() / set_dtype do
 
     def __init__(
         self,
@@ -139,9 +137,8 @@ class ItemExposure(Metric):
         self.keys = [f"coverage@{k}", f"gini@{k}", f"entropy@{k}"] + (
             [f"popularity@{k}"] if popularity is not None else []
         )
-        config = f"{num_items}|{k}|{ties}|" + ("" if popularity is None else popularity.cpu().numpy().tobytes().hex())
-        self._fingerprint = hashlib.sha1(config.encode()).hexdigest()[:16]
         self.add_state("counts", torch.zeros(num_items, dtype=torch.float64), dist_reduce_fx="sum")
+        self._set_config({"num_items": num_items, "k": k, "ties": ties, "popularity": popularity})
 
     # ------------------------------------------------------------------ update
     def update(self, preds: Tensor, exclude: Tensor | None = None) -> None:
@@ -218,36 +215,10 @@ class ItemExposure(Metric):
         return {key: v.to(out_dtype) for key, v in zip(self.keys, values)}
 
     # ------------------------------------------------------------------ state handling
-    def _config(self) -> Tensor:
-        """The configuration fingerprint as a 1-element int64 tensor (stored next to persisted states)."""
-        return torch.tensor([int(self._fingerprint[:15], 16)], dtype=torch.int64)
-
-    def merge_state(self, incoming_state: dict[str, Any] | Metric) -> None:
-        """As torchmetrics' ``merge_state``; refuses the state of a differently configured metric
-        (catalogue size, ``k``, ``ties``, ``popularity``) and a histogram of another length."""
-        if isinstance(incoming_state, ItemExposure) and incoming_state._fingerprint != self._fingerprint:
-            raise ValueError(
-                "ItemExposure.merge_state: the incoming metric has a different configuration (num_items, k, ties or "
-                "popularity); merge only states of identically configured metrics"
-            )
-        # torchmetrics' merge_state (>= 1.6) in two lines, so that older torchmetrics have it too
-        if isinstance(incoming_state, Metric):
-            if not isinstance(incoming_state, ItemExposure):
-                raise ValueError(f"merge_state takes an ItemExposure or its state, got {type(incoming_state).__name__}")
-            incoming_state = incoming_state.metric_state
-        self._reduce_states(dict(incoming_state))
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        """Unpickled metrics get states of their own: ``torch.multiprocessing`` (``ddp_spawn``)
-        pickles CPU tensors into shared memory, and ``update`` adds in place."""
-        super().__setstate__(state)
-        own_states(self)
-
-    def _reduce_states(self, incoming_state: dict[str, Any]) -> None:
-        self._check_counts(incoming_state.get("counts"), "merge_state")
-        super()._reduce_states(incoming_state)
-
-    def _check_counts(self, counts: Any, where: str) -> None:
+    # Configuration, compute groups, foreign state, sync and dtypes: ConfiguredMetric (metrics/_hooks.py).
+    def _check_states(self, where: str, states: Mapping[str, Any]) -> None:
+        """An incoming histogram must count this catalogue's items."""
+        counts = states.get("counts")
         if counts is None:
             return
         if not isinstance(counts, Tensor) or tuple(counts.shape) != (self.num_items,):
@@ -257,46 +228,16 @@ class ItemExposure(Metric):
                 f"{self.num_items} items; it comes from a metric over another catalogue"
             )
 
-    def _load_from_state_dict(self, state_dict: dict, prefix: str, *args: Any, **kwargs: Any) -> None:
-        self._check_counts(state_dict.get(prefix + "counts"), "load_state_dict")
-        key = prefix + "_exposure_config"
-        if key in state_dict:
-            theirs = state_dict.pop(key)
-            if not (isinstance(theirs, Tensor) and theirs.numel() == 1 and int(theirs) == int(self._config())):
-                raise ValueError(
-                    "ItemExposure.load_state_dict: the state comes from a metric with a different configuration "
-                    "(num_items, k, ties or popularity)"
-                )
-        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
-
-    def state_dict(
-        self, destination: dict[str, Any] | None = None, prefix: str = "", keep_vars: bool = False
-    ) -> dict[str, Any]:
-        """As torchmetrics' ``state_dict``; when the states are persisted (``persistent(True)``), an
-        ``_exposure_config`` entry records what they count, so that ``load_state_dict`` refuses a
-        state of a differently configured metric."""
-        destination = super().state_dict(destination=destination, prefix=prefix, keep_vars=keep_vars)
-        if prefix + "counts" in destination:
-            destination[prefix + "_exposure_config"] = self._config()
-        return destination
-
-    def _apply(self, fn: Callable, *args: Any, **kwargs: Any) -> Metric:
-        """Follow device moves, but keep the counts (and the popularity) in float64 whatever
-        ``.half()`` / ``set_dtype`` do to floating states and buffers."""
-        counts, popularity = self.counts, self.popularity
-        this = super()._apply(fn, *args, **kwargs)
-        device = this.counts.device
-        this.counts = counts.to(device)
-        this._defaults["counts"] = this._defaults["counts"].to(device=device, dtype=torch.float64)
-        if popularity is not None:
-            this.popularity = popularity.to(device)
-        return this
-
-    def _sync_dist(self, dist_sync_fn: Callable = gather_all_tensors, process_group: Any | None = None) -> None:
-        """One all-reduce of the histogram (torchmetrics' default gathers every process's copy)."""
-        if dist_sync_fn is not gather_all_tensors:  # a custom gather (e.g. XLA): torchmetrics' generic path
-            return super()._sync_dist(dist_sync_fn, process_group)
-        counts = self.counts.clone()
-        dist.all_reduce(counts, op=dist.ReduceOp.SUM, group=process_group or self.process_group)
-        self.counts = counts
-        return None
+    def _legacy_config(self, state_dict: dict, prefix: str) -> None:
+        """Versions before the metadata wrote an ``_exposure_config`` key next to persisted states."""
+        theirs = state_dict.pop(prefix + "_exposure_config", None)
+        if theirs is None:
+            return
+        popularity = "" if self.popularity is None else self.popularity.cpu().numpy().tobytes().hex()
+        config = f"{self.num_items}|{self.k}|{self.ties}|{popularity}"
+        mine = int(hashlib.sha1(config.encode()).hexdigest()[:15], 16)
+        if not (isinstance(theirs, Tensor) and theirs.numel() == 1 and int(theirs) == mine):
+            raise ValueError(
+                "ItemExposure.load_state_dict: the state comes from a metric with a different configuration "
+                "(num_items, k, ties or popularity)"
+            )

@@ -25,10 +25,11 @@ from torch import Tensor
 
 from torch_rankeval.conventions import Convention, discount_table, gain_table, resolve_convention
 from torch_rankeval.measures.plan import densified
+from torch_rankeval.measures.reduction import empty_policy
 from torch_rankeval.metrics._options import check_metric_options
 from torch_rankeval.metrics._running import RunningMeanMetric
 from torch_rankeval.metrics.base import _FLAT_STATES, INPUT_FORMATS, RankingMetrics
-from torch_rankeval.ranking.inputs import check_preds_target, empty_policy, prepare, valid_mask
+from torch_rankeval.ranking.inputs import check_preds_target, prepare, valid_mask
 from torch_rankeval.ranking.sparse import is_sparse
 from torch_rankeval.ranking.view import RankedBatch
 

@@ -8,7 +8,6 @@ data-dependent shapes, so they compile with ``torch.compile(fullgraph=True)``.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
 from typing import Any, Callable
 
@@ -18,7 +17,7 @@ from torch import Tensor
 from torch_rankeval.conventions import REDUCTIONS, Convention
 from torch_rankeval.ranking.view import RankedBatch, relevant
 
-__all__ = ["Cutoffs", "check_reduction", "check_values", "finalize", "parse_k", "prepare"]
+__all__ = ["Cutoffs", "check_reduction", "check_values", "parse_k", "prepare"]
 
 Cutoffs = tuple  # tuple[int | None, ...]
 #: A validated batch of at most this many lists reads which lists hold a tie in its one host sync;
@@ -460,66 +459,3 @@ def _ranked_checks(ranked: RankedBatch, *, uses_gain: bool, ideal: bool, counted
             )
         )
     return checks
-
-
-def empty_policy(values: Tensor, empty: Tensor, action: str) -> tuple[Tensor, Tensor | None]:
-    """Score lists flagged ``empty`` per ``action`` (``"neg"``: 0, ``"pos"``: 1, ``"skip"``: NaN and
-    not counted; ``"error"`` is the caller's to raise). Returns (values, counted mask), the mask
-    None when every list counts.
-
-    Example:
-        >>> empty_policy(torch.tensor([[0.5], [0.7]]), torch.tensor([[False], [True]]), "skip")
-        (tensor([[0.5000],
-                [   nan]]), tensor([[ True],
-                [False]]))
-        >>> empty_policy(torch.tensor([[0.5], [0.7]]), torch.tensor([[False], [True]]), "pos")
-        (tensor([[0.5000],
-                [1.0000]]), None)
-    """
-    if action == "skip":
-        return torch.where(empty, float("nan"), values), ~empty
-    if action in ("neg", "pos"):
-        values = torch.where(empty, 1.0 if action == "pos" else 0.0, values)
-    return values, None
-
-
-def counted_sums(values: Tensor, counted: Tensor | None) -> tuple[Tensor, Tensor | int]:
-    """Column sums of the counted values (float64) and how many lists each counts."""
-    if counted is None:
-        return values.sum(0, dtype=torch.float64), values.shape[0]
-    return torch.where(counted, values, 0.0).sum(0, dtype=torch.float64), counted.sum(0)
-
-
-def finalize(
-    values: Tensor,
-    empty: Tensor,
-    *,
-    action: str,
-    reduction: str,
-    validate_args: bool,
-    single: bool,
-    keep_k: bool,
-    name: str,
-) -> Tensor:
-    """Apply the empty-query policy and the reduction to per-query values ``(N, K)``."""
-    out_dtype = values.dtype
-    if action == "error" and bool(empty.any()):
-        raise ValueError(
-            f"{name}: {int(empty.any(-1).sum())} list(s) have no relevant document and "
-            "empty_target_action='error'; use 'neg', 'pos' or 'skip' to score them"
-        )
-    values, kept = empty_policy(values, empty, action)
-    if reduction == "none":
-        out = values[0] if single else values
-        return out if keep_k else out.squeeze(-1)
-    total, count = counted_sums(values, kept)
-    if reduction == "sum":
-        out = total
-    else:
-        out = total / count
-        if validate_args and action == "skip" and bool((count == 0).any()):
-            warnings.warn(
-                f"{name}: every list was skipped (no relevant documents); the mean is NaN", UserWarning, stacklevel=3
-            )
-    out = out.to(out_dtype)
-    return out if keep_k else out.squeeze(-1)

@@ -1,0 +1,219 @@
+"""The one reduction of per-query values: the empty-query policy, the summary of each column
+(mean, sum or geometric mean) and what a mean over no counted query is.
+
+Every API reduces through :class:`Reduction`: the functional API and ``measures.compute`` (through
+:meth:`~torch_rankeval.measures.MeasurePlan.reduce`), the debiased functions, and every Metric
+class (its running sums are :meth:`Reduction.sums` of each batch, its ``compute`` is
+:meth:`Reduction.means` of the synced sums).
+
+Example:
+    >>> import torch
+    >>> r = Reduction(("mean", "sum"), action="skip")
+    >>> values = torch.tensor([[0.5, 2.0], [0.7, 3.0]])
+    >>> empty = torch.tensor([[False, False], [True, False]])    # list 2 has no relevant document
+    >>> r.reduce(values, empty, reduction="mean")                 # the mean of 0.5; the sum of 2 and 3
+    tensor([0.5000, 5.0000])
+    >>> total, count = r.sums(values, empty)                      # what a Metric adds to its states
+    >>> total, count
+    (tensor([0.5000, 5.0000], dtype=torch.float64), tensor([1, 2]))
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from torch_rankeval.conventions import ALL_SKIPPED, EMPTY_TARGET_ACTIONS
+from torch_rankeval.measures.registry import MIN_GEO_MEAN
+from torch_rankeval.ranking.view import device_constant
+
+__all__ = ["Reduction", "empty_policy", "counted_sums"]
+
+_AGGREGATES = ("mean", "sum", "gmean")  # how a column is summarised over queries
+#: What an empty list lacks, by default (the error and warning messages).
+NO_RELEVANT = "have no relevant document"
+
+
+def empty_policy(values: Tensor, empty: Tensor, action: str) -> tuple[Tensor, Tensor | None]:
+    """Score lists flagged ``empty`` per ``action`` (``"neg"``: 0, ``"pos"``: 1, ``"skip"``: NaN and
+    not counted; ``"error"`` is raised by :meth:`Reduction.policy`). Returns (values, counted mask),
+    the mask None when every list counts. No host sync.
+
+    Example:
+        >>> empty_policy(torch.tensor([[0.5], [0.7]]), torch.tensor([[False], [True]]), "skip")
+        (tensor([[0.5000],
+                [   nan]]), tensor([[ True],
+                [False]]))
+        >>> empty_policy(torch.tensor([[0.5], [0.7]]), torch.tensor([[False], [True]]), "pos")
+        (tensor([[0.5000],
+                [1.0000]]), None)
+    """
+    if action == "skip":
+        return torch.where(empty, float("nan"), values), ~empty
+    if action in ("neg", "pos"):
+        values = torch.where(empty, 1.0 if action == "pos" else 0.0, values)
+    return values, None
+
+
+def counted_sums(values: Tensor, counted: Tensor | None) -> tuple[Tensor, Tensor]:
+    """Column sums of the counted values (float64) and how many lists each counts (int64).
+
+    Example:
+        >>> counted_sums(torch.tensor([[1.0, 2.0], [3.0, 4.0]]), torch.tensor([[True, False], [True, True]]))
+        (tensor([4., 4.], dtype=torch.float64), tensor([2, 1]))
+    """
+    if counted is None:
+        count = torch.full(values.shape[1:], values.shape[0], dtype=torch.int64, device=values.device)
+        return values.sum(0, dtype=torch.float64), count
+    return torch.where(counted, values, 0.0).sum(0, dtype=torch.float64), counted.sum(0)
+
+
+@dataclass(frozen=True)
+class Reduction:
+    """The empty-query policy and the summary of ``(N, C)`` per-query values.
+
+    Args:
+        aggregates: per column, ``"mean"``, ``"sum"`` (counts such as ``num_rel``) or ``"gmean"``
+            (``gm_map``: ``exp(mean(log(max(v, 1e-5))))``); empty: every column a mean.
+        action: the empty-query policy (``empty_target_action``): ``"neg"`` scores an empty query 0,
+            ``"pos"`` 1, ``"skip"`` leaves it out of the mean (NaN per query), ``"error"`` raises.
+        all_skipped: the mean of a column whose every query was skipped: ``"nan"`` (default, with a
+            warning) or ``"zero"`` (torchmetrics' retrieval classes return 0.0).
+        reason: what an empty query lacks, for the messages (``"have no click (ideal DCG <= 0)"``).
+        hint: advice appended to the warning when no query was counted.
+
+    Example:
+        >>> import torch
+        >>> r = Reduction(("gmean",), action="neg")
+        >>> r.reduce(torch.tensor([[0.5], [0.0]]), torch.zeros(2, 1, dtype=torch.bool), reduction="mean")
+        tensor([0.0022])
+    """
+
+    aggregates: tuple[str, ...] = ()
+    action: str = "neg"
+    all_skipped: str = "nan"
+    reason: str = NO_RELEVANT
+    hint: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "aggregates", tuple(self.aggregates))
+        if self.action not in EMPTY_TARGET_ACTIONS:
+            raise ValueError(
+                f"empty_target_action={self.action!r} is not valid: use one of "
+                f"{', '.join(map(repr, EMPTY_TARGET_ACTIONS))}"
+            )
+        if self.all_skipped not in ALL_SKIPPED:
+            raise ValueError(f"all_skipped={self.all_skipped!r} is not valid: use one of {ALL_SKIPPED}")
+        bad = [a for a in self.aggregates if a not in _AGGREGATES]
+        if bad:
+            raise ValueError(f"aggregates must be among {_AGGREGATES}, got {bad}")
+
+    # ------------------------------------------------------------------ per query
+    def policy(self, values: Tensor, empty: Tensor, *, name: str = "") -> tuple[Tensor, Tensor | None]:
+        """The empty-query policy: (values with NaN where skipped, counted mask or None).
+        ``"error"`` reads ``empty`` (one host sync) and raises when a query is empty."""
+        if self.action == "error":
+            if bool(empty.any()):
+                raise ValueError(
+                    f"{name + ': ' if name else ''}{int(empty.any(-1).sum())} list(s) {self.reason} and "
+                    "empty_target_action='error'; use 'neg' (score 0), 'pos' (score 1) or 'skip' (leave them out)"
+                )
+            return values, None
+        return empty_policy(values, empty, self.action)
+
+    def transform(self, values: Tensor) -> Tensor:
+        """Per-query values as they are summed: ``log(max(v, 1e-5))`` in geometric-mean columns."""
+        if "gmean" not in self.aggregates:
+            return values
+        logs = torch.log(values.clamp(min=MIN_GEO_MEAN))
+        gmean = device_constant(tuple(a == "gmean" for a in self.aggregates), torch.bool, values.device)
+        return torch.where(gmean, logs, values)
+
+    def sums(self, values: Tensor, empty: Tensor, *, name: str = "") -> tuple[Tensor, Tensor]:
+        """The policy, then the float64 column sums of the transformed values and the int64 counts
+        (what a Metric adds to its running states; no host sync unless ``action="error"``)."""
+        values, counted = self.policy(values.to(torch.float64), empty, name=name)
+        return counted_sums(self.transform(values), counted)
+
+    # ------------------------------------------------------------------ summaries
+    def finish(self, sums: Tensor, counts: Tensor) -> Tensor:
+        """Summaries from column sums and counts: the mean, the sum or the geometric mean of each
+        column; a mean over no counted query is NaN, or 0 with ``all_skipped="zero"`` and
+        ``action="skip"``."""
+        counts = counts.to(sums.dtype) if isinstance(counts, Tensor) else torch.as_tensor(counts, dtype=sums.dtype)
+        means = sums / counts
+        kinds = self.aggregates
+        if all(a == "mean" for a in kinds):
+            out = means
+        else:
+            out = torch.stack(
+                [
+                    sums[..., i] if a == "sum" else torch.exp(means[..., i]) if a == "gmean" else means[..., i]
+                    for i, a in enumerate(kinds)
+                ],
+                dim=-1,
+            )
+        if self.all_skipped == "zero" and self.action == "skip":
+            out = torch.where(counts == 0, torch.zeros((), dtype=out.dtype, device=out.device), out)
+        return out
+
+    def _nothing_counted(self) -> str:
+        if self.all_skipped == "zero" and self.action == "skip":
+            return "0.0 (all_skipped='zero', as torchmetrics)"
+        return "NaN"
+
+    def reduce(
+        self,
+        values: Tensor,
+        empty: Tensor,
+        *,
+        reduction: str,
+        validate_args: bool = True,
+        name: str = "",
+        stacklevel: int = 2,
+    ) -> Tensor:
+        """The policy and the reduction (``"mean"``, ``"sum"``, ``"none"``) of ``(N, C)`` values:
+        ``(C,)``, or ``(N, C)`` for ``"none"``, in the values' dtype. A mean over 0 lists is NaN
+        (a warning: the shape says so without a host sync); with ``validate_args`` a mean whose
+        every list was skipped warns too."""
+        out_dtype = values.dtype
+        values, counted = self.policy(values, empty, name=name)
+        if reduction == "none":
+            return values
+        total, count = counted_sums(self.transform(values), counted)
+        if reduction == "sum":
+            return total.to(out_dtype)
+        prefix = f"{name}: " if name else ""
+        if values.shape[0] == 0:  # a static shape: no host sync
+            warnings.warn(
+                f"{prefix}no list to average (the batch holds 0 lists); the mean is {self._nothing_counted()}",
+                UserWarning,
+                stacklevel=stacklevel + 1,
+            )
+        elif validate_args and self.action == "skip" and bool((count == 0).any()):
+            warnings.warn(
+                f"{prefix}every list was skipped (they {self.reason}), so the mean is {self._nothing_counted()}"
+                f"{self.hint}",
+                UserWarning,
+                stacklevel=stacklevel + 1,
+            )
+        return self.finish(total, count).to(out_dtype)
+
+    def means(
+        self, sums: Tensor, counts: Tensor, *, keys: Sequence[str], owner: str = "", stacklevel: int = 2
+    ) -> Tensor:
+        """A Metric's ``compute``: :meth:`finish` of the (synced) running sums, with a warning
+        naming the ``keys`` whose columns counted no query (no update, or every query skipped)."""
+        if bool((counts == 0).any()):
+            missing = [key for key, c in zip(keys, counts.tolist()) if c == 0]
+            warnings.warn(
+                f"{owner}: no query was counted for {missing} (no update, or every query skipped by "
+                f"empty_target_action='skip'); returning {self._nothing_counted()}{self.hint}",
+                UserWarning,
+                stacklevel=stacklevel + 1,
+            )
+        return self.finish(sums, counts)
