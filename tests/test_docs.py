@@ -107,8 +107,14 @@ def test_readme_is_a_front_page_with_the_quick_start_commands():
     assert len(readme.splitlines()) <= 300
     assert 'python -m pip install -e ".[all]" && python -m pytest -n 2' in readme  # CI runs this command
     assert "python examples/train_ltr.py fit --config configs/train_ltr.yaml" in readme
-    assert "python -m pytest -n 2" in (REPO / ".ci" / "run").read_text()
-    assert "mkdocs build --strict" in (REPO / ".ci" / "run").read_text()
+
+
+def test_ci_runs_the_readme_test_command_and_builds_the_site_strict():
+    ci = REPO / ".ci" / "run"
+    if not ci.is_file():
+        pytest.skip(".ci/run is not in the sdist")
+    assert "python -m pytest -n 2" in ci.read_text()
+    assert "mkdocs build --strict" in ci.read_text()
 
 
 def test_readme_links_point_at_files_of_the_repository():
