@@ -292,3 +292,15 @@ def test_one_list_with_exclude():
     # item 0 excluded: ranking 1 (relevant), 2, 3 (relevant): AP = (1 + 2/3) / 2, nDCG@2 = 1 / IDCG@2
     assert got["map"].item() == pytest.approx((1 + 2 / 3) / 2)
     assert got["ndcg@2"].item() == pytest.approx(1 / (1 + 1 / math.log2(3)))
+
+
+def test_exclude_keeps_negative_linear_grades_in_the_whole_list_ideal_ranking():
+    """Hand-computed: the non-excluded items rank 0, 1, 3, 2 (gains 2, -1, 0, 0); the ideal ranking
+    puts the negative grade last, at position 4: IDCG = 2 - 1/log2(5), not 2 (issue 18 item 3)."""
+    preds = torch.tensor([[0.9, 0.8, 0.1, 0.2, 0.3]])
+    target = torch.tensor([[2, -1, 0, 0, 0]])
+    exclude = torch.tensor([[False, False, False, False, True]])
+    expected = (2 - 1 / math.log2(3)) / (2 - 1 / math.log2(5))
+    for ex in (exclude, exclude.to_sparse()):
+        assert F.ndcg(preds, target, gain="linear", exclude=ex).item() == pytest.approx(expected, abs=1e-6)
+    assert F.ndcg(preds, target, gain="linear", mask=~exclude).item() == pytest.approx(expected, abs=1e-6)

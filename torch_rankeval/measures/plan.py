@@ -162,6 +162,7 @@ class MeasurePlan:
             keep = _excluded(preds, target, mask, ignore_index, exclude)
         for conv, calls in self._groups:
             same_gain = gain if conv.gain == self.convention.gain else None
+            uses_gain = any(c.family.needs_gain(conv) for c in calls)
             if route == "topk":
                 rb = catalogue_batch(
                     preds,
@@ -173,9 +174,9 @@ class MeasurePlan:
                     gain=same_gain,
                     discounts=discounts,
                     validate_args=validate_args,
+                    uses_gain=uses_gain,
                 )
             else:
-                uses_gain = any(c.family.needs_gain(conv) for c in calls)
 
                 def rank(inputs: list, validate: bool, conv: Convention = conv, uses_gain: bool = uses_gain):  # noqa: ANN202
                     """Prepare ``(preds, target, mask, ideal_target, n_relevant, judged)`` under ``conv``."""

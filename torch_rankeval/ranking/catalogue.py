@@ -27,8 +27,9 @@ import torch
 from torch import Tensor
 
 from torch_rankeval.conventions import Convention, discount_table
+from torch_rankeval.ranking.inputs import work_dtype
 from torch_rankeval.ranking.sparse import SparseTarget, check_exclude, is_sparse, sparse_target
-from torch_rankeval.ranking.topk import DEFAULT_CHUNK_ELEMENTS, TopKView, topk_view
+from torch_rankeval.ranking.topk import DEFAULT_CHUNK_ELEMENTS, TopKView, _chunks, _excluded_rows, topk_view
 from torch_rankeval.ranking.view import RankedBatch, TieGroups
 
 __all__ = ["TOPK_FAMILIES", "TopKRankedBatch", "catalogue_batch", "topk_supported"]
@@ -122,8 +123,11 @@ class TopKRankedBatch(RankedBatch):
         self._has_padding = True
         self._threshold_int = False
         self._ideal_target = self._ideal_valid = self._n_relevant = None
-        if discounts is None or discounts.shape[0] < self.length:
-            discounts = discount_table(self.length, convention, dtype=dtype, device=self.device)
+        # a whole-list ideal ranking with negative gains reads discounts down to the row's last position
+        self._tail = view.ideal_bottom is not None and self.truncated
+        need = length if self._tail else self.length
+        if discounts is None or discounts.shape[0] < need:
+            discounts = discount_table(need, convention, dtype=dtype, device=self.device)
         self._discounts_in = discounts
 
     def _doc(self, name: str) -> Tensor | None:
@@ -168,8 +172,42 @@ class TopKRankedBatch(RankedBatch):
         return self.cached("ideal_gains", lambda: self._view.ideal_gains.to(self.dtype))
 
     def ideal_top(self, ks: tuple[int | None, ...]) -> Tensor:
+        """The ideal ranking's gains at positions ``1..min(max(k), W)``; with a cutoff of None and
+        negative gains possible (:attr:`TopKView.ideal_bottom`), ``(N, 2W)``: the top ``W`` gains,
+        then the row's lowest gains that the ideal ranking puts past position ``W`` (at its last
+        positions, ``n_valid - j`` for the ``j``-th lowest, 0 elsewhere), whose discounts
+        :meth:`discount_head` gives per row for widths beyond ``W``."""
         top = self.length if None in ks else min(max(ks), self.length)
-        return self.ideal_gains[:, :top]
+        head = self.ideal_gains[:, :top]
+        if None not in ks or not self._tail:
+            return head
+        return self.cached("ideal_with_tail", lambda: torch.cat([head, self._ideal_tail()[0]], -1))
+
+    def discount_head(self, width: int) -> Tensor:
+        """Discounts of ranks ``1..width``, ``(width,)``; beyond the view's ``W`` (only the whole-list
+        ideal ranking of :meth:`ideal_top` reads that far) ``(N, width)``: the per-row discounts of
+        the ideal positions of the row's lowest gains."""
+        if width <= self.length or not self._tail:
+            return super().discount_head(width)
+        head = super().discount_head(self.length).expand(self.n_lists, -1)
+        return torch.cat([head, self._ideal_tail()[1][:, : width - self.length]], -1)
+
+    def _ideal_tail(self) -> tuple[Tensor, Tensor]:
+        """(gains, discounts), ``(N, W)``: the ``j``-th lowest gain of a row and the discount of its
+        ideal position ``n_valid - j`` where that lies past ``W`` (gain 0 elsewhere)."""
+
+        def make() -> Tensor:
+            width = self.length
+            pos = self._view.n_valid.unsqueeze(-1) - torch.arange(width, device=self.device)  # 1-based
+            past = pos > width
+            gains = torch.where(past, self._view.ideal_bottom.to(self.dtype), self._zero)
+            table = self._discounts_in.to(self.dtype)
+            index = (pos - 1).clamp(min=0, max=table.shape[0] - 1)
+            discounts = torch.where(past, table.index_select(0, index.reshape(-1)).view_as(index), self._zero)
+            return torch.stack([gains, discounts])
+
+        both = self.cached("ideal_tail", make)
+        return both[0], both[1]
 
 
 def catalogue_batch(
@@ -184,6 +222,7 @@ def catalogue_batch(
     discounts: Tensor | None = None,
     validate_args: bool = True,
     chunk_elements: int = DEFAULT_CHUNK_ELEMENTS,
+    uses_gain: bool = True,
 ) -> TopKRankedBatch:
     """Rank ``preds`` ``(N, L)`` only as deep as ``cutoffs`` (and, with ``whole_list``, down to the last
     non-zero grade) and return the view as a ranked batch.
@@ -191,6 +230,10 @@ def catalogue_batch(
     ``target``: dense ``(N, L)`` grades, a torch sparse COO / CSR tensor or a
     :class:`~torch_rankeval.ranking.sparse.SparseTarget`; ``exclude``: ``(N, L)`` bool, dense or
     sparse (never ranked, never counted). ``gain``: a callable replacing the convention's gain.
+    ``uses_gain``: whether a measure reads gains (the gain checks of ``validate_args`` run only then,
+    as on the dense path). With ``whole_list``, a dense target and a gain other than ``"exp2"``
+    (gains may be negative) the view also keeps each row's lowest gains: the end of the ideal
+    ranking, past the view, where negative gains go.
 
     Example:
         >>> import torch
@@ -203,10 +246,11 @@ def catalogue_batch(
         (3, tensor([3.]), tensor([[1., 0., 1.]]))
     """
     n, length = preds.shape
-    dtype = torch.float64 if preds.dtype == torch.float64 or _grades_dtype(target) == torch.float64 else torch.float32
+    dtype = work_dtype(preds, target.grades if isinstance(target, SparseTarget) else target)
     finite = [min(k, length) for k in cutoffs if k is not None]
     width = max(finite, default=1)
-    if whole_list or len(finite) < len(cutoffs):
+    whole = whole_list or len(finite) < len(cutoffs)
+    if whole:
         if not validate_args:
             width = length  # the depth is data: without a host sync, rank the whole row
         elif n:
@@ -223,55 +267,51 @@ def catalogue_batch(
         dtype=dtype,
         validate_args=validate_args,
         chunk_elements=chunk_elements,
+        uses_gain=uses_gain,
+        ideal_bottom=whole and width < length and uses_gain and not _sparse(target) and convention.gain != "exp2",
     )
     return TopKRankedBatch(view, convention, length=length, dtype=dtype, discounts=discounts)
 
 
-def _grades_dtype(target: Any) -> torch.dtype:
-    if isinstance(target, SparseTarget):
-        return target.grades.dtype
-    return target.dtype
+def _sparse(target: Any) -> bool:
+    return isinstance(target, SparseTarget) or is_sparse(target)
 
 
 def _depth(preds: Tensor, target: Any, exclude: Any, chunk_elements: int) -> Tensor:
     """``(N,)`` int64: per row, the non-excluded items scored at or above the row's lowest-scored item
     with a non-zero grade (0 for a row without one): how deep the ranking must go to hold every
-    non-zero grade with its whole tie group. One comparison pass over the scores in row chunks."""
+    non-zero grade with its whole tie group. One comparison pass over the scores in row chunks; an
+    excluded item never counts, whatever its score or grade (NaN included)."""
     n, length = preds.shape
     inf = torch.full((), float("inf"), dtype=preds.dtype, device=preds.device)
-    ex = None if exclude is None else check_exclude(exclude, (n, length), preds.device)
-    flat = preds.reshape(-1)
-    if isinstance(target, SparseTarget) or is_sparse(target):
-        st = target if isinstance(target, SparseTarget) else sparse_target(target, (n, length), device=preds.device)
+    ex = None if exclude is None else check_exclude(exclude, (n, length), preds.device, validate_args=False)
+    if _sparse(target):
+        st = (  # its value checks are the view's (topk_view), resolved in the view's one sync
+            target
+            if isinstance(target, SparseTarget)
+            else sparse_target(target, (n, length), device=preds.device, validate_args=False)
+        )
         st = st.excluding(ex)
         keep = st.counted_mask() & (st.grades != 0)
-        scores = torch.where(keep, flat.index_select(0, st.keys), inf)
+        scores = torch.where(keep, preds.reshape(-1).index_select(0, st.keys), inf)
         lowest = torch.full((n,), float("inf"), dtype=preds.dtype, device=preds.device)
         lowest = lowest.scatter_reduce(0, st.rows, scores, "amin")
         dense = None
     else:
         lowest, dense = None, target
-    rows = max(1, chunk_elements // max(length, 1))
-    counts, lows = [], []
-    for a in range(0, n, rows):
-        p = preds[a : a + rows]
-        skip = None if ex is None or isinstance(ex, SparseTarget) else ex[a : a + rows]
+    counts = []
+    for chunk, span in _chunks(None, n, length, chunk_elements, preds.device):
+        p = preds[span]
+        skip = None if ex is None else ex[span] if isinstance(ex, Tensor) else _excluded_rows(ex, chunk, n, length)
         if dense is None:
-            low = lowest[a : a + rows]
+            low = lowest[span]
         else:
-            keep = dense[a : a + rows] != 0
+            keep = dense[span] != 0
             if skip is not None:
                 keep &= ~skip
             low = torch.where(keep, p, inf).amin(-1)
-            lows.append(low)
         above = p >= low.unsqueeze(-1)
         if skip is not None:
             above &= ~skip
         counts.append(above.sum(-1))
-    depth = torch.cat(counts) if counts else torch.zeros(0, dtype=torch.int64, device=preds.device)
-    if isinstance(ex, SparseTarget) and ex.nnz:  # excluded items at or above the lowest score do not count
-        if dense is not None:
-            lowest = torch.cat(lows)
-        hit = ex.counted_mask() & (flat.index_select(0, ex.keys) >= lowest.index_select(0, ex.rows))
-        depth = depth - torch.zeros_like(depth).index_add_(0, ex.rows, hit.to(depth.dtype))
-    return depth
+    return torch.cat(counts) if counts else torch.zeros(0, dtype=torch.int64, device=preds.device)
