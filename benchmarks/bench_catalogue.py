@@ -233,7 +233,7 @@ def build_case(name: str, scores, rel_ids, seen_ids, args):
             metric.update(scores, target, exclude=exclude)
             return metric.compute()
 
-        return run, None
+        return run, lambda out: {key: v.item() for key, v in out.items()}
 
     if name == "exposure":
         from torch_rankeval.metrics import ItemExposure

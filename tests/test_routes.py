@@ -18,10 +18,13 @@ see the full rows, the excluded items holding whatever score / grade the case pu
 
 from __future__ import annotations
 
+import typing
+
 import pytest
 import torch
 
 import torch_rankeval.functional as F
+import torch_rankeval.measures.plan as plan_module
 from torch_rankeval.metrics import ItemExposure, RankingMetrics
 
 ALL = ("ndcg@3", "ndcg", "map", "mrr", "precision@3", "recall@3", "r_precision")
@@ -161,6 +164,15 @@ def _functional(preds, target, ex, measures, kw, validate, how):  # noqa: ANN001
         target, args["exclude"] = target.to_sparse(), ex
     elif how == "sparse_target_sparse_exclude":
         target, args["exclude"] = target.to_sparse(), ex.to_sparse_csr()
+    elif how in ("exclude_chunked", "sparse_target_chunked"):
+        # whole lists on the catalogue route in row chunks (of 2 rows here)
+        if how == "sparse_target_chunked":
+            target = target.to_sparse()
+        args["exclude"] = ex.to_sparse() if how == "sparse_target_chunked" else ex
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(plan_module, "WHOLE_LIST_CHUNK", 2 * preds.shape[-1])
+            out = F.evaluate(preds, target, list(measures), **args)
+        return {k: v.double() for k, v in out.items()}
     elif how in ("long_mask", "long_exclude"):
         # LONG padding items per row, any score, grade 0: mask=False (or excluded)
         pad = torch.linspace(-5.0, 5.0, LONG).expand(preds.shape[0], LONG)
@@ -203,6 +215,8 @@ FUNCTIONAL_ROUTES = (
     "sparse_exclude",
     "sparse_target",
     "sparse_target_sparse_exclude",
+    "exclude_chunked",
+    "sparse_target_chunked",
     "long_mask",
     "long_exclude",
 )
@@ -333,3 +347,123 @@ def test_item_exposure_ignores_nonfinite_scores_at_excluded_items(ties, sparse, 
     assert metric.counts.tolist() == counts
     values = metric.compute()
     assert values["coverage@3"].item() == pytest.approx(sum(c > 0 for c in counts) / 20)
+
+
+# ------------------------------------------------------------------------------------------ the contract
+def _protocol_members(proto) -> list[str]:  # noqa: ANN001
+    return sorted(
+        name
+        for klass in proto.__mro__
+        if klass not in (object, typing.Protocol, typing.Generic)
+        for name in (*vars(klass), *getattr(klass, "__annotations__", {}))
+        if not name.startswith("_")
+    )
+
+
+def _views():  # noqa: ANN202
+    """A dense ranked batch and top-k views of the same batch (ties across the cutoff, padding)."""
+    from torch_rankeval.conventions import DEFAULT
+    from torch_rankeval.ranking.catalogue import catalogue_batch
+    from torch_rankeval.ranking.view import RankedBatch
+
+    preds = torch.tensor([[0.9, 0.5, 0.5, 0.5, 0.1, 0.3], [0.2, 0.7, 0.7, 0.1, 0.7, 0.4]])
+    target = torch.tensor([[0, 1, 0, 2, 1, 0], [1, 0, 2, 0, 1, 1]])
+    exclude = torch.tensor([[False, False, False, False, False, True], [False, False, False, False, False, False]])
+    dense = RankedBatch(preds, target, ~exclude, DEFAULT)
+    cut = catalogue_batch(preds, target, DEFAULT, cutoffs=(2,), whole_list=False, exclude=exclude)
+    whole = catalogue_batch(preds, target.to_sparse(), DEFAULT, cutoffs=(None,), whole_list=True, exclude=exclude)
+    return preds, target, exclude, {"dense": dense, "topk_truncated": cut, "topk_whole": whole}
+
+
+def _exercise(rb, target, exclude):  # noqa: ANN001, ANN202
+    """Read every member of the RankedView and TieStatistics protocols; returns the values read."""
+    from torch_rankeval.ranking.view import RankedView, TieStatistics
+
+    gains_doc = torch.where(exclude, 0.0, 2.0 ** target.float() - 1)
+    ks = (1, None)
+    calls = {
+        "head": lambda: [rb.head(name, 2) for name in ("rel", "gains", "valid", "target", "judged")],
+        "ranked": lambda: rb.ranked(target),
+        "discount_head": lambda: rb.discount_head(2),
+        "inverse_ranks": lambda: rb.inverse_ranks(2),
+        "groups": lambda: rb.groups(2),
+        "expected": lambda: rb.expected(rb.gains, doc=gains_doc),
+        "cutoff_index": lambda: rb.cutoff_index(ks),
+        "span": lambda: rb.span(ks),
+        "cumulative": lambda: rb.cumulative(rb.gains, ks),
+        "expected_in_top": lambda: rb.expected_in_top("rel", ks),
+        "expected_relevant": lambda: rb.expected_relevant(ks),
+        "ideal_top": lambda: (rb.ideal_top((None,)), rb.ideal_top((1,))),
+        "constant": lambda: rb.constant([1, 2]),
+        "cached": lambda: rb.cached("probe", lambda: torch.zeros(1)),
+    }
+    out = {}
+    for name in _protocol_members(RankedView):
+        member = getattr(rb, name)  # properties are read here
+        out[name] = calls[name]() if name in calls else member
+        assert not callable(member) or name in calls, f"{name}: add it to the calls of this test"
+    for width in (1, 2, rb.length):
+        g = rb.groups(width)
+        assert isinstance(g, TieStatistics)
+        for name in _protocol_members(TieStatistics):
+            if name == "mean":
+                out[f"g{width}.mean"] = (g.mean("rel"), g.mean("gains"))
+            elif name == "at":
+                out[f"g{width}.at"] = g.at("size", [0, width - 1])
+            elif name == "sums":
+                head = rb.head("gains", width)
+                out[f"g{width}.sums"] = g.sums(head, gains_doc, dtype=torch.float64)
+            else:
+                out[f"g{width}.{name}"] = getattr(g, name)
+    return out
+
+
+def test_dense_and_topk_views_implement_the_whole_contract():
+    from torch_rankeval.ranking.catalogue import TopKRankedBatch
+    from torch_rankeval.ranking.view import RankedBatch, RankedView
+
+    preds, target, exclude, views = _views()
+    assert isinstance(views["topk_truncated"], TopKRankedBatch) and views["topk_truncated"].truncated
+    assert isinstance(views["dense"], RankedBatch) and not isinstance(views["dense"], TopKRankedBatch)
+    seen = {}
+    for name, rb in views.items():
+        assert isinstance(rb, RankedView), name
+        seen[name] = _exercise(rb, target, exclude)
+    # the views agree where they overlap: whole-group sums over the first two positions (the group
+    # of position 2 goes on past the truncated view), expected gains, cutoff statistics
+    dense, cut = seen["dense"], seen["topk_truncated"]
+    for key in ("g2.sums", "g2.size", "g2.rel", "g2.gain", "g2.first_hazard"):
+        a, b = dense[key], cut[key]
+        for x, y in zip(a, b) if isinstance(a, tuple) else [(a, b)]:
+            assert torch.allclose(x.double(), y.double()), key
+    assert torch.allclose(dense["expected"][:, :2], cut["expected"][:, :2])
+    assert torch.allclose(dense["expected_in_top"][:, :1], cut["expected_in_top"][:, :1])
+    assert torch.equal(dense["n_relevant"], cut["n_relevant"]) and torch.equal(dense["n_valid"], cut["n_valid"])
+
+
+def test_topk_view_without_doc_names_the_fix():
+    _, _, _, views = _views()
+    with pytest.raises(ValueError, match="needs the per-document values"):
+        views["topk_truncated"].expected(views["topk_truncated"].gains)
+    with pytest.raises(ValueError, match="needs the per-document values"):
+        views["dense"].groups(2).sums(views["dense"].head("gains", 2), None, dtype=torch.float64)
+
+
+def test_kernels_are_typed_against_the_protocol():
+    import importlib
+    import inspect
+    import pkgutil
+
+    import torch_rankeval.kernels as kernels
+
+    typed = 0
+    for info in pkgutil.iter_modules(kernels.__path__):
+        module = importlib.import_module(f"torch_rankeval.kernels.{info.name}")
+        for name, fn in vars(module).items():
+            if not inspect.isfunction(fn) or fn.__module__ != module.__name__:
+                continue
+            params = inspect.signature(fn).parameters
+            if "rb" in params:
+                assert params["rb"].annotation == "RankedView", f"{module.__name__}.{name}"
+                typed += 1
+    assert typed >= 20

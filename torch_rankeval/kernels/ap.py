@@ -8,12 +8,12 @@ import torch
 from torch import Tensor
 
 from torch_rankeval.conventions import Convention
-from torch_rankeval.ranking.view import RankedBatch, prefix_sums
+from torch_rankeval.ranking.view import RankedView, prefix_sums
 
 __all__ = ["average_precision_values", "check_graded_cutoffs"]
 
 
-def _terms(rb: RankedBatch, width: int, *, binary: bool) -> Tensor:
+def _terms(rb: RankedView, width: int, *, binary: bool) -> Tensor:
     """Expected AP numerator term ``w_p * (sum_{q <= p} w_q) / p`` at each of the first ``width``
     ranked positions over the orders of tied documents, ``(N, width)``.
 
@@ -42,7 +42,7 @@ def _terms(rb: RankedBatch, width: int, *, binary: bool) -> Tensor:
     return (a + b * g.offset.double()) * inverse_ranks.double()
 
 
-def _harmonic(rb: RankedBatch) -> Tensor:
+def _harmonic(rb: RankedView) -> Tensor:
     """``H[i] = sum_{p <= i} 1/p`` for ``i = 0..L`` (float64)."""
 
     def make() -> Tensor:
@@ -52,7 +52,7 @@ def _harmonic(rb: RankedBatch) -> Tensor:
     return rb.cached("harmonic", make)
 
 
-def _retrieved_denominator_expectation(rb: RankedBatch, terms: Tensor, ks: tuple) -> Tensor:
+def _retrieved_denominator_expectation(rb: RankedView, terms: Tensor, ks: tuple) -> Tensor:
     """Exact ``E[numerator / relevant retrieved]`` for binary AP when a tie group straddles a cutoff.
 
     Groups entirely above the cutoff contribute a numerator ``A`` independent of the straddling
@@ -102,7 +102,7 @@ def _retrieved_denominator_expectation(rb: RankedBatch, terms: Tensor, ks: tuple
     return (pmf * ratio).sum(-1).to(rb.dtype)
 
 
-def average_precision_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
+def average_precision_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
     """Per-query AP at each cutoff and the "no relevant document" flag, ``(N, K)`` / ``(N, 1)``."""
     check_graded_cutoffs(conv, [k for k in ks if k is not None], rb.length)
     denominator, graded = conv.denominator, conv.graded

@@ -5,19 +5,19 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from torch_rankeval.ranking.view import RankedBatch, prefix_sums
+from torch_rankeval.ranking.view import RankedView, prefix_sums
 
 __all__ = ["dcg_values", "idcg_values", "ndcg_values"]
 
 
-def dcg_values(rb: RankedBatch, ks: tuple) -> Tensor:
+def dcg_values(rb: RankedView, ks: tuple) -> Tensor:
     """Per-query (expected, under averaged ties) DCG at each cutoff, ``(N, K)``: the sum over the first
     ``k`` positions of the position's expected gain (its tie group's mean gain) times its discount."""
     width = rb.span(ks)
     return rb.cumulative(rb.groups(width).mean("gains") * rb.discount_head(width), ks)
 
 
-def idcg_values(rb: RankedBatch, ks: tuple) -> Tensor:
+def idcg_values(rb: RankedView, ks: tuple) -> Tensor:
     """Per-query ideal DCG (gains of the judged set in decreasing order), ``(N, K)``."""
     ideal = rb.ideal_top(ks)
     m = ideal.shape[-1]
@@ -25,7 +25,7 @@ def idcg_values(rb: RankedBatch, ks: tuple) -> Tensor:
     return prefix_sums(ideal * rb.discount_head(m), idx)
 
 
-def ndcg_values(rb: RankedBatch, ks: tuple) -> tuple[Tensor, Tensor]:
+def ndcg_values(rb: RankedView, ks: tuple) -> tuple[Tensor, Tensor]:
     """Per-query nDCG and the "empty" flag (ideal DCG is 0), both ``(N, K)``."""
     d, i = dcg_values(rb, ks), idcg_values(rb, ks)
     empty = i <= 0

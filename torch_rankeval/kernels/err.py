@@ -27,18 +27,18 @@ import torch
 from torch import Tensor
 
 from torch_rankeval.ranking.groups import between, bounds, prefix
-from torch_rankeval.ranking.view import RankedBatch, log_comb
+from torch_rankeval.ranking.view import RankedBatch, RankedView, log_comb  # noqa: F401 (RankedBatch: the doctests)
 
 __all__ = ["err_grade_checks", "err_values"]
 
 
-def _levels(rb: RankedBatch, max_grade: int) -> Tensor:
+def _levels(rb: RankedView, max_grade: int) -> Tensor:
     judged = rb.judged & rb.valid
     g = rb.target.to(torch.float64).clamp(min=0, max=max_grade).floor()
     return torch.where(judged, g, torch.zeros_like(g))
 
 
-def err_grade_checks(rb: RankedBatch, *, max_grade: int = 4) -> list[tuple[Tensor, str]]:
+def err_grade_checks(rb: RankedView, *, max_grade: int = 4) -> list[tuple[Tensor, str]]:
     """Value checks (flag, message) for ERR's grades, resolved by the caller in its one host sync."""
     t = rb.target
     bad = rb.judged & rb.valid & ((t > max_grade) | (t != t.floor()))
@@ -49,7 +49,7 @@ def err_grade_checks(rb: RankedBatch, *, max_grade: int = 4) -> list[tuple[Tenso
     return [(bad.any(), message)]
 
 
-def err_values(rb: RankedBatch, ks: tuple, *, max_grade: int = 4) -> tuple[Tensor, None]:
+def err_values(rb: RankedView, ks: tuple, *, max_grade: int = 4) -> tuple[Tensor, None]:
     """Expected reciprocal rank at each cutoff, ``(N, K)``.
 
     Example:

@@ -21,12 +21,12 @@ import torch
 from torch import Tensor
 
 from torch_rankeval.ranking.groups import expected_top, safe_div
-from torch_rankeval.ranking.view import RankedBatch
+from torch_rankeval.ranking.view import RankedBatch, RankedView  # noqa: F401 (RankedBatch: the doctests)
 
 __all__ = ["judged_values", "unjudged_values"]
 
 
-def _share(rb: RankedBatch, flags: Tensor, ks: tuple, adaptive_k: bool) -> Tensor:
+def _share(rb: RankedView, flags: Tensor, ks: tuple, adaptive_k: bool) -> Tensor:
     found = expected_top(rb, flags, ks)
     n_valid = rb.n_valid.to(torch.float64).unsqueeze(-1)
     cut = rb.constant([float("inf") if k is None else float(k) for k in ks], torch.float64)
@@ -34,7 +34,7 @@ def _share(rb: RankedBatch, flags: Tensor, ks: tuple, adaptive_k: bool) -> Tenso
     return safe_div(found, den).to(rb.dtype)
 
 
-def judged_values(rb: RankedBatch, ks: tuple, *, adaptive_k: bool = False) -> tuple[Tensor, None]:
+def judged_values(rb: RankedView, ks: tuple, *, adaptive_k: bool = False) -> tuple[Tensor, None]:
     """Share of the top ``k`` that is judged, ``(N, K)``.
 
     Example:
@@ -47,7 +47,7 @@ def judged_values(rb: RankedBatch, ks: tuple, *, adaptive_k: bool = False) -> tu
     return _share(rb, rb.judged, ks, adaptive_k), None
 
 
-def unjudged_values(rb: RankedBatch, ks: tuple, *, adaptive_k: bool = False) -> tuple[Tensor, None]:
+def unjudged_values(rb: RankedView, ks: tuple, *, adaptive_k: bool = False) -> tuple[Tensor, None]:
     """Share of the top ``k`` that is retrieved but unjudged (trec_eval's ``unj``), ``(N, K)``.
 
     Example:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from torch_rankeval.ranking.view import RankedBatch, take_columns
+from torch_rankeval.ranking.view import RankedView, take_columns
 
 __all__ = ["precision_values", "recall_values", "hit_rate_values", "r_precision_values"]
 
 
-def _empty(rb: RankedBatch) -> Tensor:
+def _empty(rb: RankedView) -> Tensor:
     return (rb.n_relevant <= 0).unsqueeze(-1)
 
 
@@ -19,7 +19,7 @@ def _safe_div(num: Tensor, den: Tensor) -> Tensor:
     return torch.where(positive, num / torch.where(positive, den, torch.ones_like(den)), torch.zeros_like(num))
 
 
-def precision_values(rb: RankedBatch, ks: tuple, *, adaptive_k: bool) -> tuple[Tensor, Tensor]:
+def precision_values(rb: RankedView, ks: tuple, *, adaptive_k: bool) -> tuple[Tensor, Tensor]:
     """Expected relevant documents in the top k divided by k (or by ``min(k, list length)``)."""
     found = rb.expected_in_top("rel", ks)
     n_valid = rb.n_valid.unsqueeze(-1)
@@ -28,12 +28,12 @@ def precision_values(rb: RankedBatch, ks: tuple, *, adaptive_k: bool) -> tuple[T
     return _safe_div(found, den), _empty(rb)
 
 
-def recall_values(rb: RankedBatch, ks: tuple) -> tuple[Tensor, Tensor]:
+def recall_values(rb: RankedView, ks: tuple) -> tuple[Tensor, Tensor]:
     """Expected relevant documents in the top k divided by all relevant documents of the query."""
     return _safe_div(rb.expected_in_top("rel", ks), rb.n_relevant.unsqueeze(-1)), _empty(rb)
 
 
-def hit_rate_values(rb: RankedBatch, ks: tuple) -> tuple[Tensor, Tensor]:
+def hit_rate_values(rb: RankedView, ks: tuple) -> tuple[Tensor, Tensor]:
     """Probability that the top k hold a relevant document.
 
     If nothing relevant ranks above the tie group the cutoff ends in and the cutoff takes ``m`` of
@@ -48,7 +48,7 @@ def hit_rate_values(rb: RankedBatch, ks: tuple) -> tuple[Tensor, Tensor]:
     return (1 - take_columns(g.no_relevant_yet, idx)).to(rb.dtype), _empty(rb)
 
 
-def r_precision_values(rb: RankedBatch, ks: tuple) -> tuple[Tensor, Tensor]:
+def r_precision_values(rb: RankedView, ks: tuple) -> tuple[Tensor, Tensor]:
     """Precision at rank R, the number of relevant documents of the query (cutoffs are ignored)."""
     r_total = rb.n_relevant
     idx = (r_total.clamp(min=1, max=rb.length) - 1).long().unsqueeze(-1)  # a cutoff per list

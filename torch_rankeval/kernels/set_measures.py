@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from torch_rankeval.conventions import Convention
-from torch_rankeval.ranking.view import RankedBatch
+from torch_rankeval.ranking.view import RankedView
 
 __all__ = [
     "UTILITY_COEFFICIENTS",
@@ -29,7 +29,7 @@ __all__ = [
 UTILITY_COEFFICIENTS = (1.0, -1.0, 0.0, 0.0)
 
 
-def _counts(rb: RankedBatch) -> tuple[Tensor, Tensor, Tensor]:
+def _counts(rb: RankedView) -> tuple[Tensor, Tensor, Tensor]:
     return rb.n_valid, rb.n_relevant, rb.rel.sum(-1)
 
 
@@ -37,11 +37,11 @@ def _ratio(num: Tensor, den: Tensor, ok: Tensor) -> Tensor:
     return torch.where(ok, num / torch.where(ok, den, torch.ones_like(den)), torch.zeros_like(num))
 
 
-def _out(rb: RankedBatch, values: Tensor, ks: tuple) -> tuple[Tensor, Tensor]:
+def _out(rb: RankedView, values: Tensor, ks: tuple) -> tuple[Tensor, Tensor]:
     return values.unsqueeze(-1).expand(-1, len(ks)), (rb.n_relevant <= 0).unsqueeze(-1)
 
 
-def set_precision_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
+def set_precision_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
     """``r / n``: precision of the whole retrieved set (trec_eval's ``set_P``), ``(N, K)``; 0 when
     nothing is retrieved.
 
@@ -54,7 +54,7 @@ def set_precision_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[
     return _out(rb, _ratio(r, n, n > 0), ks)
 
 
-def set_relative_precision_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
+def set_relative_precision_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
     """``r / min(n, R)`` (trec_eval's ``set_relative_P``), ``(N, K)``; 0 when ``n`` or ``R`` is 0.
 
     Example:
@@ -67,7 +67,7 @@ def set_relative_precision_values(rb: RankedBatch, ks: tuple, conv: Convention) 
     return _out(rb, _ratio(r, torch.minimum(n, big_r), (n > 0) & (big_r > 0)), ks)
 
 
-def set_recall_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
+def set_recall_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
     """``r / R`` (trec_eval's ``set_recall``), ``(N, K)``; 0 without relevant documents.
 
     Example:
@@ -80,7 +80,7 @@ def set_recall_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Ten
     return _out(rb, _ratio(r, big_r, big_r > 0), ks)
 
 
-def set_ap_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
+def set_ap_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
     """``r^2 / (n R)``: set precision times set recall (trec_eval's ``set_map``), ``(N, K)``.
 
     Example:
@@ -93,7 +93,7 @@ def set_ap_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor,
     return _out(rb, _ratio(r * r, n * big_r, (n > 0) & (big_r > 0)), ks)
 
 
-def set_f_values(rb: RankedBatch, ks: tuple, conv: Convention, *, beta: float = 1.0) -> tuple[Tensor, Tensor]:
+def set_f_values(rb: RankedView, ks: tuple, conv: Convention, *, beta: float = 1.0) -> tuple[Tensor, Tensor]:
     """``(beta + 1) P R / (beta P + R)`` of set precision ``P`` and set recall ``R`` (trec_eval's
     ``set_F``; ``beta`` weighs recall against precision), ``(N, K)``; 0 when nothing relevant is
     retrieved.
@@ -113,7 +113,7 @@ def set_f_values(rb: RankedBatch, ks: tuple, conv: Convention, *, beta: float = 
 
 
 def utility_values(
-    rb: RankedBatch, ks: tuple, conv: Convention, *, coefficients: tuple[float, ...] = UTILITY_COEFFICIENTS
+    rb: RankedView, ks: tuple, conv: Convention, *, coefficients: tuple[float, ...] = UTILITY_COEFFICIENTS
 ) -> tuple[Tensor, None]:
     """trec_eval's ``utility``: ``a r + b (n - r) + c (R - r) + d (N - n - R + r)`` with coefficients
     ``(a, b, c, d)`` and trec_eval's default collection size ``N = 0``, ``(N, K)``. A query with no

@@ -21,6 +21,7 @@ every requested measure is one of them, and densifies otherwise.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -29,10 +30,25 @@ from torch import Tensor
 from torch_rankeval.conventions import Convention, discount_table
 from torch_rankeval.ranking.inputs import work_dtype
 from torch_rankeval.ranking.sparse import SparseTarget, check_exclude, is_sparse, sparse_target
-from torch_rankeval.ranking.topk import DEFAULT_CHUNK_ELEMENTS, TopKView, _chunks, _excluded_rows, topk_view
-from torch_rankeval.ranking.view import RankedBatch, TieGroups
+from torch_rankeval.ranking.topk import (
+    DEFAULT_CHUNK_ELEMENTS,
+    TopKView,
+    _chunks,
+    _excluded_rows,
+    _scatter_rows,
+    topk_view,
+)
+from torch_rankeval.ranking.view import _NEEDS_DOC, RankedBatch, TieGroups
 
-__all__ = ["TOPK_FAMILIES", "TopKRankedBatch", "catalogue_batch", "topk_supported"]
+__all__ = [
+    "TOPK_FAMILIES",
+    "WHOLE_LIST_CHUNK",
+    "TopKRankedBatch",
+    "catalogue_batch",
+    "check_catalogue",
+    "row_chunks",
+    "topk_supported",
+]
 
 #: Families whose kernels read only the ranked-view contract (first ``W`` positions, their whole tie
 #: groups, the relevant count, the valid count and the ideal top gains).
@@ -78,7 +94,25 @@ class _ViewGroups(TieGroups):
         )
 
     def sums(self, head: Tensor, doc: Tensor | None, *, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
-        raise NotImplementedError("a top-k view holds the group sums of relevance and gains only")
+        """(group sum, sum ranked above the group) of ``head`` ``(N, width)``, as
+        :meth:`TieGroups.sums`: from the view's positions for the groups that end inside ``width``;
+        the group that goes on past ``width`` (only one per row can) sums ``doc`` ``(N, L)`` over the
+        row's non-excluded items with its score (a pass over the scores in row chunks)."""
+        rb = self.rb
+        inclusive = head.cumsum(-1, dtype=dtype)
+        if not rb.averaged:
+            x = head.to(dtype)
+            return x, inclusive - x
+        start, size = self.start.long(), self.size.long()
+        padded = torch.constant_pad_nd(inclusive, (1, 0))
+        before = padded.gather(-1, start)
+        total = padded.gather(-1, (start + size).clamp(max=self.width)) - before
+        if self.width < rb.row_length:
+            if doc is None:
+                raise ValueError(_NEEDS_DOC)
+            full = rb._tied_sum(rb._view.scores[:, self.width - 1], doc, dtype)
+            total = torch.where(start + size > self.width, full.unsqueeze(-1), total)
+        return total, before
 
 
 class TopKRankedBatch(RankedBatch):
@@ -108,6 +142,8 @@ class TopKRankedBatch(RankedBatch):
         length: int,
         dtype: torch.dtype = torch.float32,
         discounts: Tensor | None = None,
+        scores: Tensor | None = None,
+        exclude: Any = None,
     ) -> None:
         if view.rel is None:
             raise ValueError("the view has no target statistics: build it with topk_view(..., target=...)")
@@ -120,6 +156,8 @@ class TopKRankedBatch(RankedBatch):
         self.device = view.items.device
         self.averaged = convention.ties == "average"
         self.truncated = self.length < length
+        self.row_length = length
+        self._scores, self._exclude = scores, exclude  # the view's inputs (no copy), for whole-group sums
         self._has_padding = True
         self._threshold_int = False
         self._ideal_target = self._ideal_valid = self._n_relevant = None
@@ -131,7 +169,39 @@ class TopKRankedBatch(RankedBatch):
         self._discounts_in = discounts
 
     def _doc(self, name: str) -> Tensor | None:
-        raise NotImplementedError("a top-k view has no per-document (input order) tensors")
+        raise NotImplementedError(
+            "a top-k view has no per-document (input order) tensors of its own: pass them (doc=) where a "
+            "statistic needs one"
+        )
+
+    def ranked(self, x: Tensor, width: int | None = None) -> Tensor:
+        """A per-document tensor ``(N, L)`` at the view's first ``width`` positions (default all ``W``;
+        positions past a row's ``n_valid`` hold an arbitrary item)."""
+        items = self._view.items if width is None or width >= self.length else self._view.items[:, :width]
+        return x.gather(-1, items)
+
+    def _tied_sum(self, value: Tensor, doc: Tensor, dtype: torch.dtype) -> Tensor:
+        """``(N,)``: the sum of ``doc`` ``(N, L)`` over each row's non-excluded items scored ``value``."""
+        if self._scores is None:
+            raise ValueError(
+                "this TopKRankedBatch was built without its scores: pass scores= (and exclude=) to sum over "
+                "the tie group that goes on past the view"
+            )
+        preds = self._scores
+        n, length = preds.shape
+        ex = (
+            None
+            if self._exclude is None
+            else check_exclude(self._exclude, (n, length), preds.device, validate_args=False)
+        )
+        out = []
+        for chunk, span in _chunks(None, n, length, DEFAULT_CHUNK_ELEMENTS, preds.device):
+            same = preds[span] == value[span].unsqueeze(-1)
+            if ex is not None:
+                same &= ~(ex[span] if isinstance(ex, Tensor) else _excluded_rows(ex, chunk, n, length))
+            d = doc[span]
+            out.append((same & d if d.dtype == torch.bool else d * same).sum(-1, dtype=dtype))
+        return torch.cat(out) if out else torch.zeros(0, dtype=dtype, device=preds.device)
 
     def _make_head(self, name: str, width: int) -> Tensor:
         v = self._view
@@ -223,6 +293,7 @@ def catalogue_batch(
     validate_args: bool = True,
     chunk_elements: int = DEFAULT_CHUNK_ELEMENTS,
     uses_gain: bool = True,
+    depth: int | None = None,
 ) -> TopKRankedBatch:
     """Rank ``preds`` ``(N, L)`` only as deep as ``cutoffs`` (and, with ``whole_list``, down to the last
     non-zero grade) and return the view as a ranked batch.
@@ -233,7 +304,8 @@ def catalogue_batch(
     ``uses_gain``: whether a measure reads gains (the gain checks of ``validate_args`` run only then,
     as on the dense path). With ``whole_list``, a dense target and a gain other than ``"exp2"``
     (gains may be negative) the view also keeps each row's lowest gains: the end of the ideal
-    ranking, past the view, where negative gains go.
+    ranking, past the view, where negative gains go. ``depth``: the whole-list depth when the caller
+    knows it (:func:`row_chunks`; no host sync here then).
 
     Example:
         >>> import torch
@@ -251,7 +323,9 @@ def catalogue_batch(
     width = max(finite, default=1)
     whole = whole_list or len(finite) < len(cutoffs)
     if whole:
-        if not validate_args:
+        if depth is not None:
+            width = max(width, depth)
+        elif not validate_args:
             width = length  # the depth is data: without a host sync, rank the whole row
         elif n:
             width = max(width, int(_depth(preds, target, exclude, chunk_elements).max()))  # the one extra sync
@@ -270,7 +344,72 @@ def catalogue_batch(
         uses_gain=uses_gain,
         ideal_bottom=whole and width < length and uses_gain and not _sparse(target) and convention.gain != "exp2",
     )
-    return TopKRankedBatch(view, convention, length=length, dtype=dtype, discounts=discounts)
+    return TopKRankedBatch(
+        view, convention, length=length, dtype=dtype, discounts=discounts, scores=preds, exclude=exclude
+    )
+
+
+#: Whole-list measures on the catalogue route run in row chunks of at most this many scores when the
+#: batch holds more (:func:`row_chunks`): the view of a whole list is as wide as the row, and its
+#: statistics and the kernels' temporaries take some 36 times the chunk's scores.
+WHOLE_LIST_CHUNK = DEFAULT_CHUNK_ELEMENTS // 2
+
+
+def check_catalogue(
+    preds: Tensor, target: Any, convention: Convention, *, exclude: Any = None, gain: Any = None, uses_gain: bool = True
+) -> None:
+    """The value checks of :func:`catalogue_batch` with ``validate_args=True`` on their own, over the
+    whole batch (a one-position view: the checks' one host sync and little else), for a caller that
+    then evaluates row chunks unvalidated (:func:`row_chunks`).
+
+    Example:
+        >>> import torch
+        >>> from torch_rankeval.conventions import DEFAULT
+        >>> check_catalogue(torch.tensor([[0.5, float("nan")]]), torch.tensor([[1, 0]]), DEFAULT,
+        ...                 exclude=torch.tensor([[False, True]]))      # NaN at an excluded item: fine
+    """
+    topk_view(
+        preds,
+        1,
+        target=target,
+        exclude=exclude,
+        ties=convention.ties,
+        gain=convention.gain if gain is None else gain,
+        relevance_threshold=convention.relevance_threshold,
+        validate_args=True,
+        uses_gain=uses_gain,
+    )
+
+
+def row_chunks(
+    preds: Tensor, target: Any, exclude: Any, *, validate_args: bool, chunk_elements: int = WHOLE_LIST_CHUNK
+) -> Iterator[tuple[Tensor, Tensor, Tensor | None, int | None]]:
+    """The batch in row chunks of about ``chunk_elements`` scores, each as ``(scores, dense target
+    rows, dense exclude rows or None, whole-list depth or None)`` for :func:`catalogue_batch`: a
+    sparse target or ``exclude`` is made dense one chunk at a time (no host sync); validated, the
+    depth of every row is read in one host sync first (unvalidated: None, the whole row).
+
+    Example:
+        >>> import torch
+        >>> scores, target = torch.tensor([[0.9, 0.1], [0.2, 0.8]]), torch.tensor([[0, 1], [0, 1]]).to_sparse()
+        >>> [(t.tolist(), d) for _, t, _, d in row_chunks(scores, target, None, validate_args=True, chunk_elements=2)]
+        [([[0, 1]], 2), ([[0, 1]], 1)]
+    """
+    n, length = preds.shape
+    st = sparse_target(target, (n, length), device=preds.device, validate_args=False) if _sparse(target) else None
+    ex = None if exclude is None else check_exclude(exclude, (n, length), preds.device, validate_args=False)
+    depths = _depth(preds, target, exclude, chunk_elements).tolist() if validate_args else None  # the host sync
+    for chunk, span in _chunks(None, n, length, chunk_elements, preds.device):
+        if st is None:
+            grades = target[span]
+        else:
+            dtype = torch.uint8 if st.grades.dtype == torch.bool else st.grades.dtype
+            grades = torch.zeros(chunk.shape[0], length, dtype=dtype, device=preds.device)
+            _scatter_rows(grades, chunk, n, st, st.grades.to(dtype), st.counted_mask())
+            grades = grades.bool() if st.grades.dtype == torch.bool else grades
+        skip = None if ex is None else ex[span] if isinstance(ex, Tensor) else _excluded_rows(ex, chunk, n, length)
+        depth = None if depths is None else max(depths[span], default=0)
+        yield preds[span], grades, skip, depth
 
 
 def _sparse(target: Any) -> bool:
