@@ -6,6 +6,7 @@ trec_eval, sklearn and torchmetrics elsewhere), for every measure of the top-k t
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import pytest
@@ -304,3 +305,21 @@ def test_exclude_keeps_negative_linear_grades_in_the_whole_list_ideal_ranking():
     for ex in (exclude, exclude.to_sparse()):
         assert F.ndcg(preds, target, gain="linear", exclude=ex).item() == pytest.approx(expected, abs=1e-6)
     assert F.ndcg(preds, target, gain="linear", mask=~exclude).item() == pytest.approx(expected, abs=1e-6)
+
+
+@pytest.mark.parametrize("validate", [True, False])
+def test_whole_list_measures_in_row_chunks_equal_the_dense_path(monkeypatch, validate):
+    """Whole-list measures on the catalogue route run in row chunks (issue 18 item 11); unvalidated,
+    with no host sync. The dense path (mask=~exclude) is the reference."""
+    monkeypatch.setattr(plan_module, "WHOLE_LIST_CHUNK", 3 * 40)  # 3 rows per chunk of the 12
+    preds, target, exclude = _data(5)
+    names = ("ndcg", "map", "mrr", "r_precision", "ndcg@5")
+    m = RankingMetrics(names, validate_args=validate)
+    sparse_target, sparse_exclude = target.to_sparse(), exclude.to_sparse()
+    with HostSyncGuard() if not validate else contextlib.nullcontext():
+        m.update(preds, sparse_target, exclude=exclude)
+        m.update(preds, target, exclude=sparse_exclude)
+    ref = RankingMetrics(names)
+    ref.update(preds, target, mask=~exclude)
+    ref.update(preds, target, mask=~exclude)
+    assert all(_close(m.compute()[k], ref.compute()[k]) for k in ref.keys)

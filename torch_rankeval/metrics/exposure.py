@@ -18,13 +18,14 @@ from torch import Tensor
 from torchmetrics import Metric
 from torchmetrics.utilities.distributed import gather_all_tensors
 
+from torch_rankeval._choices import TIES
 from torch_rankeval.metrics._running import own_states
 from torch_rankeval.ranking.sparse import check_exclude
 from torch_rankeval.ranking.topk import DEFAULT_CHUNK_ELEMENTS, boundary_histogram, topk_view
 
 __all__ = ["ItemExposure"]
 
-_TIES = ("average", "first")
+_TIES = TIES[:2]  # "average" and "first": the policies the exposure histogram supports
 
 
 class ItemExposure(Metric):
