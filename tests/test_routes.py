@@ -37,6 +37,7 @@ GRADES_MSG = "target contains NaN or infinite grades at unmasked positions"
 OVERFLOW_MSG = r"target has grades >= (128|1024), whose gain 2\*\*rel - 1 overflows float(32|64)"
 GAINS_MSG = r"the gains are not finite \(or their sum per list overflows the float range\)"
 SPARSE_NEGATIVE_MSG = "a sparse target treats absent items as grade 0"
+SPARSE_ZERO_GAIN_MSG = "so the gain must map grade 0 to 0"
 
 
 def _nan_gain(g: torch.Tensor) -> torch.Tensor:
@@ -100,6 +101,12 @@ def _case(name: str):  # noqa: ANN202
         order = torch.where(ex, -1.0, preds).argsort(-1, descending=True)
         target.scatter_(1, order[:, :4], torch.tensor([[-1, 2, -2, 1]]).expand(N, 4))
         kw = {"gain": "linear"}
+    elif name == "gain_nonzero_at_zero":
+        # relevant items on top (a shallow view), but grade 0 has a gain: every position counts
+        target = torch.zeros_like(target)
+        order = torch.where(ex, -1.0, preds).argsort(-1, descending=True)
+        target.scatter_(1, order[:, :3], torch.tensor([[1, 3, 2]]).expand(N, 3))
+        kw = {"gain": {0: 0.5, 1: 1.0, 2: 3.0, 3: 7.0}}
     elif name == "empty_rows":
         target[1] = 0
         target[3] = torch.where(ex[3], target[3], torch.zeros_like(target[3]))  # relevant items only excluded
@@ -128,6 +135,7 @@ CASES = (
     "gain_callable_nan",
     "negative_linear_grades",
     "negative_linear_grades_on_top",
+    "gain_nonzero_at_zero",
     "empty_rows",
     "all_excluded_rows",
     "k_beyond_valid_items",
@@ -259,12 +267,13 @@ def test_every_route_gives_the_definition_or_the_same_error(route, case, measure
     sparse_route = "sparse_target" in route or route == "metric_sparse"
     uses_gain = not set(measures) <= set(BINARY)
     negative = case.startswith("negative_linear_grades")
-    if sparse_route and negative and uses_gain and validate:
-        # documented limit of a sparse target: absent items are grade 0 and would outrank negative grades
-        with pytest.raises(ValueError, match=SPARSE_NEGATIVE_MSG):
+    if sparse_route and (negative or case == "gain_nonzero_at_zero") and uses_gain and validate:
+        # documented limits of a sparse target: absent items are grade 0, with gain 0, and would
+        # outrank negative gains
+        with pytest.raises(ValueError, match=SPARSE_NEGATIVE_MSG if negative else SPARSE_ZERO_GAIN_MSG):
             _run(route, preds, target, ex, measures, kw, validate)
         return
-    if sparse_route and negative and uses_gain:
+    if sparse_route and (negative or case == "gain_nonzero_at_zero") and uses_gain:
         pytest.skip("a sparse target with negative gains is refused when validated, undefined otherwise")
     if route == "flat" and case in ("all_excluded_rows", "k_beyond_valid_items"):
         pytest.skip("flat input cannot express a query without documents (it is absent, not empty)")

@@ -14,7 +14,10 @@ top gains) and answers the ranked-view contract of the ranking core for the firs
   cannot read it and ranks the whole row (``W = L``: the cost of a sort, no sync).
 
 Past the last non-zero item every position holds grade 0 and gain 0, so values computed on such a
-view equal the full ranking's. :data:`TOPK_FAMILIES` lists the measures whose kernels read only
+view equal the full ranking's (a gain with ``gain(0) != 0`` ranks the whole row; negative gains,
+which the ideal ranking puts last, come from each row's lowest gains, :attr:`TopKView.ideal_bottom`).
+Whole lists of a large batch run in row chunks (:func:`row_chunks`, :data:`WHOLE_LIST_CHUNK`): the
+view of a whole list is as wide as the row. :data:`TOPK_FAMILIES` lists the measures whose kernels read only
 these quantities; the plan (:class:`~torch_rankeval.measures.MeasurePlan`) routes to this view when
 every requested measure is one of them, and densifies otherwise.
 """
@@ -27,7 +30,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from torch_rankeval.conventions import Convention, discount_table
+from torch_rankeval.conventions import Convention, discount_table, gain_fn
 from torch_rankeval.ranking.inputs import work_dtype
 from torch_rankeval.ranking.sparse import SparseTarget, check_exclude, is_sparse, sparse_target
 from torch_rankeval.ranking.topk import (
@@ -323,7 +326,9 @@ def catalogue_batch(
     width = max(finite, default=1)
     whole = whole_list or len(finite) < len(cutoffs)
     if whole:
-        if depth is not None:
+        if not _sparse(target) and not _zero_at_zero(convention.gain):
+            width = length  # grade 0 has a gain: every position counts, down to the row's last
+        elif depth is not None:
             width = max(width, depth)
         elif not validate_args:
             width = length  # the depth is data: without a host sync, rank the whole row
@@ -410,6 +415,18 @@ def row_chunks(
         skip = None if ex is None else ex[span] if isinstance(ex, Tensor) else _excluded_rows(ex, chunk, n, length)
         depth = None if depths is None else max(depths[span], default=0)
         yield preds[span], grades, skip, depth
+
+
+def _zero_at_zero(gain: Any) -> bool:
+    """Whether the gain of grade 0 is 0 (then a whole list needs the view only down to its last
+    non-zero grade). Read on the host from the convention's gain: a name, a mapping or a callable
+    (evaluated on a CPU zero; one that fails there counts as non-zero: the whole row is ranked)."""
+    if isinstance(gain, str):
+        return True
+    try:
+        return float(gain_fn(gain)(torch.zeros(1, dtype=torch.float64))[0]) == 0.0
+    except Exception:  # noqa: BLE001 -- e.g. a callable bound to another device
+        return False
 
 
 def _sparse(target: Any) -> bool:

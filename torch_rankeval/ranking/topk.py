@@ -44,7 +44,10 @@ positions ``>= n_valid`` (``n_valid`` = ``L`` minus the excluded count) are mark
 excluded item that is also in the target is not relevant and not in the ideal ranking.
 
 Scores must be finite at non-excluded items (checked with ``validate_args=True``, as in the dense
-path; unvalidated NaN / infinite scores give undefined results). Excluded items may hold any score.
+path; unvalidated NaN / infinite scores give undefined results). Excluded items may hold any score
+and any grade, NaN and infinities included: they are written over (``-inf``), never added to.
+The value checks are the dense path's (:func:`~torch_rankeval.ranking.inputs.grade_checks`), with
+the same messages, over the items that count.
 """
 
 from __future__ import annotations

@@ -24,8 +24,9 @@ combinatorial terms (RR, hit rate, the hypergeometric law of AP's retrieved-rele
 are evaluated in float64 as products of ratios or with ``lgamma``, exact to ~1e-12 relative at any
 group size, and only the final values are cast to the working dtype.
 
-**The ranked-view contract** (what every kernel may read; a view built another way, e.g. from
-``torch.topk`` of the first ``W`` positions of a full catalogue, must provide exactly this):
+**The ranked-view contract** (what every kernel may read, written out as the :class:`RankedView`
+and :class:`TieStatistics` protocols; the top-k view of a catalogue,
+:class:`~torch_rankeval.ranking.catalogue.TopKRankedBatch`, implements all of it too):
 
 * per position, for the first ``W`` ranked positions (``W`` = :meth:`RankedBatch.span` of the
   cutoffs: the largest cutoff, or the whole list when a metric has no cutoff):
@@ -38,7 +39,7 @@ group size, and only the final values are cast to the working dtype.
 * per query: :attr:`RankedBatch.n_relevant`, :attr:`RankedBatch.n_valid` and the ideal's top gains
   (:meth:`RankedBatch.ideal_top`).
 
-Kernels have the signature ``*_values(rb, ks, ...) -> (values (N, K), empty flags or None)``.
+Kernels take a :class:`RankedView`: ``*_values(rb, ks, ...) -> (values (N, K), empty flags or None)``.
 Nothing here loops over queries, moves data to the host or creates data-dependent shapes.
 """
 
