@@ -638,31 +638,40 @@ def _row_pass(
     all rows): the group size over the row, a dense target's group sums, and the boundary members
     under the deterministic policies. Returns (rows, sizes, dense sums, replaced items) or None.
 
-    The comparison runs on the raw scores (a view of each row chunk, no copy); excluded items are
-    masked out of it, whatever score or grade they hold (a sparse ``exclude`` as a chunk-sized mask)."""
+    The comparison runs on the raw scores (a view of each row chunk, no copy); excluded items that
+    tie with ``v`` are masked out (dense ``exclude``) or subtracted from the counts entry by entry
+    (sparse; NaN / infinite scores there never equal ``v``). A dense target's group sums mask a
+    sparse ``exclude`` per chunk instead: an excluded item may hold any grade, NaN included."""
     n, length = preds.shape
     device = preds.device
     if rows is not None and rows.numel() == 0:
         return None
     averaged_dense = dense is not None and ties == "average"
+    # Sparse exclude: the excluded items scored v, per row (entry work, once).
+    ex_eq = None
+    if isinstance(ex, SparseTarget) and ex.nnz:
+        ex_eq = ex.counted_mask() & (_at(preds, ex) == v.index_select(0, ex.rows)) & has.index_select(0, ex.rows)
+        ex_eq_count = ex.row_sum(ex_eq.to(torch.int64))
     done, sizes, replaced = [], [], []
     sums: list[list[Tensor]] = [[], [], []]
     for chunk, span in _chunks(rows, n, length, chunk_elements, device):
         block = preds[span] if span is not None else preds.index_select(0, chunk)
         has_c = has.index_select(0, chunk)
-        eq = block == torch.where(has_c, v.index_select(0, chunk), torch.nan).unsqueeze(-1)  # NaN: no valid item
-        if ex is not None:
-            eq &= ~(
-                ex[span]
-                if span is not None and not isinstance(ex, SparseTarget)
-                else _excluded_rows(ex, chunk, n, length)
-            )
-        sizes.append(eq.sum(-1, dtype=torch.int32).to(torch.int64))
+        eq = block == torch.where(has_c, v.index_select(0, chunk), torch.nan).unsqueeze(
+            -1
+        )  # NaN: no row without valid items
+        if ex is not None and not isinstance(ex, SparseTarget):
+            eq &= ~(ex[span] if span is not None else ex.index_select(0, chunk))
+        count = eq.sum(-1, dtype=torch.int32).to(torch.int64)
+        if ex_eq is not None:
+            count -= ex_eq_count.index_select(0, chunk)
+        sizes.append(count)
         if averaged_dense:
             grades = dense[span] if span is not None else dense.index_select(0, chunk)
-            g = torch.where(eq, gain_f(grades.to(dtype)), torch.zeros((), dtype=dtype, device=device))
+            members = eq if ex_eq is None else eq & ~_excluded_rows(ex, chunk, n, length)
+            g = torch.where(members, gain_f(grades.to(dtype)), torch.zeros((), dtype=dtype, device=device))
             chunk_sums = [
-                (is_relevant(grades, threshold) & eq).sum(-1, dtype=torch.int32).to(dtype),
+                (is_relevant(grades, threshold) & members).sum(-1, dtype=torch.int32).to(dtype),
                 g.sum(-1),
                 (g * g).sum(-1),
             ]
@@ -670,7 +679,9 @@ def _row_pass(
                 sums[i].append(cs)
             del g
         if ties == "first":
-            replaced.append(_first_members(eq, start.index_select(0, chunk), ordered.index_select(0, chunk), width))
+            replaced.append(
+                _first_members(eq, chunk, ex, start.index_select(0, chunk), ordered.index_select(0, chunk), width)
+            )
         elif ties in ("pessimistic", "optimistic"):
             replaced.append(_sorted_rows(_key_rows(preds, ex, chunk), chunk, dense, st, ties, width, dtype))
         done.append(chunk)
@@ -682,15 +693,23 @@ def _row_pass(
     return cat(done), cat(sizes), dense_sums, (cat(replaced) if replaced else None)
 
 
-def _first_members(eq: Tensor, start: Tensor, ordered: Tensor, width: int) -> Tensor:
+def _first_members(eq: Tensor, chunk: Tensor, ex: Exclude, start: Tensor, ordered: Tensor, width: int) -> Tensor:
     """``ties="first"``: the items strictly above the boundary (``ordered``: the view's items in (score
     desc, index asc) order, whose first ``s`` are exactly those) and then the boundary group's
-    members by increasing index (an int32 key ``L - index`` on the group, one ``topk``), ``(R, W)``.
-    ``eq`` marks the group's members (excluded items already masked out)."""
+    members by increasing index (an int32 key ``L - index`` on the group, one ``topk``), ``(R, W)``."""
     length = eq.shape[1]
     key_dtype = torch.int32 if length < 2**31 - 1 else torch.int64
     reverse = torch.arange(length, 0, -1, device=eq.device, dtype=key_dtype)  # L - index: larger = earlier
     key = torch.where(eq, reverse, torch.zeros((), dtype=key_dtype, device=eq.device))
+    if isinstance(ex, SparseTarget):  # excluded items sink below every candidate (eq was taken on the raw scores)
+        _scatter_rows(
+            key,
+            chunk,
+            ex.shape[0],
+            ex,
+            torch.full((ex.nnz,), -length - 1, dtype=key_dtype, device=eq.device),
+            ex.counted_mask(),
+        )
     members = torch.topk(key, width, dim=-1).indices
     p = torch.arange(width, device=eq.device).expand_as(members)
     from_group = members.gather(1, (p - start.unsqueeze(-1)).clamp(min=0))
