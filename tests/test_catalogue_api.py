@@ -323,3 +323,17 @@ def test_whole_list_measures_in_row_chunks_equal_the_dense_path(monkeypatch, val
     ref.update(preds, target, mask=~exclude)
     ref.update(preds, target, mask=~exclude)
     assert all(_close(m.compute()[k], ref.compute()[k]) for k in ref.keys)
+
+
+def test_unvalidated_whole_list_with_a_gain_mapping_has_no_host_sync():
+    preds, target, exclude = _data(6)
+    gain = {0: 0.5, 1: 1.0, 2: 3.0, 3: 7.0}  # grade 0 has a gain: the whole row counts
+    m = RankingMetrics(("ndcg", "map"), gain=gain, validate_args=False)
+    with HostSyncGuard():
+        m.update(preds, target, exclude=exclude.to_sparse())
+    ref = RankingMetrics(("ndcg", "map"), gain=gain)
+    ref.update(preds, target, mask=~exclude)
+    assert all(_close(m.compute()[k], ref.compute()[k]) for k in ref.keys)
+    validated = RankingMetrics(("ndcg", "map"), gain=gain)
+    validated.update(preds, target, exclude=exclude)
+    assert all(_close(validated.compute()[k], ref.compute()[k]) for k in ref.keys)

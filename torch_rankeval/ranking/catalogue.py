@@ -24,7 +24,7 @@ every requested measure is one of them, and densifies otherwise.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import torch
@@ -326,12 +326,12 @@ def catalogue_batch(
     width = max(finite, default=1)
     whole = whole_list or len(finite) < len(cutoffs)
     if whole:
-        if not _sparse(target) and not _zero_at_zero(convention.gain):
+        if depth is None and not validate_args:
+            width = length  # the depth is data: without a host sync, rank the whole row
+        elif not _sparse(target) and not _zero_at_zero(convention.gain):
             width = length  # grade 0 has a gain: every position counts, down to the row's last
         elif depth is not None:
             width = max(width, depth)
-        elif not validate_args:
-            width = length  # the depth is data: without a host sync, rank the whole row
         elif n:
             width = max(width, int(_depth(preds, target, exclude, chunk_elements).max()))  # the one extra sync
     width = max(1, min(width, length))
@@ -423,6 +423,8 @@ def _zero_at_zero(gain: Any) -> bool:
     (evaluated on a CPU zero; one that fails there counts as non-zero: the whole row is ranked)."""
     if isinstance(gain, str):
         return True
+    if isinstance(gain, Mapping):  # unmapped grades have gain 0
+        return all(float(v) == 0.0 for k, v in gain.items() if k == 0)
     try:
         return float(gain_fn(gain)(torch.zeros(1, dtype=torch.float64))[0]) == 0.0
     except Exception:  # noqa: BLE001 -- e.g. a callable bound to another device
