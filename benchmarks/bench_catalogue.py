@@ -32,8 +32,9 @@ dense path (both one run: they take minutes) are the whole computation of all th
   ``update(scores, sparse_target, exclude=seen)`` and ``compute()`` (validated: the value checks and
   the spilled-rows read are its host syncs); ``ours_unvalidated``: the same with
   ``validate_args=False`` (no host sync: one copy of the scores to apply ``exclude`` and a row pass).
-- ``entry_ranks``: ranks of the 10 target items per user without a sort (what metrics without a
-  cutoff need), for reference; ``exposure``: ``ItemExposure(50_000, 20).update``.
+- ``ours_whole_list``: ``RankingMetrics(("ndcg", "map", "mrr"))`` without a cutoff, the same sparse
+  target and ``exclude`` (validated: the view goes as deep as each row's lowest-scored relevant
+  item); ``exposure``: ``ItemExposure(50_000, 20).update``.
 
 Peak memory: the process's peak resident memory during the case minus its resident memory before
 (the data already allocated), via ``/proc/self/clear_refs`` (Linux); on CUDA, the peak allocated
@@ -58,7 +59,7 @@ sys.path.insert(0, str(REPO))  # this checkout's torch_rankeval, not an installe
 K = 20
 CASES = (
     "floor", "dense", "torchmetrics", "topk_select", "topk_view", "topk_view_unvalidated",
-    "topk_view_unvalidated_bound", "view_reductions", "ours", "ours_unvalidated", "entry_ranks", "exposure",
+    "topk_view_unvalidated_bound", "view_reductions", "ours", "ours_unvalidated", "ours_whole_list", "exposure",
 )  # fmt: skip
 
 
@@ -221,11 +222,18 @@ def build_case(name: str, scores, rel_ids, seen_ids, args):
 
         return run, lambda out: {key: v.item() for key, v in out.items()}
 
-    if name == "entry_ranks":
-        from torch_rankeval.ranking.topk import entry_ranks
+    if name == "ours_whole_list":
+        from torch_rankeval import RankingMetrics
 
         target, exclude = sparse_inputs(rel_ids, seen_ids, items)
-        return (lambda: entry_ranks(scores, target, exclude=exclude)), None
+        metric = RankingMetrics(("ndcg", "map", "mrr")).to(scores.device)
+
+        def run():
+            metric.reset()
+            metric.update(scores, target, exclude=exclude)
+            return metric.compute()
+
+        return run, lambda out: {key: v.item() for key, v in out.items()}
 
     if name == "exposure":
         from torch_rankeval.metrics import ItemExposure

@@ -6,6 +6,7 @@ trec_eval, sklearn and torchmetrics elsewhere), for every measure of the top-k t
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import pytest
@@ -292,3 +293,47 @@ def test_one_list_with_exclude():
     # item 0 excluded: ranking 1 (relevant), 2, 3 (relevant): AP = (1 + 2/3) / 2, nDCG@2 = 1 / IDCG@2
     assert got["map"].item() == pytest.approx((1 + 2 / 3) / 2)
     assert got["ndcg@2"].item() == pytest.approx(1 / (1 + 1 / math.log2(3)))
+
+
+def test_exclude_keeps_negative_linear_grades_in_the_whole_list_ideal_ranking():
+    """Hand-computed: the non-excluded items rank 0, 1, 3, 2 (gains 2, -1, 0, 0); the ideal ranking
+    puts the negative grade last, at position 4: IDCG = 2 - 1/log2(5), not 2 (issue 18 item 3)."""
+    preds = torch.tensor([[0.9, 0.8, 0.1, 0.2, 0.3]])
+    target = torch.tensor([[2, -1, 0, 0, 0]])
+    exclude = torch.tensor([[False, False, False, False, True]])
+    expected = (2 - 1 / math.log2(3)) / (2 - 1 / math.log2(5))
+    for ex in (exclude, exclude.to_sparse()):
+        assert F.ndcg(preds, target, gain="linear", exclude=ex).item() == pytest.approx(expected, abs=1e-6)
+    assert F.ndcg(preds, target, gain="linear", mask=~exclude).item() == pytest.approx(expected, abs=1e-6)
+
+
+@pytest.mark.parametrize("validate", [True, False])
+def test_whole_list_measures_in_row_chunks_equal_the_dense_path(monkeypatch, validate):
+    """Whole-list measures on the catalogue route run in row chunks (issue 18 item 11); unvalidated,
+    with no host sync. The dense path (mask=~exclude) is the reference."""
+    monkeypatch.setattr(plan_module, "WHOLE_LIST_CHUNK", 3 * 40)  # 3 rows per chunk of the 12
+    preds, target, exclude = _data(5)
+    names = ("ndcg", "map", "mrr", "r_precision", "ndcg@5")
+    m = RankingMetrics(names, validate_args=validate)
+    sparse_target, sparse_exclude = target.to_sparse(), exclude.to_sparse()
+    with HostSyncGuard() if not validate else contextlib.nullcontext():
+        m.update(preds, sparse_target, exclude=exclude)
+        m.update(preds, target, exclude=sparse_exclude)
+    ref = RankingMetrics(names)
+    ref.update(preds, target, mask=~exclude)
+    ref.update(preds, target, mask=~exclude)
+    assert all(_close(m.compute()[k], ref.compute()[k]) for k in ref.keys)
+
+
+def test_unvalidated_whole_list_with_a_gain_mapping_has_no_host_sync():
+    preds, target, exclude = _data(6)
+    gain = {0: 0.5, 1: 1.0, 2: 3.0, 3: 7.0}  # grade 0 has a gain: the whole row counts
+    m = RankingMetrics(("ndcg", "map"), gain=gain, validate_args=False)
+    with HostSyncGuard():
+        m.update(preds, target, exclude=exclude.to_sparse())
+    ref = RankingMetrics(("ndcg", "map"), gain=gain)
+    ref.update(preds, target, mask=~exclude)
+    assert all(_close(m.compute()[k], ref.compute()[k]) for k in ref.keys)
+    validated = RankingMetrics(("ndcg", "map"), gain=gain)
+    validated.update(preds, target, exclude=exclude)
+    assert all(_close(validated.compute()[k], ref.compute()[k]) for k in ref.keys)

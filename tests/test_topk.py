@@ -12,7 +12,7 @@ import torch
 
 from torch_rankeval.ranking import topk as _topk
 from torch_rankeval.ranking.sparse import SparseTarget
-from torch_rankeval.ranking.topk import entry_ranks, topk_view
+from torch_rankeval.ranking.topk import topk_view
 
 pytestmark = pytest.mark.filterwarnings("ignore:Sparse (CSR tensor support is in beta|invariant checks are implicitly)")
 
@@ -360,7 +360,7 @@ def test_errors_name_the_argument():
         topk_view(scores, 2, target=torch.ones(2, 4).to_sparse(), gain=lambda t: t + 1)
     bad = scores.clone()
     bad[1, 2] = float("nan")
-    with pytest.raises(ValueError, match="NaN or infinite scores at items that are not excluded"):
+    with pytest.raises(ValueError, match="NaN or infinite scores at unmasked positions"):
         topk_view(bad, 2)
     # excluded items may hold any score
     ex = torch.zeros(2, 4, dtype=torch.bool)
@@ -376,53 +376,6 @@ def test_errors_name_the_argument():
 def test_exclude_type_error_message():
     with pytest.raises(TypeError, match="exclude must be a bool tensor"):
         topk_view(torch.rand(1, 3), 1, exclude=torch.zeros(1, 3))
-
-
-# ---------------------------------------------------------------------------------------- entry ranks
-@pytest.mark.parametrize("exclude_kind", ["none", "dense", "sparse"])
-@pytest.mark.parametrize("mode", ["validated", "unvalidated", "unvalidated_with_bound"])
-def test_entry_ranks_against_brute_force(exclude_kind, mode):
-    validate_args = mode == "validated"
-    bound = 12 if mode == "unvalidated_with_bound" else None
-    for seed, tie_levels in itertools.product(range(4), (2, 4, 0)):
-        scores, grades, excluded = random_case(seed + 50, n=7, length=12, tie_levels=tie_levels)
-        if exclude_kind == "none":
-            excluded = torch.zeros_like(excluded)
-        r = entry_ranks(
-            scores,
-            grades.to_sparse_csr(),
-            exclude=_exclude(excluded, exclude_kind),
-            gain="linear",
-            validate_args=validate_args,
-            chunk_elements=25 * (1 + seed),
-            max_entries_per_row=bound,
-        )
-        s, g, e = scores.double().tolist(), grades.tolist(), excluded.tolist()
-        for i, (row, item) in enumerate(zip(r.target.rows.tolist(), r.target.items.tolist())):
-            if e[row][item]:
-                assert not r.counted[i] and r.above[i] == 0 and r.tied[i] == 0 and r.rel[i] == 0
-                continue
-            mine = s[row][item]
-            valid = [j for j in range(12) if not e[row][j]]
-            entries = [j for j in valid if g[row][j] > 0]
-            assert r.above[i].item() == sum(s[row][j] > mine for j in valid)
-            assert r.tied[i].item() == sum(s[row][j] == mine for j in valid)
-            above = [j for j in entries if s[row][j] > mine]
-            tied = [j for j in entries if s[row][j] == mine]
-            assert r.relevant_above[i].item() == len(above) and r.relevant_tied[i].item() == len(tied)
-            assert r.gain_above[i].item() == sum(g[row][j] for j in above)
-            assert r.gain_tied[i].item() == sum(g[row][j] for j in tied)
-            assert r.gain_sq_tied[i].item() == sum(g[row][j] ** 2 for j in tied)
-        kept = torch.where(excluded, 0, grades)
-        assert r.n_relevant.tolist() == (kept >= 1).sum(-1).float().tolist()
-        assert r.n_valid.tolist() == (~excluded).sum(-1).tolist()
-
-
-def test_entry_ranks_needs_a_sparse_target_and_a_true_bound():
-    with pytest.raises(TypeError, match="needs a sparse target"):
-        entry_ranks(torch.rand(2, 3), torch.ones(2, 3))
-    with pytest.raises(ValueError, match="max_entries_per_row=1 but a row of the target has 2 entries"):
-        entry_ranks(torch.rand(2, 3), torch.tensor([[1, 1, 0], [0, 0, 1]]).to_sparse(), max_entries_per_row=1)
 
 
 # ---------------------------------------------------------------------------------------- no host sync

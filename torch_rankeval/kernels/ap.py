@@ -7,12 +7,12 @@ from torch import Tensor
 
 from torch_rankeval.conventions import Convention
 from torch_rankeval.ranking.groups import no_relevant
-from torch_rankeval.ranking.view import RankedBatch, prefix_sums
+from torch_rankeval.ranking.view import RankedView, prefix_sums
 
 __all__ = ["average_precision_values"]
 
 
-def _terms(rb: RankedBatch, width: int, *, binary: bool) -> Tensor:
+def _terms(rb: RankedView, width: int, *, binary: bool) -> Tensor:
     """Expected AP numerator term ``w_p * (sum_{q <= p} w_q) / p`` at each of the first ``width``
     ranked positions over the orders of tied documents, ``(N, width)``.
 
@@ -41,7 +41,7 @@ def _terms(rb: RankedBatch, width: int, *, binary: bool) -> Tensor:
     return (a + b * g.offset.double()) * inverse_ranks.double()
 
 
-def _harmonic(rb: RankedBatch) -> Tensor:
+def _harmonic(rb: RankedView) -> Tensor:
     """``H[i] = sum_{p <= i} 1/p`` for ``i = 0..L`` (float64)."""
 
     def make() -> Tensor:
@@ -51,7 +51,7 @@ def _harmonic(rb: RankedBatch) -> Tensor:
     return rb.cached("harmonic", make)
 
 
-def _retrieved_denominator_expectation(rb: RankedBatch, terms: Tensor, ks: tuple) -> Tensor:
+def _retrieved_denominator_expectation(rb: RankedView, terms: Tensor, ks: tuple) -> Tensor:
     """Exact ``E[numerator / relevant retrieved]`` for binary AP when a tie group straddles a cutoff.
 
     Groups entirely above the cutoff contribute a numerator ``A`` independent of the straddling
@@ -101,7 +101,7 @@ def _retrieved_denominator_expectation(rb: RankedBatch, terms: Tensor, ks: tuple
     return (pmf * ratio).sum(-1).to(rb.dtype)
 
 
-def average_precision_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
+def average_precision_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
     """Per-query AP at each cutoff and the "no relevant document" flag, ``(N, K)`` / ``(N, 1)``."""
     if conv.graded and conv.denominator == "retrieved_relevant" and conv.ties == "average":  # static: no sync
         if any(isinstance(k, int) and k < rb.length for k in ks):

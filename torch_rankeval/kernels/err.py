@@ -28,16 +28,16 @@ from torch import Tensor
 
 from torch_rankeval.conventions import Convention
 from torch_rankeval.ranking.groups import between, bounds, judged_grades, prefix
-from torch_rankeval.ranking.view import RankedBatch, log_comb
+from torch_rankeval.ranking.view import RankedBatch, RankedView, log_comb  # noqa: F401 (RankedBatch: the doctests)
 
 __all__ = ["err_grade_checks", "err_values"]
 
 
-def _levels(rb: RankedBatch, max_grade: int) -> Tensor:
+def _levels(rb: RankedView, max_grade: int) -> Tensor:
     return judged_grades(rb).clamp(max=max_grade).floor()
 
 
-def err_grade_checks(rb: RankedBatch, *, max_grade: int = 4) -> list[tuple[Tensor, str]]:
+def err_grade_checks(rb: RankedView, *, max_grade: int = 4) -> list[tuple[Tensor, str]]:
     """Value checks (flag, message) for ERR's grades, resolved by the caller in its one host sync."""
     t = rb.target
     bad = rb.judged & rb.valid & ((t > max_grade) | (t != t.floor()))
@@ -48,7 +48,7 @@ def err_grade_checks(rb: RankedBatch, *, max_grade: int = 4) -> list[tuple[Tenso
     return [(bad.any(), message)]
 
 
-def err_values(rb: RankedBatch, ks: tuple, conv: Convention, *, max_grade: int = 4) -> tuple[Tensor, None]:
+def err_values(rb: RankedView, ks: tuple, conv: Convention, *, max_grade: int = 4) -> tuple[Tensor, None]:
     """Expected reciprocal rank at each cutoff, ``(N, K)``.
 
     Example:

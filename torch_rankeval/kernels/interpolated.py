@@ -17,7 +17,7 @@ from torch import Tensor
 
 from torch_rankeval.conventions import Convention
 from torch_rankeval.ranking.groups import check_deterministic, cutoff_sizes, group_sums, no_relevant
-from torch_rankeval.ranking.view import RankedBatch, device_constant
+from torch_rankeval.ranking.view import RankedView, device_constant
 
 __all__ = [
     "RECALL_LEVELS",
@@ -63,7 +63,7 @@ def relevant_counts(levels: tuple[float, ...], n_relevant: Tensor, rounding: str
     return whole + torch.where(frac >= 0.5, 1.0, torch.where(frac <= -0.5, -1.0, 0.0)).to(x.dtype)
 
 
-def _interpolated(rb: RankedBatch, levels: tuple[float, ...], rounding: str) -> Tensor:
+def _interpolated(rb: RankedView, levels: tuple[float, ...], rounding: str) -> Tensor:
     """Interpolated precision at each recall level, ``(N, K)``, trec_eval's loop vectorised: the
     maximum precision at or below the rank of the ``c``-th relevant document, ``c = round(level * R)``
     (the whole ranking for ``c = 0``), or 0 when fewer than ``c`` relevant documents are retrieved."""
@@ -84,7 +84,7 @@ def _interpolated(rb: RankedBatch, levels: tuple[float, ...], rounding: str) -> 
 
 
 def iprec_at_recall_values(
-    rb: RankedBatch, ks: tuple, conv: Convention, *, rounding: str = "lround"
+    rb: RankedView, ks: tuple, conv: Convention, *, rounding: str = "lround"
 ) -> tuple[Tensor, Tensor]:
     """Interpolated precision at the recall levels ``ks`` (trec_eval's ``iprec_at_recall``), ``(N, K)``.
 
@@ -103,7 +103,7 @@ def iprec_at_recall_values(
 
 
 def eleven_point_values(
-    rb: RankedBatch, ks: tuple, conv: Convention, *, levels: tuple[float, ...] = RECALL_LEVELS, rounding: str = "lround"
+    rb: RankedView, ks: tuple, conv: Convention, *, levels: tuple[float, ...] = RECALL_LEVELS, rounding: str = "lround"
 ) -> tuple[Tensor, Tensor]:
     """The mean of interpolated precision over ``levels`` (trec_eval's ``11pt_avg``), ``(N, K)``;
     summed from the last level to the first, as trec_eval sums. Raises ValueError under averaged ties.
@@ -121,7 +121,7 @@ def eleven_point_values(
     return (total / len(levels)).unsqueeze(-1).expand(-1, len(ks)), no_relevant(rb)
 
 
-def rprec_mult_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
+def rprec_mult_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
     """Precision at ``c = (long)(multiple * R + 0.9)`` documents for each multiple in ``ks``
     (trec_eval's ``Rprec_mult``), ``(N, K)``; rank ``c`` beyond the ranking counts as not relevant
     (divides by ``c``). Exact under averaged ties (the expected number of relevant documents in
@@ -154,7 +154,7 @@ def rprec_mult_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Ten
     return values, no_relevant(rb)
 
 
-def relative_precision_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
+def relative_precision_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
     """Relative precision (trec_eval's ``relative_P``): relevant documents in the top ``k`` divided
     by ``min(k, R)``, the most a ranking could find, ``(N, K)``; ``k=None`` is the whole ranking
     (``min(number retrieved, R)``, trec_eval's ``set_relative_P``). Exact under averaged ties.
@@ -174,7 +174,7 @@ def relative_precision_values(rb: RankedBatch, ks: tuple, conv: Convention) -> t
     return values, no_relevant(rb)
 
 
-def yaap_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
+def yaap_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
     """Yet Another AP (Robertson, ECIR 2012; trec_eval's ``yaap``): ``log((1 + S) / (1 + R - S))``
     with ``S`` the sum of the precisions at the retrieved relevant documents, ``(N, K)``. Raises
     ValueError under averaged ties.

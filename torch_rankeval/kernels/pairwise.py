@@ -39,16 +39,16 @@ from torch import Tensor
 
 from torch_rankeval.conventions import Convention
 from torch_rankeval.ranking.groups import between, bounds, expected_top, judged_grades, prefix, safe_div
-from torch_rankeval.ranking.view import RankedBatch, log_comb
+from torch_rankeval.ranking.view import RankedBatch, RankedView, log_comb  # noqa: F401 (RankedBatch: the doctests)
 
 __all__ = ["arp_values", "auroc_values", "fall_out_values", "opa_values"]
 
 
-def _nonrel(rb: RankedBatch) -> Tensor:
+def _nonrel(rb: RankedView) -> Tensor:
     return rb.valid & (rb.rel == 0)
 
 
-def fall_out_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
+def fall_out_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
     """Fall-out at each cutoff, ``(N, K)``, and the empty flags (no non-relevant document).
 
     Example:
@@ -62,7 +62,7 @@ def fall_out_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tenso
     return safe_div(expected_top(rb, nonrel, ks), total).to(rb.dtype), total == 0
 
 
-def arp_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
+def arp_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
     """Average relevance position, ``(N, K)`` (cutoffs are ignored), and the empty flags.
 
     Example:
@@ -80,9 +80,7 @@ def arp_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, Te
 
 
 # ----------------------------------------------------------------------------- AUROC
-def auroc_values(
-    rb: RankedBatch, ks: tuple, conv: Convention, *, max_fpr: float | None = None
-) -> tuple[Tensor, Tensor]:
+def auroc_values(rb: RankedView, ks: tuple, conv: Convention, *, max_fpr: float | None = None) -> tuple[Tensor, Tensor]:
     """Retrieval AUROC of the top ``k`` at each cutoff, ``(N, K)``, and the empty flags (no relevant document).
 
     Example:
@@ -169,7 +167,7 @@ def _count_inversions(seq: Tensor) -> Tensor:
     return total
 
 
-def opa_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
+def opa_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
     """Ordered pair accuracy, ``(N, K)`` (cutoffs are ignored), and the empty flags (no pair with different grades).
 
     Example:

@@ -32,12 +32,12 @@ from torch import Tensor
 
 from torch_rankeval.conventions import Convention
 from torch_rankeval.ranking.groups import between, bounds, cut_groups, judged_grades, prefix
-from torch_rankeval.ranking.view import RankedBatch, device_constant, log_comb
+from torch_rankeval.ranking.view import RankedBatch, RankedView, device_constant, log_comb  # noqa: F401 (RankedBatch: the doctests)
 
 __all__ = ["rbp_residual_values", "rbp_values"]
 
 
-def _weighted_expected(rb: RankedBatch, u: Tensor, ks: tuple, p: float) -> Tensor:
+def _weighted_expected(rb: RankedView, u: Tensor, ks: tuple, p: float) -> Tensor:
     """``(1 - p) * sum_{i <= k} E[u_i] p^(i-1)``, ``(N, K)`` float64."""
     start, end = bounds(rb)
     cs = prefix(u)
@@ -64,7 +64,7 @@ def _levels_range(top: Tensor, gains) -> tuple[Tensor, Tensor]:
     return lo, hi
 
 
-def _top_grade(rb: RankedBatch, grades: Tensor) -> Tensor:
+def _top_grade(rb: RankedView, grades: Tensor) -> Tensor:
     """The largest judged grade of each query (0 at least): over every judged document when the
     batch carries them (``ideal_target``), else over the list."""
     ideal = rb._ideal_target  # trec_eval's relevance levels count unretrieved judged documents too
@@ -76,7 +76,7 @@ def _top_grade(rb: RankedBatch, grades: Tensor) -> Tensor:
     return t.amax(-1).clamp(min=0)
 
 
-def utilities(rb: RankedBatch, *, rel: float | None = None, gains=None) -> Tensor:
+def utilities(rb: RankedView, *, rel: float | None = None, gains=None) -> Tensor:
     """Utility in [0, 1] of each ranked document, ``(N, L)`` float64 (see the module docstring)."""
     judged = rb.judged & rb.valid
     grades = judged_grades(rb)
@@ -97,7 +97,7 @@ def utilities(rb: RankedBatch, *, rel: float | None = None, gains=None) -> Tenso
 
 
 def rbp_values(
-    rb: RankedBatch, ks: tuple, conv: Convention, *, p: float = 0.9, rel: float | None = None, gains=None
+    rb: RankedView, ks: tuple, conv: Convention, *, p: float = 0.9, rel: float | None = None, gains=None
 ) -> tuple[Tensor, None]:
     """Rank-biased precision at each cutoff, ``(N, K)``.
 
@@ -111,7 +111,7 @@ def rbp_values(
 
 
 def rbp_residual_values(
-    rb: RankedBatch, ks: tuple, conv: Convention, *, p: float = 0.9, tail: str = "always"
+    rb: RankedView, ks: tuple, conv: Convention, *, p: float = 0.9, tail: str = "always"
 ) -> tuple[Tensor, None]:
     """RBP's residual at each cutoff, ``(N, K)`` (see the module docstring).
 
@@ -134,7 +134,7 @@ def rbp_residual_values(
     return resid.to(rb.dtype), None
 
 
-def _any_in_top(rb: RankedBatch, flags: Tensor, ks: tuple) -> Tensor:
+def _any_in_top(rb: RankedView, flags: Tensor, ks: tuple) -> Tensor:
     """Probability that the top ``k`` hold a flagged document, over the orders of tied documents."""
     cs = prefix(flags)
     idx, s, e = cut_groups(rb, ks)

@@ -29,7 +29,14 @@ from torch import Tensor
 from torch_rankeval.conventions import Convention
 from torch_rankeval.measures.reduction import Reduction
 from torch_rankeval.measures.registry import Family, Measure
-from torch_rankeval.ranking.catalogue import WHOLE_LIST_FAMILIES, catalogue_batch, topk_supported
+from torch_rankeval.ranking.catalogue import (
+    WHOLE_LIST_CHUNK,
+    WHOLE_LIST_FAMILIES,
+    catalogue_batch,
+    check_catalogue,
+    row_chunks,
+    topk_supported,
+)
 from torch_rankeval.ranking.inputs import prepare
 from torch_rankeval.ranking.sparse import SparseTarget, check_exclude, is_sparse, sparse_target
 from torch_rankeval.ranking.view import RankedBatch, _to_device, device_constant
@@ -160,24 +167,38 @@ class MeasurePlan:
         out: list[Tensor | None] = [None] * self._n_unique
         empties: list[Tensor | None] = [None] * self._n_unique
         single = False
+        chunked = False
         if route == "topk":
             keep = _excluded(preds, target, mask, ignore_index, exclude)
+            # whole lists: row chunks, so that the views' memory follows a chunk, not the batch
+            n, length = preds.shape
+            chunked = self._deepest is None and n > max(1, WHOLE_LIST_CHUNK // length)
         for conv, calls in self._groups:
             same_gain = gain if conv.gain == self.convention.gain else None
+            uses_gain = any(c.family.needs_gain(conv) for c in calls)
             if route == "topk":
-                rb = catalogue_batch(
-                    preds,
-                    target,
-                    conv,
-                    cutoffs=tuple(c for call in calls for c in call.cutoffs),
-                    whole_list=any(call.family.key in WHOLE_LIST_FAMILIES for call in calls),
-                    exclude=keep,
-                    gain=same_gain,
-                    discounts=discounts,
-                    validate_args=validate_args,
-                )
+                cutoffs = tuple(c for call in calls for c in call.cutoffs)
+                whole = any(call.family.key in WHOLE_LIST_FAMILIES for call in calls)
+                if chunked:
+                    if validate_args:  # the checks over the whole batch, in one host sync
+                        check_catalogue(preds, target, conv, exclude=keep, gain=same_gain, uses_gain=uses_gain)
+                    parts = []
+                    for p, t, e, depth in row_chunks(
+                        preds, target, keep, validate_args=validate_args, chunk_elements=WHOLE_LIST_CHUNK
+                    ):
+                        rb = catalogue_batch(
+                            p, t, conv, cutoffs=cutoffs, whole_list=whole, exclude=e, gain=same_gain,
+                            discounts=discounts, validate_args=False, uses_gain=uses_gain, depth=depth,
+                        )  # fmt: skip
+                        parts.append(_run_calls(rb, calls, conv))
+                    values = torch.cat([v for v, _ in parts])
+                    empty = torch.cat([e.expand_as(v) for v, e in parts])
+                else:
+                    rb = catalogue_batch(
+                        preds, target, conv, cutoffs=cutoffs, whole_list=whole, exclude=keep, gain=same_gain,
+                        discounts=discounts, validate_args=validate_args, uses_gain=uses_gain,
+                    )  # fmt: skip
             else:
-                uses_gain = any(c.family.needs_gain(conv) for c in calls)
 
                 def rank(inputs: list, validate: bool, conv: Convention = conv, uses_gain: bool = uses_gain):  # noqa: ANN202
                     """Prepare ``(preds, target, mask, ideal_target, n_relevant, judged)`` under ``conv``."""
@@ -202,9 +223,10 @@ class MeasurePlan:
                 rb, single = rank(inputs, validate_args)
                 if validate_args:
                     _family_checks(rb, calls)
-            values, empty = _run_calls(rb, calls, conv)
+            if not chunked:
+                values, empty = _run_calls(rb, calls, conv)
             empty = empty.expand_as(values)
-            if rb.split_rows:
+            if not chunked and rb.split_rows:
                 # the few lists with a tie, again with tie statistics (the rest took the plain formulas)
                 idx = _to_device(torch.tensor(rb.split_rows, dtype=torch.int64), values.device)
                 tied, _ = rank([None if x is None else x.index_select(0, idx) for x in inputs], False)

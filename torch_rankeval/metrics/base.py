@@ -34,7 +34,7 @@ from torch_rankeval.metrics._compiled import compiled_kernel
 from torch_rankeval.metrics._options import check_metric_options
 from torch_rankeval.metrics._running import RunningMeanMetric
 from torch_rankeval.ranking.flat import group_by_query_buckets
-from torch_rankeval.ranking.inputs import check_preds_target, check_values, parse_k
+from torch_rankeval.ranking.inputs import SCORES_NOT_FINITE, check_preds_target, check_values, parse_k
 from torch_rankeval.ranking.sparse import is_sparse
 
 __all__ = ["RankingMetrics"]
@@ -412,7 +412,7 @@ class RankingMetrics(RunningMeanMetric):
             keep = target != self.ignore_index
             preds, target, indexes = preds[keep], target[keep], indexes[keep]
         if self.validate_args and preds.numel() and not bool(torch.isfinite(preds).all()):
-            raise ValueError("preds contains NaN or infinite scores; fix the model output or drop those documents")
+            raise ValueError(SCORES_NOT_FINITE)
         if self.whole_queries:
             if preds.numel():
                 self._add_flat_batch(preds, target, indexes, accumulate=True)

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from torch_rankeval._choices import TIES
 from torch_rankeval.metrics._hooks import ConfiguredMetric
 from torch_rankeval.metrics._options import check_metric_options
 from torch_rankeval.ranking.sparse import check_exclude
@@ -22,7 +23,7 @@ from torch_rankeval.ranking.topk import DEFAULT_CHUNK_ELEMENTS, boundary_histogr
 
 __all__ = ["ItemExposure"]
 
-_TIES = ("average", "first")
+_TIES = TIES[:2]  # "average" and "first": the policies the exposure histogram supports
 
 
 class ItemExposure(ConfiguredMetric):

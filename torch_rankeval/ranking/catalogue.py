@@ -14,24 +14,44 @@ top gains) and answers the ranked-view contract of the ranking core for the firs
   cannot read it and ranks the whole row (``W = L``: the cost of a sort, no sync).
 
 Past the last non-zero item every position holds grade 0 and gain 0, so values computed on such a
-view equal the full ranking's. :data:`TOPK_FAMILIES` lists the measures whose kernels read only
+view equal the full ranking's (a gain with ``gain(0) != 0`` ranks the whole row; negative gains,
+which the ideal ranking puts last, come from each row's lowest gains, :attr:`TopKView.ideal_bottom`).
+Whole lists of a large batch run in row chunks (:func:`row_chunks`, :data:`WHOLE_LIST_CHUNK`): the
+view of a whole list is as wide as the row. :data:`TOPK_FAMILIES` lists the measures whose kernels read only
 these quantities; the plan (:class:`~torch_rankeval.measures.MeasurePlan`) routes to this view when
 every requested measure is one of them, and densifies otherwise.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from torch_rankeval.conventions import TORCH_TIES, Convention, discount_table
+from torch_rankeval.conventions import TORCH_TIES, Convention, discount_table, gain_fn
+from torch_rankeval.ranking.inputs import work_dtype
 from torch_rankeval.ranking.sparse import SparseTarget, check_exclude, is_sparse, sparse_target
-from torch_rankeval.ranking.topk import DEFAULT_CHUNK_ELEMENTS, TopKView, topk_view
-from torch_rankeval.ranking.view import RankedBatch, TieGroups
+from torch_rankeval.ranking.topk import (
+    DEFAULT_CHUNK_ELEMENTS,
+    TopKView,
+    _chunks,
+    _excluded_rows,
+    _scatter_rows,
+    topk_view,
+)
+from torch_rankeval.ranking.view import _NEEDS_DOC, RankedBatch, TieGroups
 
-__all__ = ["TOPK_FAMILIES", "TopKRankedBatch", "catalogue_batch", "topk_supported"]
+__all__ = [
+    "TOPK_FAMILIES",
+    "WHOLE_LIST_CHUNK",
+    "TopKRankedBatch",
+    "catalogue_batch",
+    "check_catalogue",
+    "row_chunks",
+    "topk_supported",
+]
 
 #: Families whose kernels read only the ranked-view contract (first ``W`` positions, their whole tie
 #: groups, the relevant count, the valid count and the ideal top gains).
@@ -78,7 +98,25 @@ class _ViewGroups(TieGroups):
         )
 
     def sums(self, head: Tensor, doc: Tensor | None, *, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
-        raise NotImplementedError("a top-k view holds the group sums of relevance and gains only")
+        """(group sum, sum ranked above the group) of ``head`` ``(N, width)``, as
+        :meth:`TieGroups.sums`: from the view's positions for the groups that end inside ``width``;
+        the group that goes on past ``width`` (only one per row can) sums ``doc`` ``(N, L)`` over the
+        row's non-excluded items with its score (a pass over the scores in row chunks)."""
+        rb = self.rb
+        inclusive = head.cumsum(-1, dtype=dtype)
+        if not rb.averaged:
+            x = head.to(dtype)
+            return x, inclusive - x
+        start, size = self.start.long(), self.size.long()
+        padded = torch.constant_pad_nd(inclusive, (1, 0))
+        before = padded.gather(-1, start)
+        total = padded.gather(-1, (start + size).clamp(max=self.width)) - before
+        if self.width < rb.row_length:
+            if doc is None:
+                raise ValueError(_NEEDS_DOC)
+            full = rb._tied_sum(rb._view.scores[:, self.width - 1], doc, dtype)
+            total = torch.where(start + size > self.width, full.unsqueeze(-1), total)
+        return total, before
 
 
 class TopKRankedBatch(RankedBatch):
@@ -108,6 +146,8 @@ class TopKRankedBatch(RankedBatch):
         length: int,
         dtype: torch.dtype = torch.float32,
         discounts: Tensor | None = None,
+        scores: Tensor | None = None,
+        exclude: Any = None,
     ) -> None:
         if view.rel is None:
             raise ValueError("the view has no target statistics: build it with topk_view(..., target=...)")
@@ -120,15 +160,52 @@ class TopKRankedBatch(RankedBatch):
         self.device = view.items.device
         self.averaged = convention.ties == "average"
         self.truncated = self.length < length
+        self.row_length = length
+        self._scores, self._exclude = scores, exclude  # the view's inputs (no copy), for whole-group sums
         self._has_padding = True
         self._threshold_int = False
         self._ideal_target = self._ideal_valid = self._n_relevant = None
-        if discounts is None or discounts.shape[0] < self.length:
-            discounts = discount_table(self.length, convention, dtype=dtype, device=self.device)
+        # a whole-list ideal ranking with negative gains reads discounts down to the row's last position
+        self._tail = view.ideal_bottom is not None and self.truncated
+        need = length if self._tail else self.length
+        if discounts is None or discounts.shape[0] < need:
+            discounts = discount_table(need, convention, dtype=dtype, device=self.device)
         self._discounts_in = discounts
 
     def _doc(self, name: str) -> Tensor | None:
-        raise NotImplementedError("a top-k view has no per-document (input order) tensors")
+        raise NotImplementedError(
+            "a top-k view has no per-document (input order) tensors of its own: pass them (doc=) where a "
+            "statistic needs one"
+        )
+
+    def ranked(self, x: Tensor, width: int | None = None) -> Tensor:
+        """A per-document tensor ``(N, L)`` at the view's first ``width`` positions (default all ``W``;
+        positions past a row's ``n_valid`` hold an arbitrary item)."""
+        items = self._view.items if width is None or width >= self.length else self._view.items[:, :width]
+        return x.gather(-1, items)
+
+    def _tied_sum(self, value: Tensor, doc: Tensor, dtype: torch.dtype) -> Tensor:
+        """``(N,)``: the sum of ``doc`` ``(N, L)`` over each row's non-excluded items scored ``value``."""
+        if self._scores is None:
+            raise ValueError(
+                "this TopKRankedBatch was built without its scores: pass scores= (and exclude=) to sum over "
+                "the tie group that goes on past the view"
+            )
+        preds = self._scores
+        n, length = preds.shape
+        ex = (
+            None
+            if self._exclude is None
+            else check_exclude(self._exclude, (n, length), preds.device, validate_args=False)
+        )
+        out = []
+        for chunk, span in _chunks(None, n, length, DEFAULT_CHUNK_ELEMENTS, preds.device):
+            same = preds[span] == value[span].unsqueeze(-1)
+            if ex is not None:
+                same &= ~(ex[span] if isinstance(ex, Tensor) else _excluded_rows(ex, chunk, n, length))
+            d = doc[span]
+            out.append((same & d if d.dtype == torch.bool else d * same).sum(-1, dtype=dtype))
+        return torch.cat(out) if out else torch.zeros(0, dtype=dtype, device=preds.device)
 
     def _make_head(self, name: str, width: int) -> Tensor:
         v = self._view
@@ -169,8 +246,42 @@ class TopKRankedBatch(RankedBatch):
         return self.cached("ideal_gains", lambda: self._view.ideal_gains.to(self.dtype))
 
     def ideal_top(self, ks: tuple[int | None, ...]) -> Tensor:
+        """The ideal ranking's gains at positions ``1..min(max(k), W)``; with a cutoff of None and
+        negative gains possible (:attr:`TopKView.ideal_bottom`), ``(N, 2W)``: the top ``W`` gains,
+        then the row's lowest gains that the ideal ranking puts past position ``W`` (at its last
+        positions, ``n_valid - j`` for the ``j``-th lowest, 0 elsewhere), whose discounts
+        :meth:`discount_head` gives per row for widths beyond ``W``."""
         top = self.length if None in ks else min(max(ks), self.length)
-        return self.ideal_gains[:, :top]
+        head = self.ideal_gains[:, :top]
+        if None not in ks or not self._tail:
+            return head
+        return self.cached("ideal_with_tail", lambda: torch.cat([head, self._ideal_tail()[0]], -1))
+
+    def discount_head(self, width: int) -> Tensor:
+        """Discounts of ranks ``1..width``, ``(width,)``; beyond the view's ``W`` (only the whole-list
+        ideal ranking of :meth:`ideal_top` reads that far) ``(N, width)``: the per-row discounts of
+        the ideal positions of the row's lowest gains."""
+        if width <= self.length or not self._tail:
+            return super().discount_head(width)
+        head = super().discount_head(self.length).expand(self.n_lists, -1)
+        return torch.cat([head, self._ideal_tail()[1][:, : width - self.length]], -1)
+
+    def _ideal_tail(self) -> tuple[Tensor, Tensor]:
+        """(gains, discounts), ``(N, W)``: the ``j``-th lowest gain of a row and the discount of its
+        ideal position ``n_valid - j`` where that lies past ``W`` (gain 0 elsewhere)."""
+
+        def make() -> Tensor:
+            width = self.length
+            pos = self._view.n_valid.unsqueeze(-1) - torch.arange(width, device=self.device)  # 1-based
+            past = pos > width
+            gains = torch.where(past, self._view.ideal_bottom.to(self.dtype), self._zero)
+            table = self._discounts_in.to(self.dtype)
+            index = (pos - 1).clamp(min=0, max=table.shape[0] - 1)
+            discounts = torch.where(past, table.index_select(0, index.reshape(-1)).view_as(index), self._zero)
+            return torch.stack([gains, discounts])
+
+        both = self.cached("ideal_tail", make)
+        return both[0], both[1]
 
 
 def catalogue_batch(
@@ -185,6 +296,8 @@ def catalogue_batch(
     discounts: Tensor | None = None,
     validate_args: bool = True,
     chunk_elements: int = DEFAULT_CHUNK_ELEMENTS,
+    uses_gain: bool = True,
+    depth: int | None = None,
 ) -> TopKRankedBatch:
     """Rank ``preds`` ``(N, L)`` only as deep as ``cutoffs`` (and, with ``whole_list``, down to the last
     non-zero grade) and return the view as a ranked batch.
@@ -192,6 +305,11 @@ def catalogue_batch(
     ``target``: dense ``(N, L)`` grades, a torch sparse COO / CSR tensor or a
     :class:`~torch_rankeval.ranking.sparse.SparseTarget`; ``exclude``: ``(N, L)`` bool, dense or
     sparse (never ranked, never counted). ``gain``: a callable replacing the convention's gain.
+    ``uses_gain``: whether a measure reads gains (the gain checks of ``validate_args`` run only then,
+    as on the dense path). With ``whole_list``, a dense target and a gain other than ``"exp2"``
+    (gains may be negative) the view also keeps each row's lowest gains: the end of the ideal
+    ranking, past the view, where negative gains go. ``depth``: the whole-list depth when the caller
+    knows it (:func:`row_chunks`; no host sync here then).
 
     Example:
         >>> import torch
@@ -204,12 +322,17 @@ def catalogue_batch(
         (3, tensor([3.]), tensor([[1., 0., 1.]]))
     """
     n, length = preds.shape
-    dtype = torch.float64 if preds.dtype == torch.float64 or _grades_dtype(target) == torch.float64 else torch.float32
+    dtype = work_dtype(preds, target.grades if isinstance(target, SparseTarget) else target)
     finite = [min(k, length) for k in cutoffs if k is not None]
     width = max(finite, default=1)
-    if whole_list or len(finite) < len(cutoffs):
-        if not validate_args:
+    whole = whole_list or len(finite) < len(cutoffs)
+    if whole:
+        if depth is None and not validate_args:
             width = length  # the depth is data: without a host sync, rank the whole row
+        elif not _sparse(target) and not _zero_at_zero(convention.gain):
+            width = length  # grade 0 has a gain: every position counts, down to the row's last
+        elif depth is not None:
+            width = max(width, depth)
         elif n:
             width = max(width, int(_depth(preds, target, exclude, chunk_elements).max()))  # the one extra sync
     width = max(1, min(width, length))
@@ -224,55 +347,130 @@ def catalogue_batch(
         dtype=dtype,
         validate_args=validate_args,
         chunk_elements=chunk_elements,
+        uses_gain=uses_gain,
+        ideal_bottom=whole and width < length and uses_gain and not _sparse(target) and convention.gain != "exp2",
     )
-    return TopKRankedBatch(view, convention, length=length, dtype=dtype, discounts=discounts)
+    return TopKRankedBatch(
+        view, convention, length=length, dtype=dtype, discounts=discounts, scores=preds, exclude=exclude
+    )
 
 
-def _grades_dtype(target: Any) -> torch.dtype:
-    if isinstance(target, SparseTarget):
-        return target.grades.dtype
-    return target.dtype
+#: Whole-list measures on the catalogue route run in row chunks of at most this many scores when the
+#: batch holds more (:func:`row_chunks`): the view of a whole list is as wide as the row, and its
+#: statistics and the kernels' temporaries take some 36 times the chunk's scores.
+WHOLE_LIST_CHUNK = DEFAULT_CHUNK_ELEMENTS // 2
+
+
+def check_catalogue(
+    preds: Tensor, target: Any, convention: Convention, *, exclude: Any = None, gain: Any = None, uses_gain: bool = True
+) -> None:
+    """The value checks of :func:`catalogue_batch` with ``validate_args=True`` on their own, over the
+    whole batch (a one-position view: the checks' one host sync and little else), for a caller that
+    then evaluates row chunks unvalidated (:func:`row_chunks`).
+
+    Example:
+        >>> import torch
+        >>> from torch_rankeval.conventions import DEFAULT
+        >>> check_catalogue(torch.tensor([[0.5, float("nan")]]), torch.tensor([[1, 0]]), DEFAULT,
+        ...                 exclude=torch.tensor([[False, True]]))      # NaN at an excluded item: fine
+    """
+    topk_view(
+        preds,
+        1,
+        target=target,
+        exclude=exclude,
+        ties=convention.ties,
+        gain=convention.gain if gain is None else gain,
+        relevance_threshold=convention.relevance_threshold,
+        validate_args=True,
+        uses_gain=uses_gain,
+    )
+
+
+def row_chunks(
+    preds: Tensor, target: Any, exclude: Any, *, validate_args: bool, chunk_elements: int = WHOLE_LIST_CHUNK
+) -> Iterator[tuple[Tensor, Tensor, Tensor | None, int | None]]:
+    """The batch in row chunks of about ``chunk_elements`` scores, each as ``(scores, dense target
+    rows, dense exclude rows or None, whole-list depth or None)`` for :func:`catalogue_batch`: a
+    sparse target or ``exclude`` is made dense one chunk at a time (no host sync); validated, the
+    depth of every row is read in one host sync first (unvalidated: None, the whole row).
+
+    Example:
+        >>> import torch
+        >>> scores, target = torch.tensor([[0.9, 0.1], [0.2, 0.8]]), torch.tensor([[0, 1], [0, 1]]).to_sparse()
+        >>> [(t.tolist(), d) for _, t, _, d in row_chunks(scores, target, None, validate_args=True, chunk_elements=2)]
+        [([[0, 1]], 2), ([[0, 1]], 1)]
+    """
+    n, length = preds.shape
+    st = sparse_target(target, (n, length), device=preds.device, validate_args=False) if _sparse(target) else None
+    ex = None if exclude is None else check_exclude(exclude, (n, length), preds.device, validate_args=False)
+    depths = _depth(preds, target, exclude, chunk_elements).tolist() if validate_args else None  # the host sync
+    for chunk, span in _chunks(None, n, length, chunk_elements, preds.device):
+        if st is None:
+            grades = target[span]
+        else:
+            dtype = torch.uint8 if st.grades.dtype == torch.bool else st.grades.dtype
+            grades = torch.zeros(chunk.shape[0], length, dtype=dtype, device=preds.device)
+            _scatter_rows(grades, chunk, n, st, st.grades.to(dtype), st.counted_mask())
+            grades = grades.bool() if st.grades.dtype == torch.bool else grades
+        skip = None if ex is None else ex[span] if isinstance(ex, Tensor) else _excluded_rows(ex, chunk, n, length)
+        depth = None if depths is None else max(depths[span], default=0)
+        yield preds[span], grades, skip, depth
+
+
+def _zero_at_zero(gain: Any) -> bool:
+    """Whether the gain of grade 0 is 0 (then a whole list needs the view only down to its last
+    non-zero grade). Read on the host from the convention's gain: a name, a mapping or a callable
+    (evaluated on a CPU zero; one that fails there counts as non-zero: the whole row is ranked)."""
+    if isinstance(gain, str):
+        return True
+    if isinstance(gain, Mapping):  # unmapped grades have gain 0
+        return all(float(v) == 0.0 for k, v in gain.items() if k == 0)
+    try:
+        return float(gain_fn(gain)(torch.zeros(1, dtype=torch.float64))[0]) == 0.0
+    except Exception:  # noqa: BLE001 -- e.g. a callable bound to another device
+        return False
+
+
+def _sparse(target: Any) -> bool:
+    return isinstance(target, SparseTarget) or is_sparse(target)
 
 
 def _depth(preds: Tensor, target: Any, exclude: Any, chunk_elements: int) -> Tensor:
     """``(N,)`` int64: per row, the non-excluded items scored at or above the row's lowest-scored item
     with a non-zero grade (0 for a row without one): how deep the ranking must go to hold every
-    non-zero grade with its whole tie group. One comparison pass over the scores in row chunks."""
+    non-zero grade with its whole tie group. One comparison pass over the scores in row chunks; an
+    excluded item never counts, whatever its score or grade (NaN included)."""
     n, length = preds.shape
     inf = torch.full((), float("inf"), dtype=preds.dtype, device=preds.device)
-    ex = None if exclude is None else check_exclude(exclude, (n, length), preds.device)
-    flat = preds.reshape(-1)
-    if isinstance(target, SparseTarget) or is_sparse(target):
-        st = target if isinstance(target, SparseTarget) else sparse_target(target, (n, length), device=preds.device)
+    ex = None if exclude is None else check_exclude(exclude, (n, length), preds.device, validate_args=False)
+    if _sparse(target):
+        st = (  # its value checks are the view's (topk_view), resolved in the view's one sync
+            target
+            if isinstance(target, SparseTarget)
+            else sparse_target(target, (n, length), device=preds.device, validate_args=False)
+        )
         st = st.excluding(ex)
         keep = st.counted_mask() & (st.grades != 0)
-        scores = torch.where(keep, flat.index_select(0, st.keys), inf)
+        scores = torch.where(keep, preds.reshape(-1).index_select(0, st.keys), inf)
         lowest = torch.full((n,), float("inf"), dtype=preds.dtype, device=preds.device)
         lowest = lowest.scatter_reduce(0, st.rows, scores, "amin")
         dense = None
     else:
         lowest, dense = None, target
-    rows = max(1, chunk_elements // max(length, 1))
-    counts, lows = [], []
-    for a in range(0, n, rows):
-        p = preds[a : a + rows]
-        skip = None if ex is None or isinstance(ex, SparseTarget) else ex[a : a + rows]
+    counts = []
+    for chunk, span in _chunks(None, n, length, chunk_elements, preds.device):
+        p = preds[span]
+        skip = None if ex is None else ex[span] if isinstance(ex, Tensor) else _excluded_rows(ex, chunk, n, length)
         if dense is None:
-            low = lowest[a : a + rows]
+            low = lowest[span]
         else:
-            keep = dense[a : a + rows] != 0
+            keep = dense[span] != 0
             if skip is not None:
                 keep &= ~skip
             low = torch.where(keep, p, inf).amin(-1)
-            lows.append(low)
         above = p >= low.unsqueeze(-1)
         if skip is not None:
             above &= ~skip
         counts.append(above.sum(-1))
-    depth = torch.cat(counts) if counts else torch.zeros(0, dtype=torch.int64, device=preds.device)
-    if isinstance(ex, SparseTarget) and ex.nnz:  # excluded items at or above the lowest score do not count
-        if dense is not None:
-            lowest = torch.cat(lows)
-        hit = ex.counted_mask() & (flat.index_select(0, ex.keys) >= lowest.index_select(0, ex.rows))
-        depth = depth - torch.zeros_like(depth).index_add_(0, ex.rows, hit.to(depth.dtype))
-    return depth
+    return torch.cat(counts) if counts else torch.zeros(0, dtype=torch.int64, device=preds.device)

@@ -17,7 +17,17 @@ from torch import Tensor
 from torch_rankeval.conventions import REDUCTIONS, Convention
 from torch_rankeval.ranking.view import RankedBatch, relevant
 
-__all__ = ["Cutoffs", "check_reduction", "check_values", "parse_k", "prepare"]
+__all__ = [
+    "GAINS_NOT_FINITE",
+    "SCORES_NOT_FINITE",
+    "Cutoffs",
+    "check_reduction",
+    "check_values",
+    "grade_checks",
+    "parse_k",
+    "prepare",
+    "work_dtype",
+]
 
 Cutoffs = tuple  # tuple[int | None, ...]
 #: A validated batch of at most this many lists reads which lists hold a tie in its one host sync;
@@ -65,9 +75,15 @@ def _check_tensor(x: Any, name: str) -> None:
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
 
 
-def work_dtype(*tensors: Tensor | None) -> torch.dtype:
-    """float64 when any input is float64, else float32."""
-    return torch.float64 if any(t is not None and t.dtype == torch.float64 for t in tensors) else torch.float32
+def work_dtype(*tensors: object) -> torch.dtype:
+    """The working dtype of a computation: float64 when any input tensor is float64, else float32
+    (arguments that are not tensors, e.g. None, are ignored).
+
+    Example:
+        >>> work_dtype(torch.zeros(1), None, torch.zeros(1, dtype=torch.float64)), work_dtype(torch.zeros(1, dtype=torch.int64))
+        (torch.float64, torch.float32)
+    """
+    return torch.float64 if any(isinstance(t, Tensor) and t.dtype == torch.float64 for t in tensors) else torch.float32
 
 
 def check_preds_target(preds: Any, target: Any, mask: Any = None, *, target_name: str = "target") -> None:
@@ -189,7 +205,7 @@ def check_values(
         >>> check_values(torch.tensor([0.5, float("nan")]), torch.tensor([1, 0]), convention=DEFAULT)
         Traceback (most recent call last):
         ...
-        ValueError: preds contains NaN or infinite scores at unmasked positions; fix the model output, or mark those documents as padding with mask=False
+        ValueError: preds contains NaN or infinite scores at unmasked positions (neither padding nor excluded); fix the model output, or mark those documents as padding with mask=False (or exclude them with exclude=)
     """
     inputs = _normalize(preds, target, mask, ignore_index, ideal_target, n_relevant, judged, convention)
     ranked = None
@@ -349,6 +365,67 @@ def _one_padding_slot(
     return preds.new_zeros(n, 1), target.new_zeros(n, 1), padding, None if judged is None else judged.new_zeros(n, 1)
 
 
+#: The value checks' messages, one per defect, the same on every route (dense view, top-k view,
+#: sparse target, exclude=, flat input, compiled update).
+SCORES_NOT_FINITE = (
+    "preds contains NaN or infinite scores at unmasked positions (neither padding nor excluded); fix the "
+    "model output, or mark those documents as padding with mask=False (or exclude them with exclude=)"
+)
+GAINS_NOT_FINITE = (
+    "the gains are not finite (or their sum per list overflows the float range): check the gain mapping "
+    "or callable (it must give finite numbers for every grade), or pass float64 grades"
+)
+
+
+def grade_checks(
+    grades: Tensor, counted: Callable[[Tensor], Tensor], *, name: str, exp2: bool, wide: bool
+) -> list[tuple[Tensor, str]]:
+    """The checks of one grade tensor (dense ``(N, L)``, or a sparse target's ``(nnz,)`` entries) as
+    (flag, message) pairs: non-finite grades; with ``exp2`` (a measure reads gains under
+    ``gain="exp2"``) negative grades and grades whose gain overflows the working dtype (float64
+    when ``wide``). ``counted(bad)`` reduces a bool tensor of the grades' shape to "bad somewhere
+    it counts" (padding, unjudged and excluded items never count).
+
+    Example:
+        >>> t = torch.tensor([[1.0, float("nan")]])
+        >>> [(bool(flag), msg[:44]) for flag, msg in grade_checks(t, torch.any, name="target", exp2=False, wide=False)]
+        [(True, 'target contains NaN or infinite grades at un')]
+    """
+    checks = []
+    if grades.is_floating_point():
+        checks.append(
+            (
+                counted(~torch.isfinite(grades)),
+                f"{name} contains NaN or infinite grades at unmasked positions (neither padding nor excluded); "
+                "mask or exclude them, or use ignore_index",
+            )
+        )
+    if exp2 and grades.dtype != torch.bool:
+        checks.append(
+            (
+                counted(grades < 0),
+                f"{name} has negative grades, which gain='exp2' (2**rel - 1) turns into negative gains; use "
+                "gain='linear', mark unjudged documents with ignore_index / mask (or exclude them), or clamp "
+                "the grades at 0",
+            )
+        )
+        limit, dtype = (1024, "float64") if wide else (128, "float32")
+        checks.append(
+            (
+                counted(grades >= limit),
+                (
+                    f"{name} has grades >= {limit}, whose gain 2**rel - 1 overflows {dtype} (inf, then NaN in nDCG): "
+                    + (
+                        "use gain='linear' or a gain mapping"
+                        if wide
+                        else "pass float64 grades (exact up to grade 1023), or use gain='linear' or a gain mapping"
+                    )
+                ),
+            )
+        )
+    return checks
+
+
 def _value_checks(
     preds: Tensor,
     target: Tensor,
@@ -361,53 +438,18 @@ def _value_checks(
 ) -> list[tuple[Tensor, str]]:
     """Checks that read tensor values, as (flag tensor, message) pairs resolved in one host sync."""
 
-    def masked(bad: Tensor, v: Tensor | None) -> Tensor:
-        return (bad if v is None else bad & v).any()
+    def where(v: Tensor | None) -> Callable[[Tensor], Tensor]:
+        return lambda bad: (bad if v is None else bad & v).any()
 
     # Without padding, one reduction screens the scores: the sum is finite unless a score is NaN or
     # infinite (or the sum overflows, which the exact re-check in prepare() rules out).
-    screen = ~torch.isfinite(preds.sum()) if valid is None else masked(~torch.isfinite(preds), valid)
-    checks = [
-        (
-            screen,
-            "preds contains NaN or infinite scores at unmasked positions; fix the model output, or mark those "
-            "documents as padding with mask=False",
-        )
-    ]
-    grade_tensors = [(target, graded, "target")]
+    screen = ~torch.isfinite(preds.sum()) if valid is None else where(valid)(~torch.isfinite(preds))
+    checks = [(screen, SCORES_NOT_FINITE)]
+    wide = work_dtype(preds, target, ideal_target) == torch.float64
+    exp2 = uses_gain and convention.gain == "exp2"
+    checks += grade_checks(target, where(graded), name="target", exp2=exp2, wide=wide)
     if ideal_target is not None:
-        grade_tensors.append((ideal_target, ideal_valid, "ideal_target"))
-    for t, v, name in grade_tensors:
-        if t.is_floating_point():
-            checks.append(
-                (
-                    masked(~torch.isfinite(t), v),
-                    f"{name} contains NaN or infinite grades at unmasked positions; mask them or use ignore_index",
-                )
-            )
-        if uses_gain and convention.gain == "exp2" and t.dtype != torch.bool:
-            checks.append(
-                (
-                    masked(t < 0, v),
-                    f"{name} has negative grades, which gain='exp2' (2**rel - 1) turns into negative gains; use "
-                    "gain='linear', mark unjudged documents with ignore_index / mask, or clamp the grades at 0",
-                )
-            )
-            wide = work_dtype(preds, target, ideal_target) == torch.float64
-            limit, dtype = (1024, "float64") if wide else (128, "float32")
-            checks.append(
-                (
-                    masked(t >= limit, v),
-                    (
-                        f"{name} has grades >= {limit}, whose gain 2**rel - 1 overflows {dtype} (inf, then NaN in nDCG): "
-                        + (
-                            "use gain='linear' or a gain mapping"
-                            if wide
-                            else "pass float64 grades (exact up to grade 1023), or use gain='linear' or a gain mapping"
-                        )
-                    ),
-                )
-            )
+        checks += grade_checks(ideal_target, where(ideal_valid), name="ideal_target", exp2=exp2, wide=wide)
     return checks
 
 
@@ -423,10 +465,7 @@ def _ranked_checks(ranked: RankedBatch, *, uses_gain: bool, ideal: bool, counted
         checks.append(
             (
                 ~torch.isfinite(torch.stack(sums)).all(),
-                (
-                    "the gains are not finite (or their sum per list overflows the float range): check the gain mapping "
-                    "or callable (it must give finite numbers for every grade), or pass float64 grades"
-                ),
+                GAINS_NOT_FINITE,
             )
         )
     if not ideal:

@@ -371,6 +371,7 @@ def sparse_target(
     device: torch.device | None = None,
     validate_args: bool = True,
     checks: list[Check] | None = None,
+    grade_checks: bool = True,
 ) -> SparseTarget:
     """Check a sparse ``(N, L)`` target and return its canonical :class:`SparseTarget`.
 
@@ -385,6 +386,8 @@ def sparse_target(
             (type, layout, 2-D, shape, dtype, device) always run.
         checks: when given, the value checks are appended to it instead of being resolved here, so a
             caller can resolve them together with its own in one sync (:func:`resolve_checks`).
+        grade_checks: check the grades' values (finite, ``>= 0``); False leaves them to a caller that
+            checks only the entries that count (the top-k view: excluded items may hold any grade).
 
     Raises:
         TypeError: not a tensor, not COO/CSR, complex values.
@@ -420,9 +423,9 @@ def sparse_target(
                 f"{name} has entries outside its shape {(n, length)} (row or item index out of range)",
             )
         )
-        if values.is_floating_point():
+        if grade_checks and values.is_floating_point():
             own.append((~torch.isfinite(values).all(), f"{name} contains NaN or infinite grades; give finite grades"))
-        if values.dtype != torch.bool:
+        if grade_checks and values.dtype != torch.bool:
             own.append(
                 (
                     (values < 0).any(),

@@ -1,11 +1,11 @@
-"""Top-k selection with exact tie statistics, and the ranks of target entries, without sorting a row.
+"""Top-k selection with exact tie statistics, without sorting a row.
 
 When every requested metric has a cutoff, only the top ``W = max(k)`` items of each row matter, plus
 a few per-row facts (the number of relevant items, the ideal gains). :func:`topk_view` finds them with
 one ``torch.topk`` per row instead of a full sort and returns a :class:`TopKView`: the first ``W``
 ranked positions with their tie-group statistics, exact under every tie policy. Metrics without a
-cutoff need only the ranks of the relevant items: :func:`entry_ranks` counts, for every target entry,
-the items scored above it and tied with it (chunked comparisons, no sort).
+cutoff read a view deep enough to hold every item with a non-zero grade
+(:func:`~torch_rankeval.ranking.catalogue.catalogue_batch`).
 
 **Ties.** Under ``ties="average"`` a metric is the expected value over all orders of tied items, which
 needs, per position, the size and the relevant count / gain sum of its WHOLE tie group. Groups that
@@ -44,7 +44,10 @@ positions ``>= n_valid`` (``n_valid`` = ``L`` minus the excluded count) are mark
 excluded item that is also in the target is not relevant and not in the ideal ranking.
 
 Scores must be finite at non-excluded items (checked with ``validate_args=True``, as in the dense
-path; unvalidated NaN / infinite scores give undefined results). Excluded items may hold any score.
+path; unvalidated NaN / infinite scores give undefined results). Excluded items may hold any score
+and any grade, NaN and infinities included: they are written over (``-inf``), never added to.
+The value checks are the dense path's (:func:`~torch_rankeval.ranking.inputs.grade_checks`), with
+the same messages, over the items that count.
 """
 
 from __future__ import annotations
@@ -55,6 +58,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from torch_rankeval._choices import TIES
+from torch_rankeval.ranking.inputs import GAINS_NOT_FINITE, SCORES_NOT_FINITE, grade_checks, work_dtype
 from torch_rankeval.ranking.sparse import (
     Check,
     GainSpec,
@@ -67,9 +72,8 @@ from torch_rankeval.ranking.sparse import (
     sparse_target,
 )
 
-__all__ = ["DEFAULT_CHUNK_ELEMENTS", "TIES", "EntryRanks", "TopKView", "boundary_histogram", "entry_ranks", "topk_view"]
+__all__ = ["DEFAULT_CHUNK_ELEMENTS", "TopKView", "boundary_histogram", "topk_view"]
 
-TIES = ("average", "first", "pessimistic", "optimistic")
 #: Default bound on the elements of one row chunk (``R x L``) of the row passes.
 DEFAULT_CHUNK_ELEMENTS = 1 << 22
 
@@ -151,50 +155,9 @@ class TopKView:
     ideal_gains: Tensor | None = None
     #: rows that got the row pass (None: all rows, i.e. unvalidated); internal, for consumers such as ItemExposure
     pass_rows: Tensor | None = None
-
-
-@dataclasses.dataclass
-class EntryRanks:
-    """Ranks of the target's entries: for every entry, the items above it and tied with it in its row.
-
-    Flat over the entries of :attr:`target` (canonical order: by row, then item). Entries that do not
-    count (excluded items) hold 0 everywhere.
-
-    Attributes:
-        target: the canonical :class:`~torch_rankeval.ranking.sparse.SparseTarget` (with exclusion).
-        counted: ``(nnz,)`` bool, the entry counts.
-        above: ``(nnz,)`` int64, non-excluded items of the row scored strictly above the entry: its
-            tie group starts at 0-based position ``above``.
-        tied: ``(nnz,)`` int64, non-excluded items of the row with the entry's score, itself included.
-        rel, gains: ``(nnz,)`` float relevance (0/1) and gain of the entry (0 if it does not count).
-        relevant_above, gain_above: ``(nnz,)`` float, relevant count and gain sum of the row's entries
-            scored strictly above the entry.
-        relevant_tied, gain_tied, gain_sq_tied: ``(nnz,)`` float, the same over the entries tied with
-            it (itself included), and the squared-gain sum.
-        n_relevant: ``(N,)`` float relevant non-excluded items per row; ``n_valid``: ``(N,)`` int64.
-
-    Example:
-        >>> import torch
-        >>> scores = torch.tensor([[0.1, 0.7, 0.7, 0.9]])
-        >>> target = torch.tensor([[1, 0, 1, 0]]).to_sparse()
-        >>> r = entry_ranks(scores, target)
-        >>> r.target.items, r.above, r.tied          # item 2 is tied with item 1 below item 3
-        (tensor([0, 2]), tensor([3, 1]), tensor([1, 2]))
-    """
-
-    target: SparseTarget
-    counted: Tensor
-    above: Tensor
-    tied: Tensor
-    rel: Tensor
-    gains: Tensor
-    relevant_above: Tensor
-    relevant_tied: Tensor
-    gain_above: Tensor
-    gain_tied: Tensor
-    gain_sq_tied: Tensor
-    n_relevant: Tensor
-    n_valid: Tensor
+    #: ``(N, W)`` the row's ``W`` lowest gains over its non-excluded items, ascending (0 past ``n_valid``):
+    #: the end of the whole-list ideal ranking when gains may be negative; None unless asked for
+    ideal_bottom: Tensor | None = None
 
 
 # ---------------------------------------------------------------------------------------- inputs
@@ -233,9 +196,8 @@ def _resolve_target(
             raise ValueError(f"target is on {target.device} but preds is on {device}: move all inputs to one device")
         return target.excluding(ex), None
     if is_sparse(target):
-        return sparse_target(target, shape, device=device, validate_args=validate_args, checks=checks).excluding(
-            ex
-        ), None
+        st = sparse_target(target, shape, device=device, validate_args=validate_args, checks=checks, grade_checks=False)
+        return st.excluding(ex), None
     if not isinstance(target, Tensor):
         raise TypeError(f"target must be a torch.Tensor (dense or sparse), got {type(target).__name__}")
     if target.layout != torch.strided:
@@ -252,19 +214,6 @@ def _resolve_target(
 
 
 _INT = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
-
-
-def _work_dtype(
-    scores: Tensor, st: SparseTarget | None, dense: Tensor | None, dtype: torch.dtype | None
-) -> torch.dtype:
-    if dtype is not None:
-        return dtype
-    grades = st.grades if st is not None else dense
-    return (
-        torch.float64
-        if scores.dtype == torch.float64 or (grades is not None and grades.dtype == torch.float64)
-        else torch.float32
-    )
 
 
 # ---------------------------------------------------------------------------------------- exclusion
@@ -286,19 +235,21 @@ def _excluded_count(ex: Exclude, n: int, device: torch.device) -> Tensor:
 
 
 def _apply_exclude(scores: Tensor, ex: Exclude) -> Tensor:
-    """The scores with ``-inf`` at excluded items: one ``(N, L)`` copy (none without ``exclude``)."""
+    """The scores with ``-inf`` at excluded items, whatever they held (NaN and +inf included): one
+    ``(N, L)`` copy (none without ``exclude``)."""
     if ex is None:
         return scores
     if not isinstance(ex, SparseTarget):
         return scores.masked_fill(ex, float("-inf"))
-    key = scores.clone(memory_format=torch.contiguous_format)
+    n, length = scores.shape
+    # Written, not added (-inf + NaN or + inf is NaN): every entry that counts writes -inf to its item,
+    # the others to a sink slot past the end, so duplicate keys all write the same value.
+    flat = torch.empty(n * length + 1, dtype=scores.dtype, device=scores.device)
+    flat[:-1].view(n, length).copy_(scores)
     if ex.nnz:
-        # accumulate: -inf + score = -inf at excluded items, + 0 elsewhere (exact even with duplicate keys)
-        fill = torch.where(
-            ex.counted_mask(), _neg_inf(key.dtype, key.device), torch.zeros((), dtype=key.dtype, device=key.device)
-        )
-        key.view(-1).index_put_((ex.keys,), fill, accumulate=True)
-    return key
+        sink = torch.full((), n * length, dtype=ex.keys.dtype, device=scores.device)
+        flat.index_put_((torch.where(ex.counted_mask(), ex.keys, sink),), _neg_inf(scores.dtype, scores.device))
+    return flat[:-1].view(n, length)
 
 
 def _scatter_rows(out: Tensor, rows: Tensor, n: int, st: SparseTarget, values: Tensor, mask: Tensor) -> Tensor:
@@ -323,11 +274,7 @@ def _key_rows(scores: Tensor, ex: Exclude, rows: Tensor) -> Tensor:
     block = scores.index_select(0, rows)
     if ex is None:
         return block
-    if not isinstance(ex, SparseTarget):
-        return block.masked_fill_(ex.index_select(0, rows), float("-inf"))
-    return _scatter_rows(
-        block, rows, scores.shape[0], ex, _neg_inf(block.dtype, block.device).expand(ex.nnz), ex.counted_mask()
-    )
+    return block.masked_fill_(_excluded_rows(ex, rows, scores.shape[0], scores.shape[1]), float("-inf"))
 
 
 def _chunks(rows: Tensor | None, n: int, length: int, chunk_elements: int, device: torch.device):
@@ -351,7 +298,7 @@ def _at(x: Tensor, st: SparseTarget) -> Tensor:
     return x[st.rows, st.items]
 
 
-def _any_unexcluded(bad: Tensor, ex: Exclude, at_entries: Any = None) -> Tensor:
+def _any_unexcluded(bad: Tensor, ex: Exclude) -> Tensor:
     """Whether ``bad`` (``(N, L)`` bool) holds at a non-excluded item (scalar bool tensor)."""
     if ex is None:
         return bad.any()
@@ -375,6 +322,8 @@ def topk_view(
     validate_args: bool = True,
     chunk_elements: int = DEFAULT_CHUNK_ELEMENTS,
     max_excluded_per_row: int | None = None,
+    uses_gain: bool = True,
+    ideal_bottom: bool = False,
 ) -> TopKView:
     """Rank only the top ``min(k, L)`` items of each row, with exact tie-group statistics.
 
@@ -399,6 +348,11 @@ def topk_view(
             lists ``exclude`` was built from). Validated calls read the true maximum anyway (and raise
             if the bound is wrong); unvalidated calls trust it, and with it skip the copy of the
             scores (see "Memory" in the module docstring).
+        uses_gain: whether the caller reads gains: the gain checks (negative or overflowing exp2
+            grades, non-finite gains, a sparse target's gains ``>= 0``) run only then, as on the dense
+            path (:func:`~torch_rankeval.ranking.inputs.grade_checks`).
+        ideal_bottom: also keep each row's ``W`` lowest gains (:attr:`TopKView.ideal_bottom`): the tail
+            of a whole-list ideal ranking when gains may be negative (a dense target, linear gain).
 
     Returns:
         A :class:`TopKView`.
@@ -434,7 +388,7 @@ def topk_view(
         else check_exclude(exclude, (n, length), device, validate_args=validate_args, checks=checks)
     )
     st, dense = _resolve_target(target, (n, length), device, ex, validate_args, checks)
-    dtype = _work_dtype(preds, st, dense, dtype)
+    dtype = dtype or work_dtype(preds, dense, None if st is None else st.grades)
     gain_f = _gain_callable(gain)
     if st is not None and relevance_threshold is not None and relevance_threshold <= 0:
         raise ValueError(
@@ -451,18 +405,33 @@ def topk_view(
     ):
         raise ValueError(f"max_excluded_per_row must be a non-negative int or None, got {max_excluded_per_row!r}")
     most_excluded: int | None = None
-    if validate_args:
-        _target_checks(checks, st, dense, ex, gain, gain_f, dtype, device)
-        screen = _score_screen(preds).to(torch.int64).reshape(1)
-        host = resolve_checks(
-            checks, extra=torch.cat([screen, n_excluded.max().reshape(1) if n else screen.new_zeros(1)])
+    # the target's per-row facts (relevant count, ideal top gains, gain sums for the checks): before the sync
+    stats = None
+    if st is not None or dense is not None:
+        stats = _row_target_stats(
+            st,
+            dense,
+            ex,
+            n_valid,
+            width,
+            gain_f,
+            dtype,
+            relevance_threshold,
+            chunk_elements,
+            validate_args and uses_gain,
+            ideal_bottom,
         )
+    if validate_args:
+        if st is not None or dense is not None:
+            wide = dtype == torch.float64
+            checks += _target_checks(st, dense, ex, gain, gain_f, dtype, device, uses_gain, stats[2], wide)
+        host = _resolve(checks, _score_screen(preds), n_excluded.max().reshape(1) if n else n_excluded.new_zeros(1))
         if bool(host[0]) and bool(_any_unexcluded(~torch.isfinite(preds), ex)):
-            raise ValueError(
-                "preds contains NaN or infinite scores at items that are not excluded; fix the model output, or "
-                "exclude those items with exclude="
-            )
-        most_excluded = int(host[1])
+            raise ValueError(SCORES_NOT_FINITE)
+        for flag, (_, message) in zip(host[1:].tolist(), checks):
+            if flag:
+                raise ValueError(message)
+        most_excluded = int(host[-1])
         if max_excluded_per_row is not None and most_excluded > max_excluded_per_row:
             raise ValueError(
                 f"max_excluded_per_row={max_excluded_per_row} but a row of exclude has {most_excluded} excluded items"
@@ -572,9 +541,7 @@ def topk_view(
         view.group_relevant, view.group_gain, view.group_gain_sq = out
         view.relevant_before = (tables[0].cumsum(-1) - tables[0]).gather(1, gid)
         view.gain_before = (tables[1].cumsum(-1) - tables[1]).gather(1, gid)
-    view.n_relevant, view.ideal_gains = _row_target_stats(
-        st, dense, ex, n_valid, width, gain_f, dtype, relevance_threshold, chunk_elements
-    )
+    view.n_relevant, view.ideal_gains, _, view.ideal_bottom = stats
     return view
 
 
@@ -594,9 +561,38 @@ def _score_screen(preds: Tensor) -> Tensor:
     return ~torch.isfinite(preds.sum(dtype=acc))
 
 
+def _resolve(checks: list[Check], screen: Tensor, extra: Tensor) -> Tensor:
+    """The one host sync of a validated view: ``[screen, each check's flag..., extra...]`` as int64 on
+    the host (the score screen first, so the checks raise in the dense path's order)."""
+    flags = [screen.reshape(1).to(torch.int64)] + [flag.reshape(1).to(torch.int64) for flag, _ in checks]
+    return resolve_checks(
+        [], extra=torch.cat([f.to(screen.device) for f in flags] + [extra.reshape(-1).to(screen.device)])
+    )
+
+
 def _target_checks(
-    checks: list[Check], st: SparseTarget | None, dense: Tensor | None, ex: Exclude, gain: Any, gain_f, dtype, device
-) -> None:
+    st: SparseTarget | None,
+    dense: Tensor | None,
+    ex: Exclude,
+    gain: Any,
+    gain_f,  # noqa: ANN001
+    dtype: torch.dtype,
+    device: torch.device,
+    uses_gain: bool,
+    gain_sums: Tensor | None,
+    wide: bool,
+) -> list[Check]:
+    """The dense path's grade checks (:func:`~torch_rankeval.ranking.inputs.grade_checks`, same
+    messages) over the items that count, then what a sparse target adds: gains ``>= 0`` and
+    ``gain(0) == 0`` (absent items are grade 0). The gain checks only when a measure reads gains."""
+    exp2 = uses_gain and isinstance(gain, str) and gain == "exp2"
+    if dense is not None:
+        checks = grade_checks(dense, lambda bad: _any_unexcluded(bad, ex), name="target", exp2=exp2, wide=wide)
+    else:
+        counted = st.counted_mask()
+        checks = grade_checks(st.grades, lambda bad: (bad & counted).any(), name="target", exp2=exp2, wide=wide)
+    if not uses_gain:
+        return checks
     if st is not None:
         zero = gain_f(torch.zeros(1, dtype=dtype, device=device))
         checks.append(
@@ -613,29 +609,14 @@ def _target_checks(
                 (
                     (st.gains(gain_f, dtype) < 0).any(),
                     (
-                        "the gain of a sparse target's grades must be >= 0 (absent "
-                        "items have gain 0 and would outrank them in the ideal ranking); use a dense target"
+                        "the gains of a sparse target's grades must be >= 0: a sparse target treats absent items as "
+                        "grade 0 (gain 0), which would outrank them in the ideal ranking; use a dense target"
                     ),
                 )
             )
-    if dense is not None:
-        if dense.is_floating_point():
-            checks.append(
-                (
-                    _any_unexcluded(~torch.isfinite(dense), ex),
-                    ("target contains NaN or infinite grades at items that are not excluded; give finite grades"),
-                )
-            )
-        if gain == "exp2" and dense.dtype != torch.bool:
-            checks.append(
-                (
-                    _any_unexcluded(dense < 0, ex),
-                    (
-                        "target has negative grades, which gain='exp2' (2**rel - 1) turns "
-                        "into negative gains; use gain='linear', exclude those items, or clamp the grades at 0"
-                    ),
-                )
-            )
+    if gain_sums is not None:
+        checks.append((~torch.isfinite(gain_sums).all(), GAINS_NOT_FINITE))
+    return checks
 
 
 def _order_view(vals: Tensor, idx: Tensor, st: SparseTarget | None, dense: Tensor | None, ties: str) -> Tensor:
@@ -658,7 +639,9 @@ def _row_pass(
     under the deterministic policies. Returns (rows, sizes, dense sums, replaced items) or None.
 
     The comparison runs on the raw scores (a view of each row chunk, no copy); excluded items that
-    tie with ``v`` are masked out (dense ``exclude``) or subtracted entry by entry (sparse)."""
+    tie with ``v`` are masked out (dense ``exclude``) or subtracted from the counts entry by entry
+    (sparse; NaN / infinite scores there never equal ``v``). A dense target's group sums mask a
+    sparse ``exclude`` per chunk instead: an excluded item may hold any grade, NaN included."""
     n, length = preds.shape
     device = preds.device
     if rows is not None and rows.numel() == 0:
@@ -669,14 +652,6 @@ def _row_pass(
     if isinstance(ex, SparseTarget) and ex.nnz:
         ex_eq = ex.counted_mask() & (_at(preds, ex) == v.index_select(0, ex.rows)) & has.index_select(0, ex.rows)
         ex_eq_count = ex.row_sum(ex_eq.to(torch.int64))
-        if averaged_dense:
-            ex_grades = _at(dense, ex)
-            ex_g = torch.where(ex_eq, gain_f(ex_grades.to(dtype)), torch.zeros((), dtype=dtype, device=device))
-            ex_sums = [
-                ex.row_sum((is_relevant(ex_grades, threshold) & ex_eq).to(dtype)),
-                ex.row_sum(ex_g),
-                ex.row_sum(ex_g * ex_g),
-            ]
     done, sizes, replaced = [], [], []
     sums: list[list[Tensor]] = [[], [], []]
     for chunk, span in _chunks(rows, n, length, chunk_elements, device):
@@ -693,14 +668,13 @@ def _row_pass(
         sizes.append(count)
         if averaged_dense:
             grades = dense[span] if span is not None else dense.index_select(0, chunk)
-            g = torch.where(eq, gain_f(grades.to(dtype)), torch.zeros((), dtype=dtype, device=device))
+            members = eq if ex_eq is None else eq & ~_excluded_rows(ex, chunk, n, length)
+            g = torch.where(members, gain_f(grades.to(dtype)), torch.zeros((), dtype=dtype, device=device))
             chunk_sums = [
-                (is_relevant(grades, threshold) & eq).sum(-1, dtype=torch.int32).to(dtype),
+                (is_relevant(grades, threshold) & members).sum(-1, dtype=torch.int32).to(dtype),
                 g.sum(-1),
                 (g * g).sum(-1),
             ]
-            if ex_eq is not None:
-                chunk_sums = [cs - es.index_select(0, chunk) for cs, es in zip(chunk_sums, ex_sums)]
             for i, cs in enumerate(chunk_sums):
                 sums[i].append(cs)
             del g
@@ -842,33 +816,48 @@ def _boundary_sums(preds, st: SparseTarget, v, has, gain_f, dtype, threshold) ->
     return [st.row_sum((st.relevant(threshold) & eq).to(dtype)), st.row_sum(g), st.row_sum(g * g)]
 
 
-def _row_target_stats(st, dense, ex, n_valid, width, gain_f, dtype, threshold, chunk_elements) -> tuple[Tensor, Tensor]:
-    """(n_relevant, ideal top-W gains) per row."""
+def _row_target_stats(
+    st, dense, ex, n_valid, width, gain_f, dtype, threshold, chunk_elements, gain_sums: bool, bottom: bool
+) -> tuple[Tensor, Tensor, Tensor | None, Tensor | None]:
+    """(n_relevant, ideal top-W gains, gain sum per row or None, lowest W gains per row or None):
+    the sums when ``gain_sums`` (for the check that gains are finite), the lowest gains (ascending,
+    0 past ``n_valid``) when ``bottom``."""
     if st is not None:
-        return st.n_relevant(threshold).to(dtype), st.ideal_top_gains(width, gain_f, dtype)
+        sums = st.row_sum(st.gains(gain_f, dtype)) if gain_sums else None
+        return st.n_relevant(threshold).to(dtype), st.ideal_top_gains(width, gain_f, dtype), sums, None
     n, length = dense.shape
-    counts, ideals = [], []
+    counts, ideals, totals, lows = [], [], [], []
+    slots = torch.arange(width, device=dense.device)
+    zero = torch.zeros((), dtype=dtype, device=dense.device)
     for chunk, _ in _chunks(None, n, length, chunk_elements, dense.device):
         grades = dense.index_select(0, chunk)
         rel = is_relevant(grades, threshold)
         g = gain_f(grades.to(dtype))
+        inside = slots < n_valid.index_select(0, chunk).unsqueeze(-1)
         if ex is not None:
             mask = _excluded_rows(ex, chunk, n, length)
             rel = rel & ~mask
+            if gain_sums:
+                totals.append(g.masked_fill(mask, 0).sum(-1))
+            if bottom:
+                lows.append(
+                    torch.where(
+                        inside, torch.topk(g.masked_fill(mask, float("inf")), width, largest=False).values, zero
+                    )
+                )
             g = g.masked_fill(mask, float("-inf"))
+        else:
+            if gain_sums:
+                totals.append(g.sum(-1))
+            if bottom:
+                lows.append(torch.where(inside, torch.topk(g, width, largest=False).values, zero))
         counts.append(rel.sum(-1).to(dtype))
-        best = torch.topk(g, width, dim=-1).values
-        slots = torch.arange(width, device=dense.device)
-        ideals.append(
-            torch.where(
-                slots < n_valid.index_select(0, chunk).unsqueeze(-1),
-                best,
-                torch.zeros((), dtype=dtype, device=dense.device),
-            )
-        )
+        ideals.append(torch.where(inside, torch.topk(g, width, dim=-1).values, zero))
     if not counts:
-        return torch.zeros(0, dtype=dtype, device=dense.device), torch.zeros(0, width, dtype=dtype, device=dense.device)
-    return torch.cat(counts), torch.cat(ideals)
+        empty = torch.zeros(0, width, dtype=dtype, device=dense.device)
+        return empty[:, 0], empty, (empty[:, 0] if gain_sums else None), (empty if bottom else None)
+    cat = torch.cat
+    return cat(counts), cat(ideals), (cat(totals) if gain_sums else None), (cat(lows) if bottom else None)
 
 
 def _excluded_rows(ex: Exclude, rows: Tensor, n: int, length: int) -> Tensor:
@@ -880,202 +869,3 @@ def _excluded_rows(ex: Exclude, rows: Tensor, n: int, length: int) -> Tensor:
         _scatter_rows(mask, rows, n, ex, torch.ones(ex.nnz, dtype=torch.uint8, device=rows.device), ex.counted_mask())
         > 0
     )
-
-
-# ---------------------------------------------------------------------------------------- entry ranks
-def entry_ranks(
-    preds: Tensor,
-    target: Tensor | SparseTarget,
-    *,
-    exclude: Tensor | None = None,
-    gain: GainSpec = "exp2",
-    relevance_threshold: float | None = None,
-    dtype: torch.dtype | None = None,
-    validate_args: bool = True,
-    chunk_elements: int = DEFAULT_CHUNK_ELEMENTS,
-    max_entries_per_row: int | None = None,
-) -> EntryRanks:
-    """For every entry of a sparse target, the number of items scored above it and tied with it in its
-    row -- the ranks of the relevant items, which is all a metric without a cutoff (full AP, nDCG,
-    RR) needs -- without sorting any row.
-
-    Each entry is compared with its whole row (``O(nnz x L)`` comparisons, no sort). With a bound ``M``
-    on the entries per row (read in the validation's host sync, or given as ``max_entries_per_row``),
-    row chunks are compared in place against their rows' entries padded to ``(R, M)``: an ``(R, M, L)``
-    bool chunk of at most ``chunk_elements`` elements, no copy of the scores. Without one
-    (``validate_args=False`` and no bound given), chunks of ``chunk_elements // L`` entries gather a
-    copy of their rows (several times slower). Plus one ``(N, L)`` copy of the scores when
-    ``exclude`` is given. The statistics among the entries themselves (relevant count / gains above
-    and tied) come from one sort of the ``nnz`` entries.
-
-    Args:
-        preds: ``(N, L)`` scores.
-        target: a sparse ``(N, L)`` tensor (COO / CSR) or a
-            :class:`~torch_rankeval.ranking.sparse.SparseTarget`; for a dense target, convert with
-            ``SparseTarget.from_dense`` (a host sync).
-        exclude, gain, relevance_threshold, dtype, validate_args, chunk_elements: as in :func:`topk_view`.
-        max_entries_per_row: a bound on the target's entries in any row (e.g. ``m`` of the ``(N, m)`` id
-            lists the target was built from); with ``validate_args=False`` it is trusted, not checked.
-
-    Example:
-        >>> import torch
-        >>> scores = torch.tensor([[0.3, 0.3, 0.8, 0.1], [0.5, 0.4, 0.3, 0.2]])
-        >>> target = torch.tensor([[2, 1, 0, 0], [0, 0, 0, 1]]).to_sparse()
-        >>> r = entry_ranks(scores, target, gain="linear")
-        >>> r.above, r.tied, r.relevant_tied, r.gain_tied
-        (tensor([1, 1, 3]), tensor([2, 2, 1]), tensor([2., 2., 1.]), tensor([3., 3., 1.]))
-    """
-    _check_scores(preds)
-    if isinstance(chunk_elements, bool) or not isinstance(chunk_elements, int) or chunk_elements <= 0:
-        raise ValueError(f"chunk_elements must be a positive int, got {chunk_elements!r}")
-    n, length = preds.shape
-    device = preds.device
-    checks: list[Check] = []
-    ex = (
-        None
-        if exclude is None
-        else check_exclude(exclude, (n, length), device, validate_args=validate_args, checks=checks)
-    )
-    if target is None or not (isinstance(target, SparseTarget) or is_sparse(target)):
-        raise TypeError(
-            "entry_ranks needs a sparse target (COO / CSR tensor or SparseTarget); convert a dense one with "
-            "SparseTarget.from_dense(target)"
-        )
-    st, _ = _resolve_target(target, (n, length), device, ex, validate_args, checks)
-    dtype = _work_dtype(preds, st, None, dtype)
-    gain_f = _gain_callable(gain)
-    if relevance_threshold is not None and relevance_threshold <= 0:
-        raise ValueError(
-            f"relevance_threshold={relevance_threshold} makes absent items (grade 0) relevant; use a threshold "
-            "above 0 or a dense target"
-        )
-    if validate_args:
-        _target_checks(checks, st, None, ex, gain, gain_f, dtype, device)
-        host = resolve_checks(checks, extra=_score_screen(preds).reshape(1))
-        if bool(host[0]) and bool(_any_unexcluded(~torch.isfinite(preds), ex)):
-            raise ValueError(
-                "preds contains NaN or infinite scores at items that are not excluded; fix the model output, "
-                "or exclude those items with exclude="
-            )
-    nnz = st.nnz
-    counted = st.counted_mask()
-    key = _apply_exclude(preds, ex)
-    entry_scores = _at(key, st) if nnz else key.new_zeros(0)
-    if nnz and (validate_args or max_entries_per_row is not None):
-        crow = st.crow.cpu()  # validated: a host sync (N + 1 numbers) that gives the chunks their extents
-        per_row = int((crow[1:] - crow[:-1]).max()) if n else 0
-        if max_entries_per_row is not None and validate_args and per_row > max_entries_per_row:
-            raise ValueError(f"max_entries_per_row={max_entries_per_row} but a row of the target has {per_row} entries")
-        bound = per_row if validate_args else max_entries_per_row
-        above, tied = _padded_counts(key, st, entry_scores, crow if validate_args else None, bound, chunk_elements)
-    else:
-        above = torch.zeros(nnz, dtype=torch.int64, device=device)
-        tied = torch.zeros(nnz, dtype=torch.int64, device=device)
-        step = max(1, chunk_elements // length)
-        for a in range(0, nnz, step):
-            b = min(a + step, nnz)
-            block = key.index_select(0, st.rows[a:b])
-            t = entry_scores[a:b].unsqueeze(-1)
-            above[a:b] = (block > t).sum(-1, dtype=torch.int32)
-            tied[a:b] = (block == t).sum(-1, dtype=torch.int32)
-            del block
-    del key
-    zero_i = torch.zeros((), dtype=torch.int64, device=device)
-    above, tied = torch.where(counted, above, zero_i), torch.where(counted, tied, zero_i)
-
-    rel = st.relevant(relevance_threshold).to(dtype)
-    gains = st.gains(gain_f, dtype)
-    stats = _entry_group_stats(st, entry_scores, counted, [rel, gains, gains * gains])
-    n_valid = length - _excluded_count(ex, n, device)
-    return EntryRanks(
-        target=st,
-        counted=counted,
-        above=above,
-        tied=tied,
-        rel=rel,
-        gains=gains,
-        relevant_above=stats[0][0],
-        relevant_tied=stats[0][1],
-        gain_above=stats[1][0],
-        gain_tied=stats[1][1],
-        gain_sq_tied=stats[2][1],
-        n_relevant=st.n_relevant(relevance_threshold).to(dtype),
-        n_valid=n_valid,
-    )
-
-
-def _padded_counts(
-    key: Tensor, st: SparseTarget, entry_scores: Tensor, crow: Tensor | None, bound: int, chunk_elements: int
-) -> tuple[Tensor, Tensor]:
-    """(above, tied) per entry: row chunks compared in place with their entries padded to ``bound``
-    per row (NaN padding compares False). ``crow`` on the host gives each chunk its entry range;
-    without it every chunk scatters all entries (entries of other rows go to a sink)."""
-    n, length = key.shape
-    device = key.device
-    nnz = st.nnz
-    bound = max(bound, 1)
-    above = torch.zeros(nnz, dtype=torch.int64, device=device)
-    tied = torch.zeros(nnz, dtype=torch.int64, device=device)
-    slot_all = torch.arange(nnz, device=device) - st.crow.index_select(0, st.rows)  # position within its row
-    size = max(1, chunk_elements // (bound * length))
-    for r0 in range(0, n, size):
-        r1 = min(r0 + size, n)
-        if crow is not None:
-            e0, e1 = int(crow[r0]), int(crow[r1])
-            if e0 == e1:
-                continue
-            entries = slice(e0, e1)
-            local = (st.rows[entries] - r0) * bound + slot_all[entries]
-        else:  # no host extents: every entry, those of other rows into a sink slot
-            entries = slice(0, nnz)
-            inside = (st.rows >= r0) & (st.rows < r1) & (slot_all < bound)
-            local = torch.where(inside, (st.rows - r0) * bound + slot_all, (r1 - r0) * bound)
-        thresholds = torch.full(((r1 - r0) * bound + 1,), float("nan"), dtype=key.dtype, device=device)
-        thresholds.scatter_(0, local, entry_scores[entries])
-        t = thresholds[:-1].view(r1 - r0, bound, 1)
-        block = key[r0:r1].unsqueeze(1)  # a view: no copy
-        a = (block > t).sum(-1, dtype=torch.int32).view(-1)
-        e = (block == t).sum(-1, dtype=torch.int32).view(-1)
-        if crow is not None:
-            above[entries] = a.index_select(0, local).to(torch.int64)
-            tied[entries] = e.index_select(0, local).to(torch.int64)
-        else:
-            a_ext = torch.cat([a, a.new_zeros(1)]).index_select(0, local).to(torch.int64)
-            e_ext = torch.cat([e, e.new_zeros(1)]).index_select(0, local).to(torch.int64)
-            above = torch.where(inside, a_ext, above)
-            tied = torch.where(inside, e_ext, tied)
-    return above, tied
-
-
-def _entry_group_stats(
-    st: SparseTarget, scores: Tensor, counted: Tensor, weights: list[Tensor]
-) -> list[tuple[Tensor, Tensor]]:
-    """For per-entry ``weights``: (sum over the row's counted entries scored strictly above, sum over
-    those tied, itself included) of each entry, from one sort of the entries by (row, score desc)."""
-    nnz = st.nnz
-    if nnz == 0:
-        return [(w, w) for w in weights]
-    device = scores.device
-    s = torch.where(counted, scores, _neg_inf(scores.dtype, device))
-    by_score = torch.sort(s, descending=True, stable=True).indices
-    by_row = torch.sort(st.rows.index_select(0, by_score), stable=True).indices
-    order = by_score.index_select(0, by_row)
-    s_sorted = s.index_select(0, order)
-    rows = st.rows  # rows in sorted order equal the canonical rows
-    new = torch.ones(nnz, dtype=torch.bool, device=device)
-    new[1:] = (s_sorted[1:] != s_sorted[:-1]) | (rows[1:] != rows[:-1])
-    index = torch.arange(nnz, device=device)
-    group_start = torch.cummax(torch.where(new, index, torch.zeros_like(index)), 0).values
-    gid = new.cumsum(0) - 1
-    row_start = st.crow.index_select(0, rows)
-    out = []
-    for w in weights:
-        w_sorted = torch.where(counted, w, torch.zeros_like(w)).index_select(0, order).to(torch.float64)
-        prefix = torch.cat([torch.zeros(1, dtype=torch.float64, device=device), w_sorted.cumsum(0)])
-        before = prefix.index_select(0, group_start) - prefix.index_select(0, row_start)
-        group = torch.zeros(nnz, dtype=torch.float64, device=device).scatter_add_(0, gid, w_sorted).index_select(0, gid)
-        above_w = torch.empty_like(before).index_copy_(0, order, before).to(w.dtype)
-        tied_w = torch.empty_like(group).index_copy_(0, order, group).to(w.dtype)
-        zero = torch.zeros((), dtype=w.dtype, device=device)
-        out.append((torch.where(counted, above_w, zero), torch.where(counted, tied_w, zero)))
-    return out

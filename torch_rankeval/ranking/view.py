@@ -24,8 +24,9 @@ combinatorial terms (RR, hit rate, the hypergeometric law of AP's retrieved-rele
 are evaluated in float64 as products of ratios or with ``lgamma``, exact to ~1e-12 relative at any
 group size, and only the final values are cast to the working dtype.
 
-**The ranked-view contract** (what every kernel may read; a view built another way, e.g. from
-``torch.topk`` of the first ``W`` positions of a full catalogue, must provide exactly this):
+**The ranked-view contract** (what every kernel may read, written out as the :class:`RankedView`
+and :class:`TieStatistics` protocols; the top-k view of a catalogue,
+:class:`~torch_rankeval.ranking.catalogue.TopKRankedBatch`, implements all of it too):
 
 * per position, for the first ``W`` ranked positions (``W`` = :meth:`RankedBatch.span` of the
   cutoffs: the largest cutoff, or the whole list when a metric has no cutoff):
@@ -38,7 +39,7 @@ group size, and only the final values are cast to the working dtype.
 * per query: :attr:`RankedBatch.n_relevant`, :attr:`RankedBatch.n_valid` and the ideal's top gains
   (:meth:`RankedBatch.ideal_top`).
 
-Kernels have the signature ``*_values(rb, ks, ...) -> (values (N, K), empty flags or None)``.
+Kernels take a :class:`RankedView`: ``*_values(rb, ks, ...) -> (values (N, K), empty flags or None)``.
 Nothing here loops over queries, moves data to the host or creates data-dependent shapes.
 """
 
@@ -47,13 +48,24 @@ from __future__ import annotations
 import itertools
 import weakref
 from collections.abc import Callable
+from typing import Protocol, runtime_checkable
 
 import torch
 from torch import Tensor
 
 from torch_rankeval.conventions import Convention, discount_table, gain_fn
 
-__all__ = ["RankedBatch", "TieGroups", "device_constant", "log_comb", "prefix_sums", "relevant", "take_columns"]
+__all__ = [
+    "RankedBatch",
+    "RankedView",
+    "TieGroups",
+    "TieStatistics",
+    "device_constant",
+    "log_comb",
+    "prefix_sums",
+    "relevant",
+    "take_columns",
+]
 
 _INDEX_CACHE: dict[tuple, Tensor] = {}
 _DISCOUNT_HEADS: dict[int, tuple[weakref.ref, dict]] = {}  # id(table) -> (table, {(width, dtype): head})
@@ -139,6 +151,120 @@ def log_comb(a: Tensor, b: Tensor) -> Tensor:
     """``log(C(a, b))`` for float tensors with ``0 <= b <= a`` (other entries are meaningless); call it
     on float64 tensors: in float32, ``lgamma`` of a large count has no digits left for the difference."""
     return torch.lgamma(a + 1) - torch.lgamma(b + 1) - torch.lgamma(a - b + 1)
+
+
+@runtime_checkable
+class TieStatistics(Protocol):
+    """What a kernel reads from :meth:`RankedView.groups`: the statistics of the WHOLE tie group of each
+    of the first ``width`` ranked positions, ``(N, width)`` each (:class:`TieGroups` documents them)."""
+
+    width: int
+
+    @property
+    def start(self) -> Tensor: ...
+    @property
+    def size(self) -> Tensor: ...
+    @property
+    def end(self) -> Tensor: ...
+    @property
+    def offset(self) -> Tensor: ...
+    @property
+    def slot(self) -> Tensor: ...
+    @property
+    def rel(self) -> Tensor: ...
+    @property
+    def rel_before(self) -> Tensor: ...
+    @property
+    def gain(self) -> Tensor: ...
+    @property
+    def gain_before(self) -> Tensor: ...
+    @property
+    def gain_sq(self) -> Tensor: ...
+    @property
+    def first_hazard(self) -> Tensor: ...
+    @property
+    def no_relevant_yet(self) -> Tensor: ...
+    def mean(self, name: str) -> Tensor: ...
+    def at(self, name: str, idx: list[int]) -> Tensor: ...
+    def sums(self, head: Tensor, doc: Tensor | None, *, dtype: torch.dtype) -> tuple[Tensor, Tensor]: ...
+
+
+@runtime_checkable
+class RankedView(Protocol):
+    """The ranked-view contract: everything a kernel may read from a ranked batch (see the module
+    docstring). The dense :class:`RankedBatch` (a full sort) and the top-k
+    :class:`~torch_rankeval.ranking.catalogue.TopKRankedBatch` (the first ``W`` positions of a
+    catalogue) both implement all of it; kernels are typed against it, not against either class.
+
+    Example:
+        >>> from torch_rankeval.conventions import DEFAULT
+        >>> rb = RankedBatch(torch.tensor([[0.2, 0.9]]), torch.tensor([[1, 0]]), None, DEFAULT)
+        >>> isinstance(rb, RankedView)
+        True
+    """
+
+    convention: Convention
+    dtype: torch.dtype
+    device: torch.device
+    n_lists: int
+    length: int
+    averaged: bool
+    truncated: bool
+    split_rows: list[int] | None
+
+    # per query
+    @property
+    def n_relevant(self) -> Tensor: ...
+    @property
+    def n_relevant_in_list(self) -> Tensor: ...
+    @property
+    def n_valid(self) -> Tensor: ...
+    @property
+    def ideal_gains(self) -> Tensor: ...
+    @property
+    def ideal_target(self) -> Tensor | None: ...
+    @property
+    def ideal_valid(self) -> Tensor | None: ...
+    def ideal_top(self, ks: tuple[int | None, ...]) -> Tensor: ...
+
+    # per position, in ranked order
+    @property
+    def valid(self) -> Tensor: ...
+    @property
+    def rel(self) -> Tensor: ...
+    @property
+    def gains(self) -> Tensor: ...
+    @property
+    def judged(self) -> Tensor: ...
+    @property
+    def target(self) -> Tensor: ...
+    @property
+    def positions(self) -> Tensor: ...
+    @property
+    def discounts(self) -> Tensor: ...
+    def head(self, name: str, width: int | None = None) -> Tensor: ...
+    def ranked(self, x: Tensor, width: int | None = None) -> Tensor: ...
+    def discount_head(self, width: int) -> Tensor: ...
+    def inverse_ranks(self, width: int) -> Tensor: ...
+
+    # tie groups and cutoffs
+    def groups(self, width: int | None = None) -> TieStatistics: ...
+    def expected(self, x: Tensor, upto: int | None = None, doc: Tensor | None = None) -> Tensor: ...
+    def cutoff_index(self, ks: tuple[int | None, ...]) -> list[int]: ...
+    def span(self, ks: tuple[int | None, ...]) -> int: ...
+    def cumulative(self, x: Tensor, ks: tuple[int | None, ...], *, dtype: torch.dtype | None = None) -> Tensor: ...
+    def expected_in_top(self, name: str, ks: tuple[int | None, ...]) -> Tensor: ...
+    def expected_relevant(self, ks: tuple[int | None, ...]) -> Tensor: ...
+
+    # helpers
+    def constant(self, values: list[float] | list[int], dtype: torch.dtype | None = None) -> Tensor: ...
+    def cached(self, name: str, fn: Callable[[], Tensor]) -> Tensor: ...
+
+
+_NEEDS_DOC = (
+    "the tie group that crosses the last position read goes on past it: its sum needs the per-document "
+    "values (doc=, (N, L) in input order)"
+)
 
 
 class TieGroups:
@@ -277,6 +403,8 @@ class TieGroups:
         before = padded.gather(-1, self._start_i)
         total = padded.gather(-1, self._end_i).sub_(before)
         if self._boundary is not None:
+            if doc is None:
+                raise ValueError(_NEEDS_DOC)
             same = self._boundary[1]
             full = (same & doc if doc.dtype == torch.bool else doc * same).sum(-1, keepdim=True, dtype=dtype)
             total = self._crossing(total, full)
@@ -574,14 +702,16 @@ class RankedBatch:
                 return g._cache[name]
         return None
 
-    def expected(self, x: Tensor, upto: int | None = None) -> Tensor:
+    def expected(self, x: Tensor, upto: int | None = None, doc: Tensor | None = None) -> Tensor:
         """Expected value of a ranked-order ``x`` ``(N, L)`` at each of the first ``upto`` positions
-        over the orders of tied documents (the mean of its tie group)."""
+        over the orders of tied documents (the mean of its tie group). ``doc``: the same quantity per
+        document in input order, read only where a tie group goes on past the view (a truncated
+        top-k view)."""
         upto = self.length if upto is None else min(upto, self.length)
         if not self.averaged:
             return x[:, :upto]
         g = self.groups(self.length)
-        total, _ = g.sums(x, None, dtype=torch.float64 if x.is_floating_point() else torch.int64)
+        total, _ = g.sums(x, doc, dtype=torch.float64 if x.is_floating_point() else torch.int64)
         return (total[:, :upto] / g.size[:, :upto]).to(self.dtype)
 
     # ------------------------------------------------------------------ per-query facts
@@ -628,6 +758,16 @@ class RankedBatch:
             return g if self._ideal_valid is None else torch.where(self._ideal_valid, g, self._zero)
 
         return self.cached("ideal_gains", make)
+
+    @property
+    def ideal_target(self) -> Tensor | None:
+        """The judged set's grades ``(N, M)`` when given (``ideal_target=``), else None (the list's own)."""
+        return self._ideal_target
+
+    @property
+    def ideal_valid(self) -> Tensor | None:
+        """``(N, M)`` bool, the real entries of :attr:`ideal_target`; None when every entry is (or none given)."""
+        return self._ideal_valid
 
     @property
     def _ideal_valid_mask(self) -> Tensor | None:
