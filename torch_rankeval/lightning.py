@@ -40,6 +40,7 @@ except ImportError:  # pragma: no cover - the standalone package
         ) from err
 
 from torch_rankeval.metrics import RankingMetrics
+from torch_rankeval.metrics._hooks import set_metric_options
 from torch_rankeval.metrics._options import METRIC_OPTIONS
 from torch_rankeval.sampler import sharding_problem
 
@@ -597,10 +598,7 @@ def _with_options(metric: RankingMetrics, options: Mapping[str, Any]) -> Ranking
             f"RankingMetricsCallback.build_metrics: {unknown} cannot override a configured RankingMetrics; only "
             f"torchmetrics' Metric options ({', '.join(METRIC_OPTIONS)}) can. Configure the metric itself."
         )
-    for name, value in options.items():
-        setattr(metric, name, value)
-    if "sync_on_compute" in options:  # torchmetrics copies it into _to_sync in __init__ and reads that
-        metric._to_sync = bool(options["sync_on_compute"])
+    set_metric_options(metric, options)
     return metric
 
 

@@ -54,7 +54,7 @@ from torchmetrics import Metric
 from torchmetrics.utilities.data import dim_zero_cat, dim_zero_sum
 from torchmetrics.utilities.distributed import gather_all_tensors
 
-__all__ = ["ConfiguredMetric", "own_states", "CONFIG_METADATA"]
+__all__ = ["ConfiguredMetric", "own_states", "set_metric_options", "CONFIG_METADATA"]
 
 #: The state_dict metadata entry that carries a metric's configuration.
 CONFIG_METADATA = "torch_rankeval_config"
@@ -373,3 +373,21 @@ def _describe(x: Any) -> str:
     if callable(x) and not isinstance(x, type):
         return f"{getattr(x, '__module__', '')}.{getattr(x, '__qualname__', type(x).__qualname__)}"
     return repr(x)
+
+
+def set_metric_options(metric: Metric, options: Mapping[str, Any]) -> None:
+    """Set torchmetrics' ``Metric`` options (``sync_on_compute``, ``compute_on_cpu``, ...) on a built
+    metric: torchmetrics copies ``sync_on_compute`` into its private ``_to_sync`` in ``__init__`` and
+    reads that, so it is set there too.
+
+    Example:
+        >>> from torch_rankeval.metrics import NDCG
+        >>> metric = NDCG(k=2)
+        >>> set_metric_options(metric, {"sync_on_compute": False})
+        >>> metric.sync_on_compute, metric._to_sync
+        (False, False)
+    """
+    for name, value in options.items():
+        setattr(metric, name, value)
+    if "sync_on_compute" in options:
+        metric._to_sync = bool(options["sync_on_compute"])
