@@ -40,7 +40,7 @@ import torch
 from torch import Tensor
 
 from torch_rankeval.conventions import EMPTY_TARGET_ACTIONS
-from torch_rankeval.kernels.debiased import _affine_tensors, _work_dtype, position_debiased_values
+from torch_rankeval.kernels.debiased import _affine_tensors, position_debiased_values
 from torch_rankeval.measures.reduction import Reduction
 from torch_rankeval.ranking.clicks import (
     check_clicks,
@@ -50,7 +50,7 @@ from torch_rankeval.ranking.clicks import (
     raise_first,
     value_problems,
 )
-from torch_rankeval.ranking.inputs import check_reduction, parse_k
+from torch_rankeval.ranking.inputs import check_reduction, parse_k, work_dtype
 
 __all__ = ["ips_gains", "position_debiased_ndcg", "position_debiased_dcg", "aggregate_ips_gains"]
 
@@ -118,7 +118,7 @@ def ips_gains(
     sources = dict(
         propensities=propensities, logged_positions=logged_positions, propensity_table=propensity_table, affine=affine
     )
-    dtype = _work_dtype(clicks, propensities, propensity_table, *_affine_tensors(affine))
+    dtype = work_dtype(clicks, propensities, propensity_table, *_affine_tensors(affine))
     gains = debiased_gains(clicks, valid, dtype=dtype, eta=eta, clip=clip, **sources)
     if validate_args:
         raise_first(value_problems(clicks, valid, **sources) + gain_problems(gains, valid, eta=eta, clip=clip))

@@ -1,36 +1,5 @@
-"""Position-debiased (inverse-propensity) DCG and nDCG of a new ranking, estimated from click logs.
-
-Under the position-based model (PBM) an item logged at position ``p`` is clicked with probability
-``rho(p) * gamma``: it must be examined (``rho``) and then found attractive (``gamma``). The gain
-``g = c / rho`` is an unbiased estimate of ``gamma`` (Joachims, Swaminathan & Schnabel, WSDM 2017),
-so the DCG of the *new* ranking with gains ``g`` is an unbiased estimate of its DCG with linear gain
-``gamma``. The ideal DCG of the debiased nDCG is built from the same debiased gains sorted in
-decreasing order (TF-Ranking's weighted NDCG).
-
-What the numbers mean, and when to trust them:
-
-1. **What is estimated.** DCG/nDCG with *linear* gain ``gamma = P(click | examined)``. It equals the
-   exponential-gain nDCG of graded labels only when ``P(click | examined, label)`` is proportional
-   to ``2**label - 1``. Never apply ``2**g - 1`` to IPS gains.
-2. **Aggregate clicks per query before normalising** (:func:`aggregate_ips_gains`). nDCG computed
-   per impression (session) and then averaged is biased and does not converge; with one click in
-   the list the propensity cancels and it equals the naive click nDCG. The debiased DCG needs no
-   aggregation: its mean over sessions is unbiased.
-3. **Unbiased only if** the PBM holds, the propensities are right (relative propensities
-   ``rho(p) / rho(1)`` are enough for nDCG; DCG is then in "clicks at rank 1" units), ``rho > 0``
-   for every item that can be relevant, and there is no clipping.
-4. **Top-k or stochastic loggers** need policy-aware propensities, the expected examination
-   ``E_pi[rho(position)]`` of each item under the logging policy, passed as ``propensities=``.
-   Items a deterministic top-k logger never showed have ``rho = 0`` and cannot be recovered.
-5. **Variance** grows like ``1 / rho``. ``clip=tau`` raises propensities below ``tau`` to ``tau``
-   (weights at most ``1 / tau``, Strehl et al. 2010) at the price of a bias: a clipped item's gain
-   is underestimated by the factor ``rho / tau``, which pulls the metric towards the naive one.
-   For confidence intervals, bootstrap over queries with ``reduction="none"``.
-6. **Trust bias** (clicks on non-relevant top results) is not corrected by IPS; use
-   ``affine=(alpha, beta)`` (Vardasbi, Oosterhuis & de Rijke, CIKM 2020): gain
-   ``(c - beta) / alpha`` on every displayed item, unbiased for ``P(relevant)``; gains can be
-   negative, so nDCG can leave [0, 1].
-"""
+"""The position-debiased DCG/nDCG kernel: DCG and nDCG of a new ranking with IPS gains from clicks
+(what the estimate means and when to trust it: :mod:`torch_rankeval.functional.debiased`)."""
 
 from __future__ import annotations
 
@@ -54,10 +23,6 @@ __all__ = ["NORMALIZE", "position_debiased_values"]
 
 
 NORMALIZE = ("ideal", "none")
-
-
-def _work_dtype(*tensors: object) -> torch.dtype:
-    return work_dtype(*(t for t in tensors if isinstance(t, Tensor)))
 
 
 def _affine_tensors(affine: object) -> tuple:
@@ -128,7 +93,7 @@ def position_debiased_values(
         preds, clicks, mask = preds.unsqueeze(0), clicks.unsqueeze(0), None if mask is None else mask.unsqueeze(0)
         sources = as_batch(**sources)
     valid = torch.ones_like(clicks, dtype=torch.bool) if mask is None else mask
-    dtype = _work_dtype(preds, clicks, propensities, propensity_table, *_affine_tensors(affine))
+    dtype = work_dtype(preds, clicks, propensities, propensity_table, *_affine_tensors(affine))
     gains = debiased_gains(clicks, valid, dtype=dtype, eta=eta, clip=clip, **sources)
     if validate_args:
         preds_nan = (valid & torch.isnan(preds)).any()
