@@ -1,4 +1,4 @@
-"""The functional API's path into the one evaluation loop (:class:`torch_rankeval.measures.MeasurePlan`)."""
+"""``evaluate``: many measures by name from one ranking, through one plan (:class:`torch_rankeval.measures.MeasurePlan`)."""
 
 from __future__ import annotations
 
@@ -7,73 +7,11 @@ from typing import Any
 
 from torch import Tensor
 
-from torch_rankeval.conventions import Convention
+from torch_rankeval.conventions import Convention, resolve_convention
+from torch_rankeval.measures import MeasurePlan, parse_measures
 from torch_rankeval.ranking.inputs import check_reduction, parse_k
 
-__all__ = ["evaluate", "evaluate_family"]
-
-
-def _reduced(
-    plan: Any,
-    convention: Convention,
-    preds: Tensor,
-    target: Tensor,
-    reduction: str,
-    validate_args: bool,
-    name: str,
-    **inputs: Tensor | int | None,
-) -> Tensor:
-    """Run ``plan`` (a :class:`~torch_rankeval.measures.MeasurePlan`) and reduce with the plan's
-    reduction: ``(C,)`` or, with ``reduction="none"``, ``(N, C)`` (``(C,)`` for a single 1-D list)."""
-    values, empty, single = plan.values(preds, target, validate_args=validate_args, **inputs)
-    out = plan.reduce(
-        values,
-        empty,
-        action=convention.empty_target_action,
-        reduction=reduction,
-        validate_args=validate_args,
-        name=name,
-    )
-    return out[0] if reduction == "none" and single else out
-
-
-def evaluate_family(
-    key: str,
-    preds: Tensor,
-    target: Tensor,
-    k: Any,
-    *,
-    convention: Convention,
-    mask: Tensor | None = None,
-    ignore_index: int | None = None,
-    ideal_target: Tensor | None = None,
-    n_relevant: Tensor | None = None,
-    exclude: Tensor | None = None,
-    reduction: str = "mean",
-    validate_args: bool = True,
-    name: str = "",
-) -> Tensor:
-    """One measure family of the registry at the cutoffs ``k``, reduced: ``(K,)``, a scalar, or
-    per list with ``reduction="none"``."""
-    from torch_rankeval.measures import Measure, MeasurePlan  # the registry imports the kernels of this package
-
-    ks, keep_k = parse_k(k)
-    check_reduction(reduction)
-    out = _reduced(
-        MeasurePlan([Measure(key, c) for c in ks], convention),
-        convention,
-        preds,
-        target,
-        reduction,
-        validate_args,
-        name or key,
-        mask=mask,
-        ignore_index=ignore_index,
-        ideal_target=ideal_target,
-        n_relevant=n_relevant,
-        exclude=exclude,
-    )
-    return out if keep_k else out.squeeze(-1)
+__all__ = ["evaluate"]
 
 
 def evaluate(
@@ -122,23 +60,17 @@ def evaluate(
         >>> {name: round(v.item(), 4) for name, v in out.items()}
         {'nDCG@2': 0.4796, 'mrr': 0.5, 'P(rel=2)@2': 0.5}
     """
-    from torch_rankeval.conventions import resolve_convention
-    from torch_rankeval.measures import MeasurePlan, parse_measures
-
     check_reduction(reduction)
     conv = resolve_convention(convention, **conventions)
     if isinstance(metrics, str):
         metrics = [metrics]
     ks, _ = parse_k(k)
     plan = MeasurePlan(parse_measures(metrics, cutoffs=ks), conv)
-    out = _reduced(
-        plan,
-        conv,
+    out = plan.evaluate(
         preds,
         target,
-        reduction,
-        validate_args,
-        ", ".join(plan.labels),
+        reduction=reduction,
+        validate_args=validate_args,
         mask=mask,
         ignore_index=ignore_index,
         ideal_target=ideal_target,

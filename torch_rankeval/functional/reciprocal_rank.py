@@ -7,7 +7,7 @@ from typing import Sequence
 from torch import Tensor
 
 from torch_rankeval.conventions import Convention, resolve_convention
-from torch_rankeval.functional._api import evaluate_family
+from torch_rankeval.measures.plan import evaluate_family
 
 __all__ = ["reciprocal_rank"]
 

@@ -37,11 +37,11 @@ from torch_rankeval.ranking.catalogue import (
     row_chunks,
     topk_supported,
 )
-from torch_rankeval.ranking.inputs import prepare
+from torch_rankeval.ranking.inputs import check_reduction, parse_k, prepare
 from torch_rankeval.ranking.sparse import SparseTarget, check_exclude, is_sparse, sparse_target
 from torch_rankeval.ranking.view import RankedBatch, _to_device, device_constant
 
-__all__ = ["MeasurePlan", "densified"]
+__all__ = ["MeasurePlan", "densified", "evaluate_family"]
 
 
 @dataclass(frozen=True)
@@ -273,6 +273,38 @@ class MeasurePlan:
         return "topk"
 
     # ------------------------------------------------------------------ reduction
+    def evaluate(
+        self,
+        preds: Tensor,
+        target: Tensor,
+        *,
+        reduction: str = "mean",
+        validate_args: bool = True,
+        name: str = "",
+        **inputs: Tensor | int | float | None,
+    ) -> Tensor:
+        """:meth:`values`, then :meth:`reduce` under the plan's convention: ``(C,)``, or per list with
+        ``reduction="none"`` ``(N, C)`` (``(C,)`` for a single 1-D list). ``inputs`` are
+        :meth:`values`' keyword arguments (``mask``, ``ignore_index``, ``exclude``, ...).
+
+        Example:
+            >>> import torch
+            >>> from torch_rankeval.conventions import DEFAULT
+            >>> plan = MeasurePlan([Measure("mrr"), Measure("precision", 2)], DEFAULT)
+            >>> plan.evaluate(torch.tensor([[0.9, 0.5, 0.1]]), torch.tensor([[0, 2, 1]]))
+            tensor([0.5000, 0.5000])
+        """
+        values, empty, single = self.values(preds, target, validate_args=validate_args, **inputs)
+        out = self.reduce(
+            values,
+            empty,
+            action=self.convention.empty_target_action,
+            reduction=reduction,
+            validate_args=validate_args,
+            name=name or ", ".join(self.labels),
+        )
+        return out[0] if reduction == "none" and single else out
+
     def reduction(self, action: str | None = None, *, reason: str | None = None, hint: str = "") -> Reduction:
         """The plan's :class:`~torch_rankeval.measures.reduction.Reduction`: its columns' aggregates,
         the empty-query policy ``action`` (default: the convention's), the convention's mean over
@@ -388,3 +420,33 @@ def _run_calls(rb: RankedBatch, calls: list[_Call], conv: Convention) -> tuple[T
     if len(values) == 1:
         return values[0], empties[0]
     return torch.cat(values, dim=1), torch.cat(empties, dim=1)
+
+
+def evaluate_family(
+    key: str,
+    preds: Tensor,
+    target: Tensor,
+    k: object,
+    *,
+    convention: Convention,
+    reduction: str = "mean",
+    validate_args: bool = True,
+    name: str = "",
+    **inputs: Tensor | int | float | None,
+) -> Tensor:
+    """One family of the registry (:data:`~torch_rankeval.measures.registry.FAMILIES`) at the
+    cutoffs ``k`` (None, an int or a sequence), through one plan: ``(K,)`` for a sequence of cutoffs,
+    else a scalar; per list with ``reduction="none"``. The public one-measure functions
+    (:func:`torch_rankeval.functional.ndcg`, ...) are this call.
+
+    Example:
+        >>> import torch
+        >>> from torch_rankeval.conventions import DEFAULT
+        >>> evaluate_family("ndcg", torch.tensor([0.9, 0.8]), torch.tensor([0, 1]), [1, 2], convention=DEFAULT)
+        tensor([0.0000, 0.6309])
+    """
+    ks, keep_k = parse_k(k)
+    check_reduction(reduction)
+    plan = MeasurePlan([Measure(key, c) for c in ks], convention)
+    out = plan.evaluate(preds, target, reduction=reduction, validate_args=validate_args, name=name or key, **inputs)
+    return out if keep_k else out.squeeze(-1)
