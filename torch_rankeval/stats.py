@@ -34,6 +34,7 @@ numbers on the same device. Per-query values from :func:`torch_rankeval.trec.eva
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -585,6 +586,136 @@ class RunComparison:
                 found.append(j if run == i else i)
         return sorted(found)
 
+    def to_dict(self) -> dict[str, Any]:
+        """Plain Python: the settings, ``means`` (``{run: {measure: mean}}``) and ``comparisons``
+        (:meth:`records`). Valid JSON.
+
+        Example:
+            >>> import torch
+            >>> bm25 = torch.tensor([0.31, 0.42, 0.25, 0.50, 0.38, 0.29, 0.44, 0.35])
+            >>> d = compare_runs(torch.stack([bm25, bm25 + 0.05]), runs=["bm25", "dense"], measures=["ndcg@10"]).to_dict()
+            >>> d["test"], d["correction"], round(d["means"]["dense"]["ndcg@10"], 4), d["comparisons"][0]["winner"]
+            ('randomization', 'holm', 0.4175, 'dense')
+        """
+        settings = ("n_queries", "test", "correction", "alpha", "confidence", "n_resamples", "seed", "t_test_skipped")
+        return {
+            "runs": list(self.runs),
+            "measures": list(self.measures),
+            **{name: getattr(self, name) for name in settings},
+            "means": {
+                run: {m: float(self.means[i, k]) for k, m in enumerate(self.measures)}
+                for i, run in enumerate(self.runs)
+            },
+            "comparisons": self.records(),
+        }
+
+    def to_csv(self, path: str | os.PathLike | None = None) -> str:
+        """:meth:`records` as CSV text (a row per measure and pair; floats as ``repr``, a skipped
+        t-test empty), written to ``path`` too when given.
+
+        Example:
+            >>> import torch
+            >>> bm25 = torch.tensor([0.31, 0.42, 0.25, 0.50, 0.38, 0.29, 0.44, 0.35])
+            >>> text = compare_runs(torch.stack([bm25, bm25 + 0.05]), runs=["bm25", "dense"]).to_csv()
+            >>> text.splitlines()[0].split(",")[:4]
+            ['measure', 'run_a', 'run_b', 'mean_a']
+        """
+        from torch_rankeval.trec._tables import csv_text
+
+        records = self.records()
+        header = list(records[0])
+        return csv_text(header, [[r[h] for h in header] for r in records], path)
+
+    def to_pandas(self, what: str = "pairs") -> Any:
+        """A pandas DataFrame: :meth:`records` (``what="pairs"``, a row per measure and pair) or the
+        means (``what="means"``: a row per run, a column per measure).
+
+        Raises:
+            ImportError: pandas is not installed (``pip install torch-rankeval[pandas]``).
+
+        Example:
+            >>> import torch
+            >>> bm25 = torch.tensor([0.31, 0.42, 0.25, 0.50, 0.38, 0.29, 0.44, 0.35])
+            >>> c = compare_runs(torch.stack([bm25, bm25 + 0.05]), runs=["bm25", "dense"])
+            >>> c.to_pandas("means").index.tolist()  # doctest: +SKIP
+            ['bm25', 'dense']
+        """
+        from torch_rankeval.trec._tables import require_pandas
+
+        if what not in ("pairs", "means"):
+            raise ValueError(f"what must be 'pairs' or 'means', got {what!r}")
+        pd = require_pandas()
+        if what == "pairs":
+            return pd.DataFrame(self.records())
+        means = self.to_dict()["means"]
+        return pd.DataFrame([means[r] for r in self.runs], index=pd.Index(list(self.runs), name="run"))
+
+    def to_latex(self, *, decimals: int = 4, caption: str | None = None, label: str | None = None) -> str:
+        r"""A paper table: a row per run, a column per measure, each run's mean; the best mean of
+        each column in bold (every run that reaches it); a superscript letter for each run that a
+        run beats significantly on that measure (the runs are lettered a, b, c... in the first
+        column), and a footnote naming the test, the resamples, the correction and alpha.
+
+        Example:
+            >>> import torch
+            >>> bm25 = torch.tensor([0.31, 0.42, 0.25, 0.50, 0.38, 0.29, 0.44, 0.35])
+            >>> c = compare_runs(torch.stack([bm25, bm25 + 0.05]), runs=["bm25", "dense"], measures=["ndcg@10"])
+            >>> print(c.to_latex(decimals=3))
+            \begin{table}
+            \centering
+            \begin{tabular}{lr}
+            \toprule
+            Run & ndcg@10 \\
+            \midrule
+            (a) bm25 & 0.367 \\
+            (b) dense & \textbf{0.418}$^{a}$ \\
+            \bottomrule
+            \end{tabular}
+            \par\smallskip\footnotesize Superscripts mark a significant improvement over the run of that letter: paired randomization test (10000 resamples), Holm correction over the 1 pair of runs of each measure, $\alpha = 0.05$; best of each column in bold.
+            \end{table}
+        """
+        from torch_rankeval.trec._tables import latex_escape, latex_number
+
+        letters = [_letter(i) for i in range(len(self.runs))]
+        means = self.means.tolist()
+        lines = [r"\begin{table}", r"\centering"]
+        if caption is not None:
+            lines.append(rf"\caption{{{latex_escape(caption)}}}")
+        if label is not None:
+            lines.append(rf"\label{{{label}}}")
+        lines += [r"\begin{tabular}{l" + "r" * len(self.measures) + "}", r"\toprule"]
+        lines.append(" & ".join(["Run", *map(latex_escape, self.measures)]) + r" \\")
+        lines.append(r"\midrule")
+        best = [max(row[m] for row in means) for m in range(len(self.measures))]
+        for i, run in enumerate(self.runs):
+            cells = [f"({letters[i]}) {latex_escape(run)}"]
+            for m in range(len(self.measures)):
+                cell = latex_number(means[i][m], decimals)
+                if means[i][m] == best[m]:
+                    cell = rf"\textbf{{{cell}}}"
+                beaten = self.beats(i, m)
+                if beaten:
+                    cell += "$^{" + "".join(letters[j] for j in beaten) + "}$"
+                cells.append(cell)
+            lines.append(" & ".join(cells) + r" \\")
+        lines += [r"\bottomrule", r"\end{tabular}"]
+        if self.test == "randomization":
+            test = f"paired randomization test ({self.n_resamples} resamples)"
+        else:
+            test = "paired t-test"
+        n_pairs = len(self.pairs)
+        pairs = f"{n_pairs} pair{'s' if n_pairs != 1 else ''} of runs"
+        if self.correction == "none":
+            correction = "no correction for multiple comparisons"
+        else:
+            correction = f"{self.correction.capitalize()} correction over the {pairs} of each measure"
+        lines.append(
+            r"\par\smallskip\footnotesize Superscripts mark a significant improvement over the run of that letter: "
+            + f"{test}, {correction}, $\\alpha = {self.alpha:g}$; best of each column in bold."
+        )
+        lines.append(r"\end{table}")
+        return "\n".join(lines)
+
     def records(self) -> list[dict[str, Any]]:
         """One dict per measure and pair: names, means, difference, interval, p-values, significance, winner.
 
@@ -621,6 +752,16 @@ class RunComparison:
                     }
                 )
         return out
+
+
+def _letter(i: int) -> str:
+    """a, b, ..., z, aa, ab, ...: the label of the ``i``-th run in :meth:`RunComparison.to_latex`."""
+    out = ""
+    i += 1
+    while i:
+        i, r = divmod(i - 1, 26)
+        out = chr(ord("a") + r) + out
+    return out
 
 
 def _number(value: Tensor) -> float | None:
