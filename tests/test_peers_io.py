@@ -354,3 +354,11 @@ def test_ranx_and_recbole_names_parse_to_their_definitions():
 def test_peer_names_without_our_measure_are_refused_with_advice(name, advice):
     with pytest.raises(ValueError, match=advice):
         parse_measure(name)
+
+
+def test_recbole_map_is_the_min_k_relevant_denominator():
+    # RecBole's MAP@k: sum over the top k of P@i at the relevant ranks, divided by min(k, R).
+    # Ranking [rel, non, rel, rel], R = 3, k = 2: P@1 = 1 -> RecBole 1 / min(2, 3) = 1/2; trec_eval 1/3.
+    preds, target = torch.tensor([[0.9, 0.8, 0.7, 0.6]]), torch.tensor([[1, 0, 1, 1]])
+    assert F.evaluate(preds, target, ["MAP@2"], denominator="min_k_relevant")["MAP@2"].item() == 0.5
+    assert F.evaluate(preds, target, ["MAP@2"], convention="trec_eval")["MAP@2"].item() == pytest.approx(1 / 3)
