@@ -375,7 +375,7 @@ def test_default_summary_fits_80_columns(tmp_path, monkeypatch):
     assert list(table) == [o.name for o in results[0].outputs]  # every official measure, in order
     for name, cells in table.items():
         for cell, result in zip(cells, results):
-            value = result.summary[name]
+            value = result.printed[name]
             assert cell == (
                 value if isinstance(value, str) else str(value) if isinstance(value, int) else f"{value:.4f}"
             )

@@ -34,6 +34,7 @@ numbers on the same device. Per-query values from :func:`torch_rankeval.trec.eva
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -585,6 +586,136 @@ class RunComparison:
                 found.append(j if run == i else i)
         return sorted(found)
 
+    def to_dict(self) -> dict[str, Any]:
+        """Plain Python: the settings, ``means`` (``{run: {measure: mean}}``) and ``comparisons``
+        (:meth:`records`). Valid JSON.
+
+        Example:
+            >>> import torch
+            >>> bm25 = torch.tensor([0.31, 0.42, 0.25, 0.50, 0.38, 0.29, 0.44, 0.35])
+            >>> d = compare_runs(torch.stack([bm25, bm25 + 0.05]), runs=["bm25", "dense"], measures=["ndcg@10"]).to_dict()
+            >>> d["test"], d["correction"], round(d["means"]["dense"]["ndcg@10"], 4), d["comparisons"][0]["winner"]
+            ('randomization', 'holm', 0.4175, 'dense')
+        """
+        settings = ("n_queries", "test", "correction", "alpha", "confidence", "n_resamples", "seed", "t_test_skipped")
+        return {
+            "runs": list(self.runs),
+            "measures": list(self.measures),
+            **{name: getattr(self, name) for name in settings},
+            "means": {
+                run: {m: float(self.means[i, k]) for k, m in enumerate(self.measures)}
+                for i, run in enumerate(self.runs)
+            },
+            "comparisons": self.records(),
+        }
+
+    def to_csv(self, path: str | os.PathLike | None = None) -> str:
+        """:meth:`records` as CSV text (a row per measure and pair; floats as ``repr``, a skipped
+        t-test empty), written to ``path`` too when given.
+
+        Example:
+            >>> import torch
+            >>> bm25 = torch.tensor([0.31, 0.42, 0.25, 0.50, 0.38, 0.29, 0.44, 0.35])
+            >>> text = compare_runs(torch.stack([bm25, bm25 + 0.05]), runs=["bm25", "dense"]).to_csv()
+            >>> text.splitlines()[0].split(",")[:4]
+            ['measure', 'run_a', 'run_b', 'mean_a']
+        """
+        from torch_rankeval.trec._tables import csv_text
+
+        records = self.records()
+        header = list(records[0])
+        return csv_text(header, [[r[h] for h in header] for r in records], path)
+
+    def to_pandas(self, what: str = "pairs") -> Any:
+        """A pandas DataFrame: :meth:`records` (``what="pairs"``, a row per measure and pair) or the
+        means (``what="means"``: a row per run, a column per measure).
+
+        Raises:
+            ImportError: pandas is not installed (``pip install torch-rankeval[pandas]``).
+
+        Example:
+            >>> import torch
+            >>> bm25 = torch.tensor([0.31, 0.42, 0.25, 0.50, 0.38, 0.29, 0.44, 0.35])
+            >>> c = compare_runs(torch.stack([bm25, bm25 + 0.05]), runs=["bm25", "dense"])
+            >>> c.to_pandas("means").index.tolist()  # doctest: +SKIP
+            ['bm25', 'dense']
+        """
+        from torch_rankeval.trec._tables import require_pandas
+
+        if what not in ("pairs", "means"):
+            raise ValueError(f"what must be 'pairs' or 'means', got {what!r}")
+        pd = require_pandas()
+        if what == "pairs":
+            return pd.DataFrame(self.records())
+        means = self.to_dict()["means"]
+        return pd.DataFrame([means[r] for r in self.runs], index=pd.Index(list(self.runs), name="run"))
+
+    def to_latex(self, *, decimals: int = 4, caption: str | None = None, label: str | None = None) -> str:
+        r"""A paper table: a row per run, a column per measure, each run's mean; the best mean of
+        each column in bold (every run that reaches it); a superscript letter for each run that a
+        run beats significantly on that measure (the runs are lettered a, b, c... in the first
+        column), and a footnote naming the test, the resamples, the correction and alpha.
+
+        Example:
+            >>> import torch
+            >>> bm25 = torch.tensor([0.31, 0.42, 0.25, 0.50, 0.38, 0.29, 0.44, 0.35])
+            >>> c = compare_runs(torch.stack([bm25, bm25 + 0.05]), runs=["bm25", "dense"], measures=["ndcg@10"])
+            >>> print(c.to_latex(decimals=3))
+            \begin{table}
+            \centering
+            \begin{tabular}{lr}
+            \toprule
+            Run & ndcg@10 \\
+            \midrule
+            (a) bm25 & 0.367 \\
+            (b) dense & \textbf{0.418}$^{a}$ \\
+            \bottomrule
+            \end{tabular}
+            \par\smallskip\footnotesize Superscripts mark a significant improvement over the run of that letter: paired randomization test (10000 resamples), Holm correction over the 1 pair of runs of each measure, $\alpha = 0.05$; best of each column in bold.
+            \end{table}
+        """
+        from torch_rankeval.trec._tables import latex_escape, latex_number
+
+        letters = [_letter(i) for i in range(len(self.runs))]
+        means = self.means.tolist()
+        lines = [r"\begin{table}", r"\centering"]
+        if caption is not None:
+            lines.append(rf"\caption{{{latex_escape(caption)}}}")
+        if label is not None:
+            lines.append(rf"\label{{{label}}}")
+        lines += [r"\begin{tabular}{l" + "r" * len(self.measures) + "}", r"\toprule"]
+        lines.append(" & ".join(["Run", *map(latex_escape, self.measures)]) + r" \\")
+        lines.append(r"\midrule")
+        best = [max(row[m] for row in means) for m in range(len(self.measures))]
+        for i, run in enumerate(self.runs):
+            cells = [f"({letters[i]}) {latex_escape(run)}"]
+            for m in range(len(self.measures)):
+                cell = latex_number(means[i][m], decimals)
+                if means[i][m] == best[m]:
+                    cell = rf"\textbf{{{cell}}}"
+                beaten = self.beats(i, m)
+                if beaten:
+                    cell += "$^{" + "".join(letters[j] for j in beaten) + "}$"
+                cells.append(cell)
+            lines.append(" & ".join(cells) + r" \\")
+        lines += [r"\bottomrule", r"\end{tabular}"]
+        if self.test == "randomization":
+            test = f"paired randomization test ({self.n_resamples} resamples)"
+        else:
+            test = "paired t-test"
+        n_pairs = len(self.pairs)
+        pairs = f"{n_pairs} pair{'s' if n_pairs != 1 else ''} of runs"
+        if self.correction == "none":
+            correction = "no correction for multiple comparisons"
+        else:
+            correction = f"{self.correction.capitalize()} correction over the {pairs} of each measure"
+        lines.append(
+            r"\par\smallskip\footnotesize Superscripts mark a significant improvement over the run of that letter: "
+            + f"{test}, {correction}, $\\alpha = {self.alpha:g}$; best of each column in bold."
+        )
+        lines.append(r"\end{table}")
+        return "\n".join(lines)
+
     def records(self) -> list[dict[str, Any]]:
         """One dict per measure and pair: names, means, difference, interval, p-values, significance, winner.
 
@@ -623,9 +754,63 @@ class RunComparison:
         return out
 
 
+def _letter(i: int) -> str:
+    """a, b, ..., z, aa, ab, ...: the label of the ``i``-th run in :meth:`RunComparison.to_latex`."""
+    out = ""
+    i += 1
+    while i:
+        i, r = divmod(i - 1, 26)
+        out = chr(ord("a") + r) + out
+    return out
+
+
 def _number(value: Tensor) -> float | None:
     v = float(value)
     return None if math.isnan(v) else v
+
+
+def _per_query(value: Any) -> Any:
+    """An :class:`~torch_rankeval.trec.Evaluation`'s per-query values; anything else as it is."""
+    per_query = getattr(value, "per_query", None)
+    return per_query if isinstance(per_query, Mapping) and hasattr(value, "qids") else value
+
+
+def _evaluated(
+    runs_in: Any, qrels: object, names: Sequence[str] | None, measures: Sequence[Any] | None
+) -> tuple[Tensor, list[str], list[str]]:
+    """``(R, Q, M)`` per-query values of runs evaluated against ``qrels`` (``compare_runs(qrels=...)``)."""
+    from torch_rankeval.trec import evaluate
+    from torch_rankeval.trec.convert import as_qrels, as_run
+
+    if isinstance(runs_in, Tensor) or isinstance(runs_in, (str, bytes)):
+        raise TypeError("with qrels=, scores must be the runs: {name: run} or a sequence of runs")
+    if isinstance(runs_in, Mapping):
+        if names is not None:
+            raise ValueError("runs= names a sequence's runs; a mapping's keys are already the run names")
+        items = [(str(k), v) for k, v in runs_in.items()]
+    elif isinstance(runs_in, Sequence):
+        items = [(None, v) for v in runs_in]
+    else:
+        raise TypeError(
+            f"with qrels=, scores must be {{name: run}} or a sequence of runs, got {type(runs_in).__name__}"
+        )
+    judged = as_qrels(qrels, argument="qrels")
+    chosen = ["ndcg_cut.10", "map"] if measures is None else list(measures)
+    results, labels = [], []
+    for i, (name, value) in enumerate(items):
+        run = as_run(value, argument=f"scores[{name!r}]" if name is not None else f"scores[{i}]")
+        results.append(evaluate(judged, run, chosen, complete=True))
+        labels.append(name if name is not None else run.tag)
+    if names is not None:
+        labels = list(names)
+    elif len(set(labels)) < len(labels):  # tags alike ("run" for dicts): letters, as for a tensor
+        labels = [_letter(i) for i in range(len(labels))]
+    columns = [o.name for o in results[0].outputs if o.name in results[0].per_query]
+    if not columns:
+        raise ValueError("no measure with per-query values to compare (runid, num_q and gm_map have none)")
+    answered = torch.stack([r.retrieved for r in results]).any(0)
+    table = torch.stack([torch.stack([r.per_query[n][answered] for n in columns], -1) for r in results])
+    return table, labels, columns
 
 
 def _score_table(
@@ -691,10 +876,11 @@ def _score_table(
 
 
 def compare_runs(
-    scores: Tensor | Mapping[str, Tensor | Mapping[str, Tensor]],
+    scores: Tensor | Mapping[str, Any] | Sequence[Any],
     *,
+    qrels: object = None,
     runs: Sequence[str] | None = None,
-    measures: Sequence[str] | None = None,
+    measures: Sequence[Any] | str | None = None,
     test: str = "randomization",
     correction: str = "holm",
     alpha: float = 0.05,
@@ -718,9 +904,20 @@ def compare_runs(
         scores: per-query values of every run on the same queries: a tensor ``(R, Q)`` or
             ``(R, Q, M)``, or a mapping ``{run: (Q,) or (Q, M) tensor}``, or
             ``{run: {measure: (Q,) tensor}}`` (e.g. ``{e.run: e.per_query for e in evaluations}``).
-        runs: names of the tensor's runs (default ``"a"``, ``"b"``, ...); a mapping's keys are its names.
+            With ``qrels``: the runs themselves, ``{name: run}`` or a sequence of runs, each a
+            :class:`~torch_rankeval.trec.Run`, a path or a peer's object (a pandas DataFrame, a dict
+            of dicts, a ranx ``Run``, ir_measures' ``ScoredDoc`` rows:
+            :func:`~torch_rankeval.trec.convert.as_run`); a mapping's values may also be
+            :class:`~torch_rankeval.trec.Evaluation` results (their ``per_query``).
+        qrels: the judgments (any form :func:`~torch_rankeval.trec.convert.as_qrels` takes): the
+            runs are evaluated with :func:`~torch_rankeval.trec.evaluate` (``complete=True``) and
+            compared on the queries that at least one run answers (missing ones score 0), as
+            ``torch-rankeval compare`` does; measures default to ``ndcg_cut.10`` and ``map``.
+        runs: names of the tensor's runs (default ``"a"``, ``"b"``, ...); a mapping's keys are its
+            names; for a sequence of runs with ``qrels``, default: ranx's ``name`` or the run tag.
         measures: names of the ``M`` measures (default ``"m1"``, ...), or the measures to take
-            from the per-run mappings (default: all, in the first run's order).
+            from the per-run mappings (default: all, in the first run's order); ir_measures'
+            measure objects (``ir_measures.nDCG@10``) stand for their names.
         test: ``"randomization"`` (default) or ``"t"``: the test that decides significance.
         correction: ``"holm"`` (default), ``"bonferroni"`` or ``"none"``.
         alpha: the significance level, in ``(0, 1)``.
@@ -746,6 +943,14 @@ def compare_runs(
         (0.065, 0.0078125)
         >>> bool(c.significant[0, 0]), c.runs[int(c.winner[0, 0])], c.beats(1, 0)
         (True, 'dense', [0])
+
+    Runs and qrels in any form :mod:`torch_rankeval.trec.convert` reads (here dicts of dicts):
+
+        >>> qrels = {f"q{i}": {"d1": 1, "d2": 0} for i in range(8)}
+        >>> good, bad = ({q: {"d1": 2.0, "d2": 1.0} for q in qrels}, {q: {"d1": 1.0, "d2": 2.0} for q in qrels})
+        >>> c = compare_runs({"good": good, "bad": bad}, qrels=qrels, measures=["P.1"])
+        >>> c.means.tolist(), c.n_queries, c.runs[int(c.winner[0, 0])]
+        ([[1.0], [0.0]], 8, 'good')
     """
     if test not in TESTS:
         raise ValueError(f"test={test!r} is not valid: use one of {', '.join(map(repr, TESTS))}")
@@ -753,6 +958,17 @@ def compare_runs(
         raise ValueError(f"correction={correction!r} is not valid: use one of {', '.join(map(repr, CORRECTIONS))}")
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
         raise ValueError(f"alpha must be a number in (0, 1), e.g. 0.05; got {alpha!r}")
+    from torch_rankeval.trec.convert import as_measures
+
+    if measures is not None:
+        measures = as_measures(measures, argument="measures")
+        measures = [measures] if isinstance(measures, str) else measures
+    if qrels is not None:
+        scores, runs, measures = _evaluated(scores, qrels, runs, measures)
+    elif isinstance(scores, Mapping):
+        scores = {k: _per_query(v) for k, v in scores.items()}
+    if measures is not None:
+        measures = [m if isinstance(m, str) else m.label for m in measures]
     table, run_names, measure_names = _score_table(scores, runs, measures)
     n_runs, n_queries, _ = table.shape
     if n_queries < 2:

@@ -105,7 +105,7 @@ def _table(results: list[Evaluation], per_query: bool, width: int) -> list[str]:
     paths = [r.run for r in results]
     names = [o.name for o in results[0].outputs]
     if not per_query:
-        cells = [[fmt(r.summary[n]) for n in names] for r in results]
+        cells = [[fmt(r.printed[n]) for n in names] for r in results]
         runs, legend = run_column(paths)
         wide = table(["run", *names], [[name, *c] for name, c in zip(runs, cells)])
         if fits(wide, width):
@@ -127,7 +127,7 @@ def _table(results: list[Evaluation], per_query: bool, width: int) -> list[str]:
 def _json(results: list[Evaluation], per_query: bool) -> str:
     runs = []
     for r in results:
-        entry: dict = {"run": r.run, "runid": r.runid, "num_q": len(r.qids), "summary": r.summary}
+        entry: dict = {"run": r.run, "runid": r.runid, "num_q": len(r.qids), "summary": r.printed}
         if per_query:
             values = {n: v.tolist() for n, v in r.per_query.items()}
             entry["per_query"] = {q: {n: values[n][i] for n in values} for i, q in enumerate(r.qids)}
@@ -144,5 +144,5 @@ def _csv(results: list[Evaluation], per_query: bool) -> str:
             values = {n: v.tolist() for n, v in r.per_query.items()}
             for i, q in enumerate(r.qids):
                 writer.writerows([r.run, q, n, repr(values[n][i])] for n in values)
-        writer.writerows([r.run, "all", o.name, r.summary[o.name]] for o in r.outputs)
+        writer.writerows([r.run, "all", o.name, r.printed[o.name]] for o in r.outputs)
     return buffer.getvalue().rstrip("\n")

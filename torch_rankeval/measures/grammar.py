@@ -126,6 +126,45 @@ for _family in FAMILIES.values():
 
 Cutoffs = Sequence[int | None] | None
 
+#: ranx's and RecBole's metric names that are not already ours (case-insensitive): ``name ->
+#: (family, implied parameters)``. ranx: ``r-precision`` (R-precision), ``ndcg_burges`` (nDCG with
+#: the ``2**grade - 1`` gain; ranx's ``ndcg`` is the library's ``ndcg``, whose gain is the
+#: convention's: linear in :func:`~torch_rankeval.trec.evaluate`, as ranx), ``f1`` (the harmonic
+#: mean of P@k and R@k, ``2 h / (k + R)``); ``hit_rate``, ``precision``, ``recall``, ``mrr``,
+#: ``map`` (ranx divides by every relevant document, as trec_eval), ``ndcg`` and ``bpref`` are
+#: already the library's names. RecBole: ``Hit@k`` (hit rate); ``MRR``, ``NDCG`` (RecBole's data are
+#: binary, where every gain agrees), ``Precision`` and ``Recall`` are the library's names.
+PEER_NAMES: dict[str, tuple[str, tuple[tuple[str, Any], ...]]] = {
+    "r-precision": ("r_precision", ()),
+    "ndcg_burges": ("ndcg", (("dcg", "exp-log2"),)),
+    "hit": ("hit_rate", ()),
+}
+
+_EXPOSURE = (
+    "is an exposure measure of whole-catalogue recommendation, not a per-query ranking measure: "
+    "use torch_rankeval.metrics.ItemExposure (coverage@k, gini@k, entropy@k, popularity@k)"
+)
+
+#: Peers' names that mean a measure we do not have, with what to use instead.
+PEER_REFUSED: dict[str, str] = {
+    "hits": (
+        "is ranx's count of relevant documents in the top k, which is k * P@k (not a measure here): use "
+        "'P@k' and multiply by k, or 'num_rel_ret' with max_docs=k in trec.evaluate"
+    ),
+    "rbp": "",  # filled below: ranx's rbp.X spelling
+    "itemcoverage": _EXPOSURE.replace("(coverage@k", "(coverage@k: RecBole's ItemCoverage"),
+    "giniindex": _EXPOSURE.replace("gini@k", "gini@k: RecBole's GiniIndex"),
+    "shannonentropy": _EXPOSURE.replace("entropy@k", "entropy@k: RecBole's ShannonEntropy, natural log"),
+    "averagepopularity": _EXPOSURE.replace("popularity@k", "popularity@k: RecBole's AveragePopularity"),
+    "tailpercentage": (
+        "is RecBole's share of long-tail items in the top k, an exposure measure we do not compute: "
+        "torch_rankeval.metrics.ItemExposure gives coverage@k, gini@k, entropy@k and popularity@k"
+    ),
+}
+del PEER_REFUSED["rbp"]
+_RANX_RBP = re.compile(r"^rbp\.([0-9]+)$")
+
+
 # Numbers in measure names: ASCII digits only, as C's strtod reads them (no '_' separators, no
 # other scripts' digits, which Python's int() and float() would accept).
 _DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
@@ -167,7 +206,7 @@ def _cutoff(text: str, part: str, example: str) -> int:
 
 def known_names() -> list[str]:
     """Every accepted base name (trec_eval, ir_measures, library aliases, nicknames), sorted."""
-    names = set(TREC_BY_NAME) | set(_BY_IR) | set(_BY_ALIAS) | set(NICKNAMES)
+    names = set(TREC_BY_NAME) | set(_BY_IR) | set(_BY_ALIAS) | set(NICKNAMES) | set(PEER_NAMES)
     return sorted(names, key=lambda n: (n.lower(), n))
 
 
@@ -295,6 +334,15 @@ def _parse(name: str, api_cutoffs: tuple[int | None, ...] | None) -> list[Measur
     text = name.strip()
     if not text:
         raise ValueError("empty measure name: give e.g. 'ndcg_cut.10', 'nDCG@10' or 'ndcg@10'")
+    rbp = _RANX_RBP.match(text)
+    if rbp is not None:
+        raise ValueError(
+            f"measure {text!r} is ranx's rank-biased precision with p=0.{rbp[1]} on binary relevance: write "
+            f"'RBP(p=0.{rbp[1]},rel=1)' (ir_measures' spelling) or trec_eval's 'rbp.p=0.{rbp[1]}' (graded gains)"
+        )
+    base, at, rest = text.partition("@")
+    if base.lower() in PEER_NAMES and "-" in base:  # r-precision: a name our syntax has no '-' for
+        return [m.with_label(text) for m in _parse_at("r_precision" + at + rest, api_cutoffs)]
     if "(" not in text and "@" not in text:
         base, dot, params = text.partition(".")
         if base in TREC_BY_NAME:
@@ -488,7 +536,12 @@ def _resolve(name: str) -> tuple[Family | None, tuple]:
     if name in TREC_BY_NAME:
         t = TREC_BY_NAME[name]
         return FAMILIES[t.family], t.implied
-    return _BY_ALIAS.get(name.lower()), ()
+    if name.lower() in _BY_ALIAS:
+        return _BY_ALIAS[name.lower()], ()
+    if name.lower() in PEER_NAMES:
+        key, implied = PEER_NAMES[name.lower()]
+        return FAMILIES[key], implied
+    return None, ()
 
 
 #: ir_measures' spellings whose parameter names another family of ours: ``NumRet(rel=1)`` (how
@@ -531,6 +584,8 @@ def _parse_at(text: str, api_cutoffs: tuple[int | None, ...] | None) -> list[Mea
     if not match:
         raise _unknown(text)
     name, params_text, cutoff_text = match["name"], match["params"], match["cutoff"]
+    if name.lower() in PEER_REFUSED and _resolve(name)[0] is None:
+        raise ValueError(f"measure {text!r} {PEER_REFUSED[name.lower()]}")
     family, implied = _resolve(name)
     if family is None:
         raise _unknown(text)

@@ -35,6 +35,7 @@ from torch_rankeval.kernels.bpref import JudgedNonRelevant, bpref_values, infap_
 from torch_rankeval.kernels.counts import num_q_values, num_rel_ret_values, num_rel_values, num_ret_values
 from torch_rankeval.kernels.dcg import dcg_values, idcg_values, ndcg_values
 from torch_rankeval.kernels.err import err_grade_checks, err_values
+from torch_rankeval.kernels.f1 import f1_values
 from torch_rankeval.kernels.gain_measures import bing_values, g_values, ndcg_rel_values, rndcg_values
 from torch_rankeval.kernels.interpolated import (
     R_MULTIPLES,
@@ -269,6 +270,14 @@ FAMILIES: dict[str, Family] = _families(
         aliases=("r",),
         params=(REL,),
         oracle="pytrec_eval, torchmetrics",
+    ),
+    Family(
+        "f1",
+        f1_values,
+        "harmonic mean of precision@k and recall@k, per query",
+        aliases=("f_measure",),
+        params=(REL,),
+        oracle="sklearn's f1_score per query, hand-computed",
     ),
     Family(
         "ndcg",

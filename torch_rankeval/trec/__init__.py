@@ -25,9 +25,14 @@ and relevant counts). :func:`evaluate` computes measures on them:
     {'map': 0.375, 'ndcg_cut_3': 0.5552..., 'P_1': 0.0}
     >>> result.per_query["map"].tolist()
     [0.25, 0.5]
+
+Qrels and runs may also be peers' objects (pandas DataFrames with ir_measures' columns, dicts of
+dicts, ranx ``Qrels``/``Run``, ir_measures' ``Qrel``/``ScoredDoc`` rows; :func:`as_qrels`,
+:func:`as_run`), and measures ir_measures' measure objects.
 """
 
 from torch_rankeval.trec._text import TrecFormatError
+from torch_rankeval.trec.convert import as_measures, as_qrels, as_run
 from torch_rankeval.trec.evaluation import TREC_EVAL_VERSIONS, Evaluation, Output, evaluate, trec_measures
 from torch_rankeval.trec.io import Qrels, Run, read_qrels, read_run, write_qrels, write_run
 from torch_rankeval.trec.join import TrecBatch, TrecBatches, to_batches, to_tensors
@@ -49,4 +54,7 @@ __all__ = [
     "evaluate",
     "trec_measures",
     "TREC_EVAL_VERSIONS",
+    "as_qrels",
+    "as_run",
+    "as_measures",
 ]

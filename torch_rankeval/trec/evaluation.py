@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -14,7 +15,9 @@ from torch_rankeval._choices import TREC_EVAL_VERSIONS as _TREC_EVAL_VERSIONS
 from torch_rankeval.measures import NICKNAMES, Measure, compute, parse_measures, summarize
 from torch_rankeval.measures.grammar import check_distinct
 from torch_rankeval.measures.registry import TREC_BY_NAME
-from torch_rankeval.trec.io import PathLike, Qrels, Run, read_qrels, read_run
+from torch_rankeval.trec._tables import csv_text, latex_escape, latex_number, require_pandas
+from torch_rankeval.trec.convert import as_measures, as_qrels, as_run
+from torch_rankeval.trec.io import PathLike, Qrels, Run
 from torch_rankeval.trec.join import TrecBatch, to_batches
 
 __all__ = ["TREC_EVAL_VERSIONS", "Evaluation", "Output", "evaluate", "relstrings", "trec_measures"]
@@ -53,13 +56,18 @@ class Evaluation:
         outputs: the :class:`Output` columns with numbers (and ``runid``), in the order the measures
             were given.
         per_query: ``{name: (N,) float64 tensor}`` for every measure with per-query values.
-        summary: ``{name: value}``: the mean over queries (``num_*``: the sum, ``num_q``: the
-            number of queries, ``runid``: the tag, ``gm_map`` and ``gm_bpref``: the geometric mean).
+        summary: ``{name: number}``: the mean over queries (``num_*``: the sum, ``num_q``: the
+            number of queries, ``gm_map`` and ``gm_bpref``: the geometric mean).
         retrieved: ``(N,)`` bool, False for queries the run does not answer (``complete=True``).
         texts: the :class:`Output` of measures whose per-query value is a text (``relstring``);
             they have no summary and print in trec_eval's format only.
         text: ``{name: [text per query]}`` for ``texts``.
         version: the trec_eval version reproduced (:data:`TREC_EVAL_VERSIONS`).
+        info: ``{name: text}`` for the measures whose value is a text (``runid``: the run tag).
+            :attr:`printed` merges it with ``summary`` in the order of ``outputs``.
+
+    The tables: :meth:`to_dict`, :meth:`to_csv`, :meth:`to_latex` (plain Python) and
+    :meth:`to_pandas` (needs pandas: ``pip install torch-rankeval[pandas]``).
     """
 
     run: str
@@ -67,11 +75,115 @@ class Evaluation:
     qids: list[str]
     outputs: list[Output]
     per_query: dict[str, Tensor]
-    summary: dict[str, float | int | str]
+    summary: dict[str, float | int]
     retrieved: Tensor
     texts: list[Output] = field(default_factory=list)
     text: dict[str, list[str]] = field(default_factory=dict)
     version: str = "10.0"
+    info: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def printed(self) -> dict[str, float | int | str]:
+        """The summary as trec_eval prints it: numbers and the text values (``runid``), in the order of ``outputs``.
+
+        Example:
+            >>> r = evaluate(Qrels.from_dict({"q1": {"d1": 1}}), Run.from_dict({"q1": {"d1": 0.5}}, tag="x"), ["runid", "map"])
+            >>> r.summary, r.info, r.printed
+            ({'map': 1.0}, {'runid': 'x'}, {'runid': 'x', 'map': 1.0})
+        """
+        return {o.name: self.info[o.name] if o.name in self.info else self.summary[o.name] for o in self.outputs}
+
+    def to_dict(self, *, per_query: bool = True) -> dict[str, Any]:
+        """Plain Python: ``{"run", "runid", "version", "summary": {name: number}, "per_query": {qid:
+        {name: value}}}`` (``per_query`` only with ``per_query=True``; measures without per-query
+        values, such as ``num_q``, are in the summary only). Valid JSON (NaN aside).
+
+        Example:
+            >>> r = evaluate(Qrels.from_dict({"q1": {"d1": 1}, "q2": {"d2": 1}}), Run.from_dict({"q1": {"d1": 0.5}, "q2": {"d1": 0.5}}), ["P.1", "num_q"])
+            >>> r.to_dict()
+            {'run': 'run', 'runid': 'run', 'version': '10.0', 'summary': {'P_1': 0.5, 'num_q': 2}, 'per_query': {'q1': {'P_1': 1.0}, 'q2': {'P_1': 0.0}}}
+        """
+        out: dict[str, Any] = {"run": self.run, "runid": self.runid, "version": self.version}
+        out["summary"] = dict(self.summary)
+        if per_query:
+            values = self._per_query_lists()
+            out["per_query"] = {q: {n: v[i] for n, v in values.items()} for i, q in enumerate(self.qids)}
+        return out
+
+    def _per_query_lists(self) -> dict[str, list[float | int]]:
+        integer = {o.name: o.measure.family.integer for o in self.outputs}
+        return {n: [round(x) for x in v.tolist()] if integer.get(n) else v.tolist() for n, v in self.per_query.items()}
+
+    def to_csv(self, path: PathLike | None = None, *, per_query: bool = False) -> str:
+        """CSV text with the header ``run,qid,measure,value``: the summary (``qid`` is ``all``), after
+        every query's values with ``per_query=True``, as ``torch-rankeval evaluate --format csv``
+        writes them; floats as ``repr`` (they read back exactly). Written to ``path`` too when given.
+
+        Example:
+            >>> r = evaluate(Qrels.from_dict({"q1": {"d1": 1}}), Run.from_dict({"q1": {"d1": 0.5}}), ["P.1", "num_q"])
+            >>> print(r.to_csv(per_query=True), end="")
+            run,qid,measure,value
+            run,q1,P_1,1.0
+            run,all,P_1,1.0
+            run,all,num_q,1
+        """
+        rows: list[list[Any]] = []
+        if per_query:
+            values = self._per_query_lists()
+            for i, q in enumerate(self.qids):
+                rows.extend([self.run, q, n, v[i]] for n, v in values.items())
+        rows.extend([self.run, "all", n, v] for n, v in self.summary.items())
+        return csv_text(["run", "qid", "measure", "value"], rows, path)
+
+    def to_latex(self, *, decimals: int = 4, caption: str | None = None, label: str | None = None) -> str:
+        r"""The summary as a LaTeX table (booktabs): one row, the run, and a column per measure.
+        For several runs with significance marks, see :meth:`~torch_rankeval.stats.RunComparison.to_latex`.
+
+        Example:
+            >>> r = evaluate(Qrels.from_dict({"q1": {"d1": 1}}), Run.from_dict({"q1": {"d1": 0.5}}, tag="bm25"), ["P.1", "num_q"])
+            >>> print(r.to_latex(decimals=2))
+            \begin{table}
+            \centering
+            \begin{tabular}{lrr}
+            \toprule
+            Run & P\_1 & num\_q \\
+            \midrule
+            bm25 & 1.00 & 1 \\
+            \bottomrule
+            \end{tabular}
+            \end{table}
+        """
+        names = list(self.summary)
+        lines = [r"\begin{table}", r"\centering"]
+        if caption is not None:
+            lines.append(rf"\caption{{{latex_escape(caption)}}}")
+        if label is not None:
+            lines.append(rf"\label{{{label}}}")
+        lines += [r"\begin{tabular}{l" + "r" * len(names) + "}", r"\toprule"]
+        lines.append(" & ".join(["Run", *map(latex_escape, names)]) + r" \\")
+        lines.append(r"\midrule")
+        cells = [latex_number(self.summary[n], decimals) for n in names]
+        lines.append(" & ".join([latex_escape(self.runid), *cells]) + r" \\")
+        lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
+        return "\n".join(lines)
+
+    def to_pandas(self, *, per_query: bool = False) -> Any:
+        """A pandas DataFrame: the summary as one row indexed by the run (``per_query=False``), or a
+        row per query indexed by ``qid`` with a column per measure that has per-query values.
+
+        Raises:
+            ImportError: pandas is not installed (``pip install torch-rankeval[pandas]``).
+
+        Example:
+            >>> r = evaluate(Qrels.from_dict({"q1": {"d1": 1}, "q2": {"d2": 1}}), Run.from_dict({"q1": {"d1": 0.5}}), ["P.1"], complete=True)
+            >>> r.to_pandas(per_query=True)["P_1"].tolist()  # doctest: +SKIP
+            [1.0, 0.0]
+        """
+        pd = require_pandas()
+        if per_query:
+            frame = pd.DataFrame(self._per_query_lists(), index=pd.Index(self.qids, name="qid"))
+            return frame
+        return pd.DataFrame([self.summary], index=pd.Index([self.run], name="run"))
 
     def trec_lines(self, *, per_query: bool = False, summary: bool = True) -> list[str]:
         """trec_eval's output lines: ``measure<pad>\\tqid\\tvalue`` (``%-22s\\t%s\\t%6.4f``, counts
@@ -87,6 +199,7 @@ class Evaluation:
             ['map                   \\tq1\\t1.0000', "relstring             \\tq1\\t'1'", 'num_q                 \\tall\\t1', 'map                   \\tall\\t1.0000']
         """
         outputs = sorted([*self.outputs, *self.texts], key=lambda o: o.measure.sort_key())
+        printed = self.printed
         lines = []
         if per_query:
             columns = []
@@ -102,9 +215,7 @@ class Evaluation:
                 if shown[i]:
                     lines.extend(f"{o.trec_name:<22}\t{qid}\t{values[i]}" for o, values in columns)
         if summary:
-            lines.extend(
-                f"{o.trec_name:<22}\tall\t{_fmt(self.summary[o.name])}" for o in outputs if o.name in self.summary
-            )
+            lines.extend(f"{o.trec_name:<22}\tall\t{_fmt(printed[o.name])}" for o in outputs if o.name in printed)
         return lines
 
 
@@ -134,6 +245,7 @@ def trec_measures(measures: Sequence[str | Measure] | str, *, trec_eval_version:
     """
     if trec_eval_version not in TREC_EVAL_VERSIONS:
         raise ValueError(f"trec_eval_version must be one of {list(TREC_EVAL_VERSIONS)}, got {trec_eval_version!r}")
+    measures = as_measures(measures, argument="measures")
     if isinstance(measures, str):
         measures = [measures]
     bases = [m.strip().partition(".") for m in measures if isinstance(m, str)]
@@ -248,8 +360,8 @@ def evaluate(
         raise ValueError(
             f"max_docs must be None or an int >= 1 (documents kept per query, trec_eval -M), got {max_docs!r}"
         )
-    qrels = qrels if isinstance(qrels, Qrels) else read_qrels(qrels)
-    run = run if isinstance(run, Run) else read_run(run)
+    qrels = as_qrels(qrels, argument="qrels")
+    run = as_run(run, argument="run")
     parsed = trec_measures(measures, trec_eval_version=trec_eval_version)
     lengths = {m.label: int(m.param("length")) for m in parsed if m.family.aggregate == "text"}
     # Queries are evaluated in length buckets (memory follows the data, not the longest query)
@@ -295,7 +407,8 @@ def evaluate(
     outputs: list[Output] = []
     texts: list[Output] = []
     per_query: dict[str, Tensor] = {}
-    summary: dict[str, float | int | str] = {}
+    summary: dict[str, float | int] = {}
+    info: dict[str, str] = {}
     for m in parsed:
         out = Output(m, 0, m.label, m.trec_label)
         if m.family.aggregate == "text":
@@ -303,7 +416,7 @@ def evaluate(
             continue
         outputs.append(out)
         if m.family.aggregate == "info":
-            summary[m.label] = run.tag
+            info[m.label] = run.tag
             continue
         v = values[m.label]
         summary[m.label] = summarize(m, v)
@@ -320,4 +433,5 @@ def evaluate(
         texts,
         text,
         trec_eval_version,
+        info,
     )
