@@ -11,10 +11,14 @@ installed torchmetrics >= 1.8: linear gain, tied scores ranked by torchmetrics' 
 relevant in AP, RR, precision and recall, AP divided by the relevant documents retrieved) on flat
 input (documents of one query may arrive in several updates, as in torchmetrics).
 
-What differs from torchmetrics, on purpose: ``aggregation="mean"`` keeps running float64 sums
-(torchmetrics keeps every per-query value); under ``torch.distributed`` flat input is gathered as
-in torchmetrics; NaN or infinite scores raise a ``ValueError`` (torchmetrics ranks them);
-``indexes`` may be any integer dtype (torchmetrics wants int64). Not reproduced: fractional
+Documents are kept until ``compute`` (a query may span updates), as in torchmetrics, and grouped
+there by torchmetrics' own ``torch.sort`` of the ids; ``compute`` ranks every query of one length
+in one batched call and reduces ``aggregation="mean"`` to float64 sums (no per-query values kept;
+the other aggregations keep them, ``keep_per_query=True``). Under ``torch.distributed`` the
+documents are gathered, as in torchmetrics. What differs, on purpose: NaN or infinite scores raise a ``ValueError`` (torchmetrics ranks them);
+``indexes`` may be any integer dtype (torchmetrics wants int64); ``top_k=0`` is refused in every class
+(torchmetrics' ``RetrievalMAP`` / ``RetrievalMRR`` let it through and rank the whole list) and so is
+``max_fpr`` outside (0, 1] (torchmetrics' check lets it through to ``compute``). Not reproduced: fractional
 targets in (0, 1) (torchmetrics' documented input is binary; it sums them in P and R) and negative
 grades in nDCG.
 
