@@ -48,6 +48,7 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
 # Subpackages reachable as attributes (``torch_rankeval.trec``) without an import statement; the
 # optional-dependency modules (``lightning``, ``plotting``) and ``cli`` need an explicit import.
 _SUBMODULES = (
+    "compat",
     "conventions",
     "data",
     "diagnostics",

@@ -68,6 +68,15 @@ def _plan(metrics: str | Sequence[str], k: Any, convention: Convention) -> Measu
     return MeasurePlan(measures, convention)
 
 
+def _refuse_top_k(owner: object, kwargs: Mapping[str, Any]) -> None:
+    """``top_k=`` is torchmetrics' spelling: a TypeError naming ``k=`` and the compat module."""
+    if "top_k" in kwargs:
+        raise TypeError(
+            f"{type(owner).__name__} takes the cutoff as k= (e.g. k=10), not top_k=; for torchmetrics' signatures and "
+            "numbers use torch_rankeval.compat.torchmetrics (RetrievalNormalizedDCG(top_k=10), RetrievalMAP, ...)"
+        )
+
+
 class RankingMetrics(RunningMeanMetric):
     """Many ranking metrics at many cutoffs from one ranking per update, as a streaming torchmetrics Metric.
 
@@ -145,6 +154,7 @@ class RankingMetrics(RunningMeanMetric):
         compile: bool = False,
         **kwargs: Any,
     ) -> None:
+        _refuse_top_k(self, kwargs)
         check_metric_options(self, kwargs)
         super().__init__(**kwargs)
         self.convention = resolve_convention(
