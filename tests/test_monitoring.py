@@ -224,3 +224,15 @@ def test_cli_json_and_csv_carry_the_standard_error(tmp_path):
     summary = [r for r in rows if r["qid"] == "all"]
     assert float(summary[0]["stderr"]) == pytest.approx(want)
     assert all(r["stderr"] == "" for r in rows if r["qid"] != "all")
+
+
+def test_the_wrapped_compute_hook_exists_with_the_signature_we_override():
+    # metrics/_hooks.py overrides torchmetrics' private Metric._wrap_compute (the per-argument cache)
+    import inspect
+
+    from torchmetrics import Metric
+
+    assert list(inspect.signature(Metric._wrap_compute).parameters)[:2] == ["self", "compute"]
+    metric = MRR()
+    metric.update(torch.tensor([[0.9, 0.1]]), torch.tensor([[1, 0]]))
+    assert metric.compute() is metric.compute()  # torchmetrics' cache still serves repeated calls
