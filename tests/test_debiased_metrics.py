@@ -527,7 +527,11 @@ def test_two_processes_equal_one_process(tmp_path):
         assert res["dcg"] == pytest.approx(want_dcg, abs=TOL), rank
         assert res["only_rank0"] == pytest.approx(want_rank0, abs=TOL), rank
         # one all-reduce of (sums, counts, the two list-state sizes), nothing gathered
-        assert res["calls"] == {"all_reduce": 1, "all_gather": 0, "bytes": 8 * (2 * 2 + 2)}
+        assert res["calls"] == {
+            "all_reduce": 1,
+            "all_gather": 0,
+            "bytes": 8 * (3 * 2 + 2),
+        }  # sums, squares, counts, list sizes
         # generated list ids are global: 40 distinct lists, none merged
         assert sorted(res["per_list_ids"]) == sorted(set(res["per_list_ids"])) and len(res["per_list_ids"]) == 40
         assert res["per_list_mean"] == pytest.approx(want_pq, abs=TOL)

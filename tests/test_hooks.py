@@ -137,8 +137,8 @@ def test_a_distributed_sync_runs_our_one_all_reduce(calls, tmp_path, monkeypatch
     try:
         metric.sync()
         assert calls.get("_sync_dist") == 1
-        # one all-reduce of the 2 sums, 2 counts and the sizes of the 5 list states; no gather (no rows)
-        assert reduces == [2 + 2 + 5] and gathers == []
+        # one all-reduce of the 2 sums, 2 counts, 2 sums of squares and the sizes of the 5 list states; no gather
+        assert reduces == [2 + 2 + 2 + 5] and gathers == []
         metric.unsync()
         exposure = ItemExposure(3, 2)
         exposure.update(PREDS)

@@ -52,6 +52,7 @@ def test_the_fingerprint_state_is_empty_stable_across_instances_and_not_persiste
     assert set(a.state_dict()) == {
         "sums",
         "counts",
+        "squares",
         "flat_preds",
         "flat_target",
         "flat_indexes",

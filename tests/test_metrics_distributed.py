@@ -97,7 +97,7 @@ def test_distributed_equals_single_process_on_the_union(world, tmp_path):
             assert res["padded"][key] == pytest.approx(value, abs=1e-6), (rank, key)
         # one all-reduce of (sums, counts, list sizes) and nothing gathered for a padded-only metric
         assert res["calls"]["all_reduce"] == 1 and res["calls"]["all_gather"] == 0
-        assert res["calls"]["bytes"] == 8 * (2 * len(padded) + 5)
+        assert res["calls"]["bytes"] == 8 * (3 * len(padded) + 5)  # sums, squares, counts, list sizes
         # generated per-query ids are global: 41 distinct queries, none merged
         assert sorted(res["per_query_ids"]) == sorted(set(res["per_query_ids"])) and len(res["per_query_ids"]) == 41
         assert res["per_query_mean"] == pytest.approx(pq_mean, abs=1e-6)

@@ -247,7 +247,16 @@ def test_a_state_without_configuration_is_checked_by_shape():
 def test_state_dict_keys_are_unchanged_and_the_configuration_is_plain_metadata():
     metric = _persisted(NDCG(k=5))
     state = metric.state_dict()
-    assert set(state) == {"sums", "counts", "flat_preds", "flat_target", "flat_indexes", "query_values", "query_ids"}
+    assert set(state) == {
+        "sums",
+        "counts",
+        "squares",
+        "flat_preds",
+        "flat_target",
+        "flat_indexes",
+        "query_values",
+        "query_ids",
+    }
     meta = state._metadata[""]
     assert set(meta) == {"version", "torch_rankeval_config"}
     config = meta["torch_rankeval_config"]

@@ -27,6 +27,7 @@ from torch_rankeval.cli._common import (
     evaluate_inputs,
     fits,
     fmt,
+    json_safe,
     measures,
     run_column,
     table,
@@ -128,6 +129,7 @@ def _json(results: list[Evaluation], per_query: bool) -> str:
     runs = []
     for r in results:
         entry: dict = {"run": r.run, "runid": r.runid, "num_q": len(r.qids), "summary": r.printed}
+        entry["stderr"] = json_safe(r.stderr())  # the standard error of each summary over queries
         if per_query:
             values = {n: v.tolist() for n, v in r.per_query.items()}
             entry["per_query"] = {q: {n: values[n][i] for n in values} for i, q in enumerate(r.qids)}
@@ -138,11 +140,12 @@ def _json(results: list[Evaluation], per_query: bool) -> str:
 def _csv(results: list[Evaluation], per_query: bool) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["run", "qid", "measure", "value"])
+    writer.writerow(["run", "qid", "measure", "value", "stderr"])  # stderr: of the summary, over queries
     for r in results:
         if per_query:
             values = {n: v.tolist() for n, v in r.per_query.items()}
             for i, q in enumerate(r.qids):
-                writer.writerows([r.run, q, n, repr(values[n][i])] for n in values)
-        writer.writerows([r.run, "all", o.name, r.printed[o.name]] for o in r.outputs)
+                writer.writerows([r.run, q, n, repr(values[n][i]), ""] for n in values)
+        errors = r.stderr()
+        writer.writerows([r.run, "all", o.name, r.printed[o.name], errors.get(o.name, "")] for o in r.outputs)
     return buffer.getvalue().rstrip("\n")

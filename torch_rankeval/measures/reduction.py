@@ -31,7 +31,7 @@ from torch_rankeval.conventions import ALL_SKIPPED, EMPTY_TARGET_ACTIONS
 from torch_rankeval.measures.registry import MIN_GEO_MEAN
 from torch_rankeval.ranking.view import device_constant
 
-__all__ = ["Reduction", "empty_policy", "counted_sums"]
+__all__ = ["Reduction", "empty_policy", "counted_sums", "counted_squares", "sample_stderr"]
 
 _AGGREGATES = ("mean", "sum", "gmean")  # how a column is summarised over queries
 #: What an empty list lacks, by default (the error and warning messages).
@@ -70,6 +70,56 @@ def counted_sums(values: Tensor, counted: Tensor | None) -> tuple[Tensor, Tensor
         count = torch.full(values.shape[1:], values.shape[0], dtype=torch.int64, device=values.device)
         return values.sum(0, dtype=torch.float64), count
     return torch.where(counted, values, 0.0).sum(0, dtype=torch.float64), counted.sum(0)
+
+
+def counted_squares(values: Tensor, counted: Tensor | None) -> Tensor:
+    """Column sums of the squares of the counted values (float64): with :func:`counted_sums`, what
+    a standard error over queries needs.
+
+    Example:
+        >>> counted_squares(torch.tensor([[1.0, 2.0], [3.0, 4.0]]), torch.tensor([[True, False], [True, True]]))
+        tensor([10., 16.], dtype=torch.float64)
+    """
+    squares = values.to(torch.float64).square()
+    if counted is None:
+        return squares.sum(0)
+    return torch.where(counted, squares, 0.0).sum(0)
+
+
+def _scale_stderr(se: Tensor, mean: Tensor, n: Tensor, aggregate: str) -> Tensor:
+    """The standard error of a column's summary from the standard error ``se`` of the mean of its
+    (transformed) values: a sum's is ``n * se``, a geometric mean's ``exp(mean) * se`` (the delta
+    method on the mean of the logs), a mean's ``se``."""
+    if aggregate == "sum":
+        return se * n
+    if aggregate == "gmean":
+        return se * torch.exp(mean)
+    return se
+
+
+def sample_stderr(values: Tensor, aggregate: str = "mean") -> float:
+    """The standard error over queries of the summary of the per-query ``values`` (1-D; NaN entries,
+    i.e. skipped queries, left out), as :meth:`Reduction.stderr` defines it: for a mean
+    ``std(ddof=1) / sqrt(n)`` (``scipy.stats.sem``), for a sum (``num_rel``) ``n`` times that, for a
+    geometric mean (``gm_map``) the delta method ``gm * sem(log(max(v, 1e-5)))``; NaN with fewer
+    than 2 values. Computed in two passes (exact for any values).
+
+    Example:
+        >>> round(sample_stderr(torch.tensor([0.2, 0.4, 0.9, float("nan")])), 6)   # scipy.stats.sem([0.2, 0.4, 0.9])
+        0.208167
+    """
+    if aggregate not in _AGGREGATES:
+        raise ValueError(f"aggregate must be one of {_AGGREGATES}, got {aggregate!r}")
+    v = values.detach().to(torch.float64).reshape(-1)
+    v = v[~torch.isnan(v)]
+    if aggregate == "gmean":
+        v = torch.log(v.clamp(min=MIN_GEO_MEAN))
+    n = v.numel()
+    if n < 2:
+        return float("nan")
+    mean = v.mean()
+    se = torch.sqrt(((v - mean).square().sum() / (n - 1)) / n)
+    return float(_scale_stderr(se, mean, torch.tensor(float(n), dtype=torch.float64), aggregate))
 
 
 @dataclass(frozen=True)
@@ -139,7 +189,43 @@ class Reduction:
         values, counted = self.policy(values.to(torch.float64), empty, name=name)
         return counted_sums(self.transform(values), counted)
 
+    def moments(self, values: Tensor, empty: Tensor, *, name: str = "") -> tuple[Tensor, Tensor, Tensor]:
+        """:meth:`sums` plus the float64 column sums of the squares of the transformed values
+        (what a Metric with standard errors adds to its running states).
+
+        Example:
+            >>> Reduction(action="skip").moments(torch.tensor([[0.5], [0.7], [0.1]]), torch.tensor([[False], [True], [False]]))
+            (tensor([0.6000], dtype=torch.float64), tensor([0.2600], dtype=torch.float64), tensor([2]))
+        """
+        values, counted = self.policy(values.to(torch.float64), empty, name=name)
+        values = self.transform(values)
+        total, count = counted_sums(values, counted)
+        return total, counted_squares(values, counted), count
+
     # ------------------------------------------------------------------ summaries
+    def stderr(self, sums: Tensor, squares: Tensor, counts: Tensor) -> Tensor:
+        """The standard error over queries of each column's summary, from the running sums, sums of
+        squares and counts: for a mean the sample standard error ``sqrt(var / n)`` with the
+        ``ddof=1`` variance (``scipy.stats.sem``); for a sum (``num_rel``: the total over the
+        ``n`` queries) ``n`` times that; for a geometric mean (``gm_map``) the delta method
+        ``gm * sem(log(max(v, 1e-5)))``. NaN where fewer than 2 queries were counted (and where the
+        squares are NaN: a state that did not keep them).
+
+        Example:
+            >>> r = Reduction(("mean", "sum"))
+            >>> values = torch.tensor([[0.2, 1.0], [0.4, 2.0], [0.9, 6.0]])
+            >>> r.stderr(*r.moments(values, torch.zeros(3, 2, dtype=torch.bool)))   # sem: 0.2082, 1.5275
+            tensor([0.2082, 4.5826], dtype=torch.float64)
+        """
+        n = counts.to(sums.dtype)
+        mean = sums / n
+        var = ((squares - sums * mean) / (n - 1)).clamp(min=0.0)
+        se = torch.where(n >= 2, torch.sqrt(var / n), float("nan"))
+        kinds = self.aggregates
+        if not kinds or all(a == "mean" for a in kinds):
+            return se
+        return torch.stack([_scale_stderr(se[..., i], mean[..., i], n[..., i], a) for i, a in enumerate(kinds)], dim=-1)
+
     def finish(self, sums: Tensor, counts: Tensor) -> Tensor:
         """Summaries from column sums and counts: the mean, the sum or the geometric mean of each
         column; a mean over no counted query is NaN, or 0 with ``all_skipped="zero"`` and

@@ -14,6 +14,8 @@ nowhere else (``tests/test_hooks.py`` fails when torchmetrics changes one of the
 * ``nn.Module._register_state_dict_hook``: the configuration rides in the state_dict's metadata;
 * the private flags ``_to_sync`` / ``_should_unsync`` (``_synced``: a ``compute``-like sync) and
   the state registries ``_defaults`` / ``_reductions`` / ``_persistent``;
+* ``Metric._wrap_compute``: the cached result of ``compute`` is kept per argument
+  (``compute()`` and ``compute(stderr=True)`` cache apart);
 * and the public ``merge_state`` (torchmetrics >= 1.6; implemented here so older versions have it),
   ``persistent`` and ``__setstate__``.
 
@@ -43,6 +45,7 @@ that changes what its states accumulate. Three things follow:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 from collections.abc import Mapping
 from typing import Any, Callable, ClassVar
@@ -166,6 +169,11 @@ class ConfiguredMetric(Metric):
     def _after_load(self) -> None:
         """Called after states were loaded from a state_dict."""
 
+    def _upgrade_states(self, states: Mapping[str, Any]) -> dict[str, Any]:
+        """States to add to an incoming state (a state_dict loaded, a state merged) that an older
+        version did not write: ``{name: value}`` (none by default)."""
+        return {}
+
     # ------------------------------------------------------------------ merge / load
     def merge_state(self, incoming_state: dict[str, Any] | Metric) -> None:
         """Add the state of another metric of the same configuration (a metric, its
@@ -210,6 +218,7 @@ class ConfiguredMetric(Metric):
             if isinstance(key, str) and key.startswith("_config_"):
                 self._refuse_foreign("merge_state", None, key[len("_config_") :])
         self._check_states("merge_state", incoming_state)
+        incoming_state = {**incoming_state, **self._upgrade_states(incoming_state)}
         super()._reduce_states({self._config_state: getattr(self, self._config_state), **incoming_state})
 
     def _load_from_state_dict(
@@ -230,11 +239,28 @@ class ConfiguredMetric(Metric):
         self._refuse_foreign("load_state_dict", (local_metadata or {}).get(CONFIG_METADATA))
         if states:
             self._check_states("load_state_dict", states)
+            for name, value in self._upgrade_states(states).items():
+                state_dict[prefix + name] = value
         super()._load_from_state_dict(
             state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
         )
         if states:
             self._after_load()
+
+    def _wrap_compute(self, compute: Callable) -> Callable:
+        """torchmetrics' wrapper (sync, cache), its cache kept per argument: a ``compute(stderr=True)``
+        after a ``compute()`` computes again rather than returning the cached result without errors."""
+        wrapped = super()._wrap_compute(compute)
+
+        @functools.wraps(compute)
+        def keyed(*args: Any, **kwargs: Any) -> Any:
+            key = (args, tuple(sorted(kwargs.items())))
+            if getattr(self, "_computed_key", key) != key:
+                self._computed = None
+            self._computed_key = key
+            return wrapped(*args, **kwargs)
+
+        return keyed
 
     def persistent(self, mode: bool = False) -> None:
         """As torchmetrics' ``persistent``; the empty fingerprint state never enters the state_dict,

@@ -35,12 +35,12 @@ import torch.distributed as dist
 from torch import Tensor
 from torchmetrics.utilities.data import dim_zero_cat
 
-from torch_rankeval.measures.reduction import Reduction, counted_sums
+from torch_rankeval.measures.reduction import Reduction, counted_squares, counted_sums
 from torch_rankeval.metrics._hooks import ConfiguredMetric
 
 __all__ = ["RunningMeanMetric"]
 
-_SUM_STATES = ("sums", "counts")
+_SUM_STATES = ("sums", "counts", "squares")
 
 
 class RunningMeanMetric(ConfiguredMetric):
@@ -119,6 +119,8 @@ class RunningMeanMetric(ConfiguredMetric):
         n_values = len(self.keys)
         self.add_state("sums", torch.zeros(n_values, dtype=torch.float64), dist_reduce_fx="sum")
         self.add_state("counts", torch.zeros(n_values, dtype=torch.int64), dist_reduce_fx="sum")
+        # the sums of squares of the standard errors: synced in the same one all-reduce as sums/counts
+        self.add_state("squares", torch.zeros(n_values, dtype=torch.float64), dist_reduce_fx="sum")
         for name in self._list_states:
             self.add_state(name, [], dist_reduce_fx="cat")
         self._set_config(
@@ -143,7 +145,7 @@ class RunningMeanMetric(ConfiguredMetric):
         """The incoming states must fit this metric: one running sum and count per reported value
         (catches foreign state_dicts that carry no configuration, e.g. from older versions)."""
         n = len(self.keys)
-        for name in (*_SUM_STATES, "query_values"):
+        for name in ("sums", "counts", "query_values", "squares"):  # squares last: older states lack them
             value = states.get(name)
             tensors = value if isinstance(value, (list, tuple)) else [value] if isinstance(value, Tensor) else []
             for t in tensors:
@@ -161,6 +163,14 @@ class RunningMeanMetric(ConfiguredMetric):
     def _after_load(self) -> None:
         """Generated ids go on after the rows loaded (each row took at most one generated id)."""
         self._local_lists = max(self._local_lists, _size(self.query_ids))
+
+    def _upgrade_states(self, states: Mapping[str, Any]) -> dict[str, Any]:
+        """A state from before standard errors (``sums`` without ``squares``) loads and merges: its
+        means are exact, its standard errors unknown, so its ``squares`` are NaN
+        (``compute(stderr=True)`` reports NaN until ``reset``)."""
+        if "sums" in states and "squares" not in states:
+            return {"squares": torch.full_like(self.squares, float("nan"))}
+        return {}
 
     def _check_device(self, preds: Tensor) -> None:
         if isinstance(preds, Tensor) and preds.device != self.sums.device:
@@ -184,17 +194,19 @@ class RunningMeanMetric(ConfiguredMetric):
         counted mask)."""
         return self._reduction.policy(values.to(torch.float64), empty)
 
-    def _sums(self, values: Tensor, empty: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """A batch under the metric's reduction: (values after the policy, the sums and the counts
-        it adds to the running states)."""
+    def _sums(self, values: Tensor, empty: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """A batch under the metric's reduction: (values after the policy, the sums, the sums of
+        squares and the counts it adds to the running states)."""
         policed, counted = self._policy(values, empty)
-        total, count = counted_sums(self._reduction.transform(policed), counted)
-        return policed, total, count
+        transformed = self._reduction.transform(policed)
+        total, count = counted_sums(transformed, counted)
+        return policed, total, counted_squares(transformed, counted), count
 
     def _accumulate(self, values: Tensor, empty: Tensor, ids: Tensor | None) -> None:
         """Add per-list values ``(N, V)`` (``empty`` flags them) to the running sums."""
-        policed, total, count = self._sums(values, empty)
+        policed, total, squares, count = self._sums(values, empty)
         self.sums += total
+        self.squares += squares
         self.counts += count
         if self.keep_per_query:
             if ids is None:
@@ -207,23 +219,52 @@ class RunningMeanMetric(ConfiguredMetric):
         return None
 
     # ------------------------------------------------------------------ results
-    def _totals(self) -> tuple[Tensor, Tensor]:
-        """The running sums and counts plus the values computed at ``compute`` time (``_pending``)."""
-        sums, counts = self.sums.clone(), self.counts.clone()
+    def _moments(self) -> tuple[Tensor, Tensor, Tensor]:
+        """The running sums, sums of squares and counts plus the values computed at ``compute`` time
+        (``_pending``)."""
+        sums, squares, counts = self.sums.clone(), self.squares.clone(), self.counts.clone()
         pending = self._pending()
         if pending is not None:
-            _, total, count = self._sums(pending[0], pending[1])
+            _, total, square, count = self._sums(pending[0], pending[1])
             sums += total
+            squares += square
             counts += count
+        return sums, squares, counts
+
+    def _totals(self) -> tuple[Tensor, Tensor]:
+        """The running sums and counts plus the values computed at ``compute`` time (``_pending``)."""
+        sums, _, counts = self._moments()
         return sums, counts
 
-    def _means(self) -> Tensor:
+    def _means(self, stderr: bool = False) -> Tensor | tuple[Tensor, Tensor]:
         """Each value's summary (its mean, by default) over the counted lists, in ``self.dtype``;
-        NaN (and a warning) where no list was counted, or 0.0 with ``all_skipped="zero"``."""
-        sums, counts = self._totals()
-        return self._reduction.means(sums, counts, keys=self.keys, owner=type(self).__name__, stacklevel=3).to(
+        NaN (and a warning) where no list was counted, or 0.0 with ``all_skipped="zero"``. With
+        ``stderr``: ``(summaries, standard errors)``, the errors of
+        :meth:`~torch_rankeval.measures.reduction.Reduction.stderr` (NaN under 2 counted lists)."""
+        if not isinstance(stderr, bool):
+            raise TypeError(f"stderr must be a bool, got {type(stderr).__name__}")
+        sums, squares, counts = self._moments()
+        means = self._reduction.means(sums, counts, keys=self.keys, owner=type(self).__name__, stacklevel=3).to(
             self.dtype
         )
+        if not stderr:
+            return means
+        return means, self._reduction.stderr(sums, squares, counts).to(self.dtype)
+
+    def _with_stderr(self, stderr: bool) -> dict[str, Tensor]:
+        """``{key: summary}`` and, with ``stderr``, ``{key + "/stderr": its standard error}`` beside
+        each key (what ``compute(stderr=...)`` of the dict-returning metrics returns)."""
+        if not isinstance(stderr, bool):
+            raise TypeError(f"stderr must be a bool, got {type(stderr).__name__}")
+        if not stderr:
+            means = self._means()
+            return {key: means[i] for i, key in enumerate(self.keys)}
+        means, errors = self._means(stderr=True)
+        out = {}
+        for i, key in enumerate(self.keys):
+            out[key] = means[i]
+            out[key + "/stderr"] = errors[i]
+        return out
 
     def compute_per_query(self) -> dict[str, Tensor]:
         """Per-query values (requires ``keep_per_query=True``), synced across processes.

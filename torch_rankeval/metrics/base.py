@@ -393,7 +393,7 @@ class RankingMetrics(RunningMeanMetric):
                 )
                 if not reduce:
                     return values, empty
-                return reduction.sums(values, empty)  # the metric's one reduction, inside the kernel
+                return reduction.moments(values, empty)  # the metric's one reduction, inside the kernel
 
             return kernel
 
@@ -410,7 +410,8 @@ class RankingMetrics(RunningMeanMetric):
         )
         if reduce:
             self.sums += out[0]
-            self.counts += out[1]
+            self.squares += out[1]
+            self.counts += out[2]
             return
         values, empty = out
         if self.keep_per_query:
@@ -473,7 +474,23 @@ class RankingMetrics(RunningMeanMetric):
             return None
         return self._add_flat_batch(preds, target, indexes.long(), accumulate=False)
 
-    def compute(self) -> dict[str, Tensor]:
-        """Mean of each metric over all queries (all processes, after sync), as ``{key: scalar}``."""
-        means = self._means()
-        return {key: means[i] for i, key in enumerate(self.keys)}
+    def compute(self, stderr: bool = False) -> dict[str, Tensor]:
+        """Mean of each metric over all queries (all processes, after sync), as ``{key: scalar}``.
+
+        Args:
+            stderr: also report, beside each key, its standard error over the counted queries under
+                ``"<key>/stderr"``: ``sqrt(var / n)`` with the ``ddof=1`` variance, as
+                ``scipy.stats.sem`` of the per-query values (skipped queries not counted); NaN
+                under 2 counted queries. Sums (``num_rel``): ``n`` times the error of their mean;
+                geometric means (``gm_map``): the delta method ``gm * sem(log(max(v, 1e-5)))``.
+                From one running sum of squares per value (synced with the sums in one all-reduce).
+
+        Example:
+            >>> import torch
+            >>> from torch_rankeval import RankingMetrics
+            >>> metric = RankingMetrics(("mrr",))
+            >>> metric.update(torch.tensor([[0.9, 0.1], [0.2, 0.8], [0.3, 0.6]]), torch.tensor([[1, 0], [1, 0], [1, 1]]))
+            >>> {k: round(v.item(), 4) for k, v in metric.compute(stderr=True).items()}   # sem([1, 0.5, 1])
+            {'mrr': 0.8333, 'mrr/stderr': 0.1667}
+        """
+        return self._with_stderr(stderr)

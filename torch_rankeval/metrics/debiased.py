@@ -227,8 +227,22 @@ class PositionDebiasedNDCG(RunningMeanMetric):
             ids = _list_ids(indexes, values.shape[0], preds)
         self._accumulate(values, empty, ids if self.keep_per_query else None)
 
-    def compute(self) -> Tensor:
-        """Mean over the counted lists of all updates (and processes): a scalar, or ``(K,)``."""
+    def compute(self, stderr: bool = False) -> Tensor | dict[str, Tensor]:
+        """Mean over the counted lists of all updates (and processes): a scalar, or ``(K,)``. With
+        ``stderr``: ``{key: mean, "<key>/stderr": its standard error over the counted lists}``
+        (``scipy.stats.sem`` of the per-list values; NaN under 2 lists).
+
+        Example:
+            >>> import torch
+            >>> from torch_rankeval import PositionDebiasedNDCG
+            >>> metric = PositionDebiasedNDCG(k=2)
+            >>> metric.update(torch.tensor([[0.9, 0.1], [0.2, 0.8]]), torch.tensor([[1, 0], [1, 0]]),
+            ...                propensities=torch.tensor([[1.0, 0.5], [1.0, 0.5]]))
+            >>> sorted(metric.compute(stderr=True))
+            ['position_debiased_ndcg@2', 'position_debiased_ndcg@2/stderr']
+        """
+        if stderr is not False:
+            return self._with_stderr(stderr)
         means = self._means()
         return means if self._sequence_k else means[0]
 

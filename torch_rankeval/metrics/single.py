@@ -73,7 +73,21 @@ class _SingleMetric(RankingMetrics):
             **kwargs,
         )
 
-    def compute(self) -> Tensor:  # type: ignore[override]
+    def compute(self, stderr: bool = False) -> Tensor | dict[str, Tensor]:  # type: ignore[override]
+        """The mean over queries (one value per cutoff when ``k`` is a sequence). With ``stderr``:
+        ``{key: mean, "<key>/stderr": its standard error}`` for every key, as
+        :meth:`RankingMetrics.compute(stderr=True) <torch_rankeval.RankingMetrics.compute>`.
+
+        Example:
+            >>> import torch
+            >>> from torch_rankeval import MRR
+            >>> metric = MRR()
+            >>> metric.update(torch.tensor([[0.9, 0.1], [0.2, 0.8], [0.3, 0.6]]), torch.tensor([[1, 0], [1, 0], [1, 1]]))
+            >>> {k: round(v.item(), 4) for k, v in metric.compute(stderr=True).items()}
+            {'mrr': 0.8333, 'mrr/stderr': 0.1667}
+        """
+        if stderr is not False:
+            return self._with_stderr(stderr)
         means = self._means()
         return means if self._sequence_k else means[0]
 

@@ -14,6 +14,7 @@ from torch import Tensor
 from torch_rankeval._choices import TREC_EVAL_VERSIONS as _TREC_EVAL_VERSIONS
 from torch_rankeval.measures import NICKNAMES, Measure, compute, parse_measures, summarize
 from torch_rankeval.measures.grammar import check_distinct
+from torch_rankeval.measures.reduction import sample_stderr
 from torch_rankeval.measures.registry import TREC_BY_NAME
 from torch_rankeval.trec._tables import csv_text, latex_escape, latex_number, require_pandas
 from torch_rankeval.trec.convert import as_measures, as_qrels, as_run
@@ -184,6 +185,25 @@ class Evaluation:
             frame = pd.DataFrame(self._per_query_lists(), index=pd.Index(self.qids, name="qid"))
             return frame
         return pd.DataFrame([self.summary], index=pd.Index([self.run], name="run"))
+
+    def stderr(self) -> dict[str, float]:
+        """The standard error over queries of each summary with per-query values (``scipy.stats.sem``
+        of the per-query values; ``num_*`` sums: ``n`` times it; ``gm_*``: ``gm * sem`` of the logs;
+        NaN under 2 queries): :func:`~torch_rankeval.measures.reduction.sample_stderr`.
+
+        Example:
+            >>> qrels = Qrels.from_dict({"q1": {"d1": 1}, "q2": {"d2": 1}})
+            >>> run = Run.from_dict({"q1": {"d1": 0.5}, "q2": {"d1": 0.9, "d2": 0.1}})
+            >>> evaluate(qrels, run, ["recip_rank"]).stderr()          # sem([1, 0.5])
+            {'recip_rank': 0.25}
+        """
+        return {
+            o.name: sample_stderr(self.per_query[o.name], o.measure.family.aggregate)
+            for o in self.outputs
+            if o.name in self.per_query
+            and o.name in self.summary
+            and o.measure.family.aggregate in ("mean", "sum", "gmean")
+        }
 
     def trec_lines(self, *, per_query: bool = False, summary: bool = True) -> list[str]:
         """trec_eval's output lines: ``measure<pad>\\tqid\\tvalue`` (``%-22s\\t%s\\t%6.4f``, counts
