@@ -48,7 +48,7 @@ def err_grade_checks(rb: RankedBatch, *, max_grade: int = 4) -> list[tuple[Tenso
     return [(bad.any(), message)]
 
 
-def err_values(rb: RankedBatch, ks: tuple, conv: Convention, *, max_grade: int = 4) -> tuple[Tensor, None]:
+def err_values(rb: RankedBatch, ks: tuple[int, ...], conv: Convention, *, max_grade: int = 4) -> tuple[Tensor, None]:
     """Expected reciprocal rank at each cutoff, ``(N, K)``.
 
     Example:

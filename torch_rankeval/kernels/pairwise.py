@@ -48,7 +48,7 @@ def _nonrel(rb: RankedBatch) -> Tensor:
     return rb.valid & (rb.rel == 0)
 
 
-def fall_out_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
+def fall_out_values(rb: RankedBatch, ks: tuple[int, ...], conv: Convention) -> tuple[Tensor, Tensor]:
     """Fall-out at each cutoff, ``(N, K)``, and the empty flags (no non-relevant document).
 
     Example:
@@ -62,7 +62,7 @@ def fall_out_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tenso
     return safe_div(expected_top(rb, nonrel, ks), total).to(rb.dtype), total == 0
 
 
-def arp_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
+def arp_values(rb: RankedBatch, ks: tuple[int, ...], conv: Convention) -> tuple[Tensor, Tensor]:
     """Average relevance position, ``(N, K)`` (cutoffs are ignored), and the empty flags.
 
     Example:
@@ -81,7 +81,7 @@ def arp_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, Te
 
 # ----------------------------------------------------------------------------- AUROC
 def auroc_values(
-    rb: RankedBatch, ks: tuple, conv: Convention, *, max_fpr: float | None = None
+    rb: RankedBatch, ks: tuple[int, ...], conv: Convention, *, max_fpr: float | None = None
 ) -> tuple[Tensor, Tensor]:
     """Retrieval AUROC of the top ``k`` at each cutoff, ``(N, K)``, and the empty flags (no relevant document).
 
@@ -169,7 +169,7 @@ def _count_inversions(seq: Tensor) -> Tensor:
     return total
 
 
-def opa_values(rb: RankedBatch, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
+def opa_values(rb: RankedBatch, ks: tuple[int, ...], conv: Convention) -> tuple[Tensor, Tensor]:
     """Ordered pair accuracy, ``(N, K)`` (cutoffs are ignored), and the empty flags (no pair with different grades).
 
     Example:

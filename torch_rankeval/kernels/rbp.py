@@ -37,7 +37,7 @@ from torch_rankeval.ranking.view import RankedBatch, device_constant, log_comb
 __all__ = ["rbp_residual_values", "rbp_values"]
 
 
-def _weighted_expected(rb: RankedBatch, u: Tensor, ks: tuple, p: float) -> Tensor:
+def _weighted_expected(rb: RankedBatch, u: Tensor, ks: tuple[int, ...], p: float) -> Tensor:
     """``(1 - p) * sum_{i <= k} E[u_i] p^(i-1)``, ``(N, K)`` float64."""
     start, end = bounds(rb)
     cs = prefix(u)
@@ -97,7 +97,7 @@ def utilities(rb: RankedBatch, *, rel: float | None = None, gains=None) -> Tenso
 
 
 def rbp_values(
-    rb: RankedBatch, ks: tuple, conv: Convention, *, p: float = 0.9, rel: float | None = None, gains=None
+    rb: RankedBatch, ks: tuple[int, ...], conv: Convention, *, p: float = 0.9, rel: float | None = None, gains=None
 ) -> tuple[Tensor, None]:
     """Rank-biased precision at each cutoff, ``(N, K)``.
 
@@ -111,7 +111,7 @@ def rbp_values(
 
 
 def rbp_residual_values(
-    rb: RankedBatch, ks: tuple, conv: Convention, *, p: float = 0.9, tail: str = "always"
+    rb: RankedBatch, ks: tuple[int, ...], conv: Convention, *, p: float = 0.9, tail: str = "always"
 ) -> tuple[Tensor, None]:
     """RBP's residual at each cutoff, ``(N, K)`` (see the module docstring).
 
@@ -134,7 +134,7 @@ def rbp_residual_values(
     return resid.to(rb.dtype), None
 
 
-def _any_in_top(rb: RankedBatch, flags: Tensor, ks: tuple) -> Tensor:
+def _any_in_top(rb: RankedBatch, flags: Tensor, ks: tuple[int, ...]) -> Tensor:
     """Probability that the top ``k`` hold a flagged document, over the orders of tied documents."""
     cs = prefix(flags)
     idx, s, e = cut_groups(rb, ks)
