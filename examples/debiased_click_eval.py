@@ -99,6 +99,16 @@ def evaluate(sim: dict[str, torch.Tensor], sessions: int, eta: float, k: int) ->
     return out
 
 
+def require_matplotlib() -> None:
+    """Exit with a message naming the extra when matplotlib is missing (checked before computing)."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise SystemExit(
+            'examples/debiased_click_eval.py draws a plot and needs matplotlib: pip install -e ".[plot]"'
+        ) from None
+
+
 def plot(rows: list[dict[str, float]], sessions: list[int], truth: dict[str, float], k: int, path: str) -> None:
     import matplotlib
 
@@ -132,6 +142,7 @@ def main(argv: list[str] | None = None) -> None:
     sessions = sorted(set(args.sessions))
     if sessions[0] < 1:
         raise SystemExit("--sessions must be positive")
+    require_matplotlib()  # before any work: the plot at the end needs it
     sim = simulate(args)
     truth = {r: F.ndcg(sim[r], sim["rel"], args.k, gain="linear").item() for r in ("new", "logger")}
     print(

@@ -60,7 +60,32 @@ _SUBMODULES = (
     "trec",
 )
 
-__all__ = sorted([*_EXPORTS, "__version__"])
+# A literal list, so that type checkers read it (mypy: "does not explicitly export"); equal to
+# sorted([*_EXPORTS, "__version__"]) (checked on import below).
+__all__ = [
+    "AUROC",
+    "Convention",
+    "DCG",
+    "FallOut",
+    "HitRate",
+    "IDCG",
+    "ItemExposure",
+    "MAP",
+    "MRR",
+    "NDCG",
+    "PRESETS",
+    "PositionDebiasedDCG",
+    "PositionDebiasedNDCG",
+    "PositionProfile",
+    "Precision",
+    "RPrecision",
+    "RankingMetrics",
+    "Recall",
+    "__version__",
+    "functional",
+    "presets",
+]
+assert __all__ == sorted([*_EXPORTS, "__version__"])
 
 
 def __getattr__(name: str) -> Any:

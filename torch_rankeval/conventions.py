@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields, replace
-from typing import Callable, Mapping, Union
+from typing import Any, Callable, Mapping, Union
 
 import torch
 from torch import Tensor
@@ -157,7 +157,7 @@ class Convention:
     graded: bool = False
     adaptive_k: bool = False
     nonpositive_not_relevant: bool = False
-    by_measure: tuple = ()
+    by_measure: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
     # set per measure by the plan under the torchmetrics presets (never a metric's own setting): left out of
     # its fingerprint, as checkpoints of metrics that predate the field must still load (metrics/_hooks.py)
     torch_topk_k: int | None = field(default=None, metadata={"fingerprint": "omit"})
@@ -215,7 +215,7 @@ class Convention:
         return replace(self, by_measure=(), **dict(dict(self.by_measure).get(key, ())))
 
 
-def _by_measure(value: object) -> tuple:
+def _by_measure(value: object) -> tuple[tuple[str, tuple[tuple[str, Any], ...]], ...]:
     """``{key: {field: value}}`` (or its tuple form) as sorted, hashable tuples, checked."""
     items = value.items() if isinstance(value, Mapping) else value
     if not isinstance(items, (tuple, list)) and not isinstance(value, Mapping):

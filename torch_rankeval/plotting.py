@@ -51,7 +51,7 @@ def _target(ax: Any, figsize: tuple[float, float]) -> tuple[Any, Any]:
     return ax.figure, ax
 
 
-def _finish(fig: Any, path: str | os.PathLike | None) -> Any:
+def _finish(fig: Any, path: str | os.PathLike[str] | None) -> Any:
     if path is not None:
         fig.savefig(path, dpi=100)
     return fig
@@ -80,7 +80,7 @@ def plot_position_profile(
     report: InversionReport | None = None,
     title: str | None = None,
     ax: Any = None,
-    path: str | os.PathLike | None = None,
+    path: str | os.PathLike[str] | None = None,
 ) -> Any:
     """Quality by rank position: the model's profile, the ideal ranking's, optionally a second model's.
 
@@ -157,7 +157,7 @@ def plot_query_histogram(
     labels: Sequence[str] = ("model", "other model"),
     title: str | None = None,
     ax: Any = None,
-    path: str | os.PathLike | None = None,
+    path: str | os.PathLike[str] | None = None,
 ) -> Any:
     """Histogram of a per-query metric (e.g. nDCG@10), with its mean; optionally a second run's.
 
@@ -203,7 +203,7 @@ def plot_before_after(
     *,
     labels: Sequence[str] = ("before", "after"),
     title: str | None = None,
-    path: str | os.PathLike | None = None,
+    path: str | os.PathLike[str] | None = None,
 ) -> Any:
     """Compare two runs or two epochs.
 

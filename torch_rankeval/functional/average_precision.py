@@ -24,7 +24,7 @@ def average_precision(
     n_relevant: Tensor | None = None,
     denominator: str | None = None,
     graded: bool | None = None,
-    gain: str | Mapping | Callable | None = None,
+    gain: str | Mapping[float, float] | Callable[[Tensor], Tensor] | None = None,
     relevance_threshold: float | None = None,
     ties: str | None = None,
     empty_target_action: str | None = None,

@@ -32,7 +32,7 @@ def _affine_tensors(affine: object) -> tuple:
 def position_debiased_values(
     preds: Tensor,
     clicks: Tensor,
-    ks: tuple,
+    ks: tuple[int, ...],
     *,
     propensities: Tensor | None = None,
     logged_positions: Tensor | None = None,

@@ -47,8 +47,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-from collections.abc import Mapping
-from typing import Any, Callable, ClassVar
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Union
 
 import torch
 import torch.distributed as dist
@@ -57,7 +57,14 @@ from torchmetrics import Metric
 from torchmetrics.utilities.data import dim_zero_cat, dim_zero_sum
 from torchmetrics.utilities.distributed import gather_all_tensors
 
-__all__ = ["ConfiguredMetric", "own_states", "set_metric_options", "CONFIG_METADATA"]
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+__all__ = ["ConfiguredMetric", "own_states", "set_metric_options", "CONFIG_METADATA", "PlotValue"]
+
+#: What ``plot`` draws: one result of ``compute`` or a sequence of them (one per step).
+PlotValue = Union[Tensor, Mapping[str, Tensor], Sequence[Tensor], Sequence[Mapping[str, Tensor]]]
 
 #: The state_dict metadata entry that carries a metric's configuration.
 CONFIG_METADATA = "torch_rankeval_config"
@@ -336,6 +343,61 @@ class ConfiguredMetric(Metric):
     def _row_shape(self, name: str) -> tuple[int, ...]:
         """The shape of one row of the list state ``name`` (an empty local part at sync)."""
         return ()
+
+    # ------------------------------------------------------------------ plot (torchmetrics' convention)
+    def plot(self, val: PlotValue | None = None, ax: Axes | None = None) -> tuple[Figure, Axes]:
+        """Plot one result, or a sequence of results (one per step), as torchmetrics' ``Metric.plot``.
+
+        Needs matplotlib (``pip install "torch-rankeval[plot]"``) and draws with torchmetrics' own
+        ``plot_single_or_multi_val``, exactly as torchmetrics' retrieval metrics do.
+
+        Args:
+            val: a result of :meth:`compute` (a scalar tensor, or a ``{key: scalar}`` dict for a
+                metric with several values) or a sequence of them (drawn as curves over the steps).
+                ``None`` (the default) plots :meth:`compute` now.
+            ax: a matplotlib ``Axes`` to draw into; ``None`` opens a new figure.
+
+        Returns:
+            ``(fig, ax)``: the figure (``None`` when ``ax`` was given, as in torchmetrics) and the axes.
+
+        Raises:
+            ModuleNotFoundError: without matplotlib, naming the ``plot`` extra.
+
+        Example:
+            >>> import torch
+            >>> from torch_rankeval import NDCG
+            >>> metric = NDCG(k=2)
+            >>> values = []
+            >>> for _ in range(3):
+            ...     values.append(metric(torch.tensor([[0.9, 0.1, 0.5]]), torch.tensor([[1, 0, 1]])))
+            >>> fig, ax = metric.plot(values)        # one curve over the 3 steps
+            >>> ax.get_ylabel(), ax.get_lines()[0].get_ydata().tolist()
+            ('NDCG', [1.0, 1.0, 1.0])
+        """
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError as err:
+            raise ModuleNotFoundError(
+                f"{type(self).__name__}.plot needs matplotlib, an optional dependency: "
+                'pip install "torch-rankeval[plot]"'
+            ) from err
+        from torchmetrics.utilities.plot import plot_single_or_multi_val
+
+        value = self.compute() if val is None else val
+        if isinstance(value, Mapping):
+            value = dict(value)
+        elif isinstance(value, Sequence) and not isinstance(value, Tensor):
+            value = [dict(v) if isinstance(v, Mapping) else v for v in value]
+        fig, axes = plot_single_or_multi_val(
+            value,  # type: ignore[arg-type]
+            ax=ax,
+            higher_is_better=self.higher_is_better,
+            name=type(self).__name__,
+            lower_bound=self.plot_lower_bound,
+            upper_bound=self.plot_upper_bound,
+            legend_name=self.plot_legend_name,
+        )
+        return fig, axes  # type: ignore[return-value]
 
 
 def own_states(metric: Metric) -> None:

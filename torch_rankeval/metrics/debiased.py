@@ -15,7 +15,7 @@ is fixed when the metric is created; the per-item part (``logged_positions``, or
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal, overload
 
 import torch
 from torch import Tensor
@@ -226,6 +226,12 @@ class PositionDebiasedNDCG(RunningMeanMetric):
         if indexes is not None:
             ids = _list_ids(indexes, values.shape[0], preds)
         self._accumulate(values, empty, ids if self.keep_per_query else None)
+
+    @overload
+    def compute(self, stderr: Literal[False] = False) -> Tensor: ...
+
+    @overload
+    def compute(self, stderr: Literal[True]) -> dict[str, Tensor]: ...
 
     def compute(self, stderr: bool = False) -> Tensor | dict[str, Tensor]:
         """Mean over the counted lists of all updates (and processes): a scalar, or ``(K,)``. With

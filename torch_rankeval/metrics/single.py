@@ -9,7 +9,7 @@ accepts padded ``(N, L)`` input or flat torchmetrics-style input with ``indexes`
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Callable
+from typing import Any, Callable, Literal, overload
 
 from torch import Tensor
 
@@ -72,6 +72,12 @@ class _SingleMetric(RankingMetrics):
             compile=compile,
             **kwargs,
         )
+
+    @overload
+    def compute(self, stderr: Literal[False] = False) -> Tensor: ...
+
+    @overload
+    def compute(self, stderr: Literal[True]) -> dict[str, Tensor]: ...
 
     def compute(self, stderr: bool = False) -> Tensor | dict[str, Tensor]:  # type: ignore[override]
         """The mean over queries (one value per cutoff when ``k`` is a sequence). With ``stderr``:

@@ -71,7 +71,7 @@ def between(cs: Tensor, lo: Tensor, hi: Tensor) -> Tensor:
     return cs.gather(-1, hi) - cs.gather(-1, lo)
 
 
-def cut_groups(rb: RankedBatch, ks: tuple) -> tuple[Tensor, Tensor, Tensor]:
+def cut_groups(rb: RankedBatch, ks: tuple[int, ...]) -> tuple[Tensor, Tensor, Tensor]:
     """``(idx, start, end)``, ``(N, K)`` int64: each cutoff's last 0-based position and the bounds of
     the tie group it ends in (the group a cutoff may split).
 
@@ -105,7 +105,7 @@ def judged_grades(rb: RankedBatch) -> Tensor:
     return rb.cached("judged_grades", make)
 
 
-def expected_top(rb: RankedBatch, x: Tensor, ks: tuple) -> Tensor:
+def expected_top(rb: RankedBatch, x: Tensor, ks: tuple[int, ...]) -> Tensor:
     """``E[sum of x over the top k]`` over the orders of tied documents, ``(N, K)`` float64: the
     groups above the cutoff's group in full, plus that group's mean times its slots inside the cutoff."""
     cs = prefix(x)
@@ -138,7 +138,7 @@ def per_relevant(rb: RankedBatch, total: Tensor) -> Tensor:
     return torch.where(r > 0, total / r.clamp(min=1), torch.zeros_like(total))
 
 
-def cutoff_sizes(rb: RankedBatch, ks: tuple, *, adaptive_k: bool, dtype: torch.dtype | None = None) -> Tensor:
+def cutoff_sizes(rb: RankedBatch, ks: tuple[int, ...], *, adaptive_k: bool, dtype: torch.dtype | None = None) -> Tensor:
     """The number of positions each cutoff reads, ``(N, K)``: ``k`` (``min(k, n)`` with ``adaptive_k``),
     ``n`` (the query's number of ranked documents) for ``k=None``. The divisor of the shares of the top k.
 

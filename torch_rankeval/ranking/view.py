@@ -92,7 +92,7 @@ def _to_device(t: Tensor, device: torch.device) -> Tensor:
     return t.pin_memory().to(device, non_blocking=True)
 
 
-def device_constant(values: tuple, dtype: torch.dtype, device: torch.device) -> Tensor:
+def device_constant(values: tuple[float, ...], dtype: torch.dtype, device: torch.device) -> Tensor:
     """A small constant tensor (cutoffs, column picks, gain tables) on ``device``, built once per
     process, dtype and device and copied without a host sync; a plain tensor under ``torch.compile``.
 
@@ -290,7 +290,8 @@ class TieGroups:
     def __init__(self, rb: RankedBatch, width: int) -> None:
         # A weak reference: the batch holds its TieGroups, and a cycle would keep every batch's
         # tensors alive until the cyclic garbage collector runs (memory growing over updates).
-        self._rb, self.width = weakref.ref(rb), width
+        self._rb = weakref.ref(rb)
+        self.width: int = width
         self._cache: dict[str, Tensor] = {}
         self._bounds_done = False
         self._boundary: tuple[Tensor, Tensor] | None = None
@@ -537,12 +538,14 @@ class RankedBatch:
         self._groups: dict[int, TieGroups] = {}
         self.convention = convention
         self.dtype = dtype
-        self.n_lists, self.length = preds.shape
-        self.device = preds.device
+        n_lists, length = preds.shape
+        self.n_lists: int = n_lists
+        self.length: int = length
+        self.device: torch.device = preds.device
         self._gain = gain_fn(convention.gain) if gain is None else gain
         self._threshold_int = not target.is_floating_point() and target.dtype != torch.bool
         self._has_padding = valid is not None
-        self.averaged = convention.ties == "average"
+        self.averaged: bool = convention.ties == "average"
         self._target_in, self._valid_in, self._judged_in = target, valid, judged
         self.order, self._sorted_key, self._doc_key = _rank(
             preds, target, valid, convention.ties, convention.torch_topk_k

@@ -420,7 +420,7 @@ def _sniffed(raw: BinaryIO, path: str) -> tuple[bytes, BinaryIO]:
 
 
 @contextlib.contextmanager
-def _open(path: str | os.PathLike) -> Iterator[tuple[BinaryIO, BinaryIO, int | None]]:
+def _open(path: str | os.PathLike[str]) -> Iterator[tuple[BinaryIO, BinaryIO, int | None]]:
     """(decoded stream, raw stream for progress, raw size or None for a pipe); gzip is detected by its
     magic bytes, in files and in pipes alike (``"-"``: standard input)."""
     name = str(path)
@@ -709,7 +709,7 @@ def _parse_block(kind: _Kind, block: bytes) -> tuple[tuple | None, int]:
 
 
 def read_table(
-    path: str | os.PathLike, kind: str, *, progress: bool | None = None, block_bytes: int = BLOCK_BYTES
+    path: str | os.PathLike[str], kind: str, *, progress: bool | None = None, block_bytes: int = BLOCK_BYTES
 ) -> Table:
     """Read a qrels (``kind="qrels"``) or run (``kind="run"``) file, plain or gzip, or ``"-"`` for stdin.
 

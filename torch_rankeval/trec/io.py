@@ -16,6 +16,7 @@ import math
 import os
 import re
 from collections.abc import Mapping
+from typing import Union
 
 import numpy as np
 
@@ -24,7 +25,7 @@ from torch_rankeval.trec._text import Strings, Table, TrecFormatError, decode, e
 
 __all__ = ["TrecFormatError", "Qrels", "Run", "read_qrels", "read_run", "write_qrels", "write_run", "PathLike"]
 
-PathLike = str | os.PathLike
+PathLike = Union[str, os.PathLike[str]]
 
 
 def _two_lines(path: str | None, lines: tuple[int, int]) -> str:
