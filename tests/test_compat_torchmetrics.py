@@ -13,6 +13,8 @@ import warnings
 
 import pytest
 import torch
+import torchmetrics
+from packaging.version import Version
 from torch.testing import assert_close
 
 import torch_rankeval
@@ -267,7 +269,10 @@ def test_classes_run_on_the_streaming_core_with_the_measure_names():
     assert ours.RetrievalFallOut(top_k=5).keys == ["fall_out@5"]
     assert ours.RetrievalAUROC(top_k=3, max_fpr=0.5).keys == ["auroc(max_fpr=0.5)@3"]
     assert ours.RetrievalRPrecision().keys == ["r_precision"]
-    assert ours.RetrievalMAP().convention == torch_rankeval.PRESETS["torchmetrics"]
+    # the installed torchmetrics' preset: "torchmetrics" from 1.8 on, "torchmetrics_1.7" before
+    expected = "torchmetrics" if Version(torchmetrics.__version__) >= Version("1.8") else "torchmetrics_1.7"
+    assert ours.PRESET == expected
+    assert ours.RetrievalMAP().convention == torch_rankeval.PRESETS[expected]
     assert not ours.RetrievalMAP().keep_per_query and ours.RetrievalMAP(aggregation="median").keep_per_query
 
 

@@ -5,8 +5,8 @@ Replace ``from torchmetrics.retrieval import RetrievalMAP`` by
 arguments (``top_k``, ``empty_target_action``, ``ignore_index``, ``aggregation``, ``adaptive_k``,
 ``max_fpr`` and torchmetrics' ``Metric`` kwargs), ``update(preds, target, indexes)`` the same flat
 tensors, and ``compute()`` returns the same scalar tensor, torchmetrics' quirks included: each
-class is a :class:`~torch_rankeval.RankingMetrics` with ``convention="torchmetrics"`` (the
-installed torchmetrics >= 1.8: linear gain, tied scores ranked by torchmetrics' own
+class is a :class:`~torch_rankeval.RankingMetrics` with the preset of the installed torchmetrics
+(:data:`PRESET`: ``"torchmetrics"`` for >= 1.8, ``"torchmetrics_1.7"`` for 1.3.2-1.7; >= 1.8: linear gain, tied scores ranked by torchmetrics' own
 ``torch.topk`` / ``torch.argsort`` calls and averaged in nDCG, documents scored ``<= 0`` never
 relevant in AP, RR, precision and recall, AP divided by the relevant documents retrieved) on flat
 input (documents of one query may arrive in several updates, as in torchmetrics).
@@ -38,6 +38,8 @@ from dataclasses import replace
 from typing import Any, Callable, ClassVar, Literal, Union
 
 import torch
+import torchmetrics
+from packaging.version import Version
 from torch import Tensor
 from torchmetrics.utilities.data import dim_zero_cat
 
@@ -60,9 +62,15 @@ Aggregation = Union[Literal["mean", "median", "min", "max"], Callable]
 _EMPTY_ACTIONS = ("error", "skip", "neg", "pos")
 
 
+#: The preset of the installed torchmetrics: ``"torchmetrics"`` (>= 1.8) or ``"torchmetrics_1.7"``
+#: (1.3.2-1.7, which counted documents scored <= 0 as relevant), so the classes give the numbers of
+#: the torchmetrics they replace.
+PRESET = "torchmetrics" if Version(torchmetrics.__version__) >= Version("1.8") else "torchmetrics_1.7"
+
+
 def _torchmetrics_convention(**by_measure: dict[str, Any]) -> Convention:
-    """The ``"torchmetrics"`` preset with some measures' settings replaced."""
-    preset = PRESETS["torchmetrics"]
+    """The installed torchmetrics' preset (:data:`PRESET`) with some measures' settings replaced."""
+    preset = PRESETS[PRESET]
     return replace(preset, by_measure={**{key: dict(pairs) for key, pairs in preset.by_measure}, **by_measure})
 
 
@@ -88,7 +96,7 @@ class _Retrieval(RankingMetrics):
     """
 
     _measure: ClassVar[str] = ""
-    _convention: ClassVar[str | Convention] = "torchmetrics"
+    _convention: ClassVar[str | Convention] = PRESET
     _binary_target: ClassVar[bool] = True  # torchmetrics refuses targets outside [0, 1] (all but nDCG)
     plot_lower_bound: ClassVar[float] = 0.0
     plot_upper_bound: ClassVar[float] = 1.0
