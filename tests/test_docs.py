@@ -127,16 +127,49 @@ def test_readme_links_point_at_files_of_the_repository():
         assert (REPO / link).exists(), link
 
 
-def test_the_reference_reads_example_sections_and_wrapped_parameter_groups():
-    """docs_ext/griffe_docstrings.py: what mkdocs.yml's API reference does to this project's docstrings."""
-    pytest.importorskip("griffe")
+def _docstring_extension():
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("griffe_docstrings", REPO / "docs_ext" / "griffe_docstrings.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    text = "Args:\n    gain, ties,\n        k: conventions.\n    x: one.\n\nExample:\n    >>> 1\n    1\n"
-    assert (
-        module.rewrite(text) == "Args:\n    gain, ties, k: conventions.\n    x: one.\n\nExamples:\n    >>> 1\n    1\n"
+    return module
+
+
+def test_the_reference_reads_example_sections_and_wrapped_parameter_groups():
+    """docs_ext/griffe_docstrings.py: what mkdocs.yml's API reference does to this project's docstrings."""
+    pytest.importorskip("griffe")
+    module = _docstring_extension()
+    text = "Args:\n    gain, ties,\n        k: conventions\n            of the library.\n    x: one.\n\nExample:\n    >>> 1\n    1\n"
+    assert module.rewrite(text) == (
+        "Args:\n    gain: conventions\n            of the library.\n    ties: As ``gain``.\n    k: As ``gain``.\n"
+        "    x: one.\n\nExamples:\n    >>> 1\n    1\n"
     )
     assert module.rewrite("An Example: not a section.") == "An Example: not a section."
+    assert module.rewrite("Uses :class:`~a.b.NDCG`, :func:`f` and :mod:`a.b`.") == "Uses ``NDCG``, ``f`` and ``a.b``."
+
+
+def test_every_documented_parameter_of_a_metric_class_finds_its_signature_row():
+    """The rendered Args table pairs each name with the signature's default: a group such as
+    ``log_base, discount:`` read as one name showed "required" in the Default column."""
+    griffe = pytest.importorskip("griffe")
+    from griffe import DocstringSectionKind
+
+    module = _docstring_extension()
+    package = griffe.load(
+        "torch_rankeval", search_paths=[str(REPO)], extensions=griffe.load_extensions(module.ProjectDocstrings)
+    )
+    checked = 0
+    for name in ("NDCG", "DCG", "MAP", "RankingMetrics", "PositionProfile"):
+        cls = package["metrics"][name]
+        cls = cls.final_target if cls.is_alias else cls
+        signature = {p.name: p for p in cls.parameters}
+        for section in cls.docstring.parse("google"):
+            if section.kind is not DocstringSectionKind.parameters:
+                continue
+            for entry in section.value:
+                assert entry.name in signature, (name, entry.name)
+                if signature[entry.name].default is not None:
+                    assert str(entry.default) == str(signature[entry.name].default), (name, entry.name)
+                    checked += 1
+    assert checked >= 40
