@@ -113,7 +113,9 @@ class Convention:
             ``torch.topk(min(k, n), sorted=True)`` / ``torch.argsort(descending=True)`` on its own
             ``n`` float32 scores, on their device (whatever order those give tied scores). They
             read each list's length on the host (one call per distinct length), so they do not
-            run under ``torch.compile``, and never take the top-k view.
+            run under ``torch.compile``, and never take the top-k view. AUROC under ``"torch_topk"``
+            is torchmetrics' ``retrieval_auroc``: ``torch.topk``'s pick of ``k`` documents, tied
+            scores among them counting half a pair.
         torch_topk_k: the ``k`` of ``torch.topk`` under ``ties="torch_topk"`` (``None``: the list's
             length). torch orders tied scores differently for different ``k``, so the measure plan
             sets it to each measure's cutoff (one ranking per cutoff); it means nothing otherwise.
@@ -243,9 +245,10 @@ DEFAULT = Convention()
 _FIELDS = tuple(f.name for f in fields(Convention))
 
 _TIE_AVERAGED = ("ndcg", "dcg", "idcg")  # torchmetrics' nDCG averages ties (sklearn's formula)
-# the torch call each torchmetrics metric ranks with (retrieval_*): topk for AP, RR and precision,
+# the torch call each torchmetrics metric ranks with (retrieval_*): topk for AP, RR, precision and
+# AUROC (topk's pick of k documents, then binary_auroc counts ties among them half a pair),
 # argsort(descending=True) for recall, hit rate, R-precision and fall-out
-_TORCH_TOPK = ("map", "mrr", "precision")
+_TORCH_TOPK = ("map", "mrr", "precision", "auroc")
 _TORCH_ARGSORT = ("recall", "hit_rate", "r_precision", "fall_out")
 _TORCHMETRICS_1_7_BY_MEASURE = {
     **{key: {"ties": "average"} for key in _TIE_AVERAGED},

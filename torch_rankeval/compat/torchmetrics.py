@@ -34,7 +34,6 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any, Callable, ClassVar, Literal, Union
 
 import torch
@@ -43,7 +42,7 @@ from packaging.version import Version
 from torch import Tensor
 from torchmetrics.utilities.data import dim_zero_cat
 
-from torch_rankeval.conventions import PRESETS, Convention
+from torch_rankeval.conventions import Convention
 from torch_rankeval.metrics.base import RankingMetrics
 
 __all__ = [
@@ -66,12 +65,6 @@ _EMPTY_ACTIONS = ("error", "skip", "neg", "pos")
 #: (1.3.2-1.7, which counted documents scored <= 0 as relevant), so the classes give the numbers of
 #: the torchmetrics they replace.
 PRESET = "torchmetrics" if Version(torchmetrics.__version__) >= Version("1.8") else "torchmetrics_1.7"
-
-
-def _torchmetrics_convention(**by_measure: dict[str, Any]) -> Convention:
-    """The installed torchmetrics' preset (:data:`PRESET`) with some measures' settings replaced."""
-    preset = PRESETS[PRESET]
-    return replace(preset, by_measure={**{key: dict(pairs) for key, pairs in preset.by_measure}, **by_measure})
 
 
 def _aggregate(values: Tensor, aggregation: Aggregation) -> Tensor:
@@ -436,8 +429,11 @@ class RetrievalFallOut(_Retrieval):
 
 class RetrievalAUROC(_Retrieval):
     """Mean AUROC of each query's top k as torchmetrics' ``RetrievalAUROC`` (``max_fpr``: McClish's
-    standardised partial AUC). Tied scores count half a pair; a top k without a relevant or a
-    non-relevant document scores 0; a query without relevant document is empty.
+    standardised partial AUC). The top k is the ``k`` documents that torchmetrics' ``torch.topk``
+    call keeps (a tie group that straddles the cutoff keeps torch's pick of it, on the scores'
+    device); tied scores among them count half a pair, and a kept score outside [0, 1] passes them
+    all through a sigmoid first (``binary_auroc``'s rule, which can tie large float32 logits); a top k
+    without a relevant or a non-relevant document scores 0; a query without relevant document is empty.
 
     Example:
         >>> import torch
@@ -449,10 +445,7 @@ class RetrievalAUROC(_Retrieval):
         tensor(0.8750)
     """
 
-    _measure = "auroc"
-    # torchmetrics' binary_auroc counts tied scores half a pair: averaged ties (an expectation over
-    # the tie orders where a tie group straddles the cutoff, where torchmetrics keeps torch.topk's pick)
-    _convention = _torchmetrics_convention(auroc={"ties": "average"})
+    _measure = "auroc"  # the preset's ties="torch_topk": torch.topk's pick, ties in it half a pair
 
     def __init__(
         self,

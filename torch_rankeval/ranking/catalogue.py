@@ -241,6 +241,12 @@ class TopKRankedBatch(RankedBatch):
         return self.cached("n_valid", lambda: self._view.n_valid.to(self.dtype))
 
     @property
+    def ranked_scores(self) -> Tensor:
+        """The view's scores ``(N, W)``, NaN where a position holds no ranked item."""
+        v = self._view
+        return torch.where(v.valid, v.scores, torch.full((), float("nan"), dtype=v.scores.dtype, device=self.device))
+
+    @property
     def ideal_gains(self) -> Tensor:
         """The row's ``W`` largest gains in decreasing order (the rest of the row holds none larger)."""
         return self.cached("ideal_gains", lambda: self._view.ideal_gains.to(self.dtype))

@@ -242,6 +242,8 @@ class RankedView(Protocol):
     def positions(self) -> Tensor: ...
     @property
     def discounts(self) -> Tensor: ...
+    @property
+    def ranked_scores(self) -> Tensor: ...
     def head(self, name: str, width: int | None = None) -> Tensor: ...
     def ranked(self, x: Tensor, width: int | None = None) -> Tensor: ...
     def discount_head(self, width: int) -> Tensor: ...
@@ -662,6 +664,13 @@ class RankedBatch:
     def positions(self) -> Tensor:
         """1-based ranks ``1..L`` in the working dtype."""
         return self.cached("positions", lambda: torch.arange(1, self.length + 1, dtype=self.dtype, device=self.device))
+
+    @property
+    def ranked_scores(self) -> Tensor:
+        """The scores in ranked order, ``(N, L)`` in the scores' dtype, NaN at padding. Every tie policy
+        ranks by score, so tied documents are adjacent (as groups, whatever :attr:`averaged` says)."""
+        key = self._sorted_key
+        return -key if self._has_padding else key
 
     @property
     def discounts(self) -> Tensor:
