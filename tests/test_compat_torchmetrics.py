@@ -246,8 +246,8 @@ def test_auroc_top_k_on_heavy_ties_equals_torchmetrics(top_k, max_fpr, levels):
             _assert_same(got, want, (top_k, max_fpr, aggregation, seed))
 
 
-def test_auroc_functional_preset_is_torchmetrics_retrieval_auroc():
-    """``convention="torchmetrics"`` (padded rows, any lengths) scores AUROC@k as ``retrieval_auroc`` of each row."""
+def test_auroc_under_torch_topk_ties_is_torchmetrics_retrieval_auroc():
+    """``ties="torch_topk"`` (padded rows, any lengths) scores AUROC@k as ``retrieval_auroc`` of each row."""
     from torchmetrics.functional.retrieval import retrieval_auroc
 
     from torch_rankeval import functional as F
@@ -259,7 +259,7 @@ def test_auroc_functional_preset_is_torchmetrics_retrieval_auroc():
     for k in (1, 2, 4, 9, None):
         at = "" if k is None else f"@{k}"
         names = [f"auroc{at}", f"auroc(max_fpr=0.3){at}"]
-        got = F.evaluate(preds, target, names, mask=mask, reduction="none", convention=ours.PRESET)
+        got = F.evaluate(preds, target, names, mask=mask, reduction="none", convention=ours.PRESET, ties="torch_topk")
         for i in range(60):
             p, t = preds[i][mask[i]], target[i][mask[i]]
             want = retrieval_auroc(p, t, top_k=k).item()

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Callable, Mapping, Union
+from typing import Any, Callable, Iterator, Mapping, Union
 
 import torch
 from torch import Tensor
@@ -56,7 +56,7 @@ AP_DENOMINATORS = ("all_relevant", "retrieved_relevant", "min_k_relevant")
 REDUCTIONS = ("mean", "sum", "none")
 
 
-class GainMap(Mapping):
+class GainMap(Mapping[float, float]):
     """A read-only ``{grade: gain}`` mapping that compares and hashes by value (so conventions that
     hold one can key a dict and pickle). :class:`Convention` stores every gain mapping as one.
 
@@ -76,7 +76,7 @@ class GainMap(Mapping):
                 return v
         raise KeyError(key)
 
-    def __iter__(self):  # noqa: ANN204
+    def __iter__(self) -> Iterator[float]:
         return (k for k, _ in self._items)
 
     def __len__(self) -> int:
@@ -93,7 +93,7 @@ class GainMap(Mapping):
     def __repr__(self) -> str:
         return f"GainMap({dict(self._items)!r})"
 
-    def __reduce__(self):  # noqa: ANN204
+    def __reduce__(self) -> tuple[type[GainMap], tuple[dict[float, float]]]:
         return (GainMap, (dict(self._items),))
 
 
@@ -245,10 +245,11 @@ DEFAULT = Convention()
 _FIELDS = tuple(f.name for f in fields(Convention))
 
 _TIE_AVERAGED = ("ndcg", "dcg", "idcg")  # torchmetrics' nDCG averages ties (sklearn's formula)
-# the torch call each torchmetrics metric ranks with (retrieval_*): topk for AP, RR, precision and
-# AUROC (topk's pick of k documents, then binary_auroc counts ties among them half a pair),
-# argsort(descending=True) for recall, hit rate, R-precision and fall-out
-_TORCH_TOPK = ("map", "mrr", "precision", "auroc")
+# the torch call each torchmetrics metric ranks with (retrieval_*): topk for AP, RR and precision,
+# argsort(descending=True) for recall, hit rate, R-precision and fall-out (AUROC: ties="torch_topk"
+# is torchmetrics' retrieval_auroc, but the presets leave it out, so that their fingerprints, and
+# the checkpoints of their metrics, stay those of the previous versions; compat's RetrievalAUROC sets it)
+_TORCH_TOPK = ("map", "mrr", "precision")
 _TORCH_ARGSORT = ("recall", "hit_rate", "r_precision", "fall_out")
 _TORCHMETRICS_1_7_BY_MEASURE = {
     **{key: {"ties": "average"} for key in _TIE_AVERAGED},
@@ -320,7 +321,7 @@ class _Presets:
         return sorted(PRESETS)
 
 
-presets = _Presets()
+presets: _Presets = _Presets()
 
 
 def resolve_convention(convention: str | Convention | None = None, **overrides: object) -> Convention:

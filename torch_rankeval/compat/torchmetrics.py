@@ -34,6 +34,7 @@ Example:
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Callable, ClassVar, Literal, Union
 
 import torch
@@ -42,7 +43,7 @@ from packaging.version import Version
 from torch import Tensor
 from torchmetrics.utilities.data import dim_zero_cat
 
-from torch_rankeval.conventions import Convention
+from torch_rankeval.conventions import PRESETS, Convention
 from torch_rankeval.metrics.base import RankingMetrics
 
 __all__ = [
@@ -78,6 +79,12 @@ def _aggregate(values: Tensor, aggregation: Aggregation) -> Tensor:
     if aggregation == "max":
         return values.max()
     return aggregation(values, dim=None)
+
+
+def _torchmetrics_convention(**by_measure: dict[str, Any]) -> Convention:
+    """The installed torchmetrics' preset (:data:`PRESET`) with some measures' settings replaced."""
+    preset = PRESETS[PRESET]
+    return replace(preset, by_measure={**{key: dict(pairs) for key, pairs in preset.by_measure}, **by_measure})
 
 
 class _Retrieval(RankingMetrics):
@@ -414,7 +421,7 @@ class RetrievalFallOut(_Retrieval):
     """
 
     _measure = "fall_out"
-    higher_is_better = False
+    higher_is_better: bool | None = False
 
     def __init__(
         self,
@@ -445,7 +452,9 @@ class RetrievalAUROC(_Retrieval):
         tensor(0.8750)
     """
 
-    _measure = "auroc"  # the preset's ties="torch_topk": torch.topk's pick, ties in it half a pair
+    _measure = "auroc"
+    # torchmetrics' retrieval_auroc: torch.topk's pick of k documents, tied scores among them half a pair
+    _convention = _torchmetrics_convention(auroc={"ties": "torch_topk"})
 
     def __init__(
         self,
