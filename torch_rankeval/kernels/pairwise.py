@@ -48,7 +48,7 @@ def _nonrel(rb: RankedView) -> Tensor:
     return rb.valid & (rb.rel == 0)
 
 
-def fall_out_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
+def fall_out_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, Tensor]:
     """Fall-out at each cutoff, ``(N, K)``, and the empty flags (no non-relevant document).
 
     Example:
@@ -62,7 +62,7 @@ def fall_out_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor
     return safe_div(expected_top(rb, nonrel, ks), total).to(rb.dtype), total == 0
 
 
-def arp_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
+def arp_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, Tensor]:
     """Average relevance position, ``(N, K)`` (cutoffs are ignored), and the empty flags.
 
     Example:
@@ -80,7 +80,9 @@ def arp_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, Ten
 
 
 # ----------------------------------------------------------------------------- AUROC
-def auroc_values(rb: RankedView, ks: tuple, conv: Convention, *, max_fpr: float | None = None) -> tuple[Tensor, Tensor]:
+def auroc_values(
+    rb: RankedView, ks: tuple[int | None, ...], conv: Convention, *, max_fpr: float | None = None
+) -> tuple[Tensor, Tensor]:
     """Retrieval AUROC of the top ``k`` at each cutoff, ``(N, K)``, and the empty flags (no relevant document).
 
     Example:
@@ -146,7 +148,7 @@ def _score_runs(x: Tensor) -> tuple[Tensor, Tensor]:
     return start, following.flip(-1).cummin(-1).values.flip(-1)
 
 
-def _torchmetrics_auroc(rb: RankedView, ks: tuple, max_fpr: float | None) -> tuple[Tensor, Tensor]:
+def _torchmetrics_auroc(rb: RankedView, ks: tuple[int | None, ...], max_fpr: float | None) -> tuple[Tensor, Tensor]:
     """torchmetrics' ``retrieval_auroc`` (``ties="torch_topk"``): the documents ``torch.topk`` keeps,
     which are the first ``k`` positions of the view's ranking, then ``binary_auroc`` over them: tied
     scores among the kept documents count half a pair (a tie the cutoff splits counts only its kept
@@ -219,7 +221,7 @@ def _count_inversions(seq: Tensor) -> Tensor:
     return total
 
 
-def opa_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
+def opa_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, Tensor]:
     """Ordered pair accuracy, ``(N, K)`` (cutoffs are ignored), and the empty flags (no pair with different grades).
 
     Example:

@@ -138,6 +138,14 @@ class TopKRankedBatch(RankedBatch):
         0.0579
     """
 
+    n_lists: int
+    length: int
+    device: torch.device
+    averaged: bool
+    truncated: bool
+    #: the length of the rows the view was taken from
+    row_length: int
+
     def __init__(
         self,
         view: TopKView,

@@ -516,10 +516,19 @@ class RankedBatch:
     """
 
     #: whether the list goes on past ``length`` (a top-k view of a longer row): no cutoff reads the whole list
-    truncated = False
+    truncated: bool = False
     #: lists ranked with the plain formulas although they hold a tie (``prepare(split_ties=True)``): the
     #: caller recomputes them with tie statistics; None when every list's values are exact
     split_rows: list[int] | None = None
+
+    convention: Convention
+    dtype: torch.dtype
+    n_lists: int
+    length: int
+    device: torch.device
+    averaged: bool
+    #: ``(N, L)`` int64: the input position of the document at each ranked position
+    order: Tensor
 
     def __init__(
         self,
