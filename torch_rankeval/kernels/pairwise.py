@@ -21,8 +21,12 @@ and OPA a tied pair then counts 1/2 — which is also torchmetrics' and sklearn'
 TF-Ranking's OPA counts a tied pair as wrong (``ties="pessimistic"`` reproduces it). AUROC@k averages
 over which tied documents the cutoff keeps (hypergeometric in the group it splits). With
 ``max_fpr``, the ROC runs straight through a tie group (torchmetrics' interpolation), averaged the
-same way over the documents a cutoff keeps. ARP replaces each rank by its group's mean rank; TF-Ranking
-shuffles ties at random, so ``ties="average"`` is the expectation of its value.
+same way over the documents a cutoff keeps. Under ``ties="torch_topk"`` AUROC is torchmetrics'
+``retrieval_auroc`` instead: the ``k`` documents ``torch.topk`` keeps (the view's first ``k``
+positions), tied pairs among them 1/2, no expectation over the group the cutoff splits, and
+``binary_auroc``'s sigmoid when a kept score lies outside [0, 1]. ARP replaces each rank by its
+group's mean rank; TF-Ranking shuffles ties at random, so ``ties="average"`` is the expectation of
+its value.
 
 Costs: fall-out and ARP are one prefix sum; AUROC adds ``O(W)`` per cutoff for the group a cutoff
 splits; OPA counts pairs without forming them: a bottom-up merge sort of each list's grades in
