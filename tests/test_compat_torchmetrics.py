@@ -104,29 +104,9 @@ def _assert_same(got, want, context):
     assert_close(got, want, atol=2e-6, rtol=1e-5, check_dtype=True, msg=lambda m: f"{context}: {m}")
 
 
-def _auroc_tie_at_cutoff(name: str, top_k) -> bool:
-    return name == "RetrievalAUROC" and top_k is not None and top_k > 1
-
-
-AUROC_XFAIL = (
-    "torchmetrics' RetrievalAUROC keeps the documents torch.topk picks from a tie group that straddles the "
-    "cutoff; the streaming core scores the expectation over the orders of that group"
-)
-
-
-def _marks(name, top_k):
-    return [pytest.mark.xfail(strict=True, reason=AUROC_XFAIL)] if _auroc_tie_at_cutoff(name, top_k) else []
-
-
 @pytest.mark.parametrize(
     ("name", "top_k", "action"),
-    [
-        pytest.param(n, k, a, marks=_marks(n, k) if a != "error" else [])  # 'error': both raise
-        for n in NAMES
-        for k in TOP_K
-        for a in ACTIONS
-        if n != "RetrievalRPrecision" or k is None
-    ],
+    [(n, k, a) for n in NAMES for k in TOP_K for a in ACTIONS if n != "RetrievalRPrecision" or k is None],
 )
 def test_equals_torchmetrics_on_tied_flat_updates(name, top_k, action):
     for seed in range(3):
@@ -144,8 +124,6 @@ def test_equals_torchmetrics_on_tied_flat_updates(name, top_k, action):
 @pytest.mark.parametrize("aggregation", AGGREGATIONS, ids=lambda a: a if isinstance(a, str) else "callable")
 @pytest.mark.parametrize("action", ("neg", "skip"))
 def test_every_aggregation_equals_torchmetrics(name, top_k, aggregation, action):
-    if _auroc_tie_at_cutoff(name, top_k):
-        pytest.skip("covered by the strict xfail of test_equals_torchmetrics_on_tied_flat_updates")
     for seed in range(2):
         batches = flat_case(100 + seed, graded=name == "RetrievalNormalizedDCG")
         got, want = _both(name, batches, **_kwargs(name, top_k, aggregation=aggregation, empty_target_action=action))
@@ -155,8 +133,6 @@ def test_every_aggregation_equals_torchmetrics(name, top_k, aggregation, action)
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("top_k", (None, 3))
 def test_ignore_index_drops_those_rows_as_torchmetrics(name, top_k):
-    if _auroc_tie_at_cutoff(name, top_k):
-        pytest.skip("covered by the strict xfail of test_equals_torchmetrics_on_tied_flat_updates")
     for seed in range(3):
         batches = flat_case(200 + seed, graded=name == "RetrievalNormalizedDCG", ignore=True)
         got, want = _both(name, batches, **_kwargs(name, top_k, ignore_index=IGNORE))
@@ -166,8 +142,6 @@ def test_ignore_index_drops_those_rows_as_torchmetrics(name, top_k):
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("top_k", TOP_K)
 def test_error_action_computes_when_no_query_is_empty(name, top_k):
-    if _auroc_tie_at_cutoff(name, top_k):
-        pytest.skip("covered by the strict xfail of test_equals_torchmetrics_on_tied_flat_updates")
     g = torch.Generator().manual_seed(7)
     ids = torch.arange(6).repeat_interleave(8)
     target = torch.tensor([1, 0] * 24)  # every query has relevant and non-relevant documents
@@ -220,14 +194,78 @@ def test_auroc_top_k_without_a_tie_at_the_cutoff(top_k, max_fpr):
     _assert_same(got, want, (top_k, max_fpr))
 
 
-@pytest.mark.xfail(strict=True, reason=AUROC_XFAIL)
-def test_auroc_tie_straddling_the_cutoff_is_an_expectation():
-    """The failing case, written out: scores [0.9, 0.5, 0.5], targets [1, 1, 0], top_k=2. torch.topk keeps
-    documents 0 and 1 (both relevant: AUROC 0 by torchmetrics' rule); the core averages over the two
-    orders of the tied pair: 1/2 * 0 + 1/2 * AUROC({0.9: 1, 0.5: 0}) = 1/2 * 1 = 0.5."""
-    batch = (torch.tensor([0.9, 0.5, 0.5]), torch.tensor([1, 1, 0]), torch.tensor([0, 0, 0]))
+def test_auroc_tie_straddling_the_cutoff_keeps_torch_topks_pick():
+    """The case written out: scores [0.9, 0.5, 0.5], targets [1, 1, 0], top_k=2. torch.topk (CPU) keeps
+    documents 0 and 1, both relevant: AUROC 0 by torchmetrics' rule (a top k of one class scores 0),
+    not the expectation over the tied pair's two orders (1/2 * 0 + 1/2 * 1)."""
+    preds = torch.tensor([0.9, 0.5, 0.5])
+    assert preds.topk(2, sorted=True).indices.tolist() == [0, 1]  # torch's pick on CPU
+    batch = (preds, torch.tensor([1, 1, 0]), torch.tensor([0, 0, 0]))
     got, want = _both("RetrievalAUROC", [batch], top_k=2)
+    assert want.item() == 0.0
     _assert_same(got, want, "straddling tie")
+    # the other order of the same documents: torch.topk keeps the non-relevant one of the tie
+    batch = (torch.tensor([0.5, 0.5, 0.9]), torch.tensor([0, 1, 1]), torch.tensor([0, 0, 0]))
+    got, want = _both("RetrievalAUROC", [batch], top_k=2)
+    _assert_same(got, want, "straddling tie, reversed")
+
+
+def _heavy_ties(seed: int, *, levels: torch.Tensor, n_queries: int = 30, max_len: int = 45):
+    """Flat updates of queries scored from very few values (every cutoff splits a tie group)."""
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(1, max_len + 1, (n_queries,), generator=g)
+    lengths[:4] = torch.tensor([1, 2, 17, 33])  # around torch's 16-element insertion sort
+    indexes = torch.repeat_interleave(torch.randperm(500, generator=g)[:n_queries], lengths)
+    share = torch.rand(n_queries, generator=g).repeat_interleave(lengths)
+    target = (torch.rand(indexes.shape[0], generator=g) < share).long()
+    preds = levels[torch.randint(0, levels.numel(), target.shape, generator=g)]
+    perm = torch.randperm(indexes.shape[0], generator=g)
+    preds, target, indexes = preds[perm], target[perm], indexes[perm]
+    cuts = sorted(torch.randint(1, indexes.shape[0], (3,), generator=g).tolist())
+    bounds = [0, *cuts, indexes.shape[0]]
+    return [(preds[a:b], target[a:b], indexes[a:b]) for a, b in zip(bounds, bounds[1:]) if b > a]
+
+
+@pytest.mark.parametrize("top_k", (None, 2, 3, 5, 10, 20))
+@pytest.mark.parametrize("max_fpr", (None, 0.2, 0.5))
+@pytest.mark.parametrize(
+    "levels",
+    [
+        torch.tensor([0.5]),  # one score: every list one tie group
+        torch.tensor([0.2, 0.5, 0.5001]),  # within [0, 1]: binary_auroc ranks the scores as they are
+        torch.tensor([-1.0, 0.0, 0.7, 3.0]),  # some outside [0, 1]: binary_auroc's sigmoid, no new tie
+        torch.tensor([0.3, 17.0, 17.5, 40.0]),  # large logits: the sigmoid ties 17, 17.5 and 40 in float32
+    ],
+    ids=("one_value", "unit", "sigmoid", "sigmoid_ties"),
+)
+def test_auroc_top_k_on_heavy_ties_equals_torchmetrics(top_k, max_fpr, levels):
+    for seed in range(4):
+        batches = _heavy_ties(1000 + seed, levels=levels)
+        for aggregation in ("mean", "min"):
+            got, want = _both("RetrievalAUROC", batches, top_k=top_k, max_fpr=max_fpr, aggregation=aggregation)
+            _assert_same(got, want, (top_k, max_fpr, aggregation, seed))
+
+
+def test_auroc_under_torch_topk_ties_is_torchmetrics_retrieval_auroc():
+    """``ties="torch_topk"`` (padded rows, any lengths) scores AUROC@k as ``retrieval_auroc`` of each row."""
+    from torchmetrics.functional.retrieval import retrieval_auroc
+
+    from torch_rankeval import functional as F
+
+    g = torch.Generator().manual_seed(3)
+    preds = torch.tensor([0.1, 0.4, 0.4, 0.9, 25.0, 30.0])[torch.randint(0, 6, (60, 24), generator=g)]
+    target = torch.rand(60, 24, generator=g) < 0.4
+    mask = torch.arange(24) < torch.randint(1, 25, (60, 1), generator=g)
+    for k in (1, 2, 4, 9, None):
+        at = "" if k is None else f"@{k}"
+        names = [f"auroc{at}", f"auroc(max_fpr=0.3){at}"]
+        got = F.evaluate(preds, target, names, mask=mask, reduction="none", convention=ours.PRESET, ties="torch_topk")
+        for i in range(60):
+            p, t = preds[i][mask[i]], target[i][mask[i]]
+            want = retrieval_auroc(p, t, top_k=k).item()
+            assert got[names[0]][i].item() == pytest.approx(want, abs=1e-6), (k, i)
+            want = retrieval_auroc(p, t, top_k=k, max_fpr=0.3).item()
+            assert got[names[1]][i].item() == pytest.approx(want, abs=1e-6), (k, i)
 
 
 def test_scores_tied_only_in_float32_tie_as_in_torchmetrics():
@@ -373,7 +411,7 @@ def test_metric_collection_of_two_compat_classes():
 @pytest.mark.parametrize("dtype", (torch.bool, torch.int32, torch.float32))
 def test_target_dtypes_and_2d_inputs_as_torchmetrics(name, dtype):
     """bool, int32 and float 0/1 targets, and (1, D) inputs (flattened, as torchmetrics does)."""
-    top_k = None if name == "RetrievalAUROC" else 3  # AUROC@3 on ties: the strict xfail above
+    top_k = 3
     batches = [(p, t.to(dtype), i) for p, t, i in flat_case(900)]
     if name == "RetrievalRPrecision" and dtype.is_floating_point:
         # torchmetrics' retrieval_r_precision slices by a float sum: TypeError; ours takes float targets

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Callable, Mapping, Union
+from typing import Any, Callable, Iterator, Mapping, Union
 
 import torch
 from torch import Tensor
@@ -56,7 +56,7 @@ AP_DENOMINATORS = ("all_relevant", "retrieved_relevant", "min_k_relevant")
 REDUCTIONS = ("mean", "sum", "none")
 
 
-class GainMap(Mapping):
+class GainMap(Mapping[float, float]):
     """A read-only ``{grade: gain}`` mapping that compares and hashes by value (so conventions that
     hold one can key a dict and pickle). :class:`Convention` stores every gain mapping as one.
 
@@ -76,7 +76,7 @@ class GainMap(Mapping):
                 return v
         raise KeyError(key)
 
-    def __iter__(self):  # noqa: ANN204
+    def __iter__(self) -> Iterator[float]:
         return (k for k, _ in self._items)
 
     def __len__(self) -> int:
@@ -93,7 +93,7 @@ class GainMap(Mapping):
     def __repr__(self) -> str:
         return f"GainMap({dict(self._items)!r})"
 
-    def __reduce__(self):  # noqa: ANN204
+    def __reduce__(self) -> tuple[type[GainMap], tuple[dict[float, float]]]:
         return (GainMap, (dict(self._items),))
 
 
@@ -113,7 +113,9 @@ class Convention:
             ``torch.topk(min(k, n), sorted=True)`` / ``torch.argsort(descending=True)`` on its own
             ``n`` float32 scores, on their device (whatever order those give tied scores). They
             read each list's length on the host (one call per distinct length), so they do not
-            run under ``torch.compile``, and never take the top-k view.
+            run under ``torch.compile``, and never take the top-k view. AUROC under ``"torch_topk"``
+            is torchmetrics' ``retrieval_auroc``: ``torch.topk``'s pick of ``k`` documents, tied
+            scores among them counting half a pair.
         torch_topk_k: the ``k`` of ``torch.topk`` under ``ties="torch_topk"`` (``None``: the list's
             length). torch orders tied scores differently for different ``k``, so the measure plan
             sets it to each measure's cutoff (one ranking per cutoff); it means nothing otherwise.
@@ -244,7 +246,9 @@ _FIELDS = tuple(f.name for f in fields(Convention))
 
 _TIE_AVERAGED = ("ndcg", "dcg", "idcg")  # torchmetrics' nDCG averages ties (sklearn's formula)
 # the torch call each torchmetrics metric ranks with (retrieval_*): topk for AP, RR and precision,
-# argsort(descending=True) for recall, hit rate, R-precision and fall-out
+# argsort(descending=True) for recall, hit rate, R-precision and fall-out (AUROC: ties="torch_topk"
+# is torchmetrics' retrieval_auroc, but the presets leave it out, so that their fingerprints, and
+# the checkpoints of their metrics, stay those of the previous versions; compat's RetrievalAUROC sets it)
 _TORCH_TOPK = ("map", "mrr", "precision")
 _TORCH_ARGSORT = ("recall", "hit_rate", "r_precision", "fall_out")
 _TORCHMETRICS_1_7_BY_MEASURE = {
@@ -317,7 +321,7 @@ class _Presets:
         return sorted(PRESETS)
 
 
-presets = _Presets()
+presets: _Presets = _Presets()
 
 
 def resolve_convention(convention: str | Convention | None = None, **overrides: object) -> Convention:

@@ -43,7 +43,7 @@ __all__ = [
     "profile_from_tensors",
 ]
 
-Band = tuple  # (first, last) rank positions, 1-based, inclusive
+Band = tuple[int, int]  # (first, last) rank positions, 1-based, inclusive
 DEFAULT_QUANTILES = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0)
 
 

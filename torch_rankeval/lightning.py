@@ -19,25 +19,30 @@ import inspect
 import re
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from torch import Tensor
 from torch.utils.data import DataLoader
 from torchmetrics import Metric
 
-try:
+if TYPE_CHECKING:  # one declared type for checkers (the package or the standalone one at run time)
     import lightning.pytorch as pl
     from lightning.pytorch.callbacks import Callback
     from lightning.pytorch.utilities import rank_zero_warn
-except ImportError:  # pragma: no cover - the standalone package
+else:
     try:
-        import pytorch_lightning as pl  # type: ignore[no-redef]
-        from pytorch_lightning.callbacks import Callback  # type: ignore[no-redef]
-        from pytorch_lightning.utilities import rank_zero_warn  # type: ignore[no-redef]
-    except ImportError as err:
-        raise ModuleNotFoundError(
-            "torch_rankeval.lightning needs Lightning: pip install 'torch-rankeval[lightning]'"
-        ) from err
+        import lightning.pytorch as pl
+        from lightning.pytorch.callbacks import Callback
+        from lightning.pytorch.utilities import rank_zero_warn
+    except ImportError:  # pragma: no cover - the standalone package
+        try:
+            import pytorch_lightning as pl
+            from pytorch_lightning.callbacks import Callback
+            from pytorch_lightning.utilities import rank_zero_warn
+        except ImportError as _err:
+            raise ModuleNotFoundError(
+                "torch_rankeval.lightning needs Lightning: pip install 'torch-rankeval[lightning]'"
+            ) from _err
 
 from torch_rankeval.metrics import RankingMetrics
 from torch_rankeval.metrics._hooks import set_metric_options
@@ -150,6 +155,16 @@ class RankingMetricsCallback(Callback):
         >>> callback.metric_keys, callback.build_metrics().convention.gain
         (['ndcg@10', 'map'], 'linear')
     """
+
+    stages: tuple[str, ...]
+    prefix: dict[str, str]
+    input_keys: dict[str, Optional[str]]
+    on_inexact_sharding: str
+    prog_bar: bool
+    extra_metrics: dict[str, MetricFactory]
+    position_profile: Optional[int]
+    profile_bands: Optional[list[Any]]
+    profile_figure: bool
 
     def __init__(
         self,

@@ -43,7 +43,7 @@ def _world() -> tuple[int, int]:
     return 1, 0
 
 
-class UnpaddedDistributedSampler(DistributedSampler):
+class UnpaddedDistributedSampler(DistributedSampler[int]):
     """Every sample on exactly one process, no padding: for exact evaluation under ``torch.distributed``.
 
     Process ``rank`` of ``num_replicas`` gets samples ``rank, rank + num_replicas, ...`` of the data
@@ -80,6 +80,9 @@ class UnpaddedDistributedSampler(DistributedSampler):
         >>> [list(DistributedSampler(data, num_replicas=2, rank=r, shuffle=False)) for r in (0, 1)]
         [[0, 2, 4], [1, 3, 0]]
     """
+
+    seed: int
+    epoch: int
 
     def __init__(
         self,
@@ -167,7 +170,7 @@ def _samplers(loader: Any) -> list[Any]:
     return found
 
 
-def sharding_problem(loader: DataLoader | Sampler, world_size: int) -> ShardingProblem | None:
+def sharding_problem(loader: DataLoader[Any] | Sampler[Any], world_size: int) -> ShardingProblem | None:
     """Why evaluating ``loader`` on ``world_size`` processes would not score each sample exactly once.
 
     Returns None when every sample goes to exactly one process (an :class:`UnpaddedDistributedSampler`,

@@ -609,7 +609,7 @@ class RunComparison:
             "comparisons": self.records(),
         }
 
-    def to_csv(self, path: str | os.PathLike | None = None) -> str:
+    def to_csv(self, path: str | os.PathLike[str] | None = None) -> str:
         """:meth:`records` as CSV text (a row per measure and pair; floats as ``repr``, a skipped
         t-test empty), written to ``path`` too when given.
 

@@ -24,6 +24,7 @@ import ctypes
 import os
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 from typing import TextIO
 
 from torch_rankeval import __version__
@@ -52,7 +53,7 @@ __all__ = [
     "reuse_freed_memory",
 ]
 
-SUBCOMMANDS: tuple = (evaluate, compare, profile)
+SUBCOMMANDS: tuple[ModuleType, ...] = (evaluate, compare, profile)
 """The subcommand modules, in the order ``--help`` lists them."""
 
 TRACEBACK_VARIABLE = "TORCH_RANKEVAL_TRACEBACK"
@@ -65,7 +66,7 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n")
 
 
-def build_parser(subcommands: Sequence | None = None) -> argparse.ArgumentParser:
+def build_parser(subcommands: Sequence[ModuleType] | None = None) -> argparse.ArgumentParser:
     """The argument parser: one subparser per module of ``subcommands`` (default :data:`SUBCOMMANDS`);
     the parsed arguments hold the chosen module as ``_subcommand``.
 

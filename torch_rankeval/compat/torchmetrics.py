@@ -68,12 +68,6 @@ _EMPTY_ACTIONS = ("error", "skip", "neg", "pos")
 PRESET = "torchmetrics" if Version(torchmetrics.__version__) >= Version("1.8") else "torchmetrics_1.7"
 
 
-def _torchmetrics_convention(**by_measure: dict[str, Any]) -> Convention:
-    """The installed torchmetrics' preset (:data:`PRESET`) with some measures' settings replaced."""
-    preset = PRESETS[PRESET]
-    return replace(preset, by_measure={**{key: dict(pairs) for key, pairs in preset.by_measure}, **by_measure})
-
-
 def _aggregate(values: Tensor, aggregation: Aggregation) -> Tensor:
     """torchmetrics' ``_retrieval_aggregate`` over the 1-D per-query values (a callable gets ``dim=None``)."""
     if aggregation == "mean":
@@ -85,6 +79,12 @@ def _aggregate(values: Tensor, aggregation: Aggregation) -> Tensor:
     if aggregation == "max":
         return values.max()
     return aggregation(values, dim=None)
+
+
+def _torchmetrics_convention(**by_measure: dict[str, Any]) -> Convention:
+    """The installed torchmetrics' preset (:data:`PRESET`) with some measures' settings replaced."""
+    preset = PRESETS[PRESET]
+    return replace(preset, by_measure={**{key: dict(pairs) for key, pairs in preset.by_measure}, **by_measure})
 
 
 class _Retrieval(RankingMetrics):
@@ -421,7 +421,7 @@ class RetrievalFallOut(_Retrieval):
     """
 
     _measure = "fall_out"
-    higher_is_better = False
+    higher_is_better: bool | None = False
 
     def __init__(
         self,
@@ -436,8 +436,11 @@ class RetrievalFallOut(_Retrieval):
 
 class RetrievalAUROC(_Retrieval):
     """Mean AUROC of each query's top k as torchmetrics' ``RetrievalAUROC`` (``max_fpr``: McClish's
-    standardised partial AUC). Tied scores count half a pair; a top k without a relevant or a
-    non-relevant document scores 0; a query without relevant document is empty.
+    standardised partial AUC). The top k is the ``k`` documents that torchmetrics' ``torch.topk``
+    call keeps (a tie group that straddles the cutoff keeps torch's pick of it, on the scores'
+    device); tied scores among them count half a pair, and a kept score outside [0, 1] passes them
+    all through a sigmoid first (``binary_auroc``'s rule, which can tie large float32 logits); a top k
+    without a relevant or a non-relevant document scores 0; a query without relevant document is empty.
 
     Example:
         >>> import torch
@@ -450,9 +453,8 @@ class RetrievalAUROC(_Retrieval):
     """
 
     _measure = "auroc"
-    # torchmetrics' binary_auroc counts tied scores half a pair: averaged ties (an expectation over
-    # the tie orders where a tie group straddles the cutoff, where torchmetrics keeps torch.topk's pick)
-    _convention = _torchmetrics_convention(auroc={"ties": "average"})
+    # torchmetrics' retrieval_auroc: torch.topk's pick of k documents, tied scores among them half a pair
+    _convention = _torchmetrics_convention(auroc={"ties": "torch_topk"})
 
     def __init__(
         self,

@@ -18,7 +18,7 @@ from torch.utils.data import Dataset
 __all__ = ["QueryDataset", "collate_queries"]
 
 
-class QueryDataset(Dataset):
+class QueryDataset(Dataset[dict[str, Tensor]]):
     """Documents grouped by query; item ``i`` is query ``i``.
 
     Args:
@@ -45,6 +45,8 @@ class QueryDataset(Dataset):
                 [0., 0., 0.]]), tensor([[ True,  True,  True],
                 [ True,  True, False]]))
     """
+
+    qids: list[str]
 
     def __init__(self, features: Tensor, target: Tensor, offsets: Tensor, qids: Sequence[str] | None = None) -> None:
         for name, t in (("features", features), ("target", target), ("offsets", offsets)):

@@ -51,7 +51,7 @@ def _harmonic(rb: RankedView) -> Tensor:
     return rb.cached("harmonic", make)
 
 
-def _retrieved_denominator_expectation(rb: RankedView, terms: Tensor, ks: tuple) -> Tensor:
+def _retrieved_denominator_expectation(rb: RankedView, terms: Tensor, ks: tuple[int | None, ...]) -> Tensor:
     """Exact ``E[numerator / relevant retrieved]`` for binary AP when a tie group straddles a cutoff.
 
     Groups entirely above the cutoff contribute a numerator ``A`` independent of the straddling
@@ -101,7 +101,7 @@ def _retrieved_denominator_expectation(rb: RankedView, terms: Tensor, ks: tuple)
     return (pmf * ratio).sum(-1).to(rb.dtype)
 
 
-def average_precision_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
+def average_precision_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, Tensor]:
     """Per-query AP at each cutoff and the "no relevant document" flag, ``(N, K)`` / ``(N, 1)``."""
     if conv.graded and conv.denominator == "retrieved_relevant" and conv.ties == "average":  # static: no sync
         if any(isinstance(k, int) and k < rb.length for k in ks):

@@ -71,7 +71,7 @@ def _judged_nonrelevant(rb: RankedView) -> Tensor:
     return rb.cached("judged_nonrelevant", lambda: ((rb.target >= 0) & rb.judged & (rb.rel == 0)).to(rb.dtype))
 
 
-def bpref_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
+def bpref_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, Tensor]:
     """bpref (Buckley & Voorhees, SIGIR 2004) as trec_eval computes it, ``(N, K)``.
 
     ``bpref = 1/R * sum over retrieved relevant documents d of (1 - min(n_d, R) / min(N, R))``,
@@ -119,7 +119,7 @@ def _bpref(rb: RankedView) -> Tensor:
     return per_relevant(rb, total)
 
 
-def infap_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
+def infap_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, Tensor]:
     """Inferred AP (Yilmaz & Aslam, CIKM 2006) as trec_eval computes it, ``(N, K)``.
 
     For a relevant document at rank ``p`` with ``a`` relevant, ``n`` judged non-relevant and ``u``
@@ -156,7 +156,7 @@ def infap_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, T
     return per_relevant(rb, total).unsqueeze(-1).expand(-1, len(ks)), no_relevant(rb)
 
 
-def num_nonrel_judged_ret_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, None]:
+def num_nonrel_judged_ret_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, None]:
     """Number of judged non-relevant documents retrieved, ``(N, K)`` (trec_eval's
     ``num_nonrel_judged_ret``: retrieved, minus not pooled, minus pooled but unjudged, minus
     relevant). Independent of ties.

@@ -24,21 +24,21 @@ from torch_rankeval.ranking.view import RankedView
 __all__ = ["num_q_values", "num_rel_ret_values", "num_rel_values", "num_ret_values"]
 
 
-def num_q_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, None]:
+def num_q_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, None]:
     """1 per query (trec_eval's ``num_q``), ``(N, K)``."""
     return torch.ones(rb.n_lists, len(ks), dtype=rb.dtype, device=rb.device), None
 
 
-def num_ret_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, None]:
+def num_ret_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, None]:
     """The number of documents retrieved (``num_ret``), ``(N, K)``."""
     return rb.n_valid.unsqueeze(-1).expand(-1, len(ks)), None
 
 
-def num_rel_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, None]:
+def num_rel_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, None]:
     """The number of relevant documents, retrieved or not (``num_rel``), ``(N, K)``."""
     return rb.n_relevant.unsqueeze(-1).expand(-1, len(ks)), None
 
 
-def num_rel_ret_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, None]:
+def num_rel_ret_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, None]:
     """The number of relevant documents retrieved (``num_rel_ret``), ``(N, K)``."""
     return rb.rel.sum(-1, keepdim=True).expand(-1, len(ks)), None

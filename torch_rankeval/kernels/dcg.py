@@ -11,7 +11,7 @@ from torch_rankeval.ranking.view import RankedView, prefix_sums
 __all__ = ["dcg_values", "idcg_values", "ndcg_values"]
 
 
-def dcg_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, None]:
+def dcg_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, None]:
     """Per-query (expected, under averaged ties) DCG at each cutoff, ``(N, K)``: the sum over the first
     ``k`` positions of the position's expected gain (its tie group's mean gain) times its discount.
     DCG has no empty case."""
@@ -19,7 +19,7 @@ def dcg_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, Non
     return rb.cumulative(rb.groups(width).mean("gains") * rb.discount_head(width), ks), None
 
 
-def idcg_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, None]:
+def idcg_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, None]:
     """Per-query ideal DCG (gains of the judged set in decreasing order), ``(N, K)``; no empty case."""
     ideal = rb.ideal_top(ks)
     m = ideal.shape[-1]
@@ -27,7 +27,7 @@ def idcg_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, No
     return prefix_sums(ideal * rb.discount_head(m), idx), None
 
 
-def ndcg_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
+def ndcg_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, Tensor]:
     """Per-query nDCG and the "empty" flag (ideal DCG is 0), both ``(N, K)``."""
     d, i = dcg_values(rb, ks, conv)[0], idcg_values(rb, ks, conv)[0]
     empty = i <= 0

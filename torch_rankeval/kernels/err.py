@@ -48,7 +48,9 @@ def err_grade_checks(rb: RankedView, *, max_grade: int = 4) -> list[tuple[Tensor
     return [(bad.any(), message)]
 
 
-def err_values(rb: RankedView, ks: tuple, conv: Convention, *, max_grade: int = 4) -> tuple[Tensor, None]:
+def err_values(
+    rb: RankedView, ks: tuple[int | None, ...], conv: Convention, *, max_grade: int = 4
+) -> tuple[Tensor, None]:
     """Expected reciprocal rank at each cutoff, ``(N, K)``.
 
     Example:

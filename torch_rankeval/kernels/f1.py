@@ -11,7 +11,7 @@ from torch_rankeval.ranking.view import RankedBatch, RankedView  # noqa: F401 (R
 __all__ = ["f1_values"]
 
 
-def f1_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
+def f1_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, Tensor]:
     """``2 P R / (P + R)`` with ``P = h / k`` and ``R = h / R_q``, which is ``2 h / (k + R_q)``
     (``h``: relevant documents in the top k, ``R_q``: the query's relevant documents; 0 when
     ``h = 0``). Linear in ``h``, so the expected value over the orders of tied documents is exact

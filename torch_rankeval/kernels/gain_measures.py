@@ -36,7 +36,7 @@ def _positive_ideal(rb: RankedView, width: int | None = None) -> Tensor:
     return torch.cat([ideal, ideal.new_zeros(ideal.shape[0], width - m)], dim=-1)
 
 
-def bing_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
+def bing_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, Tensor]:
     """Binary G (trec_eval's ``binG``): ``1/R * sum over retrieved relevant documents of
     1 / log2(2 + number of non-relevant documents above it)``, ``(N, K)``.
 
@@ -66,7 +66,7 @@ def bing_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, Te
     return per_relevant(rb, total).unsqueeze(-1).expand(-1, len(ks)), no_relevant(rb)
 
 
-def g_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
+def g_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, Tensor]:
     """Normalised gain (trec_eval's ``G``), ``(N, K)``: ``sum_i g_i / log2(2 + C_i - S_i)`` over the
     retrieved documents with a non-zero gain, divided by the sum of the ideal's positive gains,
     where ``S_i`` is the ranking's cumulative gain to rank ``i`` and ``C_i`` the ideal's, each ideal
@@ -96,7 +96,7 @@ def _dcg_prefix(rb: RankedView, gains: Tensor) -> Tensor:
     return (gains * rb.discounts[: gains.shape[-1]]).cumsum(-1)
 
 
-def ndcg_rel_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
+def ndcg_rel_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, Tensor]:
     """nDCG averaged over the relevant documents (trec_eval's ``ndcg_rel``), ``(N, K)``: at each
     retrieved document with a positive gain, DCG to its rank over the ideal DCG to that rank; each
     positive-gain document of the ideal that is not retrieved adds the final DCG over the final
@@ -128,7 +128,7 @@ def ndcg_rel_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor
     return values.unsqueeze(-1).expand(-1, len(ks)), (~ok).unsqueeze(-1)
 
 
-def rndcg_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
+def rndcg_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, Tensor]:
     """nDCG averaged at the R levels (trec_eval's ``Rndcg``), ``(N, K)``: the mean of
     ``DCG@t / IDCG@t`` over the ranks ``t`` where the ideal gain changes (the ends of the ideal's
     gain levels, the last at the number of positive ideal gains ``P``), plus ``DCG@n / IDCG@P`` at

@@ -84,7 +84,7 @@ def _interpolated(rb: RankedView, levels: tuple[float, ...], rounding: str) -> T
 
 
 def iprec_at_recall_values(
-    rb: RankedView, ks: tuple, conv: Convention, *, rounding: str = "lround"
+    rb: RankedView, ks: tuple[int | None, ...], conv: Convention, *, rounding: str = "lround"
 ) -> tuple[Tensor, Tensor]:
     """Interpolated precision at the recall levels ``ks`` (trec_eval's ``iprec_at_recall``), ``(N, K)``.
 
@@ -103,7 +103,12 @@ def iprec_at_recall_values(
 
 
 def eleven_point_values(
-    rb: RankedView, ks: tuple, conv: Convention, *, levels: tuple[float, ...] = RECALL_LEVELS, rounding: str = "lround"
+    rb: RankedView,
+    ks: tuple[int | None, ...],
+    conv: Convention,
+    *,
+    levels: tuple[float, ...] = RECALL_LEVELS,
+    rounding: str = "lround",
 ) -> tuple[Tensor, Tensor]:
     """The mean of interpolated precision over ``levels`` (trec_eval's ``11pt_avg``), ``(N, K)``;
     summed from the last level to the first, as trec_eval sums. Raises ValueError under averaged ties.
@@ -121,7 +126,7 @@ def eleven_point_values(
     return (total / len(levels)).unsqueeze(-1).expand(-1, len(ks)), no_relevant(rb)
 
 
-def rprec_mult_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
+def rprec_mult_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, Tensor]:
     """Precision at ``c = (long)(multiple * R + 0.9)`` documents for each multiple in ``ks``
     (trec_eval's ``Rprec_mult``), ``(N, K)``; rank ``c`` beyond the ranking counts as not relevant
     (divides by ``c``). Exact under averaged ties (the expected number of relevant documents in
@@ -154,7 +159,7 @@ def rprec_mult_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tens
     return values, no_relevant(rb)
 
 
-def relative_precision_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
+def relative_precision_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, Tensor]:
     """Relative precision (trec_eval's ``relative_P``): relevant documents in the top ``k`` divided
     by ``min(k, R)``, the most a ranking could find, ``(N, K)``; ``k=None`` is the whole ranking
     (``min(number retrieved, R)``, trec_eval's ``set_relative_P``). Exact under averaged ties.
@@ -174,7 +179,7 @@ def relative_precision_values(rb: RankedView, ks: tuple, conv: Convention) -> tu
     return values, no_relevant(rb)
 
 
-def yaap_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
+def yaap_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, Tensor]:
     """Yet Another AP (Robertson, ECIR 2012; trec_eval's ``yaap``): ``log((1 + S) / (1 + R - S))``
     with ``S`` the sum of the precisions at the retrieved relevant documents, ``(N, K)``. Raises
     ValueError under averaged ties.

@@ -27,13 +27,13 @@ from torch_rankeval.ranking.view import RankedBatch, RankedView  # noqa: F401 (R
 __all__ = ["judged_values", "unjudged_values"]
 
 
-def _share(rb: RankedView, flags: Tensor, ks: tuple, adaptive_k: bool) -> Tensor:
+def _share(rb: RankedView, flags: Tensor, ks: tuple[int | None, ...], adaptive_k: bool) -> Tensor:
     den = cutoff_sizes(rb, ks, adaptive_k=adaptive_k, dtype=torch.float64)
     return safe_div(expected_top(rb, flags, ks), den).to(rb.dtype)
 
 
 def judged_values(
-    rb: RankedView, ks: tuple, conv: Convention, *, adaptive_k: bool | None = None
+    rb: RankedView, ks: tuple[int | None, ...], conv: Convention, *, adaptive_k: bool | None = None
 ) -> tuple[Tensor, None]:
     """Share of the top ``k`` that is judged, ``(N, K)``: over ``k``, or over ``min(k, retrieved)`` with
     ``adaptive_k`` (the measure's parameter; ``None``: the convention's ``adaptive_k``).
@@ -48,7 +48,7 @@ def judged_values(
     return _share(rb, rb.judged, ks, conv.adaptive_k if adaptive_k is None else adaptive_k), None
 
 
-def unjudged_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, None]:
+def unjudged_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, None]:
     """Share of the top ``k`` that is retrieved but unjudged (trec_eval's ``unj``), ``(N, K)``.
 
     Example:

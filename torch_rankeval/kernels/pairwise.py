@@ -21,8 +21,12 @@ and OPA a tied pair then counts 1/2 — which is also torchmetrics' and sklearn'
 TF-Ranking's OPA counts a tied pair as wrong (``ties="pessimistic"`` reproduces it). AUROC@k averages
 over which tied documents the cutoff keeps (hypergeometric in the group it splits). With
 ``max_fpr``, the ROC runs straight through a tie group (torchmetrics' interpolation), averaged the
-same way over the documents a cutoff keeps. ARP replaces each rank by its group's mean rank; TF-Ranking
-shuffles ties at random, so ``ties="average"`` is the expectation of its value.
+same way over the documents a cutoff keeps. Under ``ties="torch_topk"`` AUROC is torchmetrics'
+``retrieval_auroc`` instead: the ``k`` documents ``torch.topk`` keeps (the view's first ``k``
+positions), tied pairs among them 1/2, no expectation over the group the cutoff splits, and
+``binary_auroc``'s sigmoid when a kept score lies outside [0, 1]. ARP replaces each rank by its
+group's mean rank; TF-Ranking shuffles ties at random, so ``ties="average"`` is the expectation of
+its value.
 
 Costs: fall-out and ARP are one prefix sum; AUROC adds ``O(W)`` per cutoff for the group a cutoff
 splits; OPA counts pairs without forming them: a bottom-up merge sort of each list's grades in
@@ -48,7 +52,7 @@ def _nonrel(rb: RankedView) -> Tensor:
     return rb.valid & (rb.rel == 0)
 
 
-def fall_out_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
+def fall_out_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, Tensor]:
     """Fall-out at each cutoff, ``(N, K)``, and the empty flags (no non-relevant document).
 
     Example:
@@ -62,7 +66,7 @@ def fall_out_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor
     return safe_div(expected_top(rb, nonrel, ks), total).to(rb.dtype), total == 0
 
 
-def arp_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
+def arp_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, Tensor]:
     """Average relevance position, ``(N, K)`` (cutoffs are ignored), and the empty flags.
 
     Example:
@@ -80,7 +84,9 @@ def arp_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, Ten
 
 
 # ----------------------------------------------------------------------------- AUROC
-def auroc_values(rb: RankedView, ks: tuple, conv: Convention, *, max_fpr: float | None = None) -> tuple[Tensor, Tensor]:
+def auroc_values(
+    rb: RankedView, ks: tuple[int | None, ...], conv: Convention, *, max_fpr: float | None = None
+) -> tuple[Tensor, Tensor]:
     """Retrieval AUROC of the top ``k`` at each cutoff, ``(N, K)``, and the empty flags (no relevant document).
 
     Example:
@@ -89,6 +95,8 @@ def auroc_values(rb: RankedView, ks: tuple, conv: Convention, *, max_fpr: float 
         >>> auroc_values(rb, (None, 3), DEFAULT)[0]        # 3 of 4 pairs in order; in the top 3, 1 of 2
         tensor([[0.7500, 0.5000]])
     """
+    if conv.ties == "torch_topk":
+        return _torchmetrics_auroc(rb, ks, max_fpr)
     f64 = torch.float64
     start, end = bounds(rb)
     valid = rb.valid
@@ -130,6 +138,56 @@ def auroc_values(rb: RankedView, ks: tuple, conv: Convention, *, max_fpr: float 
     return torch.stack(values, dim=-1).to(rb.dtype), empty
 
 
+def _score_runs(x: Tensor) -> tuple[Tensor, Tensor]:
+    """Start and one-past-end position of each position's run of equal values of ``x`` ``(N, L)``
+    (NaN, the padding, equals nothing): the tie groups of a row ranked by score, whatever its order
+    inside a tie."""
+    n, length = x.shape
+    pos = torch.arange(length, device=x.device).expand(n, length)
+    new = torch.ones_like(x, dtype=torch.bool)
+    new[:, 1:] = x[:, 1:] != x[:, :-1]
+    start = torch.where(new, pos, torch.zeros_like(pos)).cummax(-1).values
+    following = torch.where(new, pos, torch.full_like(pos, length))[:, 1:]
+    following = torch.cat([following, torch.full_like(pos[:, :1], length)], dim=-1)
+    return start, following.flip(-1).cummin(-1).values.flip(-1)
+
+
+def _torchmetrics_auroc(rb: RankedView, ks: tuple[int | None, ...], max_fpr: float | None) -> tuple[Tensor, Tensor]:
+    """torchmetrics' ``retrieval_auroc`` (``ties="torch_topk"``): the documents ``torch.topk`` keeps,
+    which are the first ``k`` positions of the view's ranking, then ``binary_auroc`` over them: tied
+    scores among the kept documents count half a pair (a tie the cutoff splits counts only its kept
+    part, no expectation), on the float32 scores, passed through a sigmoid when a kept score lies
+    outside [0, 1] (as ``binary_auroc`` does; this can tie scores that differ, e.g. large logits)."""
+    f64 = torch.float64
+    valid = rb.valid
+    x = rb.ranked_scores.to(torch.float32)
+    outside = (valid & ((x < 0) | (x > 1))).to(torch.int32).cumsum(-1) > 0  # a kept score outside [0, 1]
+    rel = rb.rel.to(f64)
+    non = _nonrel(rb).to(f64)
+    cs_r, cs_u = prefix(rel), prefix(non)
+    empty = rb.rel.sum(-1, keepdim=True) == 0
+    squashed = torch.sigmoid(x)
+    values = []
+    for i in rb.cutoff_index(ks):
+        start, end = _score_runs(torch.where(outside[:, i : i + 1], squashed, x))
+        r_before = cs_r.gather(-1, start)
+        cs_credit = prefix(non * (r_before + between(cs_r, start, end) / 2))
+        s = start[:, i : i + 1]
+        cut = torch.full_like(s, i + 1)
+        r0, u0, c0 = cs_r.gather(-1, s), cs_u.gather(-1, s), cs_credit.gather(-1, s)
+        h, lh = between(cs_r, s, cut), between(cs_u, s, cut)  # the kept part of the cut group
+        R, U = r0 + h, u0 + lh
+        if max_fpr is None or max_fpr >= 1:
+            area = c0 + lh * r0 + h * lh / 2
+            auc = safe_div(area, R * U)
+        else:
+            area = _partial_area(max_fpr * U, r0, u0, c0, h, lh, s, cs_r, cs_u, cs_credit, start, end, i)
+            lo = 0.5 * max_fpr**2
+            auc = 0.5 * (1 + (safe_div(area, R * U) - lo) / (max_fpr - lo))
+        values.append(torch.where((R > 0) & (U > 0), auc, torch.zeros_like(auc)).squeeze(-1))
+    return torch.stack(values, dim=-1).to(rb.dtype), empty
+
+
 def _partial_area(x, r0, u0, c0, h, nonrel, s, cs_r, cs_u, cs_credit, start, end, i):
     """Area (in counts) under the ROC of the top set up to ``x`` false positives: the groups above the
     cut group, then the ``h`` relevant and ``nonrel`` non-relevant documents the cut keeps as one tied group."""
@@ -167,7 +225,7 @@ def _count_inversions(seq: Tensor) -> Tensor:
     return total
 
 
-def opa_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
+def opa_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, Tensor]:
     """Ordered pair accuracy, ``(N, K)`` (cutoffs are ignored), and the empty flags (no pair with different grades).
 
     Example:

@@ -11,19 +11,19 @@ from torch_rankeval.ranking.view import RankedView, take_columns
 __all__ = ["precision_values", "recall_values", "hit_rate_values", "r_precision_values"]
 
 
-def precision_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
+def precision_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, Tensor]:
     """Expected relevant documents in the top k divided by k (by ``min(k, list length)`` with the
     convention's ``adaptive_k``)."""
     found = rb.expected_in_top("rel", ks)
     return safe_div(found, cutoff_sizes(rb, ks, adaptive_k=conv.adaptive_k)), no_relevant(rb)
 
 
-def recall_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
+def recall_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, Tensor]:
     """Expected relevant documents in the top k divided by all relevant documents of the query."""
     return safe_div(rb.expected_in_top("rel", ks), rb.n_relevant.unsqueeze(-1)), no_relevant(rb)
 
 
-def hit_rate_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
+def hit_rate_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, Tensor]:
     """Probability that the top k hold a relevant document.
 
     If nothing relevant ranks above the tie group the cutoff ends in and the cutoff takes ``m`` of
@@ -38,7 +38,7 @@ def hit_rate_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor
     return (1 - take_columns(g.no_relevant_yet, idx)).to(rb.dtype), no_relevant(rb)
 
 
-def r_precision_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
+def r_precision_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, Tensor]:
     """Precision at rank R, the number of relevant documents of the query (cutoffs are ignored)."""
     r_total = rb.n_relevant
     idx = (r_total.clamp(min=1, max=rb.length) - 1).long().unsqueeze(-1)  # a cutoff per list

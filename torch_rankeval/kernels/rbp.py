@@ -27,6 +27,8 @@ a list without relevant documents scores RBP 0.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import torch
 from torch import Tensor
 
@@ -37,7 +39,7 @@ from torch_rankeval.ranking.view import RankedBatch, RankedView, device_constant
 __all__ = ["rbp_residual_values", "rbp_values"]
 
 
-def _weighted_expected(rb: RankedView, u: Tensor, ks: tuple, p: float) -> Tensor:
+def _weighted_expected(rb: RankedView, u: Tensor, ks: tuple[int | None, ...], p: float) -> Tensor:
     """``(1 - p) * sum_{i <= k} E[u_i] p^(i-1)``, ``(N, K)`` float64."""
     start, end = bounds(rb)
     cs = prefix(u)
@@ -46,7 +48,7 @@ def _weighted_expected(rb: RankedView, u: Tensor, ks: tuple, p: float) -> Tensor
     return rb.cumulative(mean * w, ks)
 
 
-def _levels_range(top: Tensor, gains) -> tuple[Tensor, Tensor]:
+def _levels_range(top: Tensor, gains: Mapping[float, float] | None) -> tuple[Tensor, Tensor]:
     """trec_eval's lowest and highest gain over the levels ``0 .. top`` and the levels ``gains`` names."""
     if gains is None:
         return torch.zeros_like(top), top
@@ -76,7 +78,7 @@ def _top_grade(rb: RankedView, grades: Tensor) -> Tensor:
     return t.amax(-1).clamp(min=0)
 
 
-def utilities(rb: RankedView, *, rel: float | None = None, gains=None) -> Tensor:
+def utilities(rb: RankedView, *, rel: float | None = None, gains: Mapping[float, float] | None = None) -> Tensor:
     """Utility in [0, 1] of each ranked document, ``(N, L)`` float64 (see the module docstring)."""
     judged = rb.judged & rb.valid
     grades = judged_grades(rb)
@@ -97,7 +99,13 @@ def utilities(rb: RankedView, *, rel: float | None = None, gains=None) -> Tensor
 
 
 def rbp_values(
-    rb: RankedView, ks: tuple, conv: Convention, *, p: float = 0.9, rel: float | None = None, gains=None
+    rb: RankedView,
+    ks: tuple[int | None, ...],
+    conv: Convention,
+    *,
+    p: float = 0.9,
+    rel: float | None = None,
+    gains: Mapping[float, float] | None = None,
 ) -> tuple[Tensor, None]:
     """Rank-biased precision at each cutoff, ``(N, K)``.
 
@@ -111,7 +119,7 @@ def rbp_values(
 
 
 def rbp_residual_values(
-    rb: RankedView, ks: tuple, conv: Convention, *, p: float = 0.9, tail: str = "always"
+    rb: RankedView, ks: tuple[int | None, ...], conv: Convention, *, p: float = 0.9, tail: str = "always"
 ) -> tuple[Tensor, None]:
     """RBP's residual at each cutoff, ``(N, K)`` (see the module docstring).
 
@@ -134,7 +142,7 @@ def rbp_residual_values(
     return resid.to(rb.dtype), None
 
 
-def _any_in_top(rb: RankedView, flags: Tensor, ks: tuple) -> Tensor:
+def _any_in_top(rb: RankedView, flags: Tensor, ks: tuple[int | None, ...]) -> Tensor:
     """Probability that the top ``k`` hold a flagged document, over the orders of tied documents."""
     cs = prefix(flags)
     idx, s, e = cut_groups(rb, ks)

@@ -12,7 +12,7 @@ from torch_rankeval.ranking.view import RankedView
 __all__ = ["reciprocal_rank_values"]
 
 
-def reciprocal_rank_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
+def reciprocal_rank_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, Tensor]:
     """Per-query RR@k, ``(N, K)``, and the "no relevant document" flag ``(N, 1)``.
 
     Under averaged ties the first relevant document lies in the first tie group that holds any.

@@ -33,11 +33,11 @@ def _counts(rb: RankedView) -> tuple[Tensor, Tensor, Tensor]:
     return rb.n_valid, rb.n_relevant, rb.rel.sum(-1)
 
 
-def _out(rb: RankedView, values: Tensor, ks: tuple) -> tuple[Tensor, Tensor]:
+def _out(rb: RankedView, values: Tensor, ks: tuple[int | None, ...]) -> tuple[Tensor, Tensor]:
     return values.unsqueeze(-1).expand(-1, len(ks)), no_relevant(rb)
 
 
-def set_precision_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
+def set_precision_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, Tensor]:
     """``r / n``: precision of the whole retrieved set (trec_eval's ``set_P``), ``(N, K)``; 0 when
     nothing is retrieved.
 
@@ -50,7 +50,9 @@ def set_precision_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[T
     return _out(rb, safe_div(r, n), ks)
 
 
-def set_relative_precision_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
+def set_relative_precision_values(
+    rb: RankedView, ks: tuple[int | None, ...], conv: Convention
+) -> tuple[Tensor, Tensor]:
     """``r / min(n, R)`` (trec_eval's ``set_relative_P``), ``(N, K)``; 0 when ``n`` or ``R`` is 0.
 
     Example:
@@ -63,7 +65,7 @@ def set_relative_precision_values(rb: RankedView, ks: tuple, conv: Convention) -
     return _out(rb, safe_div(r, torch.minimum(n, big_r)), ks)
 
 
-def set_recall_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
+def set_recall_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, Tensor]:
     """``r / R`` (trec_eval's ``set_recall``), ``(N, K)``; 0 without relevant documents.
 
     Example:
@@ -76,7 +78,7 @@ def set_recall_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tens
     return _out(rb, safe_div(r, big_r), ks)
 
 
-def set_ap_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
+def set_ap_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, Tensor]:
     """``r^2 / (n R)``: set precision times set recall (trec_eval's ``set_map``), ``(N, K)``.
 
     Example:
@@ -89,7 +91,9 @@ def set_ap_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, 
     return _out(rb, safe_div(r * r, n * big_r), ks)
 
 
-def set_f_values(rb: RankedView, ks: tuple, conv: Convention, *, beta: float = 1.0) -> tuple[Tensor, Tensor]:
+def set_f_values(
+    rb: RankedView, ks: tuple[int | None, ...], conv: Convention, *, beta: float = 1.0
+) -> tuple[Tensor, Tensor]:
     """``(beta + 1) P R / (beta P + R)`` of set precision ``P`` and set recall ``R`` (trec_eval's
     ``set_F``; ``beta`` weighs recall against precision), ``(N, K)``; 0 when nothing relevant is
     retrieved.
@@ -112,7 +116,11 @@ def set_f_values(rb: RankedView, ks: tuple, conv: Convention, *, beta: float = 1
 
 
 def utility_values(
-    rb: RankedView, ks: tuple, conv: Convention, *, coefficients: tuple[float, ...] = UTILITY_COEFFICIENTS
+    rb: RankedView,
+    ks: tuple[int | None, ...],
+    conv: Convention,
+    *,
+    coefficients: tuple[float, ...] = UTILITY_COEFFICIENTS,
 ) -> tuple[Tensor, None]:
     """trec_eval's ``utility``: ``a r + b (n - r) + c (R - r) + d (N - n - R + r)`` with coefficients
     ``(a, b, c, d)`` and trec_eval's default collection size ``N = 0``, ``(N, K)``. A query with no

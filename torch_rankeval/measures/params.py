@@ -75,7 +75,7 @@ class Param:
     kind: str
     doc: str
     default: Any = None
-    choices: tuple = ()
+    choices: tuple[Any, ...] = ()
     convention: str | None = None
     size: int | None = None
     trec: bool = True

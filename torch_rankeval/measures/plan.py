@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -72,6 +73,14 @@ class MeasurePlan:
     Raises:
         ValueError: a measure that describes a run file (``runid``) rather than a ranking, or no measure.
     """
+
+    measures: list[Measure]
+    labels: list[str]
+    aggregates: list[str]
+    convention: Convention
+    uses_gain: bool
+    cutoffs: list[int]
+    conventions: list[Convention]
 
     def __init__(self, measures: Sequence[Measure], convention: Convention, *, negative_unjudged: bool = False) -> None:
         measures = list(measures)
@@ -349,7 +358,7 @@ def _is_sparse(target: object) -> bool:
     return isinstance(target, SparseTarget) or is_sparse(target)
 
 
-def densified(preds: Tensor, target, mask: Tensor | None, exclude) -> tuple[Tensor, Tensor | None]:  # noqa: ANN001
+def densified(preds: Tensor, target: Any, mask: Tensor | None, exclude: Any) -> tuple[Tensor, Tensor | None]:
     """The dense path's inputs: a sparse target made dense, ``exclude`` folded into ``mask``
     (``N x L`` memory: for measures outside the top-k table and per-position diagnostics).
 

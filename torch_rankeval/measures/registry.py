@@ -162,6 +162,7 @@ class Family:
         return self.aggregate == "sum"
 
     def param(self, name: str) -> Param | None:
+        """The declared parameter ``name``, or None."""
         return next((p for p in self.params if p.name == name), None)
 
     def needs_gain(self, conv: Convention) -> bool:
@@ -611,7 +612,7 @@ class TrecName:
 
     name: str
     family: str
-    defaults: tuple = ()
+    defaults: tuple[Any, ...] = ()
     syntax: str = "none"
     param: str = "cutoff"
     since: str = "9.0.8"
@@ -619,7 +620,7 @@ class TrecName:
     pairs: tuple[str, ...] = ()
 
     @property
-    def cutoffs(self) -> tuple:
+    def cutoffs(self) -> tuple[Any, ...]:
         """trec_eval's default cutoffs (``()`` for a spelling without cutoffs)."""
         return self.defaults if self.syntax == "cutoffs" else ()
 
@@ -645,7 +646,7 @@ class TrecSyntax:
     """
 
     placeholder: str
-    printed: re.Pattern | None
+    printed: re.Pattern[str] | None
     render: Callable[[TrecName, Measure], str]
 
 
@@ -912,7 +913,7 @@ class Measure:
         """Whether values are counts (printed without decimals)."""
         return self.family.integer
 
-    def sort_key(self) -> tuple:
+    def sort_key(self) -> tuple[Any, ...]:
         """trec_eval's output order: its table order, then the cutoff."""
         t = self.trec_spelling()
         family_rank = TREC_ORDER[t.name] if t is not None else _FIRST_TREC.get(self.key, len(TREC_NAMES))

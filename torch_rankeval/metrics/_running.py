@@ -79,9 +79,13 @@ class RunningMeanMetric(ConfiguredMetric):
         (tensor(1.5000), tensor([3.], dtype=torch.float64), tensor([2]))
     """
 
-    is_differentiable = False
-    higher_is_better = True
-    full_state_update = False
+    is_differentiable: bool | None = False
+    higher_is_better: bool | None = True
+    full_state_update: bool | None = False
+
+    keys: list[str]
+    empty_target_action: str
+    keep_per_query: bool
 
     _list_states: ClassVar[dict[str, torch.dtype]] = {"query_values": torch.float64, "query_ids": torch.int64}
     _fixed_dtype_tensors: ClassVar[tuple[str, ...]] = ()

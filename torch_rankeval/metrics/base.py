@@ -131,6 +131,15 @@ class RankingMetrics(RunningMeanMetric):
     _list_states: ClassVar[dict[str, torch.dtype]] = {**_FLAT_STATES, **RunningMeanMetric._list_states}
     _fixed_dtype_tensors: ClassVar[tuple[str, ...]] = ("_discounts", "_gain_keys", "_gain_values")
 
+    convention: Convention
+    plan: MeasurePlan
+    ignore_index: int | float | None
+    input_format: str
+    whole_queries: bool
+    validate_args: bool
+    #: ``compile=True``: ``update`` runs one compiled kernel (the flag shadows ``nn.Module.compile``)
+    compile: bool  # type: ignore[assignment]
+
     def __init__(
         self,
         metrics: str | Sequence[str] = ("ndcg", "map", "mrr"),

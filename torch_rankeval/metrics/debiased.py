@@ -100,6 +100,12 @@ class PositionDebiasedNDCG(RunningMeanMetric):
     _fixed_dtype_tensors: ClassVar[tuple[str, ...]] = ("_propensity_table", "_affine_alpha", "_affine_beta")
     _name: ClassVar[str] = "position_debiased_ndcg"
 
+    ties: str
+    normalize: str
+    clip: float | None
+    eta: float | None
+    validate_args: bool
+
     def __init__(
         self,
         k: int | Sequence[int] | None = None,

@@ -91,11 +91,17 @@ class ItemExposure(ConfiguredMetric):
         tensor([1.0000, 0.3333, 0.3333, 0.3333], dtype=torch.float64)
     """
 
-    is_differentiable = False
-    higher_is_better = None
-    full_state_update = False
-    plot_lower_bound = 0.0
+    is_differentiable: bool | None = False
+    higher_is_better: bool | None = None
+    full_state_update: bool | None = False
+    plot_lower_bound: float | None = 0.0
 
+    num_items: int
+    k: int
+    ties: str
+    validate_args: bool
+    chunk_elements: int
+    keys: list[str]
     counts: Tensor
     _kept_dtypes = ("counts", "popularity")  # float64 whatever .half() / set_dtype do
 

@@ -109,9 +109,15 @@ class PositionProfile(RunningMeanMetric):
         [0.5, 1.2619, 0.5]
     """
 
-    higher_is_better = None
-    plot_lower_bound = None
-    plot_upper_bound = None
+    higher_is_better: bool | None = None
+    plot_lower_bound: float | None = None
+    plot_upper_bound: float | None = None
+
+    convention: Convention
+    positions: int
+    ideal: bool
+    stats: tuple[str, ...]
+    blocks: list[str]
 
     _list_states: ClassVar[dict[str, torch.dtype]] = {**_FLAT_STATES, **RunningMeanMetric._list_states}
     _fixed_dtype_tensors: ClassVar[tuple[str, ...]] = ("_discounts", "_gain_keys", "_gain_values")

@@ -138,6 +138,14 @@ class TopKRankedBatch(RankedBatch):
         0.0579
     """
 
+    n_lists: int
+    length: int
+    device: torch.device
+    averaged: bool
+    truncated: bool
+    #: the length of the rows the view was taken from
+    row_length: int
+
     def __init__(
         self,
         view: TopKView,
@@ -239,6 +247,12 @@ class TopKRankedBatch(RankedBatch):
     @property
     def n_valid(self) -> Tensor:
         return self.cached("n_valid", lambda: self._view.n_valid.to(self.dtype))
+
+    @property
+    def ranked_scores(self) -> Tensor:
+        """The view's scores ``(N, W)``, NaN where a position holds no ranked item."""
+        v = self._view
+        return torch.where(v.valid, v.scores, torch.full((), float("nan"), dtype=v.scores.dtype, device=self.device))
 
     @property
     def ideal_gains(self) -> Tensor:

@@ -19,7 +19,7 @@ one host sync (only with ``validate_args=True``).
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Any, Sequence
 
 import torch
 from torch import Tensor
@@ -97,7 +97,7 @@ def as_batch(
     logged_positions: Tensor | None,
     propensity_table: Tensor | None,
     affine: Sequence[Tensor] | None,
-) -> dict:
+) -> dict[str, Any]:
     """The per-item sources of one list ``(L,)`` as a batch of one ``(1, L)``; tables unchanged."""
     one = lambda t: None if t is None else t.unsqueeze(0)  # noqa: E731
     if affine is not None and logged_positions is None:

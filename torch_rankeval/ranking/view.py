@@ -242,6 +242,8 @@ class RankedView(Protocol):
     def positions(self) -> Tensor: ...
     @property
     def discounts(self) -> Tensor: ...
+    @property
+    def ranked_scores(self) -> Tensor: ...
     def head(self, name: str, width: int | None = None) -> Tensor: ...
     def ranked(self, x: Tensor, width: int | None = None) -> Tensor: ...
     def discount_head(self, width: int) -> Tensor: ...
@@ -514,10 +516,19 @@ class RankedBatch:
     """
 
     #: whether the list goes on past ``length`` (a top-k view of a longer row): no cutoff reads the whole list
-    truncated = False
+    truncated: bool = False
     #: lists ranked with the plain formulas although they hold a tie (``prepare(split_ties=True)``): the
     #: caller recomputes them with tie statistics; None when every list's values are exact
     split_rows: list[int] | None = None
+
+    convention: Convention
+    dtype: torch.dtype
+    n_lists: int
+    length: int
+    device: torch.device
+    averaged: bool
+    #: ``(N, L)`` int64: the input position of the document at each ranked position
+    order: Tensor
 
     def __init__(
         self,
@@ -662,6 +673,13 @@ class RankedBatch:
     def positions(self) -> Tensor:
         """1-based ranks ``1..L`` in the working dtype."""
         return self.cached("positions", lambda: torch.arange(1, self.length + 1, dtype=self.dtype, device=self.device))
+
+    @property
+    def ranked_scores(self) -> Tensor:
+        """The scores in ranked order, ``(N, L)`` in the scores' dtype, NaN at padding. Every tie policy
+        ranks by score, so tied documents are adjacent (as groups, whatever :attr:`averaged` says)."""
+        key = self._sorted_key
+        return -key if self._has_padding else key
 
     @property
     def discounts(self) -> Tensor:

@@ -87,6 +87,10 @@ class Strings:
     """
 
     __slots__ = ("head", "long", "tail", "tail_offsets")
+    head: np.ndarray
+    long: np.ndarray
+    tail: np.ndarray
+    tail_offsets: np.ndarray
 
     def __init__(
         self,
