@@ -417,6 +417,21 @@ def test_forward_gives_the_batch_and_accumulates():
 
 
 # ---------------------------------------------------------------------- DDP (3 gloo processes)
+_OTHERS = {
+    "NDCG": lambda: NDCG(k=(3, 10), strata=S, stratum_weights=WEIGHTS),
+    "PositionDebiasedDCG": lambda: PositionDebiasedDCG(k=5, eta=1.0, strata=S, stratum_weights=WEIGHTS),
+}
+
+
+def _feed_other(metric, batch) -> None:
+    preds, target, mask, strata = batch
+    if isinstance(metric, PositionDebiasedDCG):
+        positions = torch.arange(1, preds.shape[1] + 1).expand(preds.shape[0], -1)
+        metric.update(preds, (target > 0).float(), logged_positions=positions, mask=mask, strata=strata)
+    else:
+        metric.update(preds, target, mask=mask, strata=strata)
+
+
 def _ddp_worker(rank, world, rdv, out):
     dist.init_process_group("gloo", init_method=f"file://{rdv}", rank=rank, world_size=world)
     batches = _batches()
@@ -428,7 +443,14 @@ def _ddp_worker(rank, world, rdv, out):
     with counting_collectives() as calls:
         result = {k: v.item() for k, v in metric.compute(stderr=True).items()}
     table = {k: v.tolist() for k, v in metric.compute_per_stratum().items()}
-    torch.save({"result": result, "table": table, "calls": dict(calls)}, f"{out}.{rank}")
+    others = {}
+    for name, build in _OTHERS.items():  # a one-metric class and a debiased metric, the same uneven split
+        other = build()
+        for i, batch in enumerate(batches):
+            if owner[i] == rank:
+                _feed_other(other, batch)
+        others[name] = {k: v.item() for k, v in other.compute(stderr=True).items()}
+    torch.save({"result": result, "table": table, "calls": dict(calls), "others": others}, f"{out}.{rank}")
     dist.barrier()
     dist.destroy_process_group()
 
@@ -450,6 +472,12 @@ def test_ddp_three_gloo_processes_equal_one_process(tmp_path):
         assert got["table"].keys() == table.keys()
         for key, value in table.items():
             np.testing.assert_allclose(got["table"][key], value, rtol=1e-6, atol=1e-9, err_msg=key)
+        for name, build in _OTHERS.items():
+            alone = build()
+            for batch in _batches():
+                _feed_other(alone, batch)
+            for key, value in alone.compute(stderr=True).items():
+                _close(got["others"][name][key], value.item(), f"rank {rank} {name} {key}")
         # one all-reduce: sums, squares, counts, the three (S, V) stratum states and the list sizes
         assert got["calls"]["all_reduce"] == 1 and got["calls"]["all_gather"] == 0
         assert got["calls"]["bytes"] == 8 * (3 * values + 3 * S * values + 5)

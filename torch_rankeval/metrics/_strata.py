@@ -40,6 +40,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from torch_rankeval.measures.reduction import Reduction
+
 __all__ = ["StrataMixin", "STRATUM_STATES", "check_strata_options"]
 
 #: The per-stratum states: running sums, sums of squares (float64) and counts (int64), ``(S, V)``.
@@ -104,8 +106,13 @@ def check_strata_options(strata: Any, stratum_weights: Any) -> tuple[int | None,
 class StrataMixin:
     """Per-stratum running states and the post-stratified results of a running-mean metric."""
 
-    strata: int | None
-    stratum_weights: Tensor | None
+    strata: int | None = None  # until _init_strata: no strata
+    stratum_weights: Tensor | None = None
+    stratum_sums: Tensor
+    stratum_squares: Tensor
+    stratum_counts: Tensor
+    keys: list[str]
+    _reduction: Reduction
 
     # ------------------------------------------------------------------ construction
     def _init_strata(self, strata: int | None, weights: Tensor | None) -> dict[str, Any]:
@@ -114,7 +121,7 @@ class StrataMixin:
         self.strata, self.stratum_weights = strata, weights
         if strata is None:
             return {}
-        shape = (strata, len(self.keys))  # type: ignore[attr-defined]
+        shape = (strata, len(self.keys))
         for name, dtype in zip(STRATUM_STATES, (torch.float64, torch.float64, torch.int64)):
             self.add_state(name, torch.zeros(shape, dtype=dtype), dist_reduce_fx="sum")  # type: ignore[attr-defined]
         # the weights change what compute reports, not what the states hold: not in the fingerprint
@@ -123,7 +130,7 @@ class StrataMixin:
     def _check_stratum_states(self, where: str, states: Mapping[str, Any]) -> None:
         """Incoming stratum states must be ``(S, V)`` (a state_dict without the configuration
         metadata, from a metric with other strata, is caught here)."""
-        shape = None if self.strata is None else (self.strata, len(self.keys))  # type: ignore[attr-defined]
+        shape = None if self.strata is None else (self.strata, len(self.keys))
         for name in STRATUM_STATES:
             value = states.get(name)
             if isinstance(value, Tensor) and tuple(value.shape) != shape:
@@ -174,18 +181,18 @@ class StrataMixin:
         """Add a batch's values after the empty-list policy (NaN: not counted) to the stratum states
         with ``index_add_`` (no host sync)."""
         counted = ~torch.isnan(policed)
-        values = torch.where(counted, self._reduction.transform(policed), 0.0)  # type: ignore[attr-defined]
-        self.stratum_sums.index_add_(0, strata, values)  # type: ignore[has-type]
-        self.stratum_squares.index_add_(0, strata, values.square())  # type: ignore[has-type]
-        self.stratum_counts.index_add_(0, strata, counted.long())  # type: ignore[has-type]
+        values = torch.where(counted, self._reduction.transform(policed), 0.0)
+        self.stratum_sums.index_add_(0, strata, values)
+        self.stratum_squares.index_add_(0, strata, values.square())
+        self.stratum_counts.index_add_(0, strata, counted.long())
 
     # ------------------------------------------------------------------ results
     def _stratum_results(self, stderr: bool) -> dict[str, Tensor]:
         """``{"<key>/poststratified": ..., "<key>/stratum/<h>": ...}`` (and their ``/stderr``), key by key."""
         if self.strata is None:
             return {}
-        reduction = self._reduction  # type: ignore[attr-defined]
-        sums, squares, counts = self.stratum_sums, self.stratum_squares, self.stratum_counts  # type: ignore[has-type]
+        reduction = self._reduction
+        sums, squares, counts = self.stratum_sums, self.stratum_squares, self.stratum_counts
         weights = self.stratum_weights
         self._warn_missing_strata(counts)
         dtype = self.dtype  # type: ignore[attr-defined]
@@ -195,7 +202,7 @@ class StrataMixin:
             means = reduction.finish(sums, counts).to(dtype)
         errors = reduction.stderr(sums, squares, counts).to(dtype) if stderr else None
         out: dict[str, Tensor] = {}
-        for i, key in enumerate(self.keys):  # type: ignore[attr-defined]
+        for i, key in enumerate(self.keys):
             out[f"{key}/poststratified"] = overall[i]
             if stderr:
                 out[f"{key}/poststratified/stderr"] = overall_se[i]
@@ -244,9 +251,9 @@ class StrataMixin:
                 f"compute_per_stratum needs strata=S when the {type(self).__name__} is created (and strata= in update)"
             )
         with self._synced():  # type: ignore[attr-defined]
-            sums = self.stratum_sums.clone()  # type: ignore[has-type]
-            squares = self.stratum_squares.clone()  # type: ignore[has-type]
-            counts = self.stratum_counts.clone()  # type: ignore[has-type]
+            sums = self.stratum_sums.clone()
+            squares = self.stratum_squares.clone()
+            counts = self.stratum_counts.clone()
         reduction, dtype = self._reduction, self.dtype  # type: ignore[attr-defined]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -257,7 +264,7 @@ class StrataMixin:
         else:
             weights = self.stratum_weights.to(device=sums.device, dtype=dtype).reshape(-1, 1).expand_as(means)
         out = {"stratum": torch.arange(self.strata, device=sums.device)}
-        for i, key in enumerate(self.keys):  # type: ignore[attr-defined]
+        for i, key in enumerate(self.keys):
             out[key] = means[:, i]
             out[key + "/stderr"] = errors[:, i]
             out[key + "/count"] = counts[:, i]
