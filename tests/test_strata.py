@@ -120,6 +120,12 @@ def test_poststratified_means_and_errors_equal_the_textbook_formulas(action, wei
     metric = RankingMetrics(METRICS, empty_target_action=action, strata=S, stratum_weights=weights)
     _feed(metric, batches)
     _check_against_textbook(metric, per_query, _all_strata(batches), S, weights)
+    # kept rows carry their stratum
+    kept = RankingMetrics(METRICS, empty_target_action=action, strata=S, keep_per_query=True)
+    _feed(kept, batches)
+    rows_kept = kept.compute_per_query()
+    assert rows_kept["stratum"].tolist() == _all_strata(batches).tolist()
+    torch.testing.assert_close(rows_kept["map"], per_query["map"], equal_nan=True)
     # the plain keys are the plain means, unchanged, first
     plain = rows.compute(stderr=True)
     out = metric.compute(stderr=True)
@@ -450,7 +456,14 @@ def _ddp_worker(rank, world, rdv, out):
             if owner[i] == rank:
                 _feed_other(other, batch)
         others[name] = {k: v.item() for k, v in other.compute(stderr=True).items()}
-    torch.save({"result": result, "table": table, "calls": dict(calls), "others": others}, f"{out}.{rank}")
+    kept = RankingMetrics(("mrr",), strata=S, keep_per_query=True)
+    for i, batch in enumerate(batches):
+        if owner[i] == rank:
+            _feed(kept, [batch])
+    rows = {k: v.tolist() for k, v in kept.compute_per_query().items()}
+    torch.save(
+        {"result": result, "table": table, "calls": dict(calls), "others": others, "rows": rows}, f"{out}.{rank}"
+    )
     dist.barrier()
     dist.destroy_process_group()
 
@@ -478,6 +491,9 @@ def test_ddp_three_gloo_processes_equal_one_process(tmp_path):
                 _feed_other(alone, batch)
             for key, value in alone.compute(stderr=True).items():
                 _close(got["others"][name][key], value.item(), f"rank {rank} {name} {key}")
+        # kept rows: every query once, with its stratum (ids are rank + world * position)
+        assert sorted(got["rows"]["stratum"]) == sorted(_all_strata(_batches()).tolist())
+        assert len(set(got["rows"]["query_id"])) == len(_all_strata(_batches()))
         # one all-reduce: sums, squares, counts, the three (S, V) stratum states and the list sizes
         assert got["calls"]["all_reduce"] == 1 and got["calls"]["all_gather"] == 0
         assert got["calls"]["bytes"] == 8 * (3 * values + 3 * S * values + 5)

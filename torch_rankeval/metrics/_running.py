@@ -281,7 +281,8 @@ class RunningMeanMetric(StrataMixin, ConfiguredMetric):
         """Per-query values (requires ``keep_per_query=True``), synced across processes.
 
         Returns ``{"query_id": (Q,), key: (Q,) ...}`` sorted by query id; skipped queries hold NaN.
-        Values computed at ``compute`` time (flat input pending grouping) are included.
+        Values computed at ``compute`` time (flat input pending grouping) are included. A metric
+        created with ``strata=`` adds ``"stratum": (Q,)``, each query's stratum.
 
         Example:
             >>> import torch
@@ -300,13 +301,16 @@ class RunningMeanMetric(StrataMixin, ConfiguredMetric):
             if pending is not None:
                 values.append(self._policy(pending[0], pending[1])[0])
                 ids.append(pending[2])
+            strata = self._kept_strata()
         if not values:
             empty = torch.zeros(0, device=self.sums.device)
-            return {"query_id": empty.long(), **{key: empty.to(self.dtype) for key in self.keys}}
+            out = {"query_id": empty.long(), **{key: empty.to(self.dtype) for key in self.keys}}
+            return out if strata is None else {**out, "stratum": empty.long()}
         values_t, ids_t = torch.cat(values), torch.cat(ids)
         order = torch.argsort(ids_t, stable=True)
         values_t, ids_t = values_t[order].to(self.dtype), ids_t[order]
-        return {"query_id": ids_t, **{key: values_t[:, i] for i, key in enumerate(self.keys)}}
+        out = {"query_id": ids_t, **{key: values_t[:, i] for i, key in enumerate(self.keys)}}
+        return out if strata is None else {**out, "stratum": strata[order]}
 
 
 def _size(state: list | Tensor) -> int:

@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
@@ -112,7 +112,9 @@ class StrataMixin:
     stratum_squares: Tensor
     stratum_counts: Tensor
     keys: list[str]
+    keep_per_query: bool
     _reduction: Reduction
+    _list_states: ClassVar[dict[str, torch.dtype]]
 
     # ------------------------------------------------------------------ construction
     def _init_strata(self, strata: int | None, weights: Tensor | None) -> dict[str, Any]:
@@ -124,6 +126,8 @@ class StrataMixin:
         shape = (strata, len(self.keys))
         for name, dtype in zip(STRATUM_STATES, (torch.float64, torch.float64, torch.int64)):
             self.add_state(name, torch.zeros(shape, dtype=dtype), dist_reduce_fx="sum")  # type: ignore[attr-defined]
+        if self.keep_per_query:  # each kept row's stratum: one more list state, of this metric only
+            self._list_states = {**self._list_states, "query_strata": torch.int64}  # type: ignore[misc]
         # the weights change what compute reports, not what the states hold: not in the fingerprint
         return {"strata": strata}
 
@@ -185,6 +189,17 @@ class StrataMixin:
         self.stratum_sums.index_add_(0, strata, values)
         self.stratum_squares.index_add_(0, strata, values.square())
         self.stratum_counts.index_add_(0, strata, counted.long())
+        if self.keep_per_query:
+            self.query_strata.append(strata)  # type: ignore[attr-defined]
+
+    def _kept_strata(self) -> Tensor | None:
+        """The strata of the kept per-query rows (in the order of the rows), or None without them."""
+        if self.strata is None or not self.keep_per_query:
+            return None
+        rows = self.query_strata  # type: ignore[attr-defined]
+        if isinstance(rows, list):
+            return torch.cat(rows) if rows else torch.zeros(0, dtype=torch.int64, device=self.stratum_sums.device)
+        return rows
 
     # ------------------------------------------------------------------ results
     def _stratum_results(self, stderr: bool) -> dict[str, Tensor]:
