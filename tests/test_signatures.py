@@ -61,6 +61,7 @@ OPTION_VALUES = {
     "input_format": "padded",
     "whole_queries": True,
     "compile": True,
+    "strata": 3,
 }
 VALUES = {**CONVENTION_VALUES, **OPTION_VALUES}
 NAMED = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)

@@ -226,6 +226,54 @@ class Reduction:
             return se
         return torch.stack([_scale_stderr(se[..., i], mean[..., i], n[..., i], a) for i, a in enumerate(kinds)], dim=-1)
 
+    def poststratified(
+        self, sums: Tensor, squares: Tensor, counts: Tensor, weights: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """The post-stratified summary of each column and its standard error, from per-stratum
+        running sums, sums of squares and counts ``(S, C)`` and the stratum weights ``(S,)`` (the
+        population shares ``W_h``, summing to 1) or None (the observed shares ``n_h / n`` of each
+        column).
+
+        On the (transformed) values: ``mean_ps = sum_h W_h * ybar_h`` and
+        ``SE = sqrt(sum_h W_h**2 * s_h**2 / n_h)``, ``s_h`` the ``ddof=1`` standard deviation of
+        stratum ``h``. A stratum of weight 0 adds nothing (whatever its count); a stratum of weight
+        > 0 with ``n_h = 0`` makes the mean and its error NaN (its mean is unknown), with
+        ``n_h = 1`` the error NaN (its variance is unknown). Then as :meth:`stderr`: a sum column
+        (``num_rel``) reports ``n * mean_ps`` and ``n * SE`` (``n`` the counted queries of all
+        strata), a geometric mean ``exp(mean_ps)`` and ``exp(mean_ps) * SE`` (the delta method).
+
+        Example:
+            >>> r = Reduction()
+            >>> # stratum 0 holds the values [0.5, 0.5], stratum 1 [1.5, 2.0, 2.5] (s_1**2 = 0.25)
+            >>> sums, squares, counts = torch.tensor([[1.0], [6.0]]), torch.tensor([[0.5], [12.5]]), torch.tensor([[2], [3]])
+            >>> r.poststratified(sums, squares, counts, torch.tensor([0.5, 0.5]))   # 0.5 * 0.5 + 0.5 * 2; sqrt(0.25 * 0.25 / 3)
+            (tensor([1.2500], dtype=torch.float64), tensor([0.1443], dtype=torch.float64))
+        """
+        sums = sums.to(torch.float64)
+        n = counts.to(torch.float64)
+        total = n.sum(0)
+        w = n / total if weights is None else weights.to(device=sums.device, dtype=torch.float64).reshape(-1, 1)
+        w = w.expand_as(n)
+        mean_h = sums / n
+        var_h = ((squares - sums * mean_h) / (n - 1)).clamp(min=0.0)
+        used = w > 0
+        nan = torch.full_like(mean_h, float("nan"))
+        mean_terms = torch.where(used, torch.where(n > 0, w * mean_h, nan), 0.0)
+        var_terms = torch.where(used, torch.where(n >= 2, w.square() * var_h / n, nan), 0.0)
+        mean = torch.where(total > 0, mean_terms.sum(0), float("nan"))  # no counted query: NaN, as a mean
+        se = torch.where(total > 0, torch.sqrt(var_terms.sum(0)), float("nan"))
+        kinds = self.aggregates
+        if not kinds or all(a == "mean" for a in kinds):
+            return mean, se
+        values = torch.stack(
+            [
+                mean[i] * total[i] if a == "sum" else torch.exp(mean[i]) if a == "gmean" else mean[i]
+                for i, a in enumerate(kinds)
+            ]
+        )
+        errors = torch.stack([_scale_stderr(se[i], mean[i], total[i], a) for i, a in enumerate(kinds)])
+        return values, errors
+
     def finish(self, sums: Tensor, counts: Tensor) -> Tensor:
         """Summaries from column sums and counts: the mean, the sum or the geometric mean of each
         column; a mean over no counted query is NaN, or 0 with ``all_skipped="zero"`` and

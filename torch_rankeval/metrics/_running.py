@@ -37,13 +37,14 @@ from torchmetrics.utilities.data import dim_zero_cat
 
 from torch_rankeval.measures.reduction import Reduction, counted_squares, counted_sums
 from torch_rankeval.metrics._hooks import ConfiguredMetric
+from torch_rankeval.metrics._strata import STRATUM_STATES, StrataMixin, check_strata_options
 
 __all__ = ["RunningMeanMetric"]
 
 _SUM_STATES = ("sums", "counts", "squares")
 
 
-class RunningMeanMetric(ConfiguredMetric):
+class RunningMeanMetric(StrataMixin, ConfiguredMetric):
     """Base class: running float64 sums and int64 counts per value, an empty-list policy, one all-reduce.
 
     A subclass calls :meth:`_add_running_states` in its ``__init__`` with the names of the values it
@@ -101,12 +102,16 @@ class RunningMeanMetric(ConfiguredMetric):
         config: Any = (),
         aggregates: Sequence[str] = (),
         all_skipped: str = "nan",
+        strata: int | None = None,
+        stratum_weights: Sequence[float] | Tensor | None = None,
     ) -> None:
         """Register ``sums`` / ``counts`` for the values ``keys``, the list states, the reduction
         (the empty-list policy ``empty_target_action``, the ``aggregates`` of the values, default all
         means, and ``all_skipped``) and the configuration: the class, ``keys``, the options and
         ``config`` (everything else that changes the accumulated values: conventions, tables, input
-        handling; a mapping ``{name: value}``, so that errors can name what differs)."""
+        handling; a mapping ``{name: value}``, so that errors can name what differs). ``strata`` and
+        ``stratum_weights``: the per-stratum states of :mod:`torch_rankeval.metrics._strata`."""
+        strata, weights = check_strata_options(strata, stratum_weights)
         if not isinstance(keep_per_query, bool):
             raise TypeError(f"keep_per_query must be a bool, got {type(keep_per_query).__name__}")
         self._reduction = Reduction(
@@ -125,6 +130,7 @@ class RunningMeanMetric(ConfiguredMetric):
         self.add_state("counts", torch.zeros(n_values, dtype=torch.int64), dist_reduce_fx="sum")
         # the sums of squares of the standard errors: synced in the same one all-reduce as sums/counts
         self.add_state("squares", torch.zeros(n_values, dtype=torch.float64), dist_reduce_fx="sum")
+        strata_config = self._init_strata(strata, weights)
         for name in self._list_states:
             self.add_state(name, [], dist_reduce_fx="cat")
         self._set_config(
@@ -133,13 +139,14 @@ class RunningMeanMetric(ConfiguredMetric):
                 "empty_target_action": empty_target_action,
                 "keep_per_query": keep_per_query,
                 **(dict(config) if isinstance(config, Mapping) else {"config": config}),
+                **strata_config,
             }
         )
 
     @property
     def _kept_dtypes(self) -> tuple[str, ...]:  # type: ignore[override]
         """float64 sums, int64 counts and the tables of ``_fixed_dtype_tensors`` keep their dtype."""
-        return _SUM_STATES + tuple(self._fixed_dtype_tensors)
+        return _SUM_STATES + STRATUM_STATES + tuple(self._fixed_dtype_tensors)
 
     def _row_shape(self, name: str) -> tuple[int, ...]:
         return (len(self.keys),) if name == "query_values" else ()
@@ -163,6 +170,7 @@ class RunningMeanMetric(ConfiguredMetric):
                         "metric (other metrics or cutoffs). Load or merge only the states of a metric created with "
                         "the same metrics, cutoffs, conventions and options."
                     )
+        self._check_stratum_states(where, states)
 
     def _after_load(self) -> None:
         """Generated ids go on after the rows loaded (each row took at most one generated id)."""
@@ -206,12 +214,15 @@ class RunningMeanMetric(ConfiguredMetric):
         total, count = counted_sums(transformed, counted)
         return policed, total, counted_squares(transformed, counted), count
 
-    def _accumulate(self, values: Tensor, empty: Tensor, ids: Tensor | None) -> None:
-        """Add per-list values ``(N, V)`` (``empty`` flags them) to the running sums."""
+    def _accumulate(self, values: Tensor, empty: Tensor, ids: Tensor | None, strata: Tensor | None = None) -> None:
+        """Add per-list values ``(N, V)`` (``empty`` flags them) to the running sums, and to the
+        stratum states with the ``(N,)`` ``strata`` of a metric created with ``strata=``."""
         policed, total, squares, count = self._sums(values, empty)
         self.sums += total
         self.squares += squares
         self.counts += count
+        if strata is not None:
+            self._add_strata(policed, strata)
         if self.keep_per_query:
             if ids is None:
                 ids = self._generate_ids(policed.shape[0], policed.device)
@@ -262,19 +273,20 @@ class RunningMeanMetric(ConfiguredMetric):
             raise TypeError(f"stderr must be a bool, got {type(stderr).__name__}")
         if not stderr:
             means = self._means()
-            return {key: means[i] for i, key in enumerate(self.keys)}
+            return {key: means[i] for i, key in enumerate(self.keys)} | self._stratum_results(False)
         means, errors = self._means(stderr=True)
         out = {}
         for i, key in enumerate(self.keys):
             out[key] = means[i]
             out[key + "/stderr"] = errors[i]
-        return out
+        return out | self._stratum_results(True)
 
     def compute_per_query(self) -> dict[str, Tensor]:
         """Per-query values (requires ``keep_per_query=True``), synced across processes.
 
         Returns ``{"query_id": (Q,), key: (Q,) ...}`` sorted by query id; skipped queries hold NaN.
-        Values computed at ``compute`` time (flat input pending grouping) are included.
+        Values computed at ``compute`` time (flat input pending grouping) are included. A metric
+        created with ``strata=`` adds ``"stratum": (Q,)``, each query's stratum.
 
         Example:
             >>> import torch
@@ -293,13 +305,16 @@ class RunningMeanMetric(ConfiguredMetric):
             if pending is not None:
                 values.append(self._policy(pending[0], pending[1])[0])
                 ids.append(pending[2])
+            strata = self._kept_strata()
         if not values:
             empty = torch.zeros(0, device=self.sums.device)
-            return {"query_id": empty.long(), **{key: empty.to(self.dtype) for key in self.keys}}
+            out = {"query_id": empty.long(), **{key: empty.to(self.dtype) for key in self.keys}}
+            return out if strata is None else {**out, "stratum": empty.long()}
         values_t, ids_t = torch.cat(values), torch.cat(ids)
         order = torch.argsort(ids_t, stable=True)
         values_t, ids_t = values_t[order].to(self.dtype), ids_t[order]
-        return {"query_id": ids_t, **{key: values_t[:, i] for i, key in enumerate(self.keys)}}
+        out = {"query_id": ids_t, **{key: values_t[:, i] for i, key in enumerate(self.keys)}}
+        return out if strata is None else {**out, "stratum": strata[order]}
 
 
 def _size(state: list | Tensor) -> int:

@@ -96,6 +96,13 @@ class RankingMetrics(RunningMeanMetric):
             update is grouped and reduced at once and only sums are kept. Default False
             (torchmetrics' semantics: documents of one query may arrive in several updates).
         keep_per_query: also keep each query's values and id for :meth:`compute_per_query`.
+        strata: None (default) or the number of strata ``S``: every ``update`` then takes
+            ``strata=`` (an integer ``0 <= h < S`` per query: a query-frequency bucket, a traffic
+            segment) and ``compute`` adds ``"<key>/poststratified"`` (``sum_h W_h * mean_h``) and
+            ``"<key>/stratum/<h>"`` (see "Strata and post-stratification" in the monitoring guide).
+        stratum_weights: the population share ``W_h`` of each stratum (``S`` floats >= 0 summing
+            to 1); None (default): the observed shares ``n_h / n``, with which the post-stratified
+            mean equals the plain mean (its error is then the within-strata error).
         validate_args: run the checks that read values (NaN/inf scores, ...). With False, ``update``
             on padded input has no host sync and compiles with ``torch.compile(fullgraph=True)``.
         compile: run the padded update's ranking and metric kernels through
@@ -159,6 +166,8 @@ class RankingMetrics(RunningMeanMetric):
         input_format: str = "auto",
         whole_queries: bool = False,
         keep_per_query: bool = False,
+        strata: int | None = None,
+        stratum_weights: Sequence[float] | Tensor | None = None,
         validate_args: bool = True,
         compile: bool = False,
         **kwargs: Any,
@@ -202,6 +211,8 @@ class RankingMetrics(RunningMeanMetric):
             keep_per_query=keep_per_query,
             aggregates=self.plan.aggregates,
             all_skipped=self.convention.all_skipped,
+            strata=strata,
+            stratum_weights=stratum_weights,
             config={
                 "convention": self.convention,
                 "measures": self.plan.measures,
@@ -248,6 +259,7 @@ class RankingMetrics(RunningMeanMetric):
         n_relevant: Tensor | None = None,
         judged: Tensor | None = None,
         exclude: Tensor | None = None,
+        strata: Tensor | None = None,
     ) -> None:
         """Add a batch.
 
@@ -264,6 +276,12 @@ class RankingMetrics(RunningMeanMetric):
             exclude: padded input: ``(N, L)`` bool, dense or sparse, True for items never ranked and
                 never counted (seen in training); ``target`` may then be a torch sparse ``(N, L)``
                 tensor (absent = grade 0). See "Recommender evaluation over the full catalogue".
+            strata: metrics created with ``strata=S`` (and only those): the integer stratum
+                ``0 <= h < S`` of each query, ``(N,)`` for padded input; flat input needs
+                ``whole_queries=True`` and gives ``(D,)``, the stratum of each document's query
+                (the same for all documents of a query). The range is checked with
+                ``validate_args`` (one host sync); without, an out-of-range stratum is an error
+                of ``index_add_`` on CPU and a device-side assert on CUDA.
         """
         catalogue = exclude is not None or is_sparse(target)
         if catalogue:
@@ -278,9 +296,11 @@ class RankingMetrics(RunningMeanMetric):
                     "mask, ideal_target, n_relevant and judged apply to padded (N, L) input; flat input takes preds, target "
                     "and indexes (use ignore_index to drop documents)"
                 )
-            self._update_flat(preds, target, indexes)
+            self._update_flat(preds, target, indexes, strata)
         else:
-            self._update_padded(preds, target, mask, ideal_target, n_relevant, indexes, judged, exclude)
+            n = 1 if preds.ndim == 1 else preds.shape[0]
+            strata = self._check_update_strata(strata, n, preds, validate=self.validate_args)
+            self._update_padded(preds, target, mask, ideal_target, n_relevant, indexes, judged, exclude, strata)
 
     def _check_catalogue(self, preds: Tensor, target: Tensor, mask: Tensor | None, indexes: Tensor | None) -> None:
         """Inputs of a catalogue update (sparse target or ``exclude``): ``(N, L)`` scores, padded layout."""
@@ -326,14 +346,16 @@ class RankingMetrics(RunningMeanMetric):
                 )
         return False
 
-    def _update_padded(self, preds, target, mask, ideal_target, n_relevant, ids, judged=None, exclude=None) -> None:  # noqa: ANN001
+    def _update_padded(
+        self, preds, target, mask, ideal_target, n_relevant, ids, judged=None, exclude=None, strata=None
+    ) -> None:  # noqa: ANN001
         if self.compile and exclude is None and not is_sparse(target):
-            self._compiled_update(preds, target, mask, ideal_target, n_relevant, judged, ids)
+            self._compiled_update(preds, target, mask, ideal_target, n_relevant, judged, ids, strata)
             return
         values, empty = self._batch(preds, target, mask, ideal_target, n_relevant, judged, exclude)
         if self.keep_per_query:
             ids = self._generate_ids(values.shape[0], values.device) if ids is None else ids.reshape(-1).long()
-        self._accumulate(values, empty, ids)
+        self._accumulate(values, empty, ids, strata)
 
     def _batch(self, preds, target, mask, ideal_target, n_relevant, judged=None, exclude=None) -> tuple[Tensor, Tensor]:  # noqa: ANN001
         """Per-query values ``(N, V)`` of every reported key and their empty flags (the one evaluation loop)."""
@@ -363,6 +385,7 @@ class RankingMetrics(RunningMeanMetric):
         n_relevant: Tensor | None,
         judged: Tensor | None,
         ids: Tensor | None,
+        strata: Tensor | None = None,
     ) -> None:
         """``_update_padded`` through one compiled kernel: the plan's values (validate_args=False),
         the empty-list policy and the per-value sums (the running states get two in-place adds). The
@@ -382,7 +405,7 @@ class RankingMetrics(RunningMeanMetric):
                 gain=self._gain(),
             )
         length = preds.shape[-1] if ideal_target is None else max(preds.shape[-1], ideal_target.shape[-1])
-        reduce = not self.keep_per_query and self.empty_target_action != "error"
+        reduce = not self.keep_per_query and self.empty_target_action != "error" and strata is None
         plan, ignore_index, reduction = self.plan, self.ignore_index, self._reduction
 
         def build() -> Callable:
@@ -425,17 +448,24 @@ class RankingMetrics(RunningMeanMetric):
         values, empty = out
         if self.keep_per_query:
             ids = self._generate_ids(values.shape[0], values.device) if ids is None else ids.reshape(-1).long()
-        self._accumulate(values, empty, ids)
+        self._accumulate(values, empty, ids, strata)
 
-    def _update_flat(self, preds: Tensor, target: Tensor, indexes: Tensor) -> None:
+    def _update_flat(self, preds: Tensor, target: Tensor, indexes: Tensor, strata: Tensor | None = None) -> None:
+        if self.strata is not None and not self.whole_queries:
+            raise ValueError(
+                "strata with flat input needs whole_queries=True (every update holds all documents of its queries): "
+                "create the metric with whole_queries=True, or pass padded (N, L) input with one stratum per list"
+            )
+        strata = self._check_update_strata(strata, preds.shape[0], preds, validate=self.validate_args)
         if self.ignore_index is not None:
             keep = target != self.ignore_index
             preds, target, indexes = preds[keep], target[keep], indexes[keep]
+            strata = None if strata is None else strata[keep]
         if self.validate_args and preds.numel() and not bool(torch.isfinite(preds).all()):
             raise ValueError(SCORES_NOT_FINITE)
         if self.whole_queries:
             if preds.numel():
-                self._add_flat_batch(preds, target, indexes, accumulate=True)
+                self._add_flat_batch(preds, target, indexes, accumulate=True, strata=strata)
             return
         self.flat_preds.append(preds.to(torch.float64))
         self.flat_target.append(target.to(torch.float32))
@@ -445,12 +475,13 @@ class RankingMetrics(RunningMeanMetric):
         """The conventions the batch is ranked under (the plan's; one for a position profile)."""
         return self.plan.conventions
 
-    def _add_flat_batch(self, preds: Tensor, target: Tensor, indexes: Tensor, *, accumulate: bool):
+    def _add_flat_batch(self, preds: Tensor, target: Tensor, indexes: Tensor, *, accumulate: bool, strata=None):  # noqa: ANN001
         if any(c.ties in TORCH_TIES for c in self._conventions()):
             # torchmetrics groups by an unstable torch.sort of the ids, which reorders the documents of a
             # query, and its torch.topk / argsort order of tied scores depends on that order: group likewise
             perm = torch.sort(indexes).indices
             preds, target, indexes = preds[perm], target[perm], indexes[perm]
+            strata = None if strata is None else strata[perm]
         # Queries in length buckets, each padded to its own longest: memory follows the documents.
         ids, buckets = group_by_query_buckets(indexes, preds, target)
         parts = [(rows, *self._batch(p, t, mask, None, None)) for rows, mask, (p, t) in buckets]
@@ -461,9 +492,24 @@ class RankingMetrics(RunningMeanMetric):
             values = torch.cat([v for _, v, _ in parts]).index_select(0, back)
             empty = torch.cat([e for _, _, e in parts]).index_select(0, back)
         if accumulate:
-            self._accumulate(values, empty, ids)
+            self._accumulate(values, empty, ids, None if strata is None else self._query_strata(ids, indexes, strata))
             return None
         return values, empty, ids
+
+    def _query_strata(self, ids: Tensor, indexes: Tensor, strata: Tensor) -> Tensor:
+        """The stratum of each query of ``ids`` (sorted) from its documents' ``strata``; with
+        ``validate_args``, every document of a query must give the same stratum."""
+        rows = torch.searchsorted(ids, indexes)
+        per_query = torch.zeros(ids.shape[0], dtype=torch.int64, device=ids.device)
+        per_query.scatter_reduce_(0, rows, strata, reduce="amax", include_self=False)
+        if self.validate_args:
+            low = torch.zeros_like(per_query).scatter_reduce_(0, rows, strata, reduce="amin", include_self=False)
+            if bool((low != per_query).any()):
+                raise ValueError(
+                    "strata must be the same for every document of a query (flat input gives the stratum of each "
+                    "document's query); some query's documents carry different strata"
+                )
+        return per_query
 
     # ------------------------------------------------------------------ results
     def _pending(self) -> tuple[Tensor, Tensor, Tensor] | None:

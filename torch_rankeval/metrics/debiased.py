@@ -72,6 +72,12 @@ class PositionDebiasedNDCG(RunningMeanMetric):
         ties: tie policy for equal ``preds`` (library-wide; default ``"average"``).
         keep_per_query: also keep each list's values for :meth:`compute_per_query` (e.g. to
             bootstrap confidence intervals over queries).
+        strata: None (default) or the number of strata ``S``: every ``update`` then takes
+            ``strata=`` (an integer ``0 <= h < S`` per list) and ``compute(stderr=True)`` adds
+            ``"<key>/poststratified"`` and ``"<key>/stratum/<h>"`` with their errors, as
+            :class:`~torch_rankeval.RankingMetrics`; :meth:`compute_per_stratum` gives the table.
+        stratum_weights: the population share of each stratum (``S`` floats >= 0 summing to 1);
+            None (default): the observed shares.
         validate_args: run the checks that read values (one host sync per ``update``); False
             makes ``update`` free of host syncs (it compiles with ``torch.compile(fullgraph=True)``).
         kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
@@ -118,6 +124,8 @@ class PositionDebiasedNDCG(RunningMeanMetric):
         empty_target_action: str = "skip",
         ties: str | None = None,
         keep_per_query: bool = False,
+        strata: int | None = None,
+        stratum_weights: Sequence[float] | Tensor | None = None,
         validate_args: bool = True,
         **kwargs: Any,
     ) -> None:
@@ -151,6 +159,8 @@ class PositionDebiasedNDCG(RunningMeanMetric):
             [prefix if c is None else f"{prefix}@{c}" for c in self._ks],
             empty_target_action=empty_target_action,
             keep_per_query=keep_per_query,
+            strata=strata,
+            stratum_weights=stratum_weights,
             config={
                 "clip": self.clip,
                 "eta": self.eta,
@@ -196,6 +206,7 @@ class PositionDebiasedNDCG(RunningMeanMetric):
         affine: tuple[Tensor, Tensor] | None = None,
         mask: Tensor | None = None,
         indexes: Tensor | None = None,
+        strata: Tensor | None = None,
     ) -> None:
         """Add a batch of lists.
 
@@ -210,6 +221,8 @@ class PositionDebiasedNDCG(RunningMeanMetric):
             mask: bool, False marks padding (never ranked, gain 0).
             indexes: optional ``(N,)`` global integer ids of the lists, for ``keep_per_query``
                 (default: generated, ``rank + world_size * local_position``).
+            strata: metrics created with ``strata=S`` (and only those): ``(N,)`` integer stratum
+                ``0 <= h < S`` of each list (range checked with ``validate_args``).
         """
         self._check_device(preds)
         self._check_update_source(propensities, logged_positions, affine)
@@ -231,7 +244,8 @@ class PositionDebiasedNDCG(RunningMeanMetric):
         ids = None
         if indexes is not None:
             ids = _list_ids(indexes, values.shape[0], preds)
-        self._accumulate(values, empty, ids if self.keep_per_query else None)
+        strata = self._check_update_strata(strata, values.shape[0], preds, validate=self.validate_args)
+        self._accumulate(values, empty, ids if self.keep_per_query else None, strata)
 
     @overload
     def compute(self, stderr: Literal[False] = False) -> Tensor: ...
@@ -242,7 +256,8 @@ class PositionDebiasedNDCG(RunningMeanMetric):
     def compute(self, stderr: bool = False) -> Tensor | dict[str, Tensor]:
         """Mean over the counted lists of all updates (and processes): a scalar, or ``(K,)``. With
         ``stderr``: ``{key: mean, "<key>/stderr": its standard error over the counted lists}``
-        (``scipy.stats.sem`` of the per-list values; NaN under 2 lists).
+        (``scipy.stats.sem`` of the per-list values; NaN under 2 lists), and with ``strata=`` the
+        post-stratified and per-stratum keys with their errors.
 
         Example:
             >>> import torch
@@ -277,6 +292,8 @@ class PositionDebiasedDCG(PositionDebiasedNDCG):
             ``propensities`` in ``update``).
         ties: tie policy for equal ``preds`` (default ``"average"``).
         keep_per_query: also keep each list's values for :meth:`compute_per_query`.
+        strata, stratum_weights: strata of the lists and their population shares, as in
+            :class:`PositionDebiasedNDCG`.
         validate_args: run the checks that read values (one host sync per ``update``).
         kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
             other keyword is a ``TypeError`` naming it.
@@ -304,6 +321,8 @@ class PositionDebiasedDCG(PositionDebiasedNDCG):
         affine: tuple[Tensor, Tensor] | None = None,
         ties: str | None = None,
         keep_per_query: bool = False,
+        strata: int | None = None,
+        stratum_weights: Sequence[float] | Tensor | None = None,
         validate_args: bool = True,
         **kwargs: Any,
     ) -> None:
@@ -317,6 +336,8 @@ class PositionDebiasedDCG(PositionDebiasedNDCG):
             empty_target_action="neg",
             ties=ties,
             keep_per_query=keep_per_query,
+            strata=strata,
+            stratum_weights=stratum_weights,
             validate_args=validate_args,
             **kwargs,
         )

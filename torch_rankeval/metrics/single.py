@@ -46,6 +46,8 @@ class _SingleMetric(RankingMetrics):
         input_format: str = "auto",
         whole_queries: bool = False,
         keep_per_query: bool = False,
+        strata: int | None = None,
+        stratum_weights: Sequence[float] | Tensor | None = None,
         validate_args: bool = True,
         compile: bool = False,
         **kwargs: Any,
@@ -68,6 +70,8 @@ class _SingleMetric(RankingMetrics):
             input_format=input_format,
             whole_queries=whole_queries,
             keep_per_query=keep_per_query,
+            strata=strata,
+            stratum_weights=stratum_weights,
             validate_args=validate_args,
             compile=compile,
             **kwargs,
@@ -82,7 +86,10 @@ class _SingleMetric(RankingMetrics):
     def compute(self, stderr: bool = False) -> Tensor | dict[str, Tensor]:  # type: ignore[override]
         """The mean over queries (one value per cutoff when ``k`` is a sequence). With ``stderr``:
         ``{key: mean, "<key>/stderr": its standard error}`` for every key, as
-        :meth:`RankingMetrics.compute(stderr=True) <torch_rankeval.RankingMetrics.compute>`.
+        :meth:`RankingMetrics.compute(stderr=True) <torch_rankeval.RankingMetrics.compute>`; for
+        a metric created with ``strata=`` that dict also holds ``"<key>/poststratified"``,
+        ``"<key>/stratum/<h>"`` and their errors (without ``stderr`` the plain mean alone, as
+        always; :meth:`compute_per_stratum` gives the per-stratum table).
 
         Example:
             >>> import torch
@@ -117,9 +124,10 @@ class DCG(_SingleMetric):
         relevance_threshold, empty_target_action, denominator, graded, adaptive_k: the other
             conventions (:mod:`torch_rankeval.conventions`), which DCG does not read (it has no
             empty case).
-        ignore_index, input_format, whole_queries, keep_per_query, validate_args, compile: as in
-            :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded input, per-query
-            rows, value checks, ``torch.compile`` of the update).
+        ignore_index, input_format, whole_queries, keep_per_query, strata, stratum_weights, validate_args,
+            compile: as in :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded
+            input, per-query rows, strata and their population shares, value checks,
+            ``torch.compile`` of the update).
         kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
             other keyword is a ``TypeError``.
 
@@ -148,9 +156,10 @@ class IDCG(_SingleMetric):
         convention: a preset name or a :class:`~torch_rankeval.conventions.Convention`.
         relevance_threshold, empty_target_action, denominator, graded, adaptive_k: the other
             conventions (:mod:`torch_rankeval.conventions`), not read by IDCG.
-        ignore_index, input_format, whole_queries, keep_per_query, validate_args, compile: as in
-            :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded input, per-query
-            rows, value checks, ``torch.compile`` of the update).
+        ignore_index, input_format, whole_queries, keep_per_query, strata, stratum_weights, validate_args,
+            compile: as in :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded
+            input, per-query rows, strata and their population shares, value checks,
+            ``torch.compile`` of the update).
         kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
             other keyword is a ``TypeError``.
 
@@ -188,9 +197,10 @@ class NDCG(_SingleMetric):
             :class:`~torch_rankeval.conventions.Convention`; explicit arguments win over it.
         relevance_threshold, denominator, graded, adaptive_k: the other conventions
             (:mod:`torch_rankeval.conventions`), not read by nDCG.
-        ignore_index, input_format, whole_queries, keep_per_query, validate_args, compile: as in
-            :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded input, per-query
-            rows, value checks, ``torch.compile`` of the update).
+        ignore_index, input_format, whole_queries, keep_per_query, strata, stratum_weights, validate_args,
+            compile: as in :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded
+            input, per-query rows, strata and their population shares, value checks,
+            ``torch.compile`` of the update).
         kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
             other keyword is a ``TypeError``.
 
@@ -227,9 +237,10 @@ class MAP(_SingleMetric):
             ``"pos"``, ``"skip"``, ``"error"``.
         convention: a preset name or a :class:`~torch_rankeval.conventions.Convention`.
         gain, log_base, discount, adaptive_k: the other conventions; ``gain`` matters with ``graded``.
-        ignore_index, input_format, whole_queries, keep_per_query, validate_args, compile: as in
-            :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded input, per-query
-            rows, value checks, ``torch.compile`` of the update).
+        ignore_index, input_format, whole_queries, keep_per_query, strata, stratum_weights, validate_args,
+            compile: as in :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded
+            input, per-query rows, strata and their population shares, value checks,
+            ``torch.compile`` of the update).
         kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
             other keyword is a ``TypeError``.
 
@@ -262,9 +273,10 @@ class MRR(_SingleMetric):
         convention: a preset name or a :class:`~torch_rankeval.conventions.Convention`.
         gain, log_base, discount, denominator, graded, adaptive_k: the other conventions, not read
             by MRR.
-        ignore_index, input_format, whole_queries, keep_per_query, validate_args, compile: as in
-            :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded input, per-query
-            rows, value checks, ``torch.compile`` of the update).
+        ignore_index, input_format, whole_queries, keep_per_query, strata, stratum_weights, validate_args,
+            compile: as in :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded
+            input, per-query rows, strata and their population shares, value checks,
+            ``torch.compile`` of the update).
         kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
             other keyword is a ``TypeError``.
 
@@ -294,9 +306,10 @@ class Precision(_SingleMetric):
             ``"pos"``, ``"skip"``, ``"error"``.
         convention: a preset name or a :class:`~torch_rankeval.conventions.Convention`.
         gain, log_base, discount, denominator, graded: the other conventions, not read by precision.
-        ignore_index, input_format, whole_queries, keep_per_query, validate_args, compile: as in
-            :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded input, per-query
-            rows, value checks, ``torch.compile`` of the update).
+        ignore_index, input_format, whole_queries, keep_per_query, strata, stratum_weights, validate_args,
+            compile: as in :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded
+            input, per-query rows, strata and their population shares, value checks,
+            ``torch.compile`` of the update).
         kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
             other keyword is a ``TypeError``.
 
@@ -326,9 +339,10 @@ class Recall(_SingleMetric):
         convention: a preset name or a :class:`~torch_rankeval.conventions.Convention`.
         gain, log_base, discount, denominator, graded, adaptive_k: the other conventions, not read
             by recall.
-        ignore_index, input_format, whole_queries, keep_per_query, validate_args, compile: as in
-            :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded input, per-query
-            rows, value checks, ``torch.compile`` of the update).
+        ignore_index, input_format, whole_queries, keep_per_query, strata, stratum_weights, validate_args,
+            compile: as in :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded
+            input, per-query rows, strata and their population shares, value checks,
+            ``torch.compile`` of the update).
         kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
             other keyword is a ``TypeError``.
 
@@ -358,9 +372,10 @@ class HitRate(_SingleMetric):
         convention: a preset name or a :class:`~torch_rankeval.conventions.Convention`.
         gain, log_base, discount, denominator, graded, adaptive_k: the other conventions, not read
             by the hit rate.
-        ignore_index, input_format, whole_queries, keep_per_query, validate_args, compile: as in
-            :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded input, per-query
-            rows, value checks, ``torch.compile`` of the update).
+        ignore_index, input_format, whole_queries, keep_per_query, strata, stratum_weights, validate_args,
+            compile: as in :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded
+            input, per-query rows, strata and their population shares, value checks,
+            ``torch.compile`` of the update).
         kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
             other keyword is a ``TypeError``.
 
@@ -388,9 +403,10 @@ class RPrecision(_SingleMetric):
         convention: a preset name or a :class:`~torch_rankeval.conventions.Convention`.
         gain, log_base, discount, denominator, graded, adaptive_k: the other conventions, not read
             by R-precision (which has no cutoff ``k``: its depth is each query's R).
-        ignore_index, input_format, whole_queries, keep_per_query, validate_args, compile: as in
-            :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded input, per-query
-            rows, value checks, ``torch.compile`` of the update).
+        ignore_index, input_format, whole_queries, keep_per_query, strata, stratum_weights, validate_args,
+            compile: as in :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded
+            input, per-query rows, strata and their population shares, value checks,
+            ``torch.compile`` of the update).
         kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
             other keyword is a ``TypeError``.
 
@@ -422,6 +438,8 @@ class RPrecision(_SingleMetric):
         input_format: str = "auto",
         whole_queries: bool = False,
         keep_per_query: bool = False,
+        strata: int | None = None,
+        stratum_weights: Sequence[float] | Tensor | None = None,
         validate_args: bool = True,
         compile: bool = False,
         **kwargs: Any,
@@ -442,6 +460,8 @@ class RPrecision(_SingleMetric):
             input_format=input_format,
             whole_queries=whole_queries,
             keep_per_query=keep_per_query,
+            strata=strata,
+            stratum_weights=stratum_weights,
             validate_args=validate_args,
             compile=compile,
             **kwargs,
@@ -466,9 +486,10 @@ class FallOut(_SingleMetric):
         convention: a preset name or a :class:`~torch_rankeval.conventions.Convention`.
         gain, log_base, discount, denominator, graded, adaptive_k: the other conventions, not read
             by fall-out.
-        ignore_index, input_format, whole_queries, keep_per_query, validate_args, compile: as in
-            :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded input, per-query
-            rows, value checks, ``torch.compile`` of the update).
+        ignore_index, input_format, whole_queries, keep_per_query, strata, stratum_weights, validate_args,
+            compile: as in :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded
+            input, per-query rows, strata and their population shares, value checks,
+            ``torch.compile`` of the update).
         kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
             other keyword is a ``TypeError``.
 
@@ -501,6 +522,8 @@ class FallOut(_SingleMetric):
         input_format: str = "auto",
         whole_queries: bool = False,
         keep_per_query: bool = False,
+        strata: int | None = None,
+        stratum_weights: Sequence[float] | Tensor | None = None,
         validate_args: bool = True,
         compile: bool = False,
         **kwargs: Any,
@@ -521,6 +544,8 @@ class FallOut(_SingleMetric):
             input_format=input_format,
             whole_queries=whole_queries,
             keep_per_query=keep_per_query,
+            strata=strata,
+            stratum_weights=stratum_weights,
             validate_args=validate_args,
             compile=compile,
             **kwargs,
@@ -549,9 +574,10 @@ class AUROC(_SingleMetric):
         convention: a preset name or a :class:`~torch_rankeval.conventions.Convention`.
         gain, log_base, discount, denominator, graded, adaptive_k: the other conventions, not read
             by AUROC.
-        ignore_index, input_format, whole_queries, keep_per_query, validate_args, compile: as in
-            :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded input, per-query
-            rows, value checks, ``torch.compile`` of the update).
+        ignore_index, input_format, whole_queries, keep_per_query, strata, stratum_weights, validate_args,
+            compile: as in :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded
+            input, per-query rows, strata and their population shares, value checks,
+            ``torch.compile`` of the update).
         kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
             other keyword is a ``TypeError``.
 
@@ -585,6 +611,8 @@ class AUROC(_SingleMetric):
         input_format: str = "auto",
         whole_queries: bool = False,
         keep_per_query: bool = False,
+        strata: int | None = None,
+        stratum_weights: Sequence[float] | Tensor | None = None,
         validate_args: bool = True,
         compile: bool = False,
         **kwargs: Any,
@@ -607,6 +635,8 @@ class AUROC(_SingleMetric):
             input_format=input_format,
             whole_queries=whole_queries,
             keep_per_query=keep_per_query,
+            strata=strata,
+            stratum_weights=stratum_weights,
             validate_args=validate_args,
             compile=compile,
             **kwargs,
