@@ -141,7 +141,9 @@ class _TopKListMetric(ConfiguredMetric):
         if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
             raise ValueError(f"k must be a positive int (the length of the recommendation lists), got {k!r}")
         if k > num_items:
-            raise ValueError(f"k={k} is larger than the catalogue (num_items={num_items}): a list cannot hold more items")
+            raise ValueError(
+                f"k={k} is larger than the catalogue (num_items={num_items}): a list cannot hold more items"
+            )
         if ties not in _TIES:
             raise ValueError(f"ties={ties!r} is not valid for {type(self).__name__}: use 'average' or 'first'")
         if not isinstance(validate_args, bool):
@@ -179,13 +181,13 @@ class _TopKListMetric(ConfiguredMetric):
         shape = tuple(preds.shape)
         what = "bool (True = the user interacted with the item)" if bool_only else "real (the item's relevance)"
         if not isinstance(x, Tensor):
-            raise TypeError(f"{name} must be a {what} (N, num_items) torch tensor, dense or sparse, got {type(x).__name__}")
+            raise TypeError(
+                f"{name} must be a {what} (N, num_items) torch tensor, dense or sparse, got {type(x).__name__}"
+            )
         if x.ndim == 1 and shape[0] == 1:
             x = x.unsqueeze(0)
         if tuple(x.shape) != shape:
-            raise ValueError(
-                f"{name} must be (N, num_items) = {shape}, one row per row of preds, got {tuple(x.shape)}"
-            )
+            raise ValueError(f"{name} must be (N, num_items) = {shape}, one row per row of preds, got {tuple(x.shape)}")
         if (bool_only and x.dtype != torch.bool) or x.dtype.is_complex:
             raise TypeError(f"{name} must be a {what} tensor, got {x.dtype}")
         if x.device != preds.device:
