@@ -50,9 +50,14 @@ MAX_CATEGORY_SETS = 4096
 # ---------------------------------------------------------------------------------------- similarity
 def _item_similarity(
     num_items: int, embeddings: Tensor | None, categories: Tensor | None, similarity: Tensor | None
-) -> tuple[Tensor, Tensor | None, Tensor, str]:
-    """``(F, M, self, kind)``: item features ``F`` ``(L, D)`` float64 and a symmetric ``(D, D)`` table
-    ``M`` (None: the identity) with ``sim(a, b) = F_a M F_b``; ``self`` ``(L,)`` is ``sim(i, i)``."""
+) -> tuple[Tensor, Tensor | None, int, str]:
+    """``(features, table, classes, kind)`` with ``sim(a, b) = x_a M x_b``:
+
+    - cosine: ``features`` ``(L, d + 1)`` float64, the unit embeddings and a last column of ones
+      (it counts items), ``table`` None (``M`` the identity), ``classes`` 0;
+    - otherwise ``features`` ``(L,)`` int64, each item's class in ``[0, classes)`` (``x`` its
+      one-hot vector, never built), and ``table`` the ``(classes, classes)`` similarity of the
+      classes (None: the identity, for category labels)."""
     given = [name for name, x in (("embeddings", embeddings), ("categories", categories), ("similarity", similarity))
              if x is not None]  # fmt: skip
     if len(given) != 1:
@@ -78,8 +83,8 @@ def _item_similarity(
         norm = f.norm(dim=-1, keepdim=True)
         if not bool((norm > 0).all()):
             raise ValueError("embeddings has an all-zero row: the cosine similarity of that item is undefined")
-        f = f / norm
-        return f, None, (f * f).sum(-1), "cosine"
+        ones = torch.ones(num_items, 1, dtype=torch.float64, device=f.device)
+        return torch.cat([f / norm, ones], -1), None, 0, "cosine"
     if name == "categories":
         if x.ndim == 1:
             if x.shape[0] != num_items or x.dtype == torch.bool or x.is_floating_point():
@@ -90,8 +95,7 @@ def _item_similarity(
             if bool((x < 0).any()):
                 raise ValueError("categories labels must be >= 0")
             labels = torch.unique(x, return_inverse=True)[1]
-            f = torch.nn.functional.one_hot(labels, int(labels.max()) + 1).to(torch.float64)
-            return f, None, torch.ones(num_items, dtype=torch.float64, device=x.device), "category"
+            return labels, None, int(labels.max()) + 1, "category"
         if x.ndim != 2 or x.shape[0] != num_items or x.dtype != torch.bool:
             raise ValueError(
                 f"categories must be ({num_items},) integer labels or a ({num_items}, C) bool tensor of category "
@@ -108,8 +112,7 @@ def _item_similarity(
         size = s.sum(-1)
         union = size.unsqueeze(-1) + size.unsqueeze(0) - inter
         table = torch.where(union > 0, inter / union.clamp(min=1), 0.0)
-        f = torch.nn.functional.one_hot(pattern, sets.shape[0]).to(torch.float64)
-        return f, table, table.diagonal().index_select(0, pattern), "jaccard"
+        return pattern, table, sets.shape[0], "jaccard"
     if x.shape != (num_items, num_items):
         raise ValueError(
             f"similarity must be a (num_items, num_items) = ({num_items}, {num_items}) tensor, got {tuple(x.shape)}"
@@ -117,12 +120,37 @@ def _item_similarity(
     table = x.to(torch.float64)
     if not bool(torch.isfinite(table).all()) or not torch.equal(table, table.T):
         raise ValueError("similarity must be finite and symmetric (similarity[a, b] == similarity[b, a])")
-    eye = torch.eye(num_items, dtype=torch.float64, device=x.device)
-    return eye, table, table.diagonal().clone(), "table"
+    return torch.arange(num_items, device=x.device), table, num_items, "table"
 
 
 def _times(x: Tensor, table: Tensor | None) -> Tensor:
     return x if table is None else x @ table
+
+
+def _vector(x: Tensor, features: Tensor) -> Tensor:
+    """The similarity part of a sum of item vectors (cosine: without the count column)."""
+    return x[:, :-1] if features.is_floating_point() else x
+
+
+def _count(x: Tensor, features: Tensor) -> Tensor:
+    """``(N,)``: the (weighted) number of items in a sum of item vectors."""
+    return x[:, -1] if features.is_floating_point() else x.sum(-1)
+
+
+def _own(x: Tensor, features: Tensor, table: Tensor | None) -> Tensor:
+    """``(N,)``: the sum of ``sim(i, i)`` over the items of a sum of item vectors."""
+    if features.is_floating_point() or table is None:  # unit vectors / one class each: sim(i, i) = 1
+        return _count(x, features)
+    return x @ table.diagonal()
+
+
+def _gathered_sum(features: Tensor, classes: int, items: Tensor, weights: Tensor) -> Tensor:
+    """``(N, D)``: ``sum_p weights[r, p] x_{items[r, p]}`` (``items``, ``weights``: ``(N, W)``)."""
+    if features.is_floating_point():
+        f = features.index_select(0, items.reshape(-1)).view(*items.shape, -1)
+        return (f * weights.unsqueeze(-1)).sum(1)
+    out = torch.zeros(items.shape[0], classes, dtype=torch.float64, device=items.device)
+    return out.scatter_add_(1, features.index_select(0, items.reshape(-1)).view_as(items), weights)
 
 
 # ---------------------------------------------------------------------------------------- shared base
@@ -220,19 +248,20 @@ class _TopKListMetric(ConfiguredMetric):
         return view, fixed, group, kk, m, n
 
     def _sums(
-        self, preds: Tensor, view: TopKView, exclude: Any, features: Tensor, fixed: Tensor, group: Tensor,
+        self, preds: Tensor, view: TopKView, exclude: Any, fixed: Tensor, group: Tensor,
         doc: Tensor | SparseTarget | None = None, doc_view: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:  # fmt: skip
-        """``(u, g)`` ``(N, D)``: the sums of ``doc * features`` over the fixed positions and over the
-        WHOLE tied group at the cutoff (its view positions, or the row pass where it spills)."""
-        f = features.index_select(0, view.items.reshape(-1)).view(*view.items.shape, -1)
-        if doc_view is not None:
-            f = f * doc_view.unsqueeze(-1)
+        """``(u, g)`` ``(N, D)``: the sums of ``doc * x_i`` over the fixed positions and over the WHOLE
+        tied group at the cutoff (its view positions, or the row pass where it spills)."""
         zero = torch.zeros((), dtype=torch.float64, device=preds.device)
-        u = torch.where(fixed.unsqueeze(-1), f, zero).sum(1)
-        g = torch.where(group.unsqueeze(-1), f, zero).sum(1)
+        w = torch.ones((), dtype=torch.float64, device=preds.device) if doc_view is None else doc_view
+        u = _gathered_sum(self.features, self.classes, view.items, torch.where(fixed, w, zero))
+        g = _gathered_sum(self.features, self.classes, view.items, torch.where(group, w, zero))
         if self.ties == "average":
-            spilled = boundary_sums(preds, view, features, exclude, doc=doc, chunk_elements=self.chunk_elements)
+            spilled = boundary_sums(
+                preds, view, self.features, exclude, doc=doc, num_classes=self.classes or None,
+                chunk_elements=self.chunk_elements,
+            )  # fmt: skip
             g = torch.where(view.spilled.unsqueeze(-1), spilled, g)
         return u, g
 
@@ -320,9 +349,10 @@ class IntraListDiversity(_TopKListMetric):
         check_metric_options(self, kwargs)
         super().__init__(**kwargs)
         self._setup(num_items, k, ties, validate_args, chunk_elements)
-        features, table, own, self.similarity_kind = _item_similarity(num_items, embeddings, categories, similarity)
-        # the features carry sim(i, i) as a last column: the tied group's own pairs are taken out of g M g
-        self.register_buffer("features", torch.cat([features, own.unsqueeze(-1)], -1), persistent=False)
+        features, table, self.classes, self.similarity_kind = _item_similarity(
+            num_items, embeddings, categories, similarity
+        )
+        self.register_buffer("features", features, persistent=False)
         self.register_buffer("table", table, persistent=False)
         self._kept_dtypes = (*_TopKListMetric._kept_dtypes, "features", "table")
         self.key = f"diversity@{k}"
@@ -338,12 +368,13 @@ class IntraListDiversity(_TopKListMetric):
         if preds.shape[0] == 0:
             return
         view, fixed, group, kk, m, n = self._view(preds, exclude)
-        u, g = self._sums(preds, view, exclude, self.features, fixed, group)
-        u, own_u = u[:, :-1], u[:, -1]
-        g, own_g = g[:, :-1], g[:, -1]
-        ff = ((_times(u, self.table) * u).sum(-1) - own_u) / 2
-        fg = (_times(u, self.table) * g).sum(-1)
-        gg = ((_times(g, self.table) * g).sum(-1) - own_g) / 2
+        u, g = self._sums(preds, view, exclude, fixed, group)
+        f, table = self.features, self.table
+        own_u, own_g = _own(u, f, table), _own(g, f, table)
+        u, g = _vector(u, f), _vector(g, f)
+        ff = ((_times(u, table) * u).sum(-1) - own_u) / 2
+        fg = (_times(u, table) * g).sum(-1)
+        gg = ((_times(g, table) * g).sum(-1) - own_g) / 2
         m, n = m.to(torch.float64), n.to(torch.float64)
         one = torch.ones((), dtype=torch.float64, device=preds.device)
         p1 = torch.where(n > 0, m / torch.maximum(n, one), 0.0)
@@ -403,7 +434,7 @@ class Novelty(_TopKListMetric):
 
     higher_is_better = True
     plot_lower_bound = 0.0
-    _kept_dtypes = ("total", "users", "information")
+    _kept_dtypes = ("total", "users", "features")
 
     def __init__(
         self,
@@ -444,10 +475,16 @@ class Novelty(_TopKListMetric):
                 )
             p = pop / num_users
         info = torch.where(p > 0, -torch.log2(torch.where(p > 0, p, 1.0)), 0.0)
-        self.register_buffer("information", info, persistent=False)
+        self.register_buffer("features", info.unsqueeze(-1), persistent=False)  # (num_items, 1)
+        self.classes = 0
         self.num_users = num_users
         self.key = f"novelty@{k}"
         self._set_config({"num_items": num_items, "k": k, "ties": ties, "popularity": pop, "num_users": num_users})
+
+    @property
+    def information(self) -> Tensor:
+        """``(num_items,)`` float64: each item's self-information ``-log2 p(i)`` (0 where ``p(i) = 0``)."""
+        return self.features[:, 0]
 
     def update(self, preds: Tensor, exclude: Tensor | None = None) -> None:
         """Add the top-``k`` lists of a batch: ``preds`` ``(N, num_items)``, ``exclude`` optional bool."""
@@ -455,7 +492,7 @@ class Novelty(_TopKListMetric):
         if preds.shape[0] == 0:
             return
         view, fixed, group, kk, m, n = self._view(preds, exclude)
-        u, g = self._sums(preds, view, exclude, self.information.unsqueeze(-1), fixed, group)
+        u, g = self._sums(preds, view, exclude, fixed, group)
         m, n = m.to(torch.float64), n.to(torch.float64)
         share = torch.where(n > 0, m / n.clamp(min=1), 0.0)
         self.total += (u[:, 0] + share * g[:, 0]).sum()
@@ -524,7 +561,9 @@ class Unexpectedness(_TopKListMetric):
         check_metric_options(self, kwargs)
         super().__init__(**kwargs)
         self._setup(num_items, k, ties, validate_args, chunk_elements)
-        features, table, _, self.similarity_kind = _item_similarity(num_items, embeddings, categories, similarity)
+        features, table, self.classes, self.similarity_kind = _item_similarity(
+            num_items, embeddings, categories, similarity
+        )
         self.register_buffer("features", features, persistent=False)
         self.register_buffer("table", table, persistent=False)
         self._kept_dtypes = (*self._kept_dtypes, "features", "table")
@@ -537,18 +576,21 @@ class Unexpectedness(_TopKListMetric):
         })  # fmt: skip
 
     def _history(self, history: Any, preds: Tensor) -> tuple[Tensor, Tensor]:
-        """``(v, size)``: per row ``(sum_{h in H} F_h) M`` ``(N, D)`` and ``|H|`` ``(N,)``."""
+        """``(v, size)``: per row ``(sum_{h in H} x_h) M`` ``(N, D)`` and ``|H|`` ``(N,)``."""
         h = self._user_input(history, "history", preds, bool_only=True)
-        f = self.features
+        f, n = self.features, preds.shape[0]
+        width = f.shape[1] if f.is_floating_point() else self.classes
+        total = torch.zeros(n, width, dtype=torch.float64, device=preds.device)
         if isinstance(h, SparseTarget):
             w = (h.counted_mask() & h.grades).to(torch.float64)
-            total = torch.zeros(preds.shape[0], f.shape[1], dtype=torch.float64, device=preds.device)
-            total.index_add_(0, h.rows, f.index_select(0, h.items) * w.unsqueeze(-1))
-            size = torch.zeros(preds.shape[0], dtype=torch.float64, device=preds.device).index_add_(0, h.rows, w)
+            if f.is_floating_point():
+                total.index_add_(0, h.rows, f.index_select(0, h.items) * w.unsqueeze(-1))
+            else:
+                total.index_put_((h.rows, f.index_select(0, h.items)), w, accumulate=True)
         else:
             dense = h.to(torch.float64)
-            total, size = dense @ f, dense.sum(-1)
-        return _times(total, self.table), size
+            total = dense @ f if f.is_floating_point() else total.index_add_(1, f, dense)
+        return _times(_vector(total, f), self.table), _count(total, f)
 
     def _lists(self, preds: Tensor, history: Any, target: Any, exclude: Any) -> None:
         preds, exclude = self._preds(preds, exclude)
@@ -557,20 +599,19 @@ class Unexpectedness(_TopKListMetric):
         rel = None if target is None else self._user_input(target, "target", preds, bool_only=False)
         v, size = self._history(history, preds)
         view, fixed, group, kk, m, n = self._view(preds, exclude)
-        one_col = torch.ones(self.num_items, 1, dtype=torch.float64, device=preds.device)
-        feats = torch.cat([self.features, one_col], -1)  # the last column counts the items
         m, n = m.to(torch.float64), n.to(torch.float64)
         share = torch.where(n > 0, m / n.clamp(min=1), 0.0)
         kk64 = kk.to(torch.float64)
         counted = (kk > 0) & (size > 0)
         safe_size = torch.where(size > 0, size, 1.0)
         safe_kk = torch.where(kk > 0, kk64, 1.0)
+        f = self.features
 
         def expected(doc: Any, doc_view: Tensor | None) -> Tensor:
-            u, g = self._sums(preds, view, exclude, feats, fixed, group, doc=doc, doc_view=doc_view)
-            # sum over the list of doc_i * (1 - F_i v / |H|), each tied item with probability m / n
-            s = u[:, -1] - (u[:, :-1] * v).sum(-1) / safe_size
-            s = s + share * (g[:, -1] - (g[:, :-1] * v).sum(-1) / safe_size)
+            u, g = self._sums(preds, view, exclude, fixed, group, doc=doc, doc_view=doc_view)
+            # sum over the list of doc_i * (1 - x_i . v / |H|), each tied item with probability m / n
+            s = _count(u, f) - (_vector(u, f) * v).sum(-1) / safe_size
+            s = s + share * (_count(g, f) - (_vector(g, f) * v).sum(-1) / safe_size)
             return s / safe_kk
 
         self._add(expected(None, None), counted)
