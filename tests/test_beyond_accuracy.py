@@ -448,3 +448,47 @@ def test_gloo_three_processes_uneven_and_empty_equal_one_process(tmp_path):
         for key, value in want.items():
             assert res["result"][key] == pytest.approx(value, rel=1e-6, abs=1e-7), (rank, key)
         assert res["calls"]["all_reduce"] == 3 and res["calls"]["all_gather"] == 0  # one per metric
+
+
+# ---------------------------------------------------------------------------------------- host syncs
+@pytest.mark.parametrize("kind", KINDS)
+def test_no_host_sync_without_validation(kind):
+    from tests.sync_guard import HostSyncError, HostSyncGuard
+    from torch_rankeval.metrics import ItemExposure
+
+    scores, excluded, history, target, embeddings, labels, sets = _data(seed=11)
+    scores = (scores * 3).round()  # spilled tie groups
+    kwargs, _ = _similarities(history, embeddings, labels, sets)[kind]
+    fast = [
+        IntraListDiversity(L, 4, validate_args=False, **kwargs),
+        Novelty(L, 4, history.sum(0) + 1, validate_args=False),
+        Serendipity(L, 4, validate_args=False, **kwargs),
+        ItemExposure(L, (2, 4), popularity=history.sum(0).double(), tail_ratio=0.3, validate_args=False),
+    ]
+    slow = [
+        IntraListDiversity(L, 4, **kwargs),
+        Novelty(L, 4, history.sum(0) + 1),
+        Serendipity(L, 4, **kwargs),
+        ItemExposure(L, (2, 4), popularity=history.sum(0).double(), tail_ratio=0.3),
+    ]
+
+    sparse = (excluded.to_sparse(), history.to_sparse(), target.to_sparse())
+
+    def feed(metrics, inputs):
+        e, h, t = inputs
+        for m in metrics:
+            if isinstance(m, Serendipity):
+                m.update(scores, t, h, exclude=e)
+            else:
+                m.update(scores, e)
+
+    with HostSyncGuard():
+        feed(fast, (excluded, history, target))
+        feed(fast, sparse)
+    with pytest.raises(HostSyncError), HostSyncGuard():  # the guard sees the validated checks
+        feed([IntraListDiversity(L, 4, **kwargs)], sparse)
+    feed(slow, (excluded, history, target))
+    feed(slow, sparse)
+    for a, b in zip(fast, slow):
+        for key, value in b.compute().items():
+            assert a.compute()[key].item() == pytest.approx(value.item(), rel=1e-6, abs=1e-7), key
