@@ -492,3 +492,24 @@ def test_no_host_sync_without_validation(kind):
     for a, b in zip(fast, slow):
         for key, value in b.compute().items():
             assert a.compute()[key].item() == pytest.approx(value.item(), rel=1e-6, abs=1e-7), key
+
+
+def test_exposure_gives_recommenders_catalog_and_distributional_coverage():
+    """catalog_coverage = distinct recommended / distinct trained items; distributional_coverage =
+    -sum p log2 p of the recommendations (Recommenders): from ItemExposure's coverage@k and entropy@k."""
+    from torch_rankeval.metrics import ItemExposure
+
+    scores, excluded, history, *_ = _data(seed=12)
+    train = _train(history)
+    for k in (1, 3, L):
+        reco = top_lists(scores, excluded, k)
+        catalog = len({i for _, i in reco}) / len({i for _, i in train})
+        counts = np.bincount([i for _, i in reco], minlength=L)
+        p = counts[counts > 0] / len(reco)
+        distributional = -np.sum(p * np.log2(p))
+        m = ItemExposure(L, k)
+        m.update(scores, excluded)
+        got = m.compute()
+        trained = len({i for _, i in train})
+        assert got[f"coverage@{k}"].item() * L / trained == pytest.approx(catalog, rel=1e-6)
+        assert got[f"entropy@{k}"].item() / np.log(2) == pytest.approx(distributional, rel=1e-6)
