@@ -82,9 +82,7 @@ def main() -> None:
                 torch.cuda.synchronize()
             times[name].append(time.perf_counter() - t0)
     best = {name: min(t[1:]) for name, t in times.items()}
-    out = {
-        name: {"seconds": round(t, 4), "x_floor": round(t / best["floor"], 2)} for name, t in best.items()
-    }
+    out = {name: {"seconds": round(t, 4), "x_floor": round(t / best["floor"], 2)} for name, t in best.items()}
     print(json.dumps({"users": args.users, "items": args.items, "dim": args.dim, "device": str(dev),
                       "threads": torch.get_num_threads(), "cases": out}, indent=1))  # fmt: skip
     for m in metrics.values():  # the metrics computed something

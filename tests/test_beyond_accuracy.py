@@ -266,12 +266,12 @@ def test_diversity_ties_against_enumeration(kind, validate_args, exclude_kind):
         return 1 - np.mean(pairs) if pairs else None
 
     for k in (1, 2, 3, 5, 7):
+        if k == 1:
+            with pytest.raises(ValueError, match="intra-list diversity needs k >= 2"):
+                IntraListDiversity(items, k, **kwargs)
+            continue
         metric = IntraListDiversity(items, k, validate_args=validate_args, chunk_elements=10, **kwargs)
         metric.update(scores, _ex(excluded, exclude_kind))
-        if k == 1:
-            with pytest.warns(UserWarning, match="no list with two or more items"):
-                assert torch.isnan(metric.compute()["diversity@1"])
-            continue
         want = _enumerated(scores, excluded, k, ild)
         assert metric.compute()[f"diversity@{k}"].item() == pytest.approx(want, rel=1e-6, abs=1e-7), k
 
@@ -398,6 +398,10 @@ def test_empty_update_pickle_merge_and_foreign_state():
         Serendipity(L, 3, embeddings=embeddings + 1).merge_state(b)
     with pytest.warns(UserWarning, match="no recommendation slot"):
         assert torch.isnan(Novelty(L, 2, torch.ones(L)).compute()["novelty@2"])
+    one_item = IntraListDiversity(L, 2, embeddings=embeddings)
+    one_item.update(scores[:1], excluded[:1])  # one recommendable item: no pair, not counted
+    with pytest.warns(UserWarning, match="no list with two or more items"):
+        assert torch.isnan(one_item.compute()["diversity@2"])
     m = IntraListDiversity(L, 3, embeddings=embeddings)
     m.half()
     assert m.total.dtype == torch.float64 and m.features.dtype == torch.float64

@@ -307,7 +307,7 @@ class IntraListDiversity(_TopKListMetric):
 
     Args:
         num_items: the catalogue size (the width of ``preds``).
-        k: the list length (cutoff), ``<= num_items``.
+        k: the list length (cutoff), ``2 <= k <= num_items``.
         embeddings, categories, similarity: the item similarity (exactly one).
         ties: ``"average"`` (default) or ``"first"``.
         validate_args: check the scores (finite at non-excluded items) and sparse inputs; with False
@@ -349,6 +349,8 @@ class IntraListDiversity(_TopKListMetric):
         check_metric_options(self, kwargs)
         super().__init__(**kwargs)
         self._setup(num_items, k, ties, validate_args, chunk_elements)
+        if k < 2:
+            raise ValueError("k=1: a list of one item has no pair; intra-list diversity needs k >= 2")
         features, table, self.classes, self.similarity_kind = _item_similarity(
             num_items, embeddings, categories, similarity
         )
