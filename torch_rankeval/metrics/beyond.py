@@ -222,7 +222,7 @@ class _TopKListMetric(ConfiguredMetric):
             raise ValueError(f"{name} is on {x.device} but preds is on {preds.device}: move all inputs to one device")
         if is_sparse(x):
             return sparse_target(x, shape, name=name, device=preds.device, validate_args=self.validate_args)
-        if self.validate_args and not bool_only and not bool(torch.isfinite(x.to(torch.float64)).all()):
+        if self.validate_args and not bool_only and not bool(torch.isfinite(x).all()):
             raise ValueError(f"{name} must be finite")
         return x
 
@@ -589,9 +589,14 @@ class Unexpectedness(_TopKListMetric):
                 total.index_add_(0, h.rows, f.index_select(0, h.items) * w.unsqueeze(-1))
             else:
                 total.index_put_((h.rows, f.index_select(0, h.items)), w, accumulate=True)
-        else:
-            dense = h.to(torch.float64)
-            total = dense @ f if f.is_floating_point() else total.index_add_(1, f, dense)
+        else:  # in row chunks: a float64 copy of at most chunk_elements entries at a time
+            step = max(1, self.chunk_elements // self.num_items)
+            for a in range(0, n, step):
+                dense = h[a : a + step].to(torch.float64)
+                if f.is_floating_point():
+                    total[a : a + step] = dense @ f
+                else:
+                    total[a : a + step].index_add_(1, f, dense)
         return _times(_vector(total, f), self.table), _count(total, f)
 
     def _lists(self, preds: Tensor, history: Any, target: Any, exclude: Any) -> None:
