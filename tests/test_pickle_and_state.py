@@ -24,7 +24,9 @@ from torch_rankeval import (
     NDCG,
     FallOut,
     HitRate,
+    IntraListDiversity,
     ItemExposure,
+    Novelty,
     PositionDebiasedDCG,
     PositionDebiasedNDCG,
     PositionProfile,
@@ -112,7 +114,11 @@ def _assert_same(a, b) -> None:
         torch.testing.assert_close(va[key], vb[key], equal_nan=True, atol=0, rtol=0, msg=key)
 
 
-EXPOSURE = {"ItemExposure": lambda: ItemExposure(num_items=7, k=3, popularity=torch.arange(7.0))}
+EXPOSURE = {
+    "ItemExposure": lambda: ItemExposure(num_items=7, k=3, popularity=torch.arange(7.0)),
+    "IntraListDiversity": lambda: IntraListDiversity(num_items=7, k=3, embeddings=torch.arange(14.0).view(7, 2) + 1),
+    "Novelty": lambda: Novelty(num_items=7, k=3, popularity=torch.arange(7.0)),
+}
 ALL = {**RANKING, **DEBIASED, **EXPOSURE}
 
 

@@ -11,6 +11,7 @@ import dataclasses
 import inspect
 
 import pytest
+import torch
 import torchmetrics
 
 import torch_rankeval
@@ -29,7 +30,13 @@ def _public_metric_classes() -> dict[str, type]:
 
 
 CLASSES = _public_metric_classes()
-REQUIRED = {"ItemExposure": {"num_items": 6, "k": 2}}  # arguments without a default
+REQUIRED = {  # arguments without a default
+    "ItemExposure": {"num_items": 6, "k": 2},
+    "IntraListDiversity": {"num_items": 6, "k": 2, "categories": torch.tensor([0, 0, 1, 1, 2, 2])},
+    "Novelty": {"num_items": 6, "k": 2, "popularity": torch.arange(6.0)},
+    "Unexpectedness": {"num_items": 6, "k": 2, "categories": torch.tensor([0, 0, 1, 1, 2, 2])},
+    "Serendipity": {"num_items": 6, "k": 2, "categories": torch.tensor([0, 0, 1, 1, 2, 2])},
+}
 
 
 def _discount(ranks):  # noqa: ANN001, ANN202
@@ -74,7 +81,7 @@ def _build(name: str, **kwargs):  # noqa: ANN003, ANN202
 def test_the_candidates_cover_every_convention_field_and_every_public_metric_class():
     assert set(CONVENTION_VALUES) == {f.name for f in dataclasses.fields(Convention)}  # a new field: add it here
     assert set(CLASSES) == {n for n in M.__all__ if isinstance(getattr(M, n), type)}
-    assert len(CLASSES) == 16
+    assert len(CLASSES) == 20
 
 
 @pytest.mark.parametrize("arg", sorted(VALUES))

@@ -154,11 +154,14 @@ PEER_REFUSED: dict[str, str] = {
     "rbp": "",  # filled below: ranx's rbp.X spelling
     "itemcoverage": _EXPOSURE.replace("(coverage@k", "(coverage@k: RecBole's ItemCoverage"),
     "giniindex": _EXPOSURE.replace("gini@k", "gini@k: RecBole's GiniIndex"),
-    "shannonentropy": _EXPOSURE.replace("entropy@k", "entropy@k: RecBole's ShannonEntropy, natural log"),
+    "shannonentropy": (
+        "is RecBole's entropy of the top-k exposure divided by the number of distinct recommended items, an "
+        "exposure measure: use torch_rankeval.metrics.ItemExposure(num_items, k, entropy='recbole') (entropy@k)"
+    ),
     "averagepopularity": _EXPOSURE.replace("popularity@k", "popularity@k: RecBole's AveragePopularity"),
     "tailpercentage": (
-        "is RecBole's share of long-tail items in the top k, an exposure measure we do not compute: "
-        "torch_rankeval.metrics.ItemExposure gives coverage@k, gini@k, entropy@k and popularity@k"
+        "is RecBole's share of long-tail items in the top k, an exposure measure: use "
+        "torch_rankeval.metrics.ItemExposure(num_items, k, popularity=counts, tail_ratio=...) (tail_percentage@k)"
     ),
 }
 del PEER_REFUSED["rbp"]

@@ -7,6 +7,7 @@ Example:
 """
 
 from torch_rankeval.metrics.base import RankingMetrics
+from torch_rankeval.metrics.beyond import IntraListDiversity, Novelty, Serendipity, Unexpectedness
 from torch_rankeval.metrics.debiased import PositionDebiasedDCG, PositionDebiasedNDCG
 from torch_rankeval.metrics.exposure import ItemExposure
 from torch_rankeval.metrics.position_profile import PositionProfile
@@ -41,4 +42,8 @@ __all__ = [
     "PositionDebiasedDCG",
     "PositionProfile",
     "ItemExposure",
+    "IntraListDiversity",
+    "Novelty",
+    "Serendipity",
+    "Unexpectedness",
 ]

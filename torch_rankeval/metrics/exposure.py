@@ -19,7 +19,7 @@ from torch_rankeval._choices import TIES
 from torch_rankeval.metrics._hooks import ConfiguredMetric
 from torch_rankeval.metrics._options import check_metric_options
 from torch_rankeval.ranking.sparse import check_exclude
-from torch_rankeval.ranking.topk import DEFAULT_CHUNK_ELEMENTS, boundary_histogram, topk_view
+from torch_rankeval.ranking.topk import DEFAULT_CHUNK_ELEMENTS, boundary_histogram, boundary_sums, topk_view
 
 __all__ = ["ItemExposure"]
 
@@ -41,7 +41,24 @@ class ItemExposure(ConfiguredMetric):
     - ``"entropy@k"``: the Shannon entropy (natural log) of the exposure distribution ``p = c / C``,
       ``-sum_i p_i log p_i``; at most ``log n``;
     - ``"popularity@k"`` (only when a per-item ``popularity`` is given): the mean popularity of the
-      recommended items, ``sum_i c_i popularity_i / C``.
+      recommended items, ``sum_i c_i popularity_i / C``;
+    - ``"tail_percentage@k"`` (only with ``tail_ratio``): RecBole's ``TailPercentage``, the share of
+      each user's list that is long-tail, averaged over the users with a non-empty list.
+
+    **Several cutoffs.** ``k=(10, 20)`` ranks each row once, as deep as ``max(k)``, and keeps one
+    histogram per cutoff (``counts`` is then ``(len(k), num_items)``); the keys come cutoff by cutoff.
+
+    **Long tail** (``tail_ratio``, needs ``popularity``; RecBole's ``tail_ratio``, same name and
+    meaning so that a RecBole configuration carries over): the tail ``T`` is taken among the items
+    with ``popularity > 0`` (RecBole counts the training interactions: an item without any is not
+    in its counter, and so not in the tail). A ratio in ``(0, 1]`` puts the
+    ``max(1, int(ratio * #{popularity > 0}))`` least popular of them in ``T`` (ties of popularity
+    broken by item index); a number ``> 1`` puts those with ``popularity <= tail_ratio``.
+
+    **Entropy.** ``entropy="natural"`` (default) is the Shannon entropy above; ``entropy="recbole"``
+    is RecBole's ``ShannonEntropy``, that entropy divided by the number of distinct recommended
+    items ``#{i: c_i > 0}`` (named after RecBole because it is not the usual normalisation by
+    ``log n``).
 
     **Ties at the cutoff.** With ``ties="average"`` (default) items whose scores tie across the
     cutoff share the remaining slots: if ``s`` items score strictly above the ``k``-th score and
@@ -61,9 +78,12 @@ class ItemExposure(ConfiguredMetric):
 
     Args:
         num_items: the catalogue size ``n`` (the width of ``preds``).
-        k: the list length (cutoff); must be ``<= num_items``.
+        k: the list length (cutoff), or a tuple of them; each must be ``<= num_items``.
         popularity: optional ``(num_items,)`` per-item popularity (e.g. training interaction counts),
             finite; adds ``"popularity@k"``.
+        tail_ratio: optional long-tail definition (RecBole's ``tail_ratio``): a ratio in ``(0, 1]`` or
+            a popularity threshold ``> 1``; needs ``popularity``; adds ``"tail_percentage@k"``.
+        entropy: ``"natural"`` (default) or ``"recbole"`` (divided by the distinct recommended items).
         ties: ``"average"`` (default) or ``"first"``.
         validate_args: check the inputs' values (NaN / infinite scores at non-excluded items, sparse
             ``exclude`` entries); with False, ``update`` has no host sync (every row then gets one
@@ -72,8 +92,9 @@ class ItemExposure(ConfiguredMetric):
         kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
             other keyword is a ``TypeError`` naming it.
 
-    State: ``counts``, ``(num_items,)`` float64, ``dist_reduce_fx="sum"``: a distributed sync is one
-    all-reduce of ``num_items`` float64 numbers, whatever the number of users.
+    State: ``counts``, ``(num_items,)`` float64 (``(len(k), num_items)`` for a tuple ``k``),
+    ``dist_reduce_fx="sum"``: a distributed sync is one all-reduce of ``num_items`` float64 numbers
+    per cutoff, whatever the number of users (with ``tail_ratio``: two more per cutoff).
 
     Example:
         >>> import torch
@@ -89,6 +110,10 @@ class ItemExposure(ConfiguredMetric):
         >>> tied.update(torch.tensor([[0.9, 0.5, 0.5, 0.5]]))    # 1 slot left for 3 tied items
         >>> tied.counts
         tensor([1.0000, 0.3333, 0.3333, 0.3333], dtype=torch.float64)
+        >>> both = ItemExposure(4, k=(1, 2), popularity=torch.tensor([10.0, 5.0, 1.0, 1.0]), tail_ratio=0.5)
+        >>> both.update(torch.tensor([[0.9, 0.8, 0.1, 0.0], [0.7, 0.1, 0.9, 0.0]]))   # tail: items 2, 3
+        >>> {name: round(v.item(), 4) for name, v in both.compute().items() if name.startswith("tail")}
+        {'tail_percentage@1': 0.5, 'tail_percentage@2': 0.25}
     """
 
     is_differentiable: bool | None = False
@@ -103,14 +128,16 @@ class ItemExposure(ConfiguredMetric):
     chunk_elements: int
     keys: list[str]
     counts: Tensor
-    _kept_dtypes = ("counts", "popularity")  # float64 whatever .half() / set_dtype do
+    _kept_dtypes = ("counts", "popularity", "tail_sum", "tail_users")  # float64 whatever .half() / set_dtype do
 
     def __init__(
         self,
         num_items: int,
-        k: int,
+        k: int | tuple[int, ...],
         *,
         popularity: Tensor | None = None,
+        tail_ratio: float | None = None,
+        entropy: str = "natural",
         ties: str = "average",
         validate_args: bool = True,
         chunk_elements: int = DEFAULT_CHUNK_ELEMENTS,
@@ -120,19 +147,28 @@ class ItemExposure(ConfiguredMetric):
         super().__init__(**kwargs)
         if isinstance(num_items, bool) or not isinstance(num_items, int) or num_items <= 0:
             raise ValueError(f"num_items must be a positive int (the catalogue size), got {num_items!r}")
-        if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
-            raise ValueError(f"k must be a positive int (the length of the recommendation lists), got {k!r}")
-        if k > num_items:
-            raise ValueError(
-                f"k={k} is larger than the catalogue (num_items={num_items}): a list cannot hold more items"
-            )
+        ks = tuple(k) if isinstance(k, (tuple, list)) else (k,)
+        if not ks:
+            raise ValueError("k must be a positive int or a non-empty tuple of them, got ()")
+        for one in ks:
+            if isinstance(one, bool) or not isinstance(one, int) or one <= 0:
+                raise ValueError(f"k must be a positive int (the length of the recommendation lists), got {one!r}")
+            if one > num_items:
+                raise ValueError(
+                    f"k={one} is larger than the catalogue (num_items={num_items}): a list cannot hold more items"
+                )
+        if len(set(ks)) != len(ks):
+            raise ValueError(f"k={k!r} repeats a cutoff")
+        if entropy not in ("natural", "recbole"):
+            raise ValueError(f"entropy={entropy!r} is not valid: use 'natural' or 'recbole' (RecBole's ShannonEntropy)")
         if ties not in _TIES:
             raise ValueError(f"ties={ties!r} is not valid for ItemExposure: use 'average' or 'first'")
         if not isinstance(validate_args, bool):
             raise TypeError(f"validate_args must be a bool, got {type(validate_args).__name__}")
         if isinstance(chunk_elements, bool) or not isinstance(chunk_elements, int) or chunk_elements <= 0:
             raise ValueError(f"chunk_elements must be a positive int, got {chunk_elements!r}")
-        self.num_items, self.k, self.ties = num_items, k, ties
+        self.num_items, self.k, self.ties, self.entropy = num_items, k, ties, entropy
+        self.cutoffs = ks
         self.validate_args, self.chunk_elements = validate_args, chunk_elements
         if popularity is not None:
             if not isinstance(popularity, Tensor) or popularity.shape != (num_items,) or popularity.dtype.is_complex:
@@ -141,11 +177,28 @@ class ItemExposure(ConfiguredMetric):
                 raise ValueError("popularity must hold finite numbers (e.g. interaction counts per item)")
             popularity = popularity.detach().to(torch.float64)
         self.register_buffer("popularity", popularity, persistent=False)
-        self.keys = [f"coverage@{k}", f"gini@{k}", f"entropy@{k}"] + (
-            [f"popularity@{k}"] if popularity is not None else []
-        )
-        self.add_state("counts", torch.zeros(num_items, dtype=torch.float64), dist_reduce_fx="sum")
-        self._set_config({"num_items": num_items, "k": k, "ties": ties, "popularity": popularity})
+        self.tail_ratio = tail_ratio
+        self.register_buffer("tail", None if tail_ratio is None else _tail(popularity, tail_ratio), persistent=False)
+        self.keys = [
+            key
+            for c in ks
+            for key in (
+                f"coverage@{c}", f"gini@{c}", f"entropy@{c}",
+                *([f"popularity@{c}"] if popularity is not None else []),
+                *([f"tail_percentage@{c}"] if tail_ratio is not None else []),
+            )
+        ]  # fmt: skip
+        shape = (num_items,) if isinstance(k, int) else (len(ks), num_items)
+        self.add_state("counts", torch.zeros(shape, dtype=torch.float64), dist_reduce_fx="sum")
+        if tail_ratio is not None:
+            self.add_state("tail_sum", torch.zeros(len(ks), dtype=torch.float64), dist_reduce_fx="sum")
+            self.add_state("tail_users", torch.zeros(len(ks), dtype=torch.float64), dist_reduce_fx="sum")
+        config: dict[str, Any] = {"num_items": num_items, "k": k, "ties": ties, "popularity": popularity}
+        if tail_ratio is not None:  # only when set: the configurations of earlier versions stay the same
+            config["tail_ratio"] = tail_ratio
+        if entropy != "natural":
+            config["entropy"] = entropy
+        self._set_config(config)
 
     # ------------------------------------------------------------------ update
     def update(self, preds: Tensor, exclude: Tensor | None = None) -> None:
@@ -179,46 +232,80 @@ class ItemExposure(ConfiguredMetric):
         if n == 0:
             return
         view = topk_view(
-            preds, self.k, exclude=exclude, ties=self.ties, validate_args=self.validate_args,
+            preds, max(self.cutoffs), exclude=exclude, ties=self.ties, validate_args=self.validate_args,
             chunk_elements=self.chunk_elements,
         )  # fmt: skip
-        zero = torch.zeros((), dtype=torch.float64, device=preds.device)
-        weights = view.valid.to(torch.float64)
-        if self.ties == "average":
-            # A boundary group that spills past the cutoff: its members inside the view get nothing
-            # here; every member of the group (in or out of the view) gets (slots left) / (group size).
-            positions = torch.arange(view.k, device=preds.device)
-            in_group = view.spilled.unsqueeze(-1) & (positions >= view.boundary_start.unsqueeze(-1))
-            weights = torch.where(in_group, zero, weights)
-            slots = view.n_valid.clamp(max=view.k) - view.boundary_start
-            share = slots.to(torch.float64) / view.boundary_size.clamp(min=1).to(torch.float64)
-            self.counts += boundary_histogram(preds, view, share, exclude, chunk_elements=self.chunk_elements)
-        self.counts.index_add_(0, view.items.reshape(-1), weights.reshape(-1))
+        device = preds.device
+        zero = torch.zeros((), dtype=torch.float64, device=device)
+        counts = self.counts.view(len(self.cutoffs), self.num_items)
+        positions = torch.arange(view.k, device=device)
+        tail_col = None if self.tail is None else self.tail.to(torch.float64).unsqueeze(-1)
+        tail_group = None
+        for j, cutoff in enumerate(self.cutoffs):
+            kk = view.n_valid.clamp(max=cutoff)
+            valid = positions < kk.unsqueeze(-1)
+            weights = valid.to(torch.float64)
+            share = spill = None
+            if self.ties == "average":
+                # the tie group of the last slot: [s, s + size); its members share the kk - s slots left
+                last = (kk - 1).clamp(min=0).unsqueeze(-1)
+                s = view.group_start.gather(-1, last).squeeze(-1)
+                size = view.group_size.gather(-1, last).squeeze(-1)
+                share = torch.where(kk > 0, (kk - s).to(torch.float64) / size.clamp(min=1).to(torch.float64), zero)
+                in_group = (positions >= s.unsqueeze(-1)) & (positions < (s + size).unsqueeze(-1))
+                # a group that spills past the view is the boundary group: all its members get the
+                # share from the pass over the row, none from the view
+                spill = view.spilled & (s == view.boundary_start) & (kk > 0)
+                weights = torch.where(in_group, torch.where(spill.unsqueeze(-1), zero, share.unsqueeze(-1)), weights)
+                weights = torch.where(positions < s.unsqueeze(-1), 1.0, weights)
+                weights = torch.where(positions < view.n_valid.unsqueeze(-1), weights, zero)
+                spread = torch.where(spill, share, zero)
+                counts[j] += boundary_histogram(preds, view, spread, exclude, chunk_elements=self.chunk_elements)
+            counts[j].index_add_(0, view.items.reshape(-1), weights.reshape(-1))
+            if tail_col is not None:
+                in_tail = (
+                    weights * self.tail.to(torch.float64).index_select(0, view.items.reshape(-1)).view_as(weights)
+                ).sum(-1)
+                if spill is not None:
+                    if tail_group is None:  # the tail items of each spilled boundary group (one pass)
+                        tail_group = boundary_sums(preds, view, tail_col, exclude, chunk_elements=self.chunk_elements)[
+                            :, 0
+                        ]
+                    in_tail = in_tail + torch.where(spill, share * tail_group, zero)
+                listed = kk > 0
+                self.tail_sum[j] += torch.where(listed, in_tail / kk.clamp(min=1).to(torch.float64), zero).sum()
+                self.tail_users[j] += listed.sum(dtype=torch.float64)
 
     # ------------------------------------------------------------------ results
     def compute(self) -> dict[str, Tensor]:
-        """``{"coverage@k", "gini@k", "entropy@k"[, "popularity@k"]}`` over every update (and process)."""
-        c = self.counts
-        n = self.num_items
-        total = c.sum()
+        """Per cutoff ``{"coverage@k", "gini@k", "entropy@k"[, "popularity@k"][, "tail_percentage@k"]}``
+        over every update (and process)."""
         out_dtype = self.dtype if self.dtype.is_floating_point else torch.float32
-        if not bool(total > 0):
+        counts = self.counts.view(len(self.cutoffs), self.num_items)
+        if not bool(counts.sum() > 0):
             warnings.warn(
                 "ItemExposure: no recommendation slot was filled (no update, or every item excluded); returning NaN",
                 UserWarning,
                 stacklevel=2,
             )
-            nan = torch.full((), float("nan"), dtype=out_dtype, device=c.device)
+            nan = torch.full((), float("nan"), dtype=out_dtype, device=counts.device)
             return {key: nan.clone() for key in self.keys}
-        coverage = (c > 0).sum().to(torch.float64) / n
-        ascending = torch.sort(c).values
-        i = torch.arange(1, n + 1, dtype=torch.float64, device=c.device)
-        gini = ((2 * i - n - 1) * ascending).sum() / (n * total)
-        p = c / total
-        entropy = -torch.where(p > 0, p * torch.log(torch.where(p > 0, p, 1.0)), 0.0).sum()
-        values = [coverage, gini, entropy]
-        if self.popularity is not None:
-            values.append((c * self.popularity).sum() / total)
+        n = self.num_items
+        i = torch.arange(1, n + 1, dtype=torch.float64, device=counts.device)
+        values = []
+        for j, c in enumerate(counts):
+            total = c.sum()
+            covered = (c > 0).sum().to(torch.float64)
+            gini = ((2 * i - n - 1) * torch.sort(c).values).sum() / (n * total)
+            p = c / total
+            entropy = -torch.where(p > 0, p * torch.log(torch.where(p > 0, p, 1.0)), 0.0).sum()
+            if self.entropy == "recbole":
+                entropy = entropy / covered
+            values += [covered / n, gini, entropy]
+            if self.popularity is not None:
+                values.append((c * self.popularity).sum() / total)
+            if self.tail is not None:
+                values.append(self.tail_sum[j] / self.tail_users[j])
         return {key: v.to(out_dtype) for key, v in zip(self.keys, values)}
 
     # ------------------------------------------------------------------ state handling
@@ -228,11 +315,12 @@ class ItemExposure(ConfiguredMetric):
         counts = states.get("counts")
         if counts is None:
             return
-        if not isinstance(counts, Tensor) or tuple(counts.shape) != (self.num_items,):
+        if not isinstance(counts, Tensor) or tuple(counts.shape) != tuple(self.counts.shape):
             shape = tuple(counts.shape) if isinstance(counts, Tensor) else type(counts).__name__
             raise ValueError(
                 f"ItemExposure.{where}: the incoming 'counts' state has shape {shape}, but this metric counts "
-                f"{self.num_items} items; it comes from a metric over another catalogue"
+                f"{self.num_items} items ({tuple(self.counts.shape)}); it comes from a metric over another catalogue "
+                "or with other cutoffs"
             )
 
     def _legacy_config(self, state_dict: dict, prefix: str) -> None:
@@ -240,6 +328,11 @@ class ItemExposure(ConfiguredMetric):
         theirs = state_dict.pop(prefix + "_exposure_config", None)
         if theirs is None:
             return
+        if not isinstance(self.k, int) or self.tail is not None or self.entropy != "natural":
+            raise ValueError(
+                "ItemExposure.load_state_dict: the state comes from a metric with a different configuration "
+                "(an earlier version, one int k, no tail_ratio)"
+            )
         popularity = "" if self.popularity is None else self.popularity.cpu().numpy().tobytes().hex()
         config = f"{self.num_items}|{self.k}|{self.ties}|{popularity}"
         mine = int(hashlib.sha1(config.encode()).hexdigest()[:15], 16)
@@ -248,3 +341,24 @@ class ItemExposure(ConfiguredMetric):
                 "ItemExposure.load_state_dict: the state comes from a metric with a different configuration "
                 "(num_items, k, ties or popularity)"
             )
+
+
+def _tail(popularity: Tensor | None, tail_ratio: Any) -> Tensor:
+    """``(num_items,)`` bool: RecBole's long-tail items (``TailPercentage.get_tail``) among the items
+    with ``popularity > 0``: the ``max(1, int(ratio * count))`` least popular (ties by item index)
+    for a ratio in ``(0, 1]``, those with ``popularity <= tail_ratio`` for a number ``> 1``."""
+    if popularity is None:
+        raise ValueError("tail_ratio needs popularity= (the training interaction count of each item)")
+    if isinstance(tail_ratio, bool) or not isinstance(tail_ratio, (int, float)) or not tail_ratio > 0:
+        raise ValueError(
+            f"tail_ratio must be a ratio in (0, 1] or a popularity threshold > 1 (RecBole's tail_ratio), got {tail_ratio!r}"
+        )
+    known = popularity > 0
+    if not bool(known.any()):
+        raise ValueError("tail_ratio: no item has popularity > 0, so there is no long tail to take")
+    if tail_ratio > 1:
+        return known & (popularity <= tail_ratio)
+    cut = max(int(int(known.sum()) * tail_ratio), 1)
+    # sort by (popularity, index): a stable sort of the known items' popularity
+    order = torch.sort(torch.where(known, popularity, torch.inf), stable=True).indices[:cut]
+    return torch.zeros_like(known).index_fill_(0, order, True)

@@ -72,7 +72,7 @@ from torch_rankeval.ranking.sparse import (
     sparse_target,
 )
 
-__all__ = ["DEFAULT_CHUNK_ELEMENTS", "TopKView", "boundary_histogram", "topk_view"]
+__all__ = ["DEFAULT_CHUNK_ELEMENTS", "TopKView", "boundary_histogram", "boundary_sums", "topk_view"]
 
 #: Default bound on the elements of one row chunk (``R x L``) of the row passes.
 DEFAULT_CHUNK_ELEMENTS = 1 << 22
@@ -761,6 +761,92 @@ def boundary_histogram(
         share = torch.where(tied, w.index_select(0, ex.rows), torch.zeros((), dtype=torch.float64, device=device))
         hist.index_add_(0, ex.items, -share)
     return hist
+
+
+def boundary_sums(
+    preds: Tensor,
+    view: TopKView,
+    features: Tensor,
+    exclude: Exclude = None,
+    *,
+    doc: Tensor | SparseTarget | None = None,
+    num_classes: int | None = None,
+    chunk_elements: int = DEFAULT_CHUNK_ELEMENTS,
+) -> Tensor:
+    """``(N, D)`` float64: per row ``r`` whose boundary group spills past the view, the sum over the
+    members ``i`` of that WHOLE group (non-excluded items scored ``view.boundary_value[r]``) of
+    ``doc[r, i] * features[i]``; 0 for the other rows (their whole group is in the view).
+
+    ``features``: ``(L, D)`` per-item vectors (e.g. item embeddings), or ``(L,)`` integer classes in
+    ``[0, num_classes)`` (then ``D = num_classes`` and the sums are per-class histograms: the
+    one-hot vectors are never built); ``doc``: optional per-(row, item) weights, a dense ``(N, L)`` tensor or a :class:`SparseTarget` (then only its entries are
+    read, no pass over the scores); ``exclude`` must be the one the view was built with. Works in
+    row chunks (a bool mask and a float64 copy of it per chunk, times ``features``); with a
+    validated view only the spilled rows are read. Used by the beyond-accuracy metrics
+    (``IntraListDiversity``, ``Novelty``, ``Serendipity``) to take the expectation over the orders
+    of the items tied at the cutoff.
+
+    Example:
+        >>> import torch
+        >>> scores = torch.tensor([[0.9, 0.5, 0.5, 0.5]])
+        >>> view = topk_view(scores, 2)               # items 1, 2, 3 tie for the last slot
+        >>> boundary_sums(scores, view, torch.tensor([[1.0], [2.0], [4.0], [8.0]]))
+        tensor([[14.]], dtype=torch.float64)
+        >>> boundary_sums(scores, view, torch.tensor([0, 1, 1, 0]), num_classes=2)   # classes of the tied items
+        tensor([[1., 2.]], dtype=torch.float64)
+    """
+    n, length = preds.shape
+    device = preds.device
+    classes = None
+    if not features.is_floating_point():
+        if num_classes is None:
+            raise ValueError("boundary_sums: integer features are classes: pass num_classes=")
+        classes, width = features.long(), num_classes
+    else:
+        features = features.to(torch.float64)
+        width = features.shape[-1]
+    out = torch.zeros(n, width, dtype=torch.float64, device=device)
+
+    def add_entries(rows: Tensor, items: Tensor, w: Tensor) -> Tensor:
+        if classes is None:
+            return out.index_add_(0, rows, features.index_select(0, items) * w.unsqueeze(-1))
+        return out.index_put_((rows, classes.index_select(0, items)), w, accumulate=True)
+
+    ex = None if exclude is None else check_exclude(exclude, (n, length), device, validate_args=False)
+    zero = torch.zeros((), dtype=torch.float64, device=device)
+    on = view.spilled & (view.n_valid > 0)
+    v = view.boundary_value
+    if isinstance(doc, SparseTarget):
+        st = doc.excluding(ex)
+        tied = st.counted_mask() & on.index_select(0, st.rows) & (_at(preds, st) == v.index_select(0, st.rows))
+        return add_entries(st.rows, st.items, torch.where(tied, st.grades.to(torch.float64), zero))
+    rows = view.pass_rows
+    if rows is not None and rows.numel() == 0:
+        return out
+    for chunk, span in _chunks(rows, n, length, chunk_elements, device):
+        block = preds[span] if span is not None else preds.index_select(0, chunk)
+        eq = block == torch.where(on.index_select(0, chunk), v.index_select(0, chunk), torch.nan).unsqueeze(-1)
+        if ex is not None and not isinstance(ex, SparseTarget):
+            eq &= ~(ex[span] if span is not None else ex.index_select(0, chunk))
+        if doc is None:
+            w = eq.to(torch.float64)
+        else:
+            d = doc[span] if span is not None else doc.index_select(0, chunk)
+            w = torch.where(eq, d.to(torch.float64), zero)
+        if classes is None:
+            out.index_copy_(0, chunk, w @ features)
+        else:
+            out.index_copy_(
+                0, chunk, torch.zeros(w.shape[0], width, dtype=torch.float64, device=device).index_add_(1, classes, w)
+            )
+        del block, eq, w
+    if isinstance(ex, SparseTarget) and ex.nnz:  # excluded items tied with v: take them back out
+        tied = ex.counted_mask() & on.index_select(0, ex.rows) & (_at(preds, ex) == v.index_select(0, ex.rows))
+        w = torch.where(tied, torch.ones((), dtype=torch.float64, device=device), zero)
+        if doc is not None:
+            w = w * _at(doc, ex).to(torch.float64)
+        add_entries(ex.rows, ex.items, -w)
+    return out
 
 
 def _sorted_rows(
