@@ -37,13 +37,18 @@ from torchmetrics.utilities.data import dim_zero_cat
 
 from torch_rankeval.measures.reduction import Reduction, counted_squares, counted_sums
 from torch_rankeval.metrics._hooks import ConfiguredMetric
+from torch_rankeval.metrics._window import DECAY_PREFIX, WINDOW_PREFIX, WindowMixin
 
 __all__ = ["RunningMeanMetric"]
 
 _SUM_STATES = ("sums", "counts", "squares")
+#: The running means' window entries (one per update, or per list) and decayed sums: the weighted sums
+#: of the values, of their squares, the weights (counted lists) and the squared weights (stderr).
+_WINDOW_CHANNELS = ("sums", "squares", "counts")
+_DECAY_SUMS = {"sums": ("sums", 1), "squares": ("squares", 1), "counts": ("counts", 1), "weights_sq": ("counts", 2)}
 
 
-class RunningMeanMetric(ConfiguredMetric):
+class RunningMeanMetric(WindowMixin, ConfiguredMetric):
     """Base class: running float64 sums and int64 counts per value, an empty-list policy, one all-reduce.
 
     A subclass calls :meth:`_add_running_states` in its ``__init__`` with the names of the values it
@@ -97,12 +102,16 @@ class RunningMeanMetric(ConfiguredMetric):
         config: Any = (),
         aggregates: Sequence[str] = (),
         all_skipped: str = "nan",
+        window: int | None = None,
+        half_life: float | None = None,
+        window_unit: str = "updates",
     ) -> None:
         """Register ``sums`` / ``counts`` for the values ``keys``, the list states, the reduction
         (the empty-list policy ``empty_target_action``, the ``aggregates`` of the values, default all
         means, and ``all_skipped``) and the configuration: the class, ``keys``, the options and
         ``config`` (everything else that changes the accumulated values: conventions, tables, input
-        handling; a mapping ``{name: value}``, so that errors can name what differs)."""
+        handling; a mapping ``{name: value}``, so that errors can name what differs). ``window``,
+        ``half_life``, ``window_unit``: the recent values (:mod:`~torch_rankeval.metrics._window`)."""
         if not isinstance(keep_per_query, bool):
             raise TypeError(f"keep_per_query must be a bool, got {type(keep_per_query).__name__}")
         self._reduction = Reduction(
@@ -123,19 +132,23 @@ class RunningMeanMetric(ConfiguredMetric):
         self.add_state("squares", torch.zeros(n_values, dtype=torch.float64), dist_reduce_fx="sum")
         for name in self._list_states:
             self.add_state(name, [], dist_reduce_fx="cat")
+        recent = self._add_window_states(
+            n_values, _WINDOW_CHANNELS, _DECAY_SUMS, window=window, half_life=half_life, window_unit=window_unit
+        )
         self._set_config(
             {
                 "values": self.keys,
                 "empty_target_action": empty_target_action,
                 "keep_per_query": keep_per_query,
                 **(dict(config) if isinstance(config, Mapping) else {"config": config}),
+                **recent,
             }
         )
 
     @property
     def _kept_dtypes(self) -> tuple[str, ...]:  # type: ignore[override]
         """float64 sums, int64 counts and the tables of ``_fixed_dtype_tensors`` keep their dtype."""
-        return _SUM_STATES + tuple(self._fixed_dtype_tensors)
+        return _SUM_STATES + tuple(self._fixed_dtype_tensors) + self._window_states
 
     def _row_shape(self, name: str) -> tuple[int, ...]:
         return (len(self.keys),) if name == "query_values" else ()
@@ -159,6 +172,7 @@ class RunningMeanMetric(ConfiguredMetric):
                         "metric (other metrics or cutoffs). Load or merge only the states of a metric created with "
                         "the same metrics, cutoffs, conventions and options."
                     )
+        self._check_window_states(where, states)
 
     def _after_load(self) -> None:
         """Generated ids go on after the rows loaded (each row took at most one generated id)."""
@@ -167,10 +181,14 @@ class RunningMeanMetric(ConfiguredMetric):
     def _upgrade_states(self, states: Mapping[str, Any]) -> dict[str, Any]:
         """A state from before standard errors (``sums`` without ``squares``) loads and merges: its
         means are exact, its standard errors unknown, so its ``squares`` are NaN
-        (``compute(stderr=True)`` reports NaN until ``reset``)."""
-        if "sums" in states and "squares" not in states:
-            return {"squares": torch.full_like(self.squares, float("nan"))}
-        return {}
+        (``compute(stderr=True)`` reports NaN until ``reset``). A state without window states
+        (from before windows, or without ``window``/``half_life``): its window starts empty."""
+        if "sums" not in states:
+            return {}
+        upgraded = self._missing_window_states(states)
+        if "squares" not in states:
+            upgraded["squares"] = torch.full_like(self.squares, float("nan"))
+        return upgraded
 
     def _check_device(self, preds: Tensor) -> None:
         if isinstance(preds, Tensor) and preds.device != self.sums.device:
@@ -203,16 +221,36 @@ class RunningMeanMetric(ConfiguredMetric):
         return policed, total, counted_squares(transformed, counted), count
 
     def _accumulate(self, values: Tensor, empty: Tensor, ids: Tensor | None) -> None:
-        """Add per-list values ``(N, V)`` (``empty`` flags them) to the running sums."""
-        policed, total, squares, count = self._sums(values, empty)
-        self.sums += total
-        self.squares += squares
-        self.counts += count
+        """Add per-list values ``(N, V)`` (``empty`` flags them) to the running sums (and the window)."""
+        policed, counted = self._policy(values, empty)
+        transformed = self._reduction.transform(policed)
+        total, count = counted_sums(transformed, counted)
+        squares = counted_squares(transformed, counted)
+        rows = None
+        if self._per_query:  # one window entry per list
+            kept = transformed if counted is None else torch.where(counted, transformed, 0.0)
+            ones = torch.ones_like(kept) if counted is None else counted.to(torch.float64)
+            rows = {"sums": kept, "squares": kept.square(), "counts": ones}
+        self._add_moments(total, squares, count, values.shape[0], rows)
         if self.keep_per_query:
             if ids is None:
                 ids = self._generate_ids(policed.shape[0], policed.device)
             self.query_values.append(policed)
             self.query_ids.append(ids.to(torch.int64))
+
+    def _add_moments(
+        self, total: Tensor, squares: Tensor, count: Tensor, lists: int, rows: dict[str, Tensor] | None = None
+    ) -> None:
+        """Add a batch of ``lists`` lists, its sums, sums of squares and counts, to the running states
+        and its entry (or, per list, its ``rows``) to the window and the decayed sums (a batch of no
+        list takes no slot)."""
+        self.sums += total
+        self.squares += squares
+        self.counts += count
+        if self._windowed and lists:
+            if rows is None:
+                rows = {"sums": total.unsqueeze(0), "squares": squares.unsqueeze(0), "counts": count.unsqueeze(0)}
+            self._window_add(rows)
 
     def _pending(self) -> tuple[Tensor, Tensor, Tensor] | None:
         """Values not yet in the sums, computed at ``compute`` time: ``(values, empty, ids)`` or None."""
@@ -258,12 +296,37 @@ class RunningMeanMetric(ConfiguredMetric):
             raise TypeError(f"stderr must be a bool, got {type(stderr).__name__}")
         if not stderr:
             means = self._means()
-            return {key: means[i] for i, key in enumerate(self.keys)}
+            return {**{key: means[i] for i, key in enumerate(self.keys)}, **self._recent_values(False)}
         means, errors = self._means(stderr=True)
         out = {}
         for i, key in enumerate(self.keys):
             out[key] = means[i]
             out[key + "/stderr"] = errors[i]
+        return {**out, **self._recent_values(stderr)}
+
+    def _recent_values(self, stderr: bool) -> dict[str, Tensor]:
+        """The window's ``{"window/<key>": mean[, "window/<key>/stderr": error]}`` (the lists of the
+        last ``window`` updates or lists: :meth:`Reduction.stderr`, ``scipy.stats.sem`` of them) and
+        the decayed ``{"decay/<key>": weighted mean[, ".../stderr"]}`` (the weighted mean
+        ``sum(w x) / sum(w)``, its error :meth:`Reduction.weighted_stderr`); empty without them."""
+        out: dict[str, Tensor] = {}
+        owner = type(self).__name__
+        if self._window is not None:
+            t = self._window_totals()
+            keys = [WINDOW_PREFIX + key for key in self.keys]
+            means = self._reduction.means(t["sums"], t["counts"], keys=keys, owner=owner, stacklevel=4)
+            errors = self._reduction.stderr(t["sums"], t["squares"], t["counts"]) if stderr else None
+            out.update(_keyed(keys, means.to(self.dtype), None if errors is None else errors.to(self.dtype)))
+        if self._half_life is not None:
+            d = self._decay_totals()
+            keys = [DECAY_PREFIX + key for key in self.keys]
+            means = self._reduction.means(d["sums"], d["counts"], keys=keys, owner=owner, stacklevel=4)
+            errors = (
+                self._reduction.weighted_stderr(d["sums"], d["squares"], d["counts"], d["weights_sq"])
+                if stderr
+                else None
+            )
+            out.update(_keyed(keys, means.to(self.dtype), None if errors is None else errors.to(self.dtype)))
         return out
 
     def compute_per_query(self) -> dict[str, Tensor]:
@@ -296,6 +359,15 @@ class RunningMeanMetric(ConfiguredMetric):
         order = torch.argsort(ids_t, stable=True)
         values_t, ids_t = values_t[order].to(self.dtype), ids_t[order]
         return {"query_id": ids_t, **{key: values_t[:, i] for i, key in enumerate(self.keys)}}
+
+
+def _keyed(keys: list[str], means: Tensor, errors: Tensor | None) -> dict[str, Tensor]:
+    out = {}
+    for i, key in enumerate(keys):
+        out[key] = means[i]
+        if errors is not None:
+            out[key + "/stderr"] = errors[i]
+    return out
 
 
 def _size(state: list | Tensor) -> int:

@@ -74,6 +74,9 @@ class PositionDebiasedNDCG(RunningMeanMetric):
             bootstrap confidence intervals over queries).
         validate_args: run the checks that read values (one host sync per ``update``); False
             makes ``update`` free of host syncs (it compiles with ``torch.compile(fullgraph=True)``).
+        window, half_life, window_unit: also report the lists of the last ``window`` updates (or
+            lists) as ``"window/<key>"`` and exponentially decayed means as ``"decay/<key>"``, as in
+            :class:`~torch_rankeval.RankingMetrics`; ``compute`` then returns a dict.
         kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
             other keyword is a ``TypeError`` naming it.
 
@@ -113,6 +116,9 @@ class PositionDebiasedNDCG(RunningMeanMetric):
         ties: str | None = None,
         keep_per_query: bool = False,
         validate_args: bool = True,
+        window: int | None = None,
+        half_life: float | None = None,
+        window_unit: str = "updates",
         **kwargs: Any,
     ) -> None:
         check_metric_options(self, kwargs)
@@ -145,6 +151,9 @@ class PositionDebiasedNDCG(RunningMeanMetric):
             [prefix if c is None else f"{prefix}@{c}" for c in self._ks],
             empty_target_action=empty_target_action,
             keep_per_query=keep_per_query,
+            window=window,
+            half_life=half_life,
+            window_unit=window_unit,
             config={
                 "clip": self.clip,
                 "eta": self.eta,
@@ -236,7 +245,8 @@ class PositionDebiasedNDCG(RunningMeanMetric):
     def compute(self, stderr: bool = False) -> Tensor | dict[str, Tensor]:
         """Mean over the counted lists of all updates (and processes): a scalar, or ``(K,)``. With
         ``stderr``: ``{key: mean, "<key>/stderr": its standard error over the counted lists}``
-        (``scipy.stats.sem`` of the per-list values; NaN under 2 lists).
+        (``scipy.stats.sem`` of the per-list values; NaN under 2 lists). With ``window`` /
+        ``half_life``: always that dict, with ``"window/<key>"`` / ``"decay/<key>"`` beside.
 
         Example:
             >>> import torch
@@ -247,7 +257,7 @@ class PositionDebiasedNDCG(RunningMeanMetric):
             >>> sorted(metric.compute(stderr=True))
             ['position_debiased_ndcg@2', 'position_debiased_ndcg@2/stderr']
         """
-        if stderr is not False:
+        if stderr is not False or self._windowed:
             return self._with_stderr(stderr)
         means = self._means()
         return means if self._sequence_k else means[0]
@@ -272,6 +282,7 @@ class PositionDebiasedDCG(PositionDebiasedNDCG):
         ties: tie policy for equal ``preds`` (default ``"average"``).
         keep_per_query: also keep each list's values for :meth:`compute_per_query`.
         validate_args: run the checks that read values (one host sync per ``update``).
+        window, half_life, window_unit: the recent values, as in :class:`PositionDebiasedNDCG`.
         kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
             other keyword is a ``TypeError`` naming it.
 
@@ -299,6 +310,9 @@ class PositionDebiasedDCG(PositionDebiasedNDCG):
         ties: str | None = None,
         keep_per_query: bool = False,
         validate_args: bool = True,
+        window: int | None = None,
+        half_life: float | None = None,
+        window_unit: str = "updates",
         **kwargs: Any,
     ) -> None:
         super().__init__(
@@ -312,6 +326,9 @@ class PositionDebiasedDCG(PositionDebiasedNDCG):
             ties=ties,
             keep_per_query=keep_per_query,
             validate_args=validate_args,
+            window=window,
+            half_life=half_life,
+            window_unit=window_unit,
             **kwargs,
         )
 

@@ -18,6 +18,7 @@ from torch import Tensor
 from torch_rankeval._choices import TIES
 from torch_rankeval.metrics._hooks import ConfiguredMetric
 from torch_rankeval.metrics._options import check_metric_options
+from torch_rankeval.metrics._window import DECAY_PREFIX, WINDOW_PREFIX, WindowMixin
 from torch_rankeval.ranking.sparse import check_exclude
 from torch_rankeval.ranking.topk import DEFAULT_CHUNK_ELEMENTS, boundary_histogram, topk_view
 
@@ -26,7 +27,7 @@ __all__ = ["ItemExposure"]
 _TIES = TIES[:2]  # "average" and "first": the policies the exposure histogram supports
 
 
-class ItemExposure(ConfiguredMetric):
+class ItemExposure(WindowMixin, ConfiguredMetric):
     """Catalogue coverage, Gini index and entropy of the items recommended in the top ``k``.
 
     Each ``update(preds, exclude=None)`` ranks every row of ``preds`` (``(N, num_items)`` scores:
@@ -69,6 +70,16 @@ class ItemExposure(ConfiguredMetric):
             ``exclude`` entries); with False, ``update`` has no host sync (every row then gets one
             extra pass over its scores to find ties at the cutoff).
         chunk_elements: bound on the ``rows x num_items`` of one chunk of that pass.
+        window: also report the measures of the histogram of the last ``window`` updates of each
+            process (``"window/coverage@k"``, ...): a ring of ``window x num_items`` float64
+            histograms (updates only: ``window_unit="queries"`` is refused for a window). Default None.
+        half_life: also report the measures of the exponentially decayed histogram
+            (``"decay/coverage@k"``, ...): each update's (or, with ``window_unit="queries"``, each
+            row's) exposure weighs ``2 ** (-age / half_life)``. An item recommended once keeps a
+            (decaying, never zero) weight, so the decayed coverage counts every item ever
+            recommended; Gini, entropy and popularity weigh the recent lists more. Default None.
+        window_unit: what ``window`` and ``half_life`` count: ``"updates"`` (default) or ``"queries"``
+            (rows, for ``half_life`` only).
         kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
             other keyword is a ``TypeError`` naming it.
 
@@ -97,7 +108,11 @@ class ItemExposure(ConfiguredMetric):
     plot_lower_bound = 0.0
 
     counts: Tensor
-    _kept_dtypes = ("counts", "popularity")  # float64 whatever .half() / set_dtype do
+
+    @property
+    def _kept_dtypes(self) -> tuple[str, ...]:  # type: ignore[override]
+        """float64 whatever ``.half()`` / ``set_dtype`` do: the histogram(s) and the popularity."""
+        return ("counts", "popularity", *self._window_states)
 
     def __init__(
         self,
@@ -108,6 +123,9 @@ class ItemExposure(ConfiguredMetric):
         ties: str = "average",
         validate_args: bool = True,
         chunk_elements: int = DEFAULT_CHUNK_ELEMENTS,
+        window: int | None = None,
+        half_life: float | None = None,
+        window_unit: str = "updates",
         **kwargs: Any,
     ) -> None:
         check_metric_options(self, kwargs)
@@ -139,7 +157,11 @@ class ItemExposure(ConfiguredMetric):
             [f"popularity@{k}"] if popularity is not None else []
         )
         self.add_state("counts", torch.zeros(num_items, dtype=torch.float64), dist_reduce_fx="sum")
-        self._set_config({"num_items": num_items, "k": k, "ties": ties, "popularity": popularity})
+        recent = self._add_window_states(
+            num_items, ("counts",), {"counts": ("counts", 1)}, window=window, half_life=half_life,
+            window_unit=window_unit, queries=False,
+        )  # fmt: skip
+        self._set_config({"num_items": num_items, "k": k, "ties": ties, "popularity": popularity, **recent})
 
     # ------------------------------------------------------------------ update
     def update(self, preds: Tensor, exclude: Tensor | None = None) -> None:
@@ -178,6 +200,13 @@ class ItemExposure(ConfiguredMetric):
         )  # fmt: skip
         zero = torch.zeros((), dtype=torch.float64, device=preds.device)
         weights = view.valid.to(torch.float64)
+        counts = self.counts
+        rows = None  # the decay weight of each row (half_life per list)
+        if self._windowed:  # this batch's histogram alone: the window's entry
+            counts = torch.zeros_like(self.counts)
+            if self._per_query:
+                ages = torch.arange(n - 1, -1, -1, device=preds.device, dtype=torch.float64)
+                rows = torch.pow(self._gamma, ages)
         if self.ties == "average":
             # A boundary group that spills past the cutoff: its members inside the view get nothing
             # here; every member of the group (in or out of the view) gets (slots left) / (group size).
@@ -186,24 +215,48 @@ class ItemExposure(ConfiguredMetric):
             weights = torch.where(in_group, zero, weights)
             slots = view.n_valid.clamp(max=view.k) - view.boundary_start
             share = slots.to(torch.float64) / view.boundary_size.clamp(min=1).to(torch.float64)
-            self.counts += boundary_histogram(preds, view, share, exclude, chunk_elements=self.chunk_elements)
-        self.counts.index_add_(0, view.items.reshape(-1), weights.reshape(-1))
+            counts += boundary_histogram(preds, view, share, exclude, chunk_elements=self.chunk_elements)
+            if rows is not None:
+                decayed = boundary_histogram(preds, view, share * rows, exclude, chunk_elements=self.chunk_elements)
+        counts.index_add_(0, view.items.reshape(-1), weights.reshape(-1))
+        if not self._windowed:
+            return
+        self.counts += counts
+        if rows is None:
+            self._window_add({"counts": counts.unsqueeze(0)})
+            return
+        if self.ties != "average":
+            decayed = torch.zeros_like(counts)
+        decayed.index_add_(0, view.items.reshape(-1), (weights * rows.unsqueeze(-1)).reshape(-1))
+        self._decay_add({"counts": decayed}, n)
 
     # ------------------------------------------------------------------ results
     def compute(self) -> dict[str, Tensor]:
-        """``{"coverage@k", "gini@k", "entropy@k"[, "popularity@k"]}`` over every update (and process)."""
-        c = self.counts
+        """``{"coverage@k", "gini@k", "entropy@k"[, "popularity@k"]}`` over every update (and process);
+        with ``window`` / ``half_life`` also the same measures of the window's histogram
+        (``"window/coverage@k"``, ...) and of the decayed one (``"decay/coverage@k"``, ...)."""
+        out = self._measures(self.counts, "")
+        if self._window is not None:
+            out.update(self._measures(self._window_totals()["counts"], WINDOW_PREFIX))
+        if self._half_life is not None:
+            out.update(self._measures(self._decay_totals()["counts"], DECAY_PREFIX))
+        return out
+
+    def _measures(self, c: Tensor, prefix: str) -> dict[str, Tensor]:
+        """The measures of the histogram ``c``, under ``prefix + key``."""
         n = self.num_items
         total = c.sum()
         out_dtype = self.dtype if self.dtype.is_floating_point else torch.float32
         if not bool(total > 0):
+            where = f" in {prefix.rstrip('/')}" if prefix else ""
             warnings.warn(
-                "ItemExposure: no recommendation slot was filled (no update, or every item excluded); returning NaN",
+                f"ItemExposure: no recommendation slot was filled{where} (no update, or every item excluded); "
+                "returning NaN",
                 UserWarning,
-                stacklevel=2,
+                stacklevel=3,
             )
             nan = torch.full((), float("nan"), dtype=out_dtype, device=c.device)
-            return {key: nan.clone() for key in self.keys}
+            return {prefix + key: nan.clone() for key in self.keys}
         coverage = (c > 0).sum().to(torch.float64) / n
         ascending = torch.sort(c).values
         i = torch.arange(1, n + 1, dtype=torch.float64, device=c.device)
@@ -213,12 +266,13 @@ class ItemExposure(ConfiguredMetric):
         values = [coverage, gini, entropy]
         if self.popularity is not None:
             values.append((c * self.popularity).sum() / total)
-        return {key: v.to(out_dtype) for key, v in zip(self.keys, values)}
+        return {prefix + key: v.to(out_dtype) for key, v in zip(self.keys, values)}
 
     # ------------------------------------------------------------------ state handling
     # Configuration, compute groups, foreign state, sync and dtypes: ConfiguredMetric (metrics/_hooks.py).
     def _check_states(self, where: str, states: Mapping[str, Any]) -> None:
-        """An incoming histogram must count this catalogue's items."""
+        """An incoming histogram must count this catalogue's items (and its window fit this one's)."""
+        self._check_window_states(where, states)
         counts = states.get("counts")
         if counts is None:
             return
@@ -228,6 +282,11 @@ class ItemExposure(ConfiguredMetric):
                 f"ItemExposure.{where}: the incoming 'counts' state has shape {shape}, but this metric counts "
                 f"{self.num_items} items; it comes from a metric over another catalogue"
             )
+
+    def _upgrade_states(self, states: Mapping[str, Any]) -> dict[str, Any]:
+        """A state without window states (from before windows, or without ``window`` /
+        ``half_life``): its window starts empty."""
+        return self._missing_window_states(states) if "counts" in states else {}
 
     def _legacy_config(self, state_dict: dict, prefix: str) -> None:
         """Versions before the metadata wrote an ``_exposure_config`` key next to persisted states."""

@@ -48,6 +48,9 @@ class _SingleMetric(RankingMetrics):
         keep_per_query: bool = False,
         validate_args: bool = True,
         compile: bool = False,
+        window: int | None = None,
+        half_life: float | None = None,
+        window_unit: str = "updates",
         **kwargs: Any,
     ) -> None:
         self._sequence_k = isinstance(k, Sequence)
@@ -70,6 +73,9 @@ class _SingleMetric(RankingMetrics):
             keep_per_query=keep_per_query,
             validate_args=validate_args,
             compile=compile,
+            window=window,
+            half_life=half_life,
+            window_unit=window_unit,
             **kwargs,
         )
 
@@ -82,7 +88,9 @@ class _SingleMetric(RankingMetrics):
     def compute(self, stderr: bool = False) -> Tensor | dict[str, Tensor]:  # type: ignore[override]
         """The mean over queries (one value per cutoff when ``k`` is a sequence). With ``stderr``:
         ``{key: mean, "<key>/stderr": its standard error}`` for every key, as
-        :meth:`RankingMetrics.compute(stderr=True) <torch_rankeval.RankingMetrics.compute>`.
+        :meth:`RankingMetrics.compute(stderr=True) <torch_rankeval.RankingMetrics.compute>`. A
+        metric with ``window`` or ``half_life`` always returns that dict, with the recent values
+        beside (``"window/<key>"``, ``"decay/<key>"``).
 
         Example:
             >>> import torch
@@ -92,7 +100,7 @@ class _SingleMetric(RankingMetrics):
             >>> {k: round(v.item(), 4) for k, v in metric.compute(stderr=True).items()}
             {'mrr': 0.8333, 'mrr/stderr': 0.1667}
         """
-        if stderr is not False:
+        if stderr is not False or self._windowed:
             return self._with_stderr(stderr)
         means = self._means()
         return means if self._sequence_k else means[0]
@@ -120,6 +128,9 @@ class DCG(_SingleMetric):
         ignore_index, input_format, whole_queries, keep_per_query, validate_args, compile: as in
             :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded input, per-query
             rows, value checks, ``torch.compile`` of the update).
+        window, half_life, window_unit: the recent values, as in :class:`~torch_rankeval.RankingMetrics`
+            (the last ``window`` updates or lists, exponential decay); ``compute`` then returns a dict
+            with ``"window/<key>"`` / ``"decay/<key>"`` beside each key.
         kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
             other keyword is a ``TypeError``.
 
@@ -151,6 +162,9 @@ class IDCG(_SingleMetric):
         ignore_index, input_format, whole_queries, keep_per_query, validate_args, compile: as in
             :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded input, per-query
             rows, value checks, ``torch.compile`` of the update).
+        window, half_life, window_unit: the recent values, as in :class:`~torch_rankeval.RankingMetrics`
+            (the last ``window`` updates or lists, exponential decay); ``compute`` then returns a dict
+            with ``"window/<key>"`` / ``"decay/<key>"`` beside each key.
         kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
             other keyword is a ``TypeError``.
 
@@ -191,6 +205,9 @@ class NDCG(_SingleMetric):
         ignore_index, input_format, whole_queries, keep_per_query, validate_args, compile: as in
             :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded input, per-query
             rows, value checks, ``torch.compile`` of the update).
+        window, half_life, window_unit: the recent values, as in :class:`~torch_rankeval.RankingMetrics`
+            (the last ``window`` updates or lists, exponential decay); ``compute`` then returns a dict
+            with ``"window/<key>"`` / ``"decay/<key>"`` beside each key.
         kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
             other keyword is a ``TypeError``.
 
@@ -230,6 +247,9 @@ class MAP(_SingleMetric):
         ignore_index, input_format, whole_queries, keep_per_query, validate_args, compile: as in
             :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded input, per-query
             rows, value checks, ``torch.compile`` of the update).
+        window, half_life, window_unit: the recent values, as in :class:`~torch_rankeval.RankingMetrics`
+            (the last ``window`` updates or lists, exponential decay); ``compute`` then returns a dict
+            with ``"window/<key>"`` / ``"decay/<key>"`` beside each key.
         kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
             other keyword is a ``TypeError``.
 
@@ -265,6 +285,9 @@ class MRR(_SingleMetric):
         ignore_index, input_format, whole_queries, keep_per_query, validate_args, compile: as in
             :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded input, per-query
             rows, value checks, ``torch.compile`` of the update).
+        window, half_life, window_unit: the recent values, as in :class:`~torch_rankeval.RankingMetrics`
+            (the last ``window`` updates or lists, exponential decay); ``compute`` then returns a dict
+            with ``"window/<key>"`` / ``"decay/<key>"`` beside each key.
         kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
             other keyword is a ``TypeError``.
 
@@ -297,6 +320,9 @@ class Precision(_SingleMetric):
         ignore_index, input_format, whole_queries, keep_per_query, validate_args, compile: as in
             :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded input, per-query
             rows, value checks, ``torch.compile`` of the update).
+        window, half_life, window_unit: the recent values, as in :class:`~torch_rankeval.RankingMetrics`
+            (the last ``window`` updates or lists, exponential decay); ``compute`` then returns a dict
+            with ``"window/<key>"`` / ``"decay/<key>"`` beside each key.
         kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
             other keyword is a ``TypeError``.
 
@@ -329,6 +355,9 @@ class Recall(_SingleMetric):
         ignore_index, input_format, whole_queries, keep_per_query, validate_args, compile: as in
             :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded input, per-query
             rows, value checks, ``torch.compile`` of the update).
+        window, half_life, window_unit: the recent values, as in :class:`~torch_rankeval.RankingMetrics`
+            (the last ``window`` updates or lists, exponential decay); ``compute`` then returns a dict
+            with ``"window/<key>"`` / ``"decay/<key>"`` beside each key.
         kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
             other keyword is a ``TypeError``.
 
@@ -361,6 +390,9 @@ class HitRate(_SingleMetric):
         ignore_index, input_format, whole_queries, keep_per_query, validate_args, compile: as in
             :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded input, per-query
             rows, value checks, ``torch.compile`` of the update).
+        window, half_life, window_unit: the recent values, as in :class:`~torch_rankeval.RankingMetrics`
+            (the last ``window`` updates or lists, exponential decay); ``compute`` then returns a dict
+            with ``"window/<key>"`` / ``"decay/<key>"`` beside each key.
         kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
             other keyword is a ``TypeError``.
 
@@ -391,6 +423,9 @@ class RPrecision(_SingleMetric):
         ignore_index, input_format, whole_queries, keep_per_query, validate_args, compile: as in
             :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded input, per-query
             rows, value checks, ``torch.compile`` of the update).
+        window, half_life, window_unit: the recent values, as in :class:`~torch_rankeval.RankingMetrics`
+            (the last ``window`` updates or lists, exponential decay); ``compute`` then returns a dict
+            with ``"window/<key>"`` / ``"decay/<key>"`` beside each key.
         kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
             other keyword is a ``TypeError``.
 
@@ -424,6 +459,9 @@ class RPrecision(_SingleMetric):
         keep_per_query: bool = False,
         validate_args: bool = True,
         compile: bool = False,
+        window: int | None = None,
+        half_life: float | None = None,
+        window_unit: str = "updates",
         **kwargs: Any,
     ) -> None:
         super().__init__(
@@ -444,6 +482,9 @@ class RPrecision(_SingleMetric):
             keep_per_query=keep_per_query,
             validate_args=validate_args,
             compile=compile,
+            window=window,
+            half_life=half_life,
+            window_unit=window_unit,
             **kwargs,
         )
 
@@ -469,6 +510,9 @@ class FallOut(_SingleMetric):
         ignore_index, input_format, whole_queries, keep_per_query, validate_args, compile: as in
             :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded input, per-query
             rows, value checks, ``torch.compile`` of the update).
+        window, half_life, window_unit: the recent values, as in :class:`~torch_rankeval.RankingMetrics`
+            (the last ``window`` updates or lists, exponential decay); ``compute`` then returns a dict
+            with ``"window/<key>"`` / ``"decay/<key>"`` beside each key.
         kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
             other keyword is a ``TypeError``.
 
@@ -503,6 +547,9 @@ class FallOut(_SingleMetric):
         keep_per_query: bool = False,
         validate_args: bool = True,
         compile: bool = False,
+        window: int | None = None,
+        half_life: float | None = None,
+        window_unit: str = "updates",
         **kwargs: Any,
     ) -> None:
         super().__init__(
@@ -523,6 +570,9 @@ class FallOut(_SingleMetric):
             keep_per_query=keep_per_query,
             validate_args=validate_args,
             compile=compile,
+            window=window,
+            half_life=half_life,
+            window_unit=window_unit,
             **kwargs,
         )
 
@@ -552,6 +602,9 @@ class AUROC(_SingleMetric):
         ignore_index, input_format, whole_queries, keep_per_query, validate_args, compile: as in
             :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded input, per-query
             rows, value checks, ``torch.compile`` of the update).
+        window, half_life, window_unit: the recent values, as in :class:`~torch_rankeval.RankingMetrics`
+            (the last ``window`` updates or lists, exponential decay); ``compute`` then returns a dict
+            with ``"window/<key>"`` / ``"decay/<key>"`` beside each key.
         kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
             other keyword is a ``TypeError``.
 
@@ -587,6 +640,9 @@ class AUROC(_SingleMetric):
         keep_per_query: bool = False,
         validate_args: bool = True,
         compile: bool = False,
+        window: int | None = None,
+        half_life: float | None = None,
+        window_unit: str = "updates",
         **kwargs: Any,
     ) -> None:
         if max_fpr is not None:
@@ -609,5 +665,8 @@ class AUROC(_SingleMetric):
             keep_per_query=keep_per_query,
             validate_args=validate_args,
             compile=compile,
+            window=window,
+            half_life=half_life,
+            window_unit=window_unit,
             **kwargs,
         )
