@@ -147,6 +147,21 @@ class WindowMixin:
         return {"window": window, "half_life": self._half_life, "window_unit": window_unit}
 
     @property
+    def window(self) -> int | None:
+        """The window's length (in ``window_unit``), or None."""
+        return self._window
+
+    @property
+    def half_life(self) -> float | None:
+        """The half-life of the decay (in ``window_unit``), or None."""
+        return self._half_life
+
+    @property
+    def window_unit(self) -> str:
+        """What ``window`` and ``half_life`` count: ``"updates"`` or ``"queries"``."""
+        return self._window_unit
+
+    @property
     def _windowed(self) -> bool:
         return bool(self._window_states)
 
