@@ -1,11 +1,13 @@
-"""The cost of standard errors in ``update`` (issue 21): the running sum of squares against an
-update without it (the update of the version before standard errors), same run, single thread,
+"""The cost of monitoring in ``update`` (issue 21): standard errors (the running sum of squares),
+a window of the last 100 updates with standard errors (``window=100``), a window of the last 100
+lists (``window_unit="queries"``) and exponential decay (``half_life=``), each against an update
+without any of them (the update of the version before standard errors); same run, single thread,
 interleaved repeats, the minimum of the repeats.
 
     PYTHONPATH=. python benchmarks/bench_monitoring.py [--repeats 15]
 
-Prints one line per shape: the two times (ms per update) and their ratio (target: at most 1.1).
-Windows (``window=``) are not built yet, so only the standard-error state is measured.
+Prints one line per shape: the plain time (ms per update) and each variant's time and ratio to it
+(target for ``window=100`` with standard errors: at most 1.1).
 """
 
 from __future__ import annotations
@@ -49,18 +51,23 @@ def main() -> None:
         preds = torch.rand(n, length, generator=g)
         target = torch.randint(0, 3, (n, length), generator=g)
         inner = max(1, 20_000 // n)
-        plain = _WithoutSquares(METRICS, validate_args=False)
-        stderr = RankingMetrics(METRICS, validate_args=False)
-        for m in (plain, stderr):  # warm-up
+        variants = {
+            "plain": _WithoutSquares(METRICS, validate_args=False),
+            "stderr": RankingMetrics(METRICS, validate_args=False),
+            "window=100": RankingMetrics(METRICS, validate_args=False, window=100),
+            "window=100 queries": RankingMetrics(METRICS, validate_args=False, window=100, window_unit="queries"),
+            "half_life=50": RankingMetrics(METRICS, validate_args=False, half_life=50.0),
+            "half_life=50 queries": RankingMetrics(METRICS, validate_args=False, half_life=50.0, window_unit="queries"),
+        }
+        for m in variants.values():  # warm-up
             _time(m, preds, target, 1)
-        best = {"plain": float("inf"), "stderr": float("inf")}
+        best = dict.fromkeys(variants, float("inf"))
         for _ in range(args.repeats):  # interleaved
-            best["plain"] = min(best["plain"], _time(plain, preds, target, inner))
-            best["stderr"] = min(best["stderr"], _time(stderr, preds, target, inner))
-        print(
-            f"{n}x{length}: plain {1e3 * best['plain']:.3f} ms, with standard errors "
-            f"{1e3 * best['stderr']:.3f} ms, ratio {best['stderr'] / best['plain']:.3f}"
-        )
+            for name, m in variants.items():
+                best[name] = min(best[name], _time(m, preds, target, inner))
+        plain = best["plain"]
+        parts = [f"{name} {1e3 * t:.3f} ms ({t / plain:.3f}x)" for name, t in best.items() if name != "plain"]
+        print(f"{n}x{length}: plain {1e3 * plain:.3f} ms; " + "; ".join(parts))
 
 
 if __name__ == "__main__":

@@ -249,7 +249,7 @@ def test_item_exposure_with_tied_scores_decays_per_row_as_its_expected_histogram
     metric.update(preds)
     first = np.array([1, 1 / 3, 1 / 3, 1 / 3, 0])  # 1 slot for 3 tied items
     second = np.array([0, 0, 0, 1, 1])
-    assert metric.decay_counts.numpy() == pytest.approx(0.5 * first + second)
+    assert metric.decay_sums[0].numpy() == pytest.approx(0.5 * first + second)
 
 
 # ---------------------------------------------------------------------- forward, merge, no sync
@@ -309,7 +309,7 @@ def test_state_stays_window_by_values():
     for _ in range(3):
         preds, target, mask, _ = random_batch(50, 6, seed=1)
         metric.update(preds, target, mask=mask)
-    assert metric.window_sums.shape == (100, 3) and metric.decay_sums.shape == (3,)
+    assert metric.window_entries.shape == (100, 3, 3) and metric.decay_sums.shape == (4, 3)
     assert int(metric.window_clock) == 3
 
 

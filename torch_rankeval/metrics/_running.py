@@ -148,7 +148,7 @@ class RunningMeanMetric(WindowMixin, ConfiguredMetric):
     @property
     def _kept_dtypes(self) -> tuple[str, ...]:  # type: ignore[override]
         """float64 sums, int64 counts and the tables of ``_fixed_dtype_tensors`` keep their dtype."""
-        return _SUM_STATES + tuple(self._fixed_dtype_tensors) + self._window_states
+        return _SUM_STATES + tuple(self._fixed_dtype_tensors) + self._window_states + self._window_tables
 
     def _row_shape(self, name: str) -> tuple[int, ...]:
         return (len(self.keys),) if name == "query_values" else ()
@@ -230,7 +230,7 @@ class RunningMeanMetric(WindowMixin, ConfiguredMetric):
         if self._per_query:  # one window entry per list
             kept = transformed if counted is None else torch.where(counted, transformed, 0.0)
             ones = torch.ones_like(kept) if counted is None else counted.to(torch.float64)
-            rows = {"sums": kept, "squares": kept.square(), "counts": ones}
+            rows = torch.stack((kept, kept.square(), ones), dim=1)
         self._add_moments(total, squares, count, values.shape[0], rows)
         if self.keep_per_query:
             if ids is None:
@@ -239,7 +239,7 @@ class RunningMeanMetric(WindowMixin, ConfiguredMetric):
             self.query_ids.append(ids.to(torch.int64))
 
     def _add_moments(
-        self, total: Tensor, squares: Tensor, count: Tensor, lists: int, rows: dict[str, Tensor] | None = None
+        self, total: Tensor, squares: Tensor, count: Tensor, lists: int, rows: Tensor | None = None
     ) -> None:
         """Add a batch of ``lists`` lists, its sums, sums of squares and counts, to the running states
         and its entry (or, per list, its ``rows``) to the window and the decayed sums (a batch of no
@@ -249,7 +249,7 @@ class RunningMeanMetric(WindowMixin, ConfiguredMetric):
         self.counts += count
         if self._windowed and lists:
             if rows is None:
-                rows = {"sums": total.unsqueeze(0), "squares": squares.unsqueeze(0), "counts": count.unsqueeze(0)}
+                rows = torch.stack((total, squares, count.to(torch.float64))).unsqueeze(0)
             self._window_add(rows)
 
     def _pending(self) -> tuple[Tensor, Tensor, Tensor] | None:

@@ -97,9 +97,14 @@ class WindowMixin:
     A subclass calls :meth:`_add_window_states` in ``__init__`` (after its lifetime states) with
     the ``width`` of one entry, its ``channels`` and its decayed sums ``{name: (channel, power)}``
     (``power`` 2: the entry weighed by the square of its weight), then :meth:`_window_add` in
-    ``update`` with the batch's entries ``{channel: (n, width)}`` (``n = 1`` per update, or one row
+    ``update`` with the batch's entries ``(n, channels, width)`` (``n = 1`` per update, or one row
     per list with ``window_unit="queries"``), and reads :meth:`_window_totals` /
     :meth:`_decay_totals` in ``compute``. Without ``window`` and ``half_life`` nothing is added.
+
+    States (all float64 but the clock, ``dist_reduce_fx="sum"``): ``window_entries``
+    ``(window, channels, width)``, the ring; ``decay_sums`` ``(decayed sums, width)``;
+    ``window_clock``, a 0-d int64, the updates (or lists) seen. One ``index_copy_`` per update
+    writes the ring, one multiply-add decays the sums.
     """
 
     _window: int | None = None
@@ -108,6 +113,8 @@ class WindowMixin:
     _window_channels: tuple[str, ...] = ()
     _decay_spec: Mapping[str, tuple[str, int]] = {}
     _window_states: tuple[str, ...] = ()
+    #: non-persistent float64 / int64 tables of the decay (they follow ``.to(device)``, keep their dtype)
+    _window_tables: tuple[str, ...] = ()
 
     # ------------------------------------------------------------------ construction
     def _add_window_states(
@@ -121,7 +128,7 @@ class WindowMixin:
         window_unit: str,
         queries: bool = True,
     ) -> dict[str, Any]:
-        """Register the ring buffers (``window``), the decayed sums (``half_life``) and the clock;
+        """Register the ring buffer (``window``), the decayed sums (``half_life``) and the clock;
         returns the configuration fields to record (none without a window and a half-life)."""
         check_window_args(self, window, half_life, window_unit, queries=queries)
         self._window = window
@@ -133,16 +140,23 @@ class WindowMixin:
             self._window_states = ()
             return {}
         names = []
+        add_state = self.add_state  # type: ignore[attr-defined]
         if window is not None:
-            for channel in channels:
-                names.append(f"window_{channel}")
-                self.add_state(names[-1], torch.zeros(window, width, dtype=torch.float64), dist_reduce_fx="sum")  # type: ignore[attr-defined]
+            names.append("window_entries")
+            add_state(names[-1], torch.zeros(window, len(channels), width, dtype=torch.float64), dist_reduce_fx="sum")
         if half_life is not None:
-            for name in self._decay_spec:
-                names.append(f"decay_{name}")
-                self.add_state(names[-1], torch.zeros(width, dtype=torch.float64), dist_reduce_fx="sum")  # type: ignore[attr-defined]
+            names.append("decay_sums")
+            add_state(names[-1], torch.zeros(len(self._decay_spec), width, dtype=torch.float64), dist_reduce_fx="sum")
+            powers = [power for _, power in self._decay_spec.values()]
+            log_g = [-power * math.log(2.0) / self._half_life for power in powers]
+            source = [self._window_channels.index(channel) for channel, _ in self._decay_spec.values()]
+            register = self.register_buffer  # type: ignore[attr-defined]
+            register("_decay_log", torch.tensor(log_g, dtype=torch.float64), persistent=False)
+            register("_decay_factor", torch.tensor(log_g, dtype=torch.float64).exp().unsqueeze(-1), persistent=False)
+            register("_decay_source", torch.tensor(source, dtype=torch.int64), persistent=False)
+            self._window_tables = ("_decay_log", "_decay_factor", "_decay_source")
         # updates (or lists) seen by this process: the next ring slot, and the age of a forward's batch
-        self.add_state(_CLOCK, torch.zeros((), dtype=torch.int64), dist_reduce_fx="sum")  # type: ignore[attr-defined]
+        add_state(_CLOCK, torch.zeros((), dtype=torch.int64), dist_reduce_fx="sum")
         self._window_states = (*names, _CLOCK)
         return {"window": window, "half_life": self._half_life, "window_unit": window_unit}
 
@@ -175,52 +189,52 @@ class WindowMixin:
         return 2.0 ** (-1.0 / self._half_life) if self._half_life is not None else 1.0
 
     # ------------------------------------------------------------------ update
-    def _window_add(self, entries: Mapping[str, Tensor]) -> None:
-        """Add ``{channel: (n, width)}`` entries, in order (the last one is the newest): write the
+    def _window_add(self, entries: Tensor) -> None:
+        """Add ``(n, channels, width)`` entries, in order (the last one is the newest): write the
         last ``min(n, window)`` into the ring, decay the sums. No host sync (shapes only)."""
-        if not self._windowed:
-            return
-        first = next(iter(entries.values()))
-        n = first.shape[0]
-        if n == 0:  # an empty update is a no-op
+        n = entries.shape[0]
+        if not self._windowed or n == 0:  # an empty update is a no-op
             return
         clock: Tensor = getattr(self, _CLOCK)
-        device = first.device
+        entries = entries.to(torch.float64)
         if self._window is not None:
             kept = min(n, self._window)
-            slots = (clock + torch.arange(n - kept, n, device=device)).remainder(self._window)
-            for channel in self._window_channels:
-                getattr(self, f"window_{channel}").index_copy_(0, slots, entries[channel][n - kept :].to(torch.float64))
+            if n == 1:
+                slots = clock.remainder(self._window).reshape(1)
+            else:
+                slots = (clock + torch.arange(n - kept, n, device=entries.device)).remainder(self._window)
+            self.window_entries.index_copy_(0, slots, entries[n - kept :] if kept < n else entries)
         if self._half_life is not None:
-            for name, (channel, power) in self._decay_spec.items():
-                g = self._gamma**power
-                x = entries[channel].to(torch.float64)
-                state = getattr(self, f"decay_{name}")
-                if n == 1:
-                    state.mul_(g).add_(x[0])
-                else:
-                    ages = torch.arange(n - 1, -1, -1, device=device, dtype=torch.float64)
-                    state.mul_(g**n).add_(torch.pow(g, ages) @ x)
+            x = entries.index_select(1, self._decay_source)  # (n, decayed sums, width)
+            if n == 1:
+                self.decay_sums.mul_(self._decay_factor).add_(x[0])
+            else:
+                ages = torch.arange(n - 1, -1, -1, device=entries.device, dtype=torch.float64)
+                weights = torch.exp(ages.unsqueeze(-1) * self._decay_log)  # (n, decayed sums)
+                self.decay_sums.mul_(torch.exp(self._decay_log * n).unsqueeze(-1)).add_(
+                    torch.einsum("nd,ndw->dw", weights, x)
+                )
         clock.add_(n)
 
-    def _decay_add(self, sums: Mapping[str, Tensor], n: int) -> None:
-        """Add decayed sums already weighted per list (``g ** (n - 1 - i)`` for list ``i`` of ``n``,
-        ``window_unit="queries"``) after ageing the earlier sums by ``n`` lists; advances the clock.
-        For metrics whose entries are not rows of a tensor (``ItemExposure``); power-1 sums only."""
+    def _decay_add(self, sums: Tensor, n: int) -> None:
+        """Add decayed sums ``(decayed sums, width)`` already weighted per list (``g ** (n - 1 - i)``
+        for list ``i`` of ``n``, ``window_unit="queries"``) after ageing the earlier sums by ``n``
+        lists; advances the clock. For metrics whose entries are not rows of a tensor
+        (``ItemExposure``); power-1 sums only."""
         if not self._windowed or n == 0:
             return
-        for name, value in sums.items():
-            getattr(self, f"decay_{name}").mul_(self._gamma**n).add_(value.to(torch.float64))
+        self.decay_sums.mul_(torch.exp(self._decay_log * n).unsqueeze(-1)).add_(sums.to(torch.float64))
         getattr(self, _CLOCK).add_(n)
 
     # ------------------------------------------------------------------ results
     def _window_totals(self) -> dict[str, Tensor]:
         """``{channel: (width,)}``: the sums over the window's entries (after sync: of every process)."""
-        return {channel: getattr(self, f"window_{channel}").sum(0) for channel in self._window_channels}
+        totals = self.window_entries.sum(0)
+        return {channel: totals[i] for i, channel in enumerate(self._window_channels)}
 
     def _decay_totals(self) -> dict[str, Tensor]:
         """``{name: (width,)}``: the decayed sums (after sync: of every process)."""
-        return {name: getattr(self, f"decay_{name}") for name in self._decay_spec}
+        return {name: self.decay_sums[i] for i, name in enumerate(self._decay_spec)}
 
     # ------------------------------------------------------------------ states coming in
     def _missing_window_states(self, states: Mapping[str, Any]) -> dict[str, Tensor]:
@@ -281,12 +295,11 @@ class WindowMixin:
             u = slot + w * torch.div(total - 1 - slot, w, rounding_mode="floor")
             from_new = (u >= c_old).unsqueeze(-1)
             source = (u - c_old).remainder(w)
-            for channel in self._window_channels:
-                name = f"window_{channel}"
-                out[name] = torch.where(from_new, newer[name].index_select(0, source), older[name])
+            from_new = from_new.unsqueeze(-1)  # (window, 1, 1)
+            out["window_entries"] = torch.where(
+                from_new, newer["window_entries"].index_select(0, source), older["window_entries"]
+            )
         if self._half_life is not None:
-            for name, (_, power) in self._decay_spec.items():
-                key = f"decay_{name}"
-                age = torch.pow(torch.tensor(self._gamma**power, dtype=torch.float64, device=c_new.device), c_new)
-                out[key] = older[key] * age + newer[key]
+            age = torch.exp(self._decay_log * c_new.to(torch.float64)).unsqueeze(-1)
+            out["decay_sums"] = older["decay_sums"] * age + newer["decay_sums"]
         return out

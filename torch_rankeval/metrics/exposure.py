@@ -112,7 +112,7 @@ class ItemExposure(WindowMixin, ConfiguredMetric):
     @property
     def _kept_dtypes(self) -> tuple[str, ...]:  # type: ignore[override]
         """float64 whatever ``.half()`` / ``set_dtype`` do: the histogram(s) and the popularity."""
-        return ("counts", "popularity", *self._window_states)
+        return ("counts", "popularity", *self._window_states, *self._window_tables)
 
     def __init__(
         self,
@@ -223,12 +223,12 @@ class ItemExposure(WindowMixin, ConfiguredMetric):
             return
         self.counts += counts
         if rows is None:
-            self._window_add({"counts": counts.unsqueeze(0)})
+            self._window_add(counts.reshape(1, 1, -1))
             return
         if self.ties != "average":
             decayed = torch.zeros_like(counts)
         decayed.index_add_(0, view.items.reshape(-1), (weights * rows.unsqueeze(-1)).reshape(-1))
-        self._decay_add({"counts": decayed}, n)
+        self._decay_add(decayed.unsqueeze(0), n)
 
     # ------------------------------------------------------------------ results
     def compute(self) -> dict[str, Tensor]:
