@@ -509,3 +509,41 @@ def test_ddp_three_gloo_processes_of_uneven_update_counts_equal_numpy(tmp_path):
                     assert math.isnan(g), (rank, name, key)
                 else:
                     assert g == pytest.approx(value, rel=1e-5, abs=1e-6), (rank, name, key)
+
+
+# ---------------------------------------------------------------------- compute groups, dtypes, pickle
+def test_metrics_of_other_half_lives_never_share_a_compute_group():
+    from torchmetrics import MetricCollection
+
+    collection = MetricCollection({"a": M.NDCG(k=5, half_life=1.0), "b": M.NDCG(k=5, half_life=4.0)})
+    batches = _batches((3, 4))
+    for preds, target, mask in batches:
+        collection.update(preds, target, mask=mask)
+    out = collection.compute()
+    assert out["a_decay/ndcg@5"].item() != pytest.approx(out["b_decay/ndcg@5"].item())
+    rows = [_per_query(lambda **kw: M.NDCG(k=5, **kw), b, ["ndcg@5"]) for b in batches]
+    for name, h in (("a", 1.0), ("b", 4.0)):
+        want = _expected([rows], ["ndcg@5"], "decay/", half_life=h)["decay/ndcg@5"]
+        assert out[f"{name}_decay/ndcg@5"].item() == pytest.approx(want, rel=1e-5)
+
+
+def test_half_precision_keeps_the_window_states_in_float64_and_pickle_round_trips():
+    import pickle
+
+    batches = _batches((3, 4, 2))
+    metric = RankingMetrics(("ndcg@5", "mrr"), window=2, half_life=1.0, window_unit="queries")
+    metric.set_dtype(torch.half)
+    _feed(metric, batches)
+    for name in (*metric._window_states, "_decay_log", "_decay_factor"):
+        assert getattr(metric, name).dtype in (torch.float64, torch.int64), name
+    reference = RankingMetrics(("ndcg@5", "mrr"), window=2, half_life=1.0, window_unit="queries")
+    _feed(reference, batches)
+    want = {k: v.item() for k, v in reference.compute(stderr=True).items()}
+    got = metric.compute(stderr=True)
+    assert all(v.dtype == torch.half for v in got.values())
+    for key, value in want.items():
+        assert got[key].item() == pytest.approx(value, rel=2e-3, abs=1e-3), key
+    copy = pickle.loads(pickle.dumps(reference))
+    _feed(copy, batches[:1])
+    _feed(reference, batches[:1])
+    _assert_close(copy.compute(stderr=True), {k: v.item() for k, v in reference.compute(stderr=True).items()})
