@@ -150,3 +150,55 @@ def test_the_callback_window_never_reset_survives_a_resume(tmp_path, single_thre
     resumed = _logged(tmp_path, "resumed", "train/window/ndcg@5")
     assert resumed == pytest.approx(straight[-len(resumed) :], rel=1e-6)
     assert len(resumed) == 3
+
+
+# ---------------------------------------------------------------------- DDP (2 gloo processes, ddp_spawn)
+class _StepRecorder(pl.Callback):
+    """Saves, per process, the logged training window after every training batch and the batch's
+    per-query nDCG@5 (the functional API on the step's scores)."""
+
+    def __init__(self, out):  # noqa: ANN001
+        self.out = out
+        self.values: list[tuple[int, int, float]] = []
+        self.rows: list = []
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):  # noqa: ANN001
+        value = trainer.callback_metrics.get("train/window/ndcg@5")
+        self.values.append((trainer.current_epoch, batch_idx, -1.0 if value is None else value.item()))
+        ndcg = F.ndcg(outputs["preds"], batch["target"], k=5, mask=batch["mask"], reduction="none")
+        self.rows.append(ndcg.double().numpy())
+
+    def on_train_end(self, trainer, pl_module):  # noqa: ANN001
+        torch.save({"values": self.values, "rows": self.rows}, f"{self.out}.{trainer.global_rank}")
+
+
+def test_ddp_train_window_is_the_union_of_each_process_last_batches(tmp_path, monkeypatch, single_thread):  # noqa: F811
+    monkeypatch.delenv("MASTER_PORT", raising=False)
+    callback = RankingMetricsCallback(("ndcg@5",), k=None, stages=("train",), train_window=2)
+    trainer = pl.Trainer(
+        accelerator="cpu",
+        devices=2,
+        strategy="ddp_spawn",
+        max_epochs=2,
+        callbacks=[callback, _StepRecorder(tmp_path / "steps")],
+        logger=False,
+        log_every_n_steps=EVERY,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        enable_checkpointing=False,
+        num_sanity_val_steps=0,
+    )
+    trainer.fit(Trained(), _loader())
+    ranks = [torch.load(tmp_path / f"steps.{r}", weights_only=False) for r in (0, 1)]
+    assert ranks[0]["values"] == ranks[1]["values"]  # synced: the same on every process
+    n = len(ranks[0]["rows"]) // 2  # batches per epoch on each process
+    assert n == QUERIES // 2 // BATCH
+    checked = 0
+    for t, (epoch, b, value) in enumerate(ranks[0]["values"]):
+        if (t + 1) % EVERY:
+            continue
+        start = epoch * n  # reset each epoch: this epoch's last 2 batches of each process
+        want = np.concatenate([x for r in ranks for x in r["rows"][start : t + 1][-2:]]).mean()
+        assert value == pytest.approx(want, rel=1e-5), (epoch, b)
+        checked += 1
+    assert checked == (2 * n) // EVERY
