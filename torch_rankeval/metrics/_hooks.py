@@ -6,7 +6,8 @@ foreign-state mechanism of every metric class.
 nowhere else (``tests/test_hooks.py`` fails when torchmetrics changes one of them):
 
 * ``Metric._load_from_state_dict`` and ``Metric._reduce_states`` (``merge_state``, ``forward``):
-  refuse the state of a differently configured metric;
+  refuse the state of a differently configured metric; states that do not simply add up (a
+  window's ring buffer) are combined by the subclass's ``_combine_states``;
 * ``Metric._sync_dist``: ONE all-reduce for every summed state (plus the list states' sizes), then
   one gather per list state that holds rows on some rank, with a fixed dtype;
 * ``Metric._apply``: the states and buffers named in ``_kept_dtypes`` keep their dtype under
