@@ -11,6 +11,11 @@ all-reduce of ``2 x values`` numbers (plus the local sizes of the list states, s
 learns whether any rank holds rows to gather). ``keep_per_query=True`` also keeps one row of
 values and a global id per list (list states, gathered at sync).
 
+Recent values. ``window=`` / ``half_life=`` (:class:`~torch_rankeval.metrics._window.WindowMixin`)
+add a ring buffer of the last N updates' (or lists') sums, sums of squares and counts and / or
+their exponentially decayed sums, synced in the same all-reduce; ``compute`` reports them as
+``"window/<key>"`` / ``"decay/<key>"`` beside the lifetime keys.
+
 Reduction. The empty-list policy, the per-value summaries (mean, sum, geometric mean) and the mean
 over no counted list are the library's one reduction
 (:class:`~torch_rankeval.measures.reduction.Reduction`): each batch adds its
