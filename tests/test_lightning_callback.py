@@ -205,7 +205,7 @@ def test_stages_limit_what_is_measured(tmp_path):
     "kwargs, error, match",
     [
         ({"stages": ("fit",)}, ValueError, "stages must be a non-empty subset"),
-        ({"prefix": {"train": "t/"}}, ValueError, "prefix must map stages"),
+        ({"prefix": {"predict": "p/"}}, ValueError, "prefix must map stages"),
         ({"target_key": None}, ValueError, "target_key must be a non-empty string"),
         ({"on_inexact_sharding": "maybe"}, ValueError, "on_inexact_sharding must be one of"),
         ({"metrics": ("ndgc",)}, ValueError, "ndcg"),  # close-match hint from the metric table

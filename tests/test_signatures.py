@@ -69,6 +69,9 @@ OPTION_VALUES = {
     "whole_queries": True,
     "compile": True,
     "strata": 3,
+    "window": 3,
+    "half_life": 5.0,
+    "window_unit": "queries",
 }
 VALUES = {**CONVENTION_VALUES, **OPTION_VALUES}
 NAMED = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)

@@ -52,8 +52,11 @@ from torch_rankeval.sampler import sharding_problem
 __all__ = ["RankingMetricsCallback"]
 
 STAGES = ("validate", "test")
-_HOOK_STAGE = {"validate": "validation", "test": "test"}
-_DEFAULT_PREFIX = {"validate": "val/", "test": "test/"}
+#: ``"train"``: windowed values on training batches, every ``log_every_n_steps`` (off by default).
+ALL_STAGES = (*STAGES, "train")
+_HOOK_STAGE = {"validate": "validation", "test": "test", "train": "training"}
+_DEFAULT_PREFIX = {"validate": "val/", "test": "test/", "train": "train/"}
+_TRAIN_RESETS = ("epoch", "never")
 _SHARDING_ACTIONS = ("warn", "error", "ignore")
 _INPUTS = ("preds", "target", "mask", "indexes", "ideal_target", "n_relevant", "exclude")
 _NO_UPDATE_WARNING = r"The ``compute`` method of metric .* was called before the ``update`` method"
@@ -80,9 +83,12 @@ class RankingMetricsCallback(Callback):
             trec_eval}}``.
         k: cutoffs of the metric names without ``@``: None (whole list), an int or a sequence of
             ints. A configured metric has its own cutoffs: giving ``k`` with one is a ``ValueError``.
-        stages: which evaluation loops to measure: ``"validate"`` (validation inside ``fit`` and
-            ``trainer.validate``) and/or ``"test"`` (``trainer.test``).
-        prefix: name prefix per stage, default ``{"validate": "val/", "test": "test/"}``: keys are
+        stages: which loops to measure: ``"validate"`` (validation inside ``fit`` and
+            ``trainer.validate``) and/or ``"test"`` (``trainer.test``), and ``"train"`` (off by
+            default): the training batches, whose recent values are logged every
+            ``Trainer(log_every_n_steps=...)`` steps (see ``train_window``).
+        prefix: name prefix per stage, default ``{"validate": "val/", "test": "test/", "train":
+            "train/"}``: keys are
             ``prefix + metric`` (``"val/ndcg@10"``), plus ``"/dataloader_idx_<i>"`` when a stage
             has several dataloaders (as Lightning names them).
         preds_key, target_key, mask_key, indexes_key, ideal_target_key, n_relevant_key, exclude_key: where the
@@ -117,6 +123,18 @@ class RankingMetricsCallback(Callback):
             every process evaluate everything (see :func:`torch_rankeval.sampler.sharding_problem`).
             A setup that would hang (a process without any sample) raises a ``ValueError`` whatever
             this says.
+        train_window, train_half_life, train_window_unit: the recent values logged on training
+            batches (stage ``"train"``): the metric's ``window`` (default 100 updates),
+            ``half_life`` (default None) and ``window_unit``, for a metric built from names; a
+            configured metric (or factory) brings its own and must have a ``window`` or
+            ``half_life``. What ``training_step`` returns is read as for the other stages (a dict
+            with ``"loss"`` and the scores, say; target and mask may come from the batch). Logged
+            with ``on_step=True``: ``train/window/ndcg@10`` (and ``train/decay/...``), computed (one
+            all-reduce under DDP) only on the steps Lightning logs.
+        train_reset: when the training metric starts again: ``"epoch"`` (default, at the start of
+            every training epoch) or ``"never"`` (one window over the whole fit; it is saved in the
+            callback's checkpoint state and restored on resume: on global rank 0 only, under
+            several processes, the others start empty, as each process's window is its own).
 
     Each epoch starts from empty metrics (reset at the start and after the end of every epoch).
     During the sanity check of ``fit`` the metrics are updated and computed, so that a wrong step
@@ -186,17 +204,25 @@ class RankingMetricsCallback(Callback):
         position_profile: Optional[int] = None,
         profile_bands: Optional[Sequence[Any]] = None,
         profile_figure: bool = True,
+        train_window: Optional[int] = 100,
+        train_half_life: Optional[float] = None,
+        train_window_unit: str = "updates",
+        train_reset: str = "epoch",
     ) -> None:
         super().__init__()
         stages = (stages,) if isinstance(stages, str) else tuple(stages)
-        bad = [s for s in stages if s not in STAGES]
+        bad = [s for s in stages if s not in ALL_STAGES]
         if bad or not stages:
-            raise ValueError(f"stages must be a non-empty subset of {STAGES}, got {stages!r}")
+            raise ValueError(f"stages must be a non-empty subset of {ALL_STAGES}, got {stages!r}")
         self.stages = stages
         self.prefix = {**_DEFAULT_PREFIX, **dict(prefix or {})}
         for stage, p in self.prefix.items():
-            if stage not in STAGES or not isinstance(p, str):
-                raise ValueError(f"prefix must map stages {STAGES} to strings, got {dict(prefix or {})!r}")
+            if stage not in ALL_STAGES or not isinstance(p, str):
+                raise ValueError(f"prefix must map stages {ALL_STAGES} to strings, got {dict(prefix or {})!r}")
+        if train_reset not in _TRAIN_RESETS:
+            raise ValueError(f"train_reset must be one of {_TRAIN_RESETS}, got {train_reset!r}")
+        self.train_reset = train_reset
+        self._train_window = {"window": train_window, "half_life": train_half_life, "window_unit": train_window_unit}
         keys = {
             "preds": preds_key,
             "target": target_key,
@@ -245,6 +271,10 @@ class RankingMetricsCallback(Callback):
         if position_profile is not None:
             self.extra_metrics[_PROFILE] = self._build_profile
             self._build_profile()
+        self._train_metric: Optional[RankingMetrics] = None
+        self._train_state: Optional[dict[str, Any]] = None  # restored from a checkpoint, loaded when built
+        if "train" in stages:
+            self._train_metric = self.build_train_metrics()
         self.metric_keys: list[str] = list(template.keys)
         self._convention = template.convention
         self._slots: dict[str, list[dict[str, Metric]]] = {stage: [] for stage in STAGES}
@@ -276,6 +306,21 @@ class RankingMetricsCallback(Callback):
                     " (other metrics go to extra_metrics={name: factory})"
                 )
         return _with_options(metric, overrides)
+
+    def build_train_metrics(self) -> RankingMetrics:
+        """A new, empty metric for the training batches (stage ``"train"``): built from the metric
+        names with ``train_window`` / ``train_half_life`` / ``train_window_unit``, or the configured
+        metric's clone or factory's result, which must have a ``window`` or a ``half_life``."""
+        if self._names is not None:
+            metrics, k = self._names
+            return RankingMetrics(metrics, k, **self._train_window)
+        metric = self.build_metrics()
+        if metric.window is None and metric.half_life is None:
+            raise ValueError(
+                "RankingMetricsCallback: stage 'train' logs the recent values of the training batches, but the configured "
+                "metric has no window: create it with window= (or half_life=), e.g. RankingMetrics(..., window=100)"
+            )
+        return metric
 
     def _build_profile(self) -> Metric:
         from torch_rankeval.metrics.position_profile import PositionProfile
@@ -328,7 +373,9 @@ class RankingMetricsCallback(Callback):
         # values are already synced (and identical on every process): silence that hint for our
         # keys only, in this process (setup runs in every DDP worker).
         prefixes = "|".join(re.escape(p) for s, p in self.prefix.items() if s in self.stages)
-        names = [re.escape(k) for k in self.metric_keys] + [re.escape(n) + r"(?:/[^']*)?" for n in self.extra_metrics]
+        names = [r"(?:window/|decay/)?" + re.escape(k) for k in self.metric_keys] + [
+            re.escape(n) + r"(?:/[^']*)?" for n in self.extra_metrics
+        ]
         if self.position_profile is not None:
             names.append(r"inversion@[^']*")
         key = rf"(?:{prefixes})(?:{'|'.join(names)})(?:/dataloader_idx_\d+)?"
@@ -370,6 +417,55 @@ class RankingMetricsCallback(Callback):
     def on_test_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._epoch_end("test", trainer, pl_module)
 
+    def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        metric = self._train_metric
+        if metric is None:
+            return
+        metric.to(pl_module.device)
+        if self.train_reset == "epoch":
+            metric.reset()
+        if self._train_state is not None:  # a resumed fit: this process's window as saved (rank 0's)
+            if trainer.global_rank == 0 and self.train_reset == "never":
+                metric._check_states("load_state_dict", self._train_state)
+                for name, value in self._train_state.items():
+                    setattr(metric, name, value.to(getattr(metric, name).device))
+            self._train_state = None
+
+    def on_train_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        metric = self._train_metric
+        if metric is None:
+            return
+        if isinstance(outputs, Mapping):  # the loss is not a metric input
+            outputs = {k: v for k, v in outputs.items() if k != "loss"}
+        elif isinstance(outputs, Tensor):  # the loss alone: the scores must come from the batch
+            outputs = {}
+        inputs = self._inputs("train", outputs, batch, metric.sums.device)
+        preds, target = inputs.pop("preds"), inputs.pop("target")
+        _feed(metric, preds, target, inputs)
+        if not _should_log(trainer):
+            return
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=_NO_UPDATE_WARNING)
+            values = metric.compute()
+        prefix = self.prefix["train"]
+        recent = {
+            prefix + key: value
+            for key, value in values.items()
+            if key.startswith(("window/", "decay/")) and isinstance(value, Tensor) and value.numel() == 1
+        }
+        if recent:
+            pl_module.log_dict(
+                recent,
+                prog_bar=self.prog_bar,
+                logger=None,
+                on_step=True,
+                on_epoch=False,
+                sync_dist=False,
+                batch_size=1,
+            )
+
     def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         for slots in self._slots.values():
             for slot in slots:
@@ -379,7 +475,14 @@ class RankingMetricsCallback(Callback):
     def state_dict(self) -> dict[str, Any]:
         """The configuration (checked when a checkpoint is loaded) and the last results."""
         results = {stage: {k: v.detach().cpu() for k, v in values.items()} for stage, values in self.results.items()}
-        return {"config": self._config(), "results": results}
+        state: dict[str, Any] = {"config": self._config(), "results": results}
+        if self._train_metric is not None and self.train_reset == "never":
+            metric = self._train_metric
+            state["train_metric"] = {
+                name: getattr(metric, name).detach().cpu()
+                for name in metric._window_states + ("sums", "squares", "counts")
+            }
+        return state
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restore the last results; warn when the checkpoint was written with other metrics or conventions."""
@@ -392,6 +495,7 @@ class RankingMetricsCallback(Callback):
                 category=UserWarning,
             )
         self.results = {stage: dict(values) for stage, values in state_dict.get("results", {}).items()}
+        self._train_state = state_dict.get("train_metric")
 
     # ------------------------------------------------------------------ epoch logic
     def _epoch_start(self, stage: str, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -598,6 +702,16 @@ class RankingMetricsCallback(Callback):
 
 
 _PROFILE = "profile"
+
+
+def _should_log(trainer: pl.Trainer) -> bool:
+    """Whether Lightning sends this training step's logs to the loggers (``log_every_n_steps``)."""
+    connector = getattr(trainer, "_logger_connector", None)
+    flag = getattr(connector, "should_update_logs", None)
+    if isinstance(flag, bool):
+        return flag or bool(getattr(trainer, "fast_dev_run", False))
+    every = trainer.log_every_n_steps
+    return bool(every) and (trainer.global_step % every == 0)
 
 
 def _cutoffs(k: Any) -> Any:

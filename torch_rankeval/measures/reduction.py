@@ -274,6 +274,34 @@ class Reduction:
         errors = torch.stack([_scale_stderr(se[i], mean[i], total[i], a) for i, a in enumerate(kinds)])
         return values, errors
 
+    def weighted_stderr(self, sums: Tensor, squares: Tensor, weights: Tensor, weights_sq: Tensor) -> Tensor:
+        """The standard error of each column's weighted summary from the weighted sums
+        ``S = sum(w x)``, ``Q = sum(w x^2)``, ``W = sum(w)`` and ``W2 = sum(w^2)`` (the exponentially
+        decayed sums of a metric with ``half_life``; ``x`` the transformed per-query values).
+
+        With the weighted mean ``m = S / W``, the reliability-weights variance
+        ``var = (Q - S m) / (W - W2 / W)`` and Kish's effective sample size ``n_eff = W^2 / W2``, the
+        error of a mean is ``sqrt(var / n_eff)``; for equal weights exactly ``scipy.stats.sem``.
+        Sums and geometric means are scaled as in :meth:`stderr` (``W`` times the error for a
+        sum). NaN where fewer than 2 queries have weight (``W - W2 / W`` vanishes).
+
+        Example:
+            >>> r = Reduction()
+            >>> w, x = torch.tensor([0.25, 0.5, 1.0], dtype=torch.float64), torch.tensor([[0.2], [0.4], [0.9]])
+            >>> r.weighted_stderr(w @ x.double(), w @ x.double() ** 2, w.sum().reshape(1), (w**2).sum().reshape(1))
+            tensor([0.2487], dtype=torch.float64)
+        """
+        mean = sums / weights
+        denom = weights - weights_sq / weights
+        var = ((squares - sums * mean) / denom).clamp(min=0.0)
+        se = torch.where(denom > 1e-9 * weights, torch.sqrt(var * weights_sq) / weights, float("nan"))
+        kinds = self.aggregates
+        if not kinds or all(a == "mean" for a in kinds):
+            return se
+        return torch.stack(
+            [_scale_stderr(se[..., i], mean[..., i], weights[..., i], a) for i, a in enumerate(kinds)], dim=-1
+        )
+
     def finish(self, sums: Tensor, counts: Tensor) -> Tensor:
         """Summaries from column sums and counts: the mean, the sum or the geometric mean of each
         column; a mean over no counted query is NaN, or 0 with ``all_skipped="zero"`` and

@@ -6,7 +6,8 @@ foreign-state mechanism of every metric class.
 nowhere else (``tests/test_hooks.py`` fails when torchmetrics changes one of them):
 
 * ``Metric._load_from_state_dict`` and ``Metric._reduce_states`` (``merge_state``, ``forward``):
-  refuse the state of a differently configured metric;
+  refuse the state of a differently configured metric; states that do not simply add up (a
+  window's ring buffer) are combined by the subclass's ``_combine_states``;
 * ``Metric._sync_dist``: ONE all-reduce for every summed state (plus the list states' sizes), then
   one gather per list state that holds rows on some rank, with a fixed dtype;
 * ``Metric._apply``: the states and buffers named in ``_kept_dtypes`` keep their dtype under
@@ -215,18 +216,32 @@ class ConfiguredMetric(Metric):
             raise ValueError(
                 f"merge_state takes a metric, its metric_state or a state_dict, got {type(incoming_state).__name__}"
             )
-        self._reduce_states(dict(incoming_state))
+        self._merging = True
+        try:
+            self._reduce_states(dict(incoming_state))
+        finally:
+            self._merging = False
+
+    def _combine_states(self, incoming_state: Mapping[str, Any], *, merging: bool) -> dict[str, Any]:
+        """States that do not simply add up (a window's ring buffer): ``{name: combined value}`` of
+        this metric's state and ``incoming_state`` (checked and upgraded), set after torchmetrics'
+        reduction. ``merging``: ``merge_state``; otherwise ``forward``, where this metric holds the
+        batch and ``incoming_state`` the data before it. None by default."""
+        return {}
 
     def _reduce_states(self, incoming_state: dict[str, Any]) -> None:
         """torchmetrics' hook of ``merge_state`` and ``forward``: refuse a foreign fingerprint and
         states that do not fit (an incoming state without the fingerprint, e.g. a state_dict, is
-        taken by shape), then torchmetrics' reduction."""
+        taken by shape), then torchmetrics' reduction (and :meth:`_combine_states`)."""
         for key in incoming_state:
             if isinstance(key, str) and key.startswith("_config_"):
                 self._refuse_foreign("merge_state", None, key[len("_config_") :])
         self._check_states("merge_state", incoming_state)
         incoming_state = {**incoming_state, **self._upgrade_states(incoming_state)}
+        combined = self._combine_states(incoming_state, merging=getattr(self, "_merging", False))
         super()._reduce_states({self._config_state: getattr(self, self._config_state), **incoming_state})
+        for name, value in combined.items():
+            setattr(self, name, value)
 
     def _load_from_state_dict(
         self,

@@ -11,6 +11,11 @@ all-reduce of ``2 x values`` numbers (plus the local sizes of the list states, s
 learns whether any rank holds rows to gather). ``keep_per_query=True`` also keeps one row of
 values and a global id per list (list states, gathered at sync).
 
+Recent values. ``window=`` / ``half_life=`` (:class:`~torch_rankeval.metrics._window.WindowMixin`)
+add a ring buffer of the last N updates' (or lists') sums, sums of squares and counts and / or
+their exponentially decayed sums, synced in the same all-reduce; ``compute`` reports them as
+``"window/<key>"`` / ``"decay/<key>"`` beside the lifetime keys.
+
 Reduction. The empty-list policy, the per-value summaries (mean, sum, geometric mean) and the mean
 over no counted list are the library's one reduction
 (:class:`~torch_rankeval.measures.reduction.Reduction`): each batch adds its
@@ -38,13 +43,18 @@ from torchmetrics.utilities.data import dim_zero_cat
 from torch_rankeval.measures.reduction import Reduction, counted_squares, counted_sums
 from torch_rankeval.metrics._hooks import ConfiguredMetric
 from torch_rankeval.metrics._strata import STRATUM_STATES, StrataMixin, check_strata_options
+from torch_rankeval.metrics._window import DECAY_PREFIX, WINDOW_PREFIX, WindowMixin
 
 __all__ = ["RunningMeanMetric"]
 
 _SUM_STATES = ("sums", "counts", "squares")
+#: The running means' window entries (one per update, or per list) and decayed sums: the weighted sums
+#: of the values, of their squares, the weights (counted lists) and the squared weights (stderr).
+_WINDOW_CHANNELS = ("sums", "squares", "counts")
+_DECAY_SUMS = {"sums": ("sums", 1), "squares": ("squares", 1), "counts": ("counts", 1), "weights_sq": ("counts", 2)}
 
 
-class RunningMeanMetric(StrataMixin, ConfiguredMetric):
+class RunningMeanMetric(WindowMixin, StrataMixin, ConfiguredMetric):
     """Base class: running float64 sums and int64 counts per value, an empty-list policy, one all-reduce.
 
     A subclass calls :meth:`_add_running_states` in its ``__init__`` with the names of the values it
@@ -104,13 +114,17 @@ class RunningMeanMetric(StrataMixin, ConfiguredMetric):
         all_skipped: str = "nan",
         strata: int | None = None,
         stratum_weights: Sequence[float] | Tensor | None = None,
+        window: int | None = None,
+        half_life: float | None = None,
+        window_unit: str = "updates",
     ) -> None:
         """Register ``sums`` / ``counts`` for the values ``keys``, the list states, the reduction
         (the empty-list policy ``empty_target_action``, the ``aggregates`` of the values, default all
         means, and ``all_skipped``) and the configuration: the class, ``keys``, the options and
         ``config`` (everything else that changes the accumulated values: conventions, tables, input
         handling; a mapping ``{name: value}``, so that errors can name what differs). ``strata`` and
-        ``stratum_weights``: the per-stratum states of :mod:`torch_rankeval.metrics._strata`."""
+        ``stratum_weights``: the per-stratum states of :mod:`torch_rankeval.metrics._strata`;
+        ``window``, ``half_life``, ``window_unit``: the recent values (:mod:`~torch_rankeval.metrics._window`)."""
         strata, weights = check_strata_options(strata, stratum_weights)
         if not isinstance(keep_per_query, bool):
             raise TypeError(f"keep_per_query must be a bool, got {type(keep_per_query).__name__}")
@@ -133,6 +147,9 @@ class RunningMeanMetric(StrataMixin, ConfiguredMetric):
         strata_config = self._init_strata(strata, weights)
         for name in self._list_states:
             self.add_state(name, [], dist_reduce_fx="cat")
+        recent = self._add_window_states(
+            n_values, _WINDOW_CHANNELS, _DECAY_SUMS, window=window, half_life=half_life, window_unit=window_unit
+        )
         self._set_config(
             {
                 "values": self.keys,
@@ -140,13 +157,16 @@ class RunningMeanMetric(StrataMixin, ConfiguredMetric):
                 "keep_per_query": keep_per_query,
                 **(dict(config) if isinstance(config, Mapping) else {"config": config}),
                 **strata_config,
+                **recent,
             }
         )
 
     @property
     def _kept_dtypes(self) -> tuple[str, ...]:  # type: ignore[override]
         """float64 sums, int64 counts and the tables of ``_fixed_dtype_tensors`` keep their dtype."""
-        return _SUM_STATES + STRATUM_STATES + tuple(self._fixed_dtype_tensors)
+        return (
+            _SUM_STATES + STRATUM_STATES + tuple(self._fixed_dtype_tensors) + self._window_states + self._window_tables
+        )
 
     def _row_shape(self, name: str) -> tuple[int, ...]:
         return (len(self.keys),) if name == "query_values" else ()
@@ -171,6 +191,7 @@ class RunningMeanMetric(StrataMixin, ConfiguredMetric):
                         "the same metrics, cutoffs, conventions and options."
                     )
         self._check_stratum_states(where, states)
+        self._check_window_states(where, states)
 
     def _after_load(self) -> None:
         """Generated ids go on after the rows loaded (each row took at most one generated id)."""
@@ -179,10 +200,14 @@ class RunningMeanMetric(StrataMixin, ConfiguredMetric):
     def _upgrade_states(self, states: Mapping[str, Any]) -> dict[str, Any]:
         """A state from before standard errors (``sums`` without ``squares``) loads and merges: its
         means are exact, its standard errors unknown, so its ``squares`` are NaN
-        (``compute(stderr=True)`` reports NaN until ``reset``)."""
-        if "sums" in states and "squares" not in states:
-            return {"squares": torch.full_like(self.squares, float("nan"))}
-        return {}
+        (``compute(stderr=True)`` reports NaN until ``reset``). A state without window states
+        (from before windows, or without ``window``/``half_life``): its window starts empty."""
+        if "sums" not in states:
+            return {}
+        upgraded = self._missing_window_states(states)
+        if "squares" not in states:
+            upgraded["squares"] = torch.full_like(self.squares, float("nan"))
+        return upgraded
 
     def _check_device(self, preds: Tensor) -> None:
         if isinstance(preds, Tensor) and preds.device != self.sums.device:
@@ -215,12 +240,18 @@ class RunningMeanMetric(StrataMixin, ConfiguredMetric):
         return policed, total, counted_squares(transformed, counted), count
 
     def _accumulate(self, values: Tensor, empty: Tensor, ids: Tensor | None, strata: Tensor | None = None) -> None:
-        """Add per-list values ``(N, V)`` (``empty`` flags them) to the running sums, and to the
-        stratum states with the ``(N,)`` ``strata`` of a metric created with ``strata=``."""
-        policed, total, squares, count = self._sums(values, empty)
-        self.sums += total
-        self.squares += squares
-        self.counts += count
+        """Add per-list values ``(N, V)`` (``empty`` flags them) to the running sums (and the window),
+        and to the stratum states with the ``(N,)`` ``strata`` of a metric created with ``strata=``."""
+        policed, counted = self._policy(values, empty)
+        transformed = self._reduction.transform(policed)
+        total, count = counted_sums(transformed, counted)
+        squares = counted_squares(transformed, counted)
+        rows = None
+        if self._per_query:  # one window entry per list
+            kept = transformed if counted is None else torch.where(counted, transformed, 0.0)
+            ones = torch.ones_like(kept) if counted is None else counted.to(torch.float64)
+            rows = torch.stack((kept, kept.square(), ones), dim=1)
+        self._add_moments(total, squares, count, values.shape[0], rows)
         if strata is not None:
             self._add_strata(policed, strata)
         if self.keep_per_query:
@@ -228,6 +259,20 @@ class RunningMeanMetric(StrataMixin, ConfiguredMetric):
                 ids = self._generate_ids(policed.shape[0], policed.device)
             self.query_values.append(policed)
             self.query_ids.append(ids.to(torch.int64))
+
+    def _add_moments(
+        self, total: Tensor, squares: Tensor, count: Tensor, lists: int, rows: Tensor | None = None
+    ) -> None:
+        """Add a batch of ``lists`` lists, its sums, sums of squares and counts, to the running states
+        and its entry (or, per list, its ``rows``) to the window and the decayed sums (a batch of no
+        list takes no slot)."""
+        self.sums += total
+        self.squares += squares
+        self.counts += count
+        if self._windowed and lists:
+            if rows is None:
+                rows = torch.stack((total, squares, count.to(torch.float64))).unsqueeze(0)
+            self._window_add(rows)
 
     def _pending(self) -> tuple[Tensor, Tensor, Tensor] | None:
         """Values not yet in the sums, computed at ``compute`` time: ``(values, empty, ids)`` or None."""
@@ -273,13 +318,42 @@ class RunningMeanMetric(StrataMixin, ConfiguredMetric):
             raise TypeError(f"stderr must be a bool, got {type(stderr).__name__}")
         if not stderr:
             means = self._means()
-            return {key: means[i] for i, key in enumerate(self.keys)} | self._stratum_results(False)
+            return (
+                {key: means[i] for i, key in enumerate(self.keys)}
+                | self._recent_values(False)
+                | self._stratum_results(False)
+            )
         means, errors = self._means(stderr=True)
         out = {}
         for i, key in enumerate(self.keys):
             out[key] = means[i]
             out[key + "/stderr"] = errors[i]
-        return out | self._stratum_results(True)
+        return out | self._recent_values(stderr) | self._stratum_results(True)
+
+    def _recent_values(self, stderr: bool) -> dict[str, Tensor]:
+        """The window's ``{"window/<key>": mean[, "window/<key>/stderr": error]}`` (the lists of the
+        last ``window`` updates or lists: :meth:`Reduction.stderr`, ``scipy.stats.sem`` of them) and
+        the decayed ``{"decay/<key>": weighted mean[, ".../stderr"]}`` (the weighted mean
+        ``sum(w x) / sum(w)``, its error :meth:`Reduction.weighted_stderr`); empty without them."""
+        out: dict[str, Tensor] = {}
+        owner = type(self).__name__
+        if self._window is not None:
+            t = self._window_totals()
+            keys = [WINDOW_PREFIX + key for key in self.keys]
+            means = self._reduction.means(t["sums"], t["counts"], keys=keys, owner=owner, stacklevel=4)
+            errors = self._reduction.stderr(t["sums"], t["squares"], t["counts"]) if stderr else None
+            out.update(_keyed(keys, means.to(self.dtype), None if errors is None else errors.to(self.dtype)))
+        if self._half_life is not None:
+            d = self._decay_totals()
+            keys = [DECAY_PREFIX + key for key in self.keys]
+            means = self._reduction.means(d["sums"], d["counts"], keys=keys, owner=owner, stacklevel=4)
+            errors = (
+                self._reduction.weighted_stderr(d["sums"], d["squares"], d["counts"], d["weights_sq"])
+                if stderr
+                else None
+            )
+            out.update(_keyed(keys, means.to(self.dtype), None if errors is None else errors.to(self.dtype)))
+        return out
 
     def compute_per_query(self) -> dict[str, Tensor]:
         """Per-query values (requires ``keep_per_query=True``), synced across processes.
@@ -315,6 +389,15 @@ class RunningMeanMetric(StrataMixin, ConfiguredMetric):
         values_t, ids_t = values_t[order].to(self.dtype), ids_t[order]
         out = {"query_id": ids_t, **{key: values_t[:, i] for i, key in enumerate(self.keys)}}
         return out if strata is None else {**out, "stratum": strata[order]}
+
+
+def _keyed(keys: list[str], means: Tensor, errors: Tensor | None) -> dict[str, Tensor]:
+    out = {}
+    for i, key in enumerate(keys):
+        out[key] = means[i]
+        if errors is not None:
+            out[key + "/stderr"] = errors[i]
+    return out
 
 
 def _size(state: list | Tensor) -> int:

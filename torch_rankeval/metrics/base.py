@@ -110,6 +110,17 @@ class RankingMetrics(RunningMeanMetric):
             shape first changes, then with dynamic shapes). Fewer, fused kernels: worth it for many
             small batches, and on the GPU. The checks of ``validate_args=True`` still run eagerly
             first (one host sync). Flat input is not compiled.
+        window: also report the values of the last ``window`` updates (or lists, see
+            ``window_unit``) of each process, as ``"window/<key>"`` (``"window/<key>/stderr"`` with
+            ``compute(stderr=True)``). A ring buffer of ``window x values`` float64 sums, sums of
+            squares and counts; no per-query storage, no host sync. Flat input needs
+            ``whole_queries=True`` (its values are known at ``update`` only then). Default None.
+        half_life: also report exponentially decayed means, ``"decay/<key>"``: each list weighs
+            ``2 ** (-age / half_life)``, its age counted in updates (or lists) since it arrived;
+            O(values) state. Default None. See :mod:`torch_rankeval.metrics._window` and the
+            monitoring guide.
+        window_unit: what ``window`` and ``half_life`` count: ``"updates"`` (default) or
+            ``"queries"`` (lists, in row order within an update).
         kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
             other keyword is a ``TypeError`` naming it.
 
@@ -170,6 +181,9 @@ class RankingMetrics(RunningMeanMetric):
         stratum_weights: Sequence[float] | Tensor | None = None,
         validate_args: bool = True,
         compile: bool = False,
+        window: int | None = None,
+        half_life: float | None = None,
+        window_unit: str = "updates",
         **kwargs: Any,
     ) -> None:
         _refuse_top_k(self, kwargs)
@@ -199,6 +213,11 @@ class RankingMetrics(RunningMeanMetric):
                 raise TypeError(f"{flag} must be a bool, got {type(value).__name__}")
         if ignore_index is not None and (isinstance(ignore_index, bool) or not isinstance(ignore_index, (int, float))):
             raise TypeError(f"ignore_index must be an int grade value marking padding, got {ignore_index!r}")
+        if (window is not None or half_life is not None) and input_format == "flat" and not whole_queries:
+            raise ValueError(
+                "window= and half_life= need the values at each update: flat input without whole_queries=True is "
+                "grouped at compute; pass whole_queries=True (every update holds whole queries) or padded input"
+            )
         self.plan = _plan(metrics, k, self.convention)
         self.ignore_index = ignore_index
         self.input_format = input_format
@@ -213,6 +232,9 @@ class RankingMetrics(RunningMeanMetric):
             all_skipped=self.convention.all_skipped,
             strata=strata,
             stratum_weights=stratum_weights,
+            window=window,
+            half_life=half_life,
+            window_unit=window_unit,
             config={
                 "convention": self.convention,
                 "measures": self.plan.measures,
@@ -405,7 +427,9 @@ class RankingMetrics(RunningMeanMetric):
                 gain=self._gain(),
             )
         length = preds.shape[-1] if ideal_target is None else max(preds.shape[-1], ideal_target.shape[-1])
-        reduce = not self.keep_per_query and self.empty_target_action != "error" and strata is None
+        reduce = (
+            not self.keep_per_query and self.empty_target_action != "error" and strata is None and not self._per_query
+        )
         plan, ignore_index, reduction = self.plan, self.ignore_index, self._reduction
 
         def build() -> Callable:
@@ -441,9 +465,7 @@ class RankingMetrics(RunningMeanMetric):
             self._gain_values,
         )
         if reduce:
-            self.sums += out[0]
-            self.squares += out[1]
-            self.counts += out[2]
+            self._add_moments(out[0], out[1], out[2], preds.shape[0] if preds.ndim > 1 else 1)
             return
         values, empty = out
         if self.keep_per_query:
@@ -467,6 +489,12 @@ class RankingMetrics(RunningMeanMetric):
             if preds.numel():
                 self._add_flat_batch(preds, target, indexes, accumulate=True, strata=strata)
             return
+        if self._windowed:
+            raise ValueError(
+                "window= and half_life= need the values at each update: this flat input is grouped at compute "
+                "(documents of a query may come in several updates); create the metric with whole_queries=True "
+                "(every update holds whole queries) or pass padded (N, L) input"
+            )
         self.flat_preds.append(preds.to(torch.float64))
         self.flat_target.append(target.to(torch.float32))
         self.flat_indexes.append(indexes.to(torch.int64))
@@ -530,7 +558,9 @@ class RankingMetrics(RunningMeanMetric):
         return self._add_flat_batch(preds, target, indexes.long(), accumulate=False)
 
     def compute(self, stderr: bool = False) -> dict[str, Tensor]:
-        """Mean of each metric over all queries (all processes, after sync), as ``{key: scalar}``.
+        """Mean of each metric over all queries (all processes, after sync), as ``{key: scalar}``;
+        with ``window`` / ``half_life`` also ``"window/<key>"`` / ``"decay/<key>"``, the means of the
+        recent lists (and their errors with ``stderr``).
 
         Args:
             stderr: also report, beside each key, its standard error over the counted queries under

@@ -80,6 +80,9 @@ class PositionDebiasedNDCG(RunningMeanMetric):
             None (default): the observed shares.
         validate_args: run the checks that read values (one host sync per ``update``); False
             makes ``update`` free of host syncs (it compiles with ``torch.compile(fullgraph=True)``).
+        window, half_life, window_unit: also report the lists of the last ``window`` updates (or
+            lists) as ``"window/<key>"`` and exponentially decayed means as ``"decay/<key>"``, as in
+            :class:`~torch_rankeval.RankingMetrics`; ``compute`` then returns a dict.
         kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
             other keyword is a ``TypeError`` naming it.
 
@@ -127,6 +130,9 @@ class PositionDebiasedNDCG(RunningMeanMetric):
         strata: int | None = None,
         stratum_weights: Sequence[float] | Tensor | None = None,
         validate_args: bool = True,
+        window: int | None = None,
+        half_life: float | None = None,
+        window_unit: str = "updates",
         **kwargs: Any,
     ) -> None:
         check_metric_options(self, kwargs)
@@ -161,6 +167,9 @@ class PositionDebiasedNDCG(RunningMeanMetric):
             keep_per_query=keep_per_query,
             strata=strata,
             stratum_weights=stratum_weights,
+            window=window,
+            half_life=half_life,
+            window_unit=window_unit,
             config={
                 "clip": self.clip,
                 "eta": self.eta,
@@ -257,7 +266,8 @@ class PositionDebiasedNDCG(RunningMeanMetric):
         """Mean over the counted lists of all updates (and processes): a scalar, or ``(K,)``. With
         ``stderr``: ``{key: mean, "<key>/stderr": its standard error over the counted lists}``
         (``scipy.stats.sem`` of the per-list values; NaN under 2 lists), and with ``strata=`` the
-        post-stratified and per-stratum keys with their errors.
+        post-stratified and per-stratum keys with their errors. With ``window`` / ``half_life``:
+        always that dict, with ``"window/<key>"`` / ``"decay/<key>"`` beside.
 
         Example:
             >>> import torch
@@ -268,7 +278,7 @@ class PositionDebiasedNDCG(RunningMeanMetric):
             >>> sorted(metric.compute(stderr=True))
             ['position_debiased_ndcg@2', 'position_debiased_ndcg@2/stderr']
         """
-        if stderr is not False:
+        if stderr is not False or self._windowed:
             return self._with_stderr(stderr)
         means = self._means()
         return means if self._sequence_k else means[0]
@@ -295,6 +305,7 @@ class PositionDebiasedDCG(PositionDebiasedNDCG):
         strata, stratum_weights: strata of the lists and their population shares, as in
             :class:`PositionDebiasedNDCG`.
         validate_args: run the checks that read values (one host sync per ``update``).
+        window, half_life, window_unit: the recent values, as in :class:`PositionDebiasedNDCG`.
         kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
             other keyword is a ``TypeError`` naming it.
 
@@ -324,6 +335,9 @@ class PositionDebiasedDCG(PositionDebiasedNDCG):
         strata: int | None = None,
         stratum_weights: Sequence[float] | Tensor | None = None,
         validate_args: bool = True,
+        window: int | None = None,
+        half_life: float | None = None,
+        window_unit: str = "updates",
         **kwargs: Any,
     ) -> None:
         super().__init__(
@@ -339,6 +353,9 @@ class PositionDebiasedDCG(PositionDebiasedNDCG):
             strata=strata,
             stratum_weights=stratum_weights,
             validate_args=validate_args,
+            window=window,
+            half_life=half_life,
+            window_unit=window_unit,
             **kwargs,
         )
 

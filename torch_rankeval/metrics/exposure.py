@@ -18,6 +18,7 @@ from torch import Tensor
 from torch_rankeval._choices import TIES
 from torch_rankeval.metrics._hooks import ConfiguredMetric
 from torch_rankeval.metrics._options import check_metric_options
+from torch_rankeval.metrics._window import DECAY_PREFIX, WINDOW_PREFIX, WindowMixin
 from torch_rankeval.ranking.sparse import check_exclude
 from torch_rankeval.ranking.topk import DEFAULT_CHUNK_ELEMENTS, boundary_histogram, boundary_sums, topk_view
 
@@ -26,7 +27,7 @@ __all__ = ["ItemExposure"]
 _TIES = TIES[:2]  # "average" and "first": the policies the exposure histogram supports
 
 
-class ItemExposure(ConfiguredMetric):
+class ItemExposure(WindowMixin, ConfiguredMetric):
     """Catalogue coverage, Gini index and entropy of the items recommended in the top ``k``.
 
     Each ``update(preds, exclude=None)`` ranks every row of ``preds`` (``(N, num_items)`` scores:
@@ -89,6 +90,17 @@ class ItemExposure(ConfiguredMetric):
             ``exclude`` entries); with False, ``update`` has no host sync (every row then gets one
             extra pass over its scores to find ties at the cutoff).
         chunk_elements: bound on the ``rows x num_items`` of one chunk of that pass.
+        window: also report the measures of the histogram of the last ``window`` updates of each
+            process (``"window/coverage@k"``, ...): a ring of ``window x num_items`` float64
+            histograms per cutoff (updates only: ``window_unit="queries"`` is refused for a window). Default None.
+        half_life: also report the measures of the exponentially decayed histogram
+            (``"decay/coverage@k"``, ...): each update's (or, with ``window_unit="queries"``, each
+            row's) exposure weighs ``2 ** (-age / half_life)``. An item recommended once keeps a
+            (decaying, never zero) weight, so the decayed coverage counts every item ever
+            recommended; Gini, entropy and popularity weigh the recent lists more. Default None.
+        window_unit: what ``window`` and ``half_life`` count: ``"updates"`` (default) or ``"queries"``
+            (rows, for ``half_life`` only). ``tail_ratio`` is not windowed: with ``window`` or ``half_life``
+            it is refused.
         kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
             other keyword is a ``TypeError`` naming it.
 
@@ -128,7 +140,11 @@ class ItemExposure(ConfiguredMetric):
     chunk_elements: int
     keys: list[str]
     counts: Tensor
-    _kept_dtypes = ("counts", "popularity", "tail_sum", "tail_users")  # float64 whatever .half() / set_dtype do
+
+    @property
+    def _kept_dtypes(self) -> tuple[str, ...]:  # type: ignore[override]
+        """float64 whatever ``.half()`` / ``set_dtype`` do: the histogram(s), the popularity, the tail sums."""
+        return ("counts", "popularity", "tail_sum", "tail_users", *self._window_states, *self._window_tables)
 
     def __init__(
         self,
@@ -141,6 +157,9 @@ class ItemExposure(ConfiguredMetric):
         ties: str = "average",
         validate_args: bool = True,
         chunk_elements: int = DEFAULT_CHUNK_ELEMENTS,
+        window: int | None = None,
+        half_life: float | None = None,
+        window_unit: str = "updates",
         **kwargs: Any,
     ) -> None:
         check_metric_options(self, kwargs)
@@ -190,6 +209,15 @@ class ItemExposure(ConfiguredMetric):
         ]  # fmt: skip
         shape = (num_items,) if isinstance(k, int) else (len(ks), num_items)
         self.add_state("counts", torch.zeros(shape, dtype=torch.float64), dist_reduce_fx="sum")
+        if tail_ratio is not None and (window is not None or half_life is not None):
+            raise ValueError(
+                "ItemExposure: tail_ratio= is not windowed: drop window=/half_life=, or measure the tail "
+                "percentage with a second ItemExposure without them"
+            )
+        recent = self._add_window_states(
+            len(ks) * num_items, ("counts",), {"counts": ("counts", 1)}, window=window, half_life=half_life,
+            window_unit=window_unit, queries=False,
+        )  # fmt: skip
         if tail_ratio is not None:
             self.add_state("tail_sum", torch.zeros(len(ks), dtype=torch.float64), dist_reduce_fx="sum")
             self.add_state("tail_users", torch.zeros(len(ks), dtype=torch.float64), dist_reduce_fx="sum")
@@ -198,7 +226,7 @@ class ItemExposure(ConfiguredMetric):
             config["tail_ratio"] = tail_ratio
         if entropy != "natural":
             config["entropy"] = entropy
-        self._set_config(config)
+        self._set_config({**config, **recent})
 
     # ------------------------------------------------------------------ update
     def update(self, preds: Tensor, exclude: Tensor | None = None) -> None:
@@ -238,6 +266,13 @@ class ItemExposure(ConfiguredMetric):
         device = preds.device
         zero = torch.zeros((), dtype=torch.float64, device=device)
         counts = self.counts.view(len(self.cutoffs), self.num_items)
+        rows = decayed = None  # the decay weight of each row (half_life per list) and their histogram
+        if self._windowed:  # this batch's histogram alone: the window's entry
+            counts = torch.zeros_like(counts)
+            if self._per_query:
+                ages = torch.arange(n - 1, -1, -1, device=device, dtype=torch.float64)
+                rows = torch.pow(self._gamma, ages)
+                decayed = torch.zeros_like(counts)
         positions = torch.arange(view.k, device=device)
         tail_col = None if self.tail is None else self.tail.to(torch.float64).unsqueeze(-1)
         tail_group = None
@@ -261,7 +296,13 @@ class ItemExposure(ConfiguredMetric):
                 weights = torch.where(positions < view.n_valid.unsqueeze(-1), weights, zero)
                 spread = torch.where(spill, share, zero)
                 counts[j] += boundary_histogram(preds, view, spread, exclude, chunk_elements=self.chunk_elements)
+                if decayed is not None and rows is not None:
+                    decayed[j] += boundary_histogram(
+                        preds, view, spread * rows, exclude, chunk_elements=self.chunk_elements
+                    )
             counts[j].index_add_(0, view.items.reshape(-1), weights.reshape(-1))
+            if decayed is not None and rows is not None:
+                decayed[j].index_add_(0, view.items.reshape(-1), (weights * rows.unsqueeze(-1)).reshape(-1))
             if tail_col is not None:
                 in_tail = (
                     weights * self.tail.to(torch.float64).index_select(0, view.items.reshape(-1)).view_as(weights)
@@ -275,21 +316,40 @@ class ItemExposure(ConfiguredMetric):
                 listed = kk > 0
                 self.tail_sum[j] += torch.where(listed, in_tail / kk.clamp(min=1).to(torch.float64), zero).sum()
                 self.tail_users[j] += listed.sum(dtype=torch.float64)
+        if not self._windowed:
+            return
+        self.counts += counts.view_as(self.counts)
+        if decayed is None:
+            self._window_add(counts.reshape(1, 1, -1))
+        else:
+            self._decay_add(decayed.reshape(1, -1), n)
 
     # ------------------------------------------------------------------ results
     def compute(self) -> dict[str, Tensor]:
         """Per cutoff ``{"coverage@k", "gini@k", "entropy@k"[, "popularity@k"][, "tail_percentage@k"]}``
-        over every update (and process)."""
+        over every update (and process); with ``window`` / ``half_life`` also the same measures of the
+        window's histogram (``"window/coverage@k"``, ...) and of the decayed one (``"decay/coverage@k"``, ...)."""
+        out = self._measures(self.counts, "")
+        if self._window is not None:
+            out.update(self._measures(self._window_totals()["counts"], WINDOW_PREFIX))
+        if self._half_life is not None:
+            out.update(self._measures(self._decay_totals()["counts"], DECAY_PREFIX))
+        return out
+
+    def _measures(self, histogram: Tensor, prefix: str) -> dict[str, Tensor]:
+        """The measures of the histogram(s) ``histogram`` (one per cutoff), under ``prefix + key``."""
         out_dtype = self.dtype if self.dtype.is_floating_point else torch.float32
-        counts = self.counts.view(len(self.cutoffs), self.num_items)
+        counts = histogram.reshape(len(self.cutoffs), self.num_items)
         if not bool(counts.sum() > 0):
+            where = f" in {prefix.rstrip('/')}" if prefix else ""
             warnings.warn(
-                "ItemExposure: no recommendation slot was filled (no update, or every item excluded); returning NaN",
+                f"ItemExposure: no recommendation slot was filled{where} (no update, or every item excluded); "
+                "returning NaN",
                 UserWarning,
-                stacklevel=2,
+                stacklevel=3,
             )
             nan = torch.full((), float("nan"), dtype=out_dtype, device=counts.device)
-            return {key: nan.clone() for key in self.keys}
+            return {prefix + key: nan.clone() for key in self.keys}
         n = self.num_items
         i = torch.arange(1, n + 1, dtype=torch.float64, device=counts.device)
         values = []
@@ -306,12 +366,13 @@ class ItemExposure(ConfiguredMetric):
                 values.append((c * self.popularity).sum() / total)
             if self.tail is not None:
                 values.append(self.tail_sum[j] / self.tail_users[j])
-        return {key: v.to(out_dtype) for key, v in zip(self.keys, values)}
+        return {prefix + key: v.to(out_dtype) for key, v in zip(self.keys, values)}
 
     # ------------------------------------------------------------------ state handling
     # Configuration, compute groups, foreign state, sync and dtypes: ConfiguredMetric (metrics/_hooks.py).
     def _check_states(self, where: str, states: Mapping[str, Any]) -> None:
-        """An incoming histogram must count this catalogue's items."""
+        """An incoming histogram must count this catalogue's items (and its window fit this one's)."""
+        self._check_window_states(where, states)
         counts = states.get("counts")
         if counts is None:
             return
@@ -322,6 +383,11 @@ class ItemExposure(ConfiguredMetric):
                 f"{self.num_items} items ({tuple(self.counts.shape)}); it comes from a metric over another catalogue "
                 "or with other cutoffs"
             )
+
+    def _upgrade_states(self, states: Mapping[str, Any]) -> dict[str, Any]:
+        """A state without window states (from before windows, or without ``window`` /
+        ``half_life``): its window starts empty."""
+        return self._missing_window_states(states) if "counts" in states else {}
 
     def _legacy_config(self, state_dict: dict, prefix: str) -> None:
         """Versions before the metadata wrote an ``_exposure_config`` key next to persisted states."""

@@ -50,6 +50,9 @@ class _SingleMetric(RankingMetrics):
         stratum_weights: Sequence[float] | Tensor | None = None,
         validate_args: bool = True,
         compile: bool = False,
+        window: int | None = None,
+        half_life: float | None = None,
+        window_unit: str = "updates",
         **kwargs: Any,
     ) -> None:
         self._sequence_k = isinstance(k, Sequence)
@@ -74,6 +77,9 @@ class _SingleMetric(RankingMetrics):
             stratum_weights=stratum_weights,
             validate_args=validate_args,
             compile=compile,
+            window=window,
+            half_life=half_life,
+            window_unit=window_unit,
             **kwargs,
         )
 
@@ -89,7 +95,9 @@ class _SingleMetric(RankingMetrics):
         :meth:`RankingMetrics.compute(stderr=True) <torch_rankeval.RankingMetrics.compute>`; for
         a metric created with ``strata=`` that dict also holds ``"<key>/poststratified"``,
         ``"<key>/stratum/<h>"`` and their errors (without ``stderr`` the plain mean alone, as
-        always; :meth:`compute_per_stratum` gives the per-stratum table).
+        always; :meth:`compute_per_stratum` gives the per-stratum table). A metric with ``window`` or
+        ``half_life`` always returns that dict, with the recent values beside (``"window/<key>"``,
+        ``"decay/<key>"``).
 
         Example:
             >>> import torch
@@ -99,7 +107,7 @@ class _SingleMetric(RankingMetrics):
             >>> {k: round(v.item(), 4) for k, v in metric.compute(stderr=True).items()}
             {'mrr': 0.8333, 'mrr/stderr': 0.1667}
         """
-        if stderr is not False:
+        if stderr is not False or self._windowed:
             return self._with_stderr(stderr)
         means = self._means()
         return means if self._sequence_k else means[0]
@@ -128,6 +136,9 @@ class DCG(_SingleMetric):
             compile: as in :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded
             input, per-query rows, strata and their population shares, value checks,
             ``torch.compile`` of the update).
+        window, half_life, window_unit: the recent values, as in :class:`~torch_rankeval.RankingMetrics`
+            (the last ``window`` updates or lists, exponential decay); ``compute`` then returns a dict
+            with ``"window/<key>"`` / ``"decay/<key>"`` beside each key.
         kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
             other keyword is a ``TypeError``.
 
@@ -160,6 +171,9 @@ class IDCG(_SingleMetric):
             compile: as in :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded
             input, per-query rows, strata and their population shares, value checks,
             ``torch.compile`` of the update).
+        window, half_life, window_unit: the recent values, as in :class:`~torch_rankeval.RankingMetrics`
+            (the last ``window`` updates or lists, exponential decay); ``compute`` then returns a dict
+            with ``"window/<key>"`` / ``"decay/<key>"`` beside each key.
         kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
             other keyword is a ``TypeError``.
 
@@ -201,6 +215,9 @@ class NDCG(_SingleMetric):
             compile: as in :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded
             input, per-query rows, strata and their population shares, value checks,
             ``torch.compile`` of the update).
+        window, half_life, window_unit: the recent values, as in :class:`~torch_rankeval.RankingMetrics`
+            (the last ``window`` updates or lists, exponential decay); ``compute`` then returns a dict
+            with ``"window/<key>"`` / ``"decay/<key>"`` beside each key.
         kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
             other keyword is a ``TypeError``.
 
@@ -241,6 +258,9 @@ class MAP(_SingleMetric):
             compile: as in :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded
             input, per-query rows, strata and their population shares, value checks,
             ``torch.compile`` of the update).
+        window, half_life, window_unit: the recent values, as in :class:`~torch_rankeval.RankingMetrics`
+            (the last ``window`` updates or lists, exponential decay); ``compute`` then returns a dict
+            with ``"window/<key>"`` / ``"decay/<key>"`` beside each key.
         kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
             other keyword is a ``TypeError``.
 
@@ -277,6 +297,9 @@ class MRR(_SingleMetric):
             compile: as in :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded
             input, per-query rows, strata and their population shares, value checks,
             ``torch.compile`` of the update).
+        window, half_life, window_unit: the recent values, as in :class:`~torch_rankeval.RankingMetrics`
+            (the last ``window`` updates or lists, exponential decay); ``compute`` then returns a dict
+            with ``"window/<key>"`` / ``"decay/<key>"`` beside each key.
         kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
             other keyword is a ``TypeError``.
 
@@ -310,6 +333,9 @@ class Precision(_SingleMetric):
             compile: as in :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded
             input, per-query rows, strata and their population shares, value checks,
             ``torch.compile`` of the update).
+        window, half_life, window_unit: the recent values, as in :class:`~torch_rankeval.RankingMetrics`
+            (the last ``window`` updates or lists, exponential decay); ``compute`` then returns a dict
+            with ``"window/<key>"`` / ``"decay/<key>"`` beside each key.
         kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
             other keyword is a ``TypeError``.
 
@@ -343,6 +369,9 @@ class Recall(_SingleMetric):
             compile: as in :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded
             input, per-query rows, strata and their population shares, value checks,
             ``torch.compile`` of the update).
+        window, half_life, window_unit: the recent values, as in :class:`~torch_rankeval.RankingMetrics`
+            (the last ``window`` updates or lists, exponential decay); ``compute`` then returns a dict
+            with ``"window/<key>"`` / ``"decay/<key>"`` beside each key.
         kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
             other keyword is a ``TypeError``.
 
@@ -376,6 +405,9 @@ class HitRate(_SingleMetric):
             compile: as in :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded
             input, per-query rows, strata and their population shares, value checks,
             ``torch.compile`` of the update).
+        window, half_life, window_unit: the recent values, as in :class:`~torch_rankeval.RankingMetrics`
+            (the last ``window`` updates or lists, exponential decay); ``compute`` then returns a dict
+            with ``"window/<key>"`` / ``"decay/<key>"`` beside each key.
         kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
             other keyword is a ``TypeError``.
 
@@ -407,6 +439,9 @@ class RPrecision(_SingleMetric):
             compile: as in :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded
             input, per-query rows, strata and their population shares, value checks,
             ``torch.compile`` of the update).
+        window, half_life, window_unit: the recent values, as in :class:`~torch_rankeval.RankingMetrics`
+            (the last ``window`` updates or lists, exponential decay); ``compute`` then returns a dict
+            with ``"window/<key>"`` / ``"decay/<key>"`` beside each key.
         kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
             other keyword is a ``TypeError``.
 
@@ -442,6 +477,9 @@ class RPrecision(_SingleMetric):
         stratum_weights: Sequence[float] | Tensor | None = None,
         validate_args: bool = True,
         compile: bool = False,
+        window: int | None = None,
+        half_life: float | None = None,
+        window_unit: str = "updates",
         **kwargs: Any,
     ) -> None:
         super().__init__(
@@ -464,6 +502,9 @@ class RPrecision(_SingleMetric):
             stratum_weights=stratum_weights,
             validate_args=validate_args,
             compile=compile,
+            window=window,
+            half_life=half_life,
+            window_unit=window_unit,
             **kwargs,
         )
 
@@ -490,6 +531,9 @@ class FallOut(_SingleMetric):
             compile: as in :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded
             input, per-query rows, strata and their population shares, value checks,
             ``torch.compile`` of the update).
+        window, half_life, window_unit: the recent values, as in :class:`~torch_rankeval.RankingMetrics`
+            (the last ``window`` updates or lists, exponential decay); ``compute`` then returns a dict
+            with ``"window/<key>"`` / ``"decay/<key>"`` beside each key.
         kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
             other keyword is a ``TypeError``.
 
@@ -526,6 +570,9 @@ class FallOut(_SingleMetric):
         stratum_weights: Sequence[float] | Tensor | None = None,
         validate_args: bool = True,
         compile: bool = False,
+        window: int | None = None,
+        half_life: float | None = None,
+        window_unit: str = "updates",
         **kwargs: Any,
     ) -> None:
         super().__init__(
@@ -548,6 +595,9 @@ class FallOut(_SingleMetric):
             stratum_weights=stratum_weights,
             validate_args=validate_args,
             compile=compile,
+            window=window,
+            half_life=half_life,
+            window_unit=window_unit,
             **kwargs,
         )
 
@@ -578,6 +628,9 @@ class AUROC(_SingleMetric):
             compile: as in :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded
             input, per-query rows, strata and their population shares, value checks,
             ``torch.compile`` of the update).
+        window, half_life, window_unit: the recent values, as in :class:`~torch_rankeval.RankingMetrics`
+            (the last ``window`` updates or lists, exponential decay); ``compute`` then returns a dict
+            with ``"window/<key>"`` / ``"decay/<key>"`` beside each key.
         kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
             other keyword is a ``TypeError``.
 
@@ -615,6 +668,9 @@ class AUROC(_SingleMetric):
         stratum_weights: Sequence[float] | Tensor | None = None,
         validate_args: bool = True,
         compile: bool = False,
+        window: int | None = None,
+        half_life: float | None = None,
+        window_unit: str = "updates",
         **kwargs: Any,
     ) -> None:
         if max_fpr is not None:
@@ -639,5 +695,8 @@ class AUROC(_SingleMetric):
             stratum_weights=stratum_weights,
             validate_args=validate_args,
             compile=compile,
+            window=window,
+            half_life=half_life,
+            window_unit=window_unit,
             **kwargs,
         )
