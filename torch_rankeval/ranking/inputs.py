@@ -144,12 +144,16 @@ def prepare(
     discounts: Tensor | None = None,
     gain: Callable[[Tensor], Tensor] | None = None,
     split_ties: bool = False,
+    subtopics: Tensor | None = None,
+    ideal_subtopics: Tensor | None = None,
 ) -> tuple[RankedBatch, bool]:
     """Check the inputs and rank them; returns the ranked batch and whether the input was 1-D.
 
     ``validate_args`` adds the checks
     that read values (:func:`check_values`), resolved in one host sync; the ranked batch is the same
-    either way."""
+    either way. ``subtopics`` / ``ideal_subtopics``: the ``(N, L, S)`` / ``(N, M, S)`` subtopic grades
+    of a subtopic target (:func:`~torch_rankeval.ranking.subtopics.split_subtopics`), whose ad-hoc
+    view ``target`` / ``ideal_target`` are."""
     inputs = _normalize(preds, target, mask, ignore_index, ideal_target, n_relevant, judged, convention)
     preds, target, valid, ideal_target, ideal_valid, n_relevant, judged, single = inputs
     ranked = RankedBatch(
@@ -164,6 +168,8 @@ def prepare(
         discounts=discounts,
         gain=gain,
         dtype=work_dtype(preds, target, ideal_target),
+        subtopics=subtopics,
+        ideal_subtopics=ideal_subtopics,
     )
     if validate_args:
         # The checks sync with the host once anyway; the same sync tells whether the batch holds any

@@ -1,0 +1,368 @@
+"""Intent-aware (diversity) measures exactly as TREC's ``ndeval`` computes them (version 4.5).
+
+Every document is judged per subtopic, and subtopic relevance is binary
+(:mod:`~torch_rankeval.ranking.subtopics`). ``A`` is the number of the query's subtopics that at least
+one judged document is relevant to; a query with ``A = 0`` scores 0 on every measure (its "empty"
+flag is set, so the convention's empty-query policy applies; ndeval itself prints NaN for nNRBP
+there, ``0 / 0``). With ``c_j(r)`` the number of documents above rank ``r`` relevant to subtopic ``j``,
+the *novelty gain* of the document at rank ``r`` (1-based) is ``g(r) = sum_j rel_j(r) (1 - alpha)^c_j(r)``.
+
+- ``alpha-DCG@k = sum_{r<=k} g(r) / log2(r + 1)``, divided by the "ideal ideal" ``A sum_{r<=k}
+  (1 - alpha)^(r-1) / log2(r + 1)`` (each rank covering every subtopic once more) for ``k >= 2``;
+  ndeval does not divide at ``k = 1``, and neither do we.
+- ``alpha-nDCG@k``: the undivided sum over the same sum for the ideal ranking, built greedily as
+  ndeval builds it: at each rank the judged document of largest gain given the ranks above (ties to
+  the larger docno in ndeval; here to the later column of ``ideal_target``, or of the list).
+- ``ERR-IA@k``, ``nERR-IA@k``: the same with the discount ``1 / r``.
+- ``NRBP = (1 - (1 - alpha) beta) / A sum_r g(r) beta^(r-1)`` over the whole list; ``nNRBP``: over
+  the ideal ranking's sum (the whole greedy ranking).
+- ``P-IA@k = sum_{r<=k} sum_j rel_j(r) / (k A)`` (a cutoff beyond the list still divides by ``k``).
+- ``MAP-IA``: the mean over the ``A`` subtopics of each subtopic's average precision, whose
+  denominator is the number of judged documents relevant to it.
+- ``StRecall@k`` (ndeval's ``strec``): the share of the ``A`` subtopics that the top ``k`` covers.
+
+Defaults ``alpha = beta = 0.5`` (ndeval's). Unjudged documents and padding gain nothing.
+
+**Ties** (``ties="average"``): P-IA and StRecall give the exact expected value over the orders of
+tied documents (P-IA is linear in the per-position counts; a subtopic is uncovered at the cutoff with
+the hypergeometric probability ``C(n - r_j, t) / C(n, t)`` that none of the ``r_j`` documents of the
+cutoff's tie group relevant to it lands in the group's ``t`` slots above the cutoff). The novelty
+gain of the other measures depends on the order inside a group through ``(1 - alpha)^c``: no closed
+form, so the registry refuses ``ties="average"`` for them (use ``ties="first"``, ``"pessimistic"``,
+``"optimistic"`` or ``convention="trec_eval"``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from torch_rankeval.conventions import Convention
+from torch_rankeval.ranking.subtopics import document_subtopics, ideal_subtopics, ranked_subtopics
+from torch_rankeval.ranking.view import RankedBatch, RankedView, log_comb  # noqa: F401 (RankedBatch: the doctests)
+
+__all__ = [
+    "ALPHA_DEFAULT",
+    "BETA_DEFAULT",
+    "alpha_dcg_values",
+    "alpha_ndcg_values",
+    "ap_ia_values",
+    "err_ia_values",
+    "greedy_ideal_gains",
+    "nerr_ia_values",
+    "nnrbp_values",
+    "nrbp_values",
+    "precision_ia_values",
+    "subtopic_recall_values",
+]
+
+#: ndeval's defaults: redundancy intolerance alpha and NRBP's patience beta.
+ALPHA_DEFAULT = 0.5
+BETA_DEFAULT = 0.5
+
+_F64 = torch.float64
+
+
+def _depth(rb: RankedView, ks: tuple) -> int:
+    """The deepest rank the cutoffs read (``None``: the list length); may exceed the list."""
+    return max(rb.length if k is None else k for k in ks)
+
+
+def _cut(ks: tuple, length: int) -> list[int]:
+    """0-based index of each cutoff's last rank in a table of the deepest cutoff's length."""
+    return [length - 1 if k is None else k - 1 for k in ks]
+
+
+def _novelty_gains(rel: Tensor, alpha: float) -> Tensor:
+    """``g(r) = sum_j rel_j(r) (1 - alpha)^c_j(r)`` for ranked ``rel`` ``(N, W, S)`` float64 -> ``(N, W)``."""
+    before = rel.cumsum(1) - rel
+    return (rel * torch.pow(torch.tensor(1.0 - alpha, dtype=_F64, device=rel.device), before)).sum(-1)
+
+
+def _padded(x: Tensor, depth: int) -> Tensor:
+    """``x`` ``(N, W)`` with zero columns up to ``depth``."""
+    return torch.nn.functional.pad(x, (0, depth - x.shape[-1])) if x.shape[-1] < depth else x[:, :depth]
+
+
+def _n_subtopics(rb: RankedView) -> Tensor:
+    """``A``: subtopics that at least one judged document is relevant to, ``(N,)`` float64."""
+    return rb.cached("ia_subtopics", lambda: ideal_subtopics(rb).any(1).sum(-1).to(_F64))
+
+
+def greedy_ideal_gains(rel: Tensor, steps: int, alpha: float = ALPHA_DEFAULT) -> Tensor:
+    """Novelty gains ``(N, steps)`` float64 of ndeval's greedy ideal ranking of ``rel`` ``(N, M, S)``
+    (bool, the judged documents' subtopic relevance): at each rank the document of largest gain
+    given the ranks above, ties to the later column (ndeval: the larger docno). One step per rank,
+    vectorised over queries (``steps`` is static: no host sync); ranks past ``M`` gain 0.
+
+    Example:
+        >>> rel = torch.tensor([[[1, 0], [1, 0], [0, 1]]], dtype=torch.bool)
+        >>> greedy_ideal_gains(rel, 4)          # one subtopic each, then the repeat at 1 - alpha
+        tensor([[1.0000, 1.0000, 0.5000, 0.0000]], dtype=torch.float64)
+    """
+    n, m, s = rel.shape
+    relf = rel.to(_F64)
+    gain = torch.ones(n, s, 1, dtype=_F64, device=rel.device)
+    taken = torch.zeros(n, m, dtype=torch.bool, device=rel.device)
+    out = []
+    for _ in range(min(steps, m)):
+        score = torch.bmm(relf, gain).squeeze(-1).masked_fill(taken, -1.0)
+        where = (m - 1) - score.flip(-1).argmax(-1, keepdim=True)  # the last column among the maxima
+        chosen = relf.gather(1, where.unsqueeze(-1).expand(-1, 1, s)).transpose(1, 2)  # (N, S, 1)
+        out.append((chosen * gain).sum(1))
+        gain = gain * (1.0 - alpha * chosen)
+        taken = taken.scatter(1, where, True)
+    gains = torch.cat(out, dim=-1) if out else torch.zeros(n, 0, dtype=_F64, device=rel.device)
+    return _padded(gains, steps)
+
+
+def _ideal(rb: RankedView, steps: int, alpha: float) -> Tensor:
+    return rb.cached(f"ia_ideal_{steps}_{alpha!r}", lambda: greedy_ideal_gains(ideal_subtopics(rb), steps, alpha))
+
+
+def _run_gains(rb: RankedView, depth: int, alpha: float) -> Tensor:
+    """Novelty gains of the ranking ``(N, depth)`` float64 (0 past the list)."""
+
+    def make() -> Tensor:
+        width = min(depth, rb.length)
+        return _padded(_novelty_gains(ranked_subtopics(rb, width), alpha), depth)
+
+    return rb.cached(f"ia_run_{depth}_{alpha!r}", make)
+
+
+def _finish(rb: RankedView, values: Tensor, a: Tensor) -> tuple[Tensor, Tensor]:
+    empty = (a <= 0).unsqueeze(-1).expand_as(values)
+    return torch.where(empty, torch.zeros((), dtype=_F64, device=values.device), values).to(rb.dtype), empty
+
+
+def _ndeval_discount(depth: int, device: torch.device) -> Tensor:
+    """ndeval's ``log(2) / log(r + 1)`` for ranks ``r = 1..depth``, float64."""
+    r = torch.arange(depth, dtype=_F64, device=device)
+    return math.log(2.0) / torch.log(r + 2.0)
+
+
+def _inverse_rank(depth: int, device: torch.device) -> Tensor:
+    return 1.0 / torch.arange(1, depth + 1, dtype=_F64, device=device)
+
+
+def _ideal_ideal(a: Tensor, weights: Tensor, alpha: float, idx: list[int]) -> Tensor:
+    """``A sum_{r<=k} (1 - alpha)^(r-1) w(r)`` at each cutoff index, ``(N, K)``; 1 at ``k = 1`` (ndeval
+    leaves its first rank undivided)."""
+    decay = torch.pow(
+        torch.tensor(1.0 - alpha, dtype=_F64, device=weights.device),
+        torch.arange(weights.shape[0], dtype=_F64, device=weights.device),
+    )
+    table = (decay * weights).cumsum(0)[idx]  # (K,)
+    norm = a.unsqueeze(-1) * table
+    first = torch.tensor([i == 0 for i in idx], device=weights.device)
+    return torch.where(first | (norm <= 0), torch.ones((), dtype=_F64, device=weights.device), norm)
+
+
+def _cumulative_at(x: Tensor, idx: list[int]) -> Tensor:
+    return x.cumsum(-1)[:, idx]
+
+
+def _discounted(rb: RankedView, ks: tuple, alpha: float, kind: str, normalise: str) -> tuple[Tensor, Tensor]:
+    depth = _depth(rb, ks)
+    idx = _cut(ks, depth)
+    weights = _ndeval_discount(depth, rb.device) if kind == "dcg" else _inverse_rank(depth, rb.device)
+    raw = _cumulative_at(_run_gains(rb, depth, alpha) * weights, idx)
+    a = _n_subtopics(rb)
+    if normalise == "ideal_ideal":
+        return _finish(rb, raw / _ideal_ideal(a, weights, alpha, idx), a)
+    ideal = _cumulative_at(_ideal(rb, depth, alpha) * weights, idx)
+    return _finish(rb, torch.where(raw > 0, raw / torch.where(ideal > 0, ideal, 1.0), 0.0), a)
+
+
+def alpha_dcg_values(
+    rb: RankedView, ks: tuple, conv: Convention, *, alpha: float = ALPHA_DEFAULT
+) -> tuple[Tensor, Tensor]:
+    """ndeval's alpha-DCG@k (divided by the "ideal ideal" gain for ``k >= 2``), ``(N, K)``.
+
+    Example:
+        >>> from torch_rankeval.conventions import DEFAULT
+        >>> sub = torch.tensor([[[1, 1], [1, 0], [0, 0]]])      # 3 documents, 2 subtopics
+        >>> rb = RankedBatch(torch.tensor([[0.9, 0.8, 0.7]]), sub.amax(-1), None, DEFAULT, subtopics=sub)
+        >>> alpha_dcg_values(rb, (1, 2), DEFAULT)[0]  # g = 2, 0.5: (2 + 0.5/log2 3) / (2 (1 + 0.5/log2 3))
+        tensor([[2.0000, 0.8801]])
+    """
+    return _discounted(rb, ks, alpha, "dcg", "ideal_ideal")
+
+
+def alpha_ndcg_values(
+    rb: RankedView, ks: tuple, conv: Convention, *, alpha: float = ALPHA_DEFAULT
+) -> tuple[Tensor, Tensor]:
+    """alpha-nDCG@k over ndeval's greedy ideal ranking, ``(N, K)``.
+
+    Example:
+        >>> from torch_rankeval.conventions import DEFAULT
+        >>> sub = torch.tensor([[[1, 0], [1, 0], [0, 1]]])
+        >>> rb = RankedBatch(torch.tensor([[0.9, 0.8, 0.7]]), sub.amax(-1), None, DEFAULT, subtopics=sub)
+        >>> alpha_ndcg_values(rb, (2,), DEFAULT)[0]             # (1 + 0.5/log2 3) / (1 + 1/log2 3)
+        tensor([[0.8155]])
+    """
+    return _discounted(rb, ks, alpha, "dcg", "ideal")
+
+
+def err_ia_values(
+    rb: RankedView, ks: tuple, conv: Convention, *, alpha: float = ALPHA_DEFAULT
+) -> tuple[Tensor, Tensor]:
+    """ndeval's ERR-IA@k (divided by the "ideal ideal" for ``k >= 2``), ``(N, K)``.
+
+    Example:
+        >>> from torch_rankeval.conventions import DEFAULT
+        >>> sub = torch.tensor([[[0, 0], [1, 1]]])
+        >>> rb = RankedBatch(torch.tensor([[0.9, 0.8]]), sub.amax(-1), None, DEFAULT, subtopics=sub)
+        >>> err_ia_values(rb, (2,), DEFAULT)[0]                  # (2 / 2) / (2 + 2 * 0.5 / 2)
+        tensor([[0.4000]])
+    """
+    return _discounted(rb, ks, alpha, "err", "ideal_ideal")
+
+
+def nerr_ia_values(
+    rb: RankedView, ks: tuple, conv: Convention, *, alpha: float = ALPHA_DEFAULT
+) -> tuple[Tensor, Tensor]:
+    """nERR-IA@k over ndeval's greedy ideal ranking, ``(N, K)``.
+
+    Example:
+        >>> from torch_rankeval.conventions import DEFAULT
+        >>> sub = torch.tensor([[[0, 0], [1, 1]]])
+        >>> rb = RankedBatch(torch.tensor([[0.9, 0.8]]), sub.amax(-1), None, DEFAULT, subtopics=sub)
+        >>> nerr_ia_values(rb, (2,), DEFAULT)[0]                 # (2 / 2) / 2
+        tensor([[0.5000]])
+    """
+    return _discounted(rb, ks, alpha, "err", "ideal")
+
+
+def _rbp_sum(gains: Tensor, beta: float) -> Tensor:
+    decay = torch.pow(
+        torch.tensor(beta, dtype=_F64, device=gains.device),
+        torch.arange(gains.shape[-1], dtype=_F64, device=gains.device),
+    )
+    return (gains * decay).sum(-1, keepdim=True)
+
+
+def nrbp_values(
+    rb: RankedView, ks: tuple, conv: Convention, *, alpha: float = ALPHA_DEFAULT, beta: float = BETA_DEFAULT
+) -> tuple[Tensor, Tensor]:
+    """ndeval's NRBP over the whole list, ``(N, 1)``.
+
+    Example:
+        >>> from torch_rankeval.conventions import DEFAULT
+        >>> sub = torch.tensor([[[0, 0], [1, 1]]])
+        >>> rb = RankedBatch(torch.tensor([[0.9, 0.8]]), sub.amax(-1), None, DEFAULT, subtopics=sub)
+        >>> nrbp_values(rb, (None,), DEFAULT)[0]                 # 2 * 0.5 * (1 - 0.25) / 2
+        tensor([[0.3750]])
+    """
+    a = _n_subtopics(rb)
+    raw = _rbp_sum(_run_gains(rb, rb.length, alpha), beta)
+    scale = (1.0 - (1.0 - alpha) * beta) / torch.where(a > 0, a, 1.0)
+    return _finish(rb, raw * scale.unsqueeze(-1), a)
+
+
+def nnrbp_values(
+    rb: RankedView, ks: tuple, conv: Convention, *, alpha: float = ALPHA_DEFAULT, beta: float = BETA_DEFAULT
+) -> tuple[Tensor, Tensor]:
+    """NRBP over that of ndeval's greedy ideal ranking of every judged document, ``(N, 1)``.
+
+    Example:
+        >>> from torch_rankeval.conventions import DEFAULT
+        >>> sub = torch.tensor([[[0, 0], [1, 1]]])
+        >>> rb = RankedBatch(torch.tensor([[0.9, 0.8]]), sub.amax(-1), None, DEFAULT, subtopics=sub)
+        >>> nnrbp_values(rb, (None,), DEFAULT)[0]
+        tensor([[0.5000]])
+    """
+    a = _n_subtopics(rb)
+    raw = _rbp_sum(_run_gains(rb, rb.length, alpha), beta)
+    m = ideal_subtopics(rb).shape[1]
+    ideal = _rbp_sum(_ideal(rb, m, alpha), beta)
+    return _finish(rb, raw / torch.where(ideal > 0, ideal, 1.0), a)
+
+
+def _per_document_count(rb: RankedView) -> Tensor:
+    """Relevant subtopics of each document, input order ``(N, L)`` float64."""
+    return rb.cached("ia_doc_count", lambda: document_subtopics(rb).sum(-1, dtype=_F64))
+
+
+def precision_ia_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
+    """P-IA@k: relevant (document, subtopic) pairs in the top ``k`` over ``k A``, ``(N, K)``;
+    the exact expectation under averaged ties.
+
+    Example:
+        >>> from torch_rankeval.conventions import DEFAULT
+        >>> sub = torch.tensor([[[0, 0], [1, 1], [1, 0]]])
+        >>> rb = RankedBatch(torch.tensor([[0.9, 0.5, 0.5]]), sub.amax(-1), None, DEFAULT, subtopics=sub)
+        >>> precision_ia_values(rb, (2, 3), DEFAULT)[0]           # tie: 1.5 expected pairs at rank 2
+        tensor([[0.3750, 0.5000]])
+    """
+    a = _n_subtopics(rb)
+    doc = _per_document_count(rb)
+    width = rb.span(ks)
+    idx = rb.cutoff_index(ks)
+    head = rb.ranked(doc, width)
+    if rb.averaged:
+        g = rb.groups(width)
+        total, before = g.sums(head, doc, dtype=_F64)
+        inside = torch.tensor([i + 1 for i in idx], dtype=_F64, device=rb.device) - g.at("start", idx).to(_F64)
+        count = before[:, idx] + inside * total[:, idx] / g.at("size", idx).to(_F64)
+    else:
+        count = head.cumsum(-1)[:, idx]
+    depth = torch.tensor([rb.length if k is None else k for k in ks], dtype=_F64, device=rb.device)
+    return _finish(rb, count / (depth * torch.where(a > 0, a, 1.0).unsqueeze(-1)), a)
+
+
+def subtopic_recall_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
+    """Subtopic recall@k (ndeval's strec): the share of the ``A`` subtopics covered by the top ``k``,
+    ``(N, K)``; the exact expectation under averaged ties.
+
+    Example:
+        >>> from torch_rankeval.conventions import DEFAULT
+        >>> sub = torch.tensor([[[1, 0], [1, 0], [0, 1]]])
+        >>> rb = RankedBatch(torch.tensor([[0.9, 0.5, 0.5]]), sub.amax(-1), None, DEFAULT, subtopics=sub)
+        >>> subtopic_recall_values(rb, (1, 2, 3), DEFAULT)[0]     # rank 2: subtopic 2 with chance 1/2
+        tensor([[0.5000, 0.7500, 1.0000]])
+    """
+    a = _n_subtopics(rb)
+    idx = rb.cutoff_index(ks)
+    if not rb.averaged:
+        rel = ranked_subtopics(rb, rb.span(ks))
+        covered = (rel.cumsum(1)[:, idx] > 0).to(_F64).sum(-1)
+    else:
+        rel = ranked_subtopics(rb, rb.length)
+        g = rb.groups(rb.length)
+        prefix = torch.nn.functional.pad(rel.cumsum(1), (0, 0, 1, 0))  # (N, L + 1, S)
+        s, e = g.at("start", idx).long(), g.at("end", idx).long()  # (N, K)
+        n_sub = rel.shape[-1]
+        before = prefix.gather(1, s.unsqueeze(-1).expand(-1, -1, n_sub))
+        total = prefix.gather(1, e.unsqueeze(-1).expand(-1, -1, n_sub)) - before
+        n = (e - s).to(_F64).unsqueeze(-1)
+        t = (torch.tensor([i + 1 for i in idx], dtype=_F64, device=rb.device).unsqueeze(-1) - s.to(_F64)).unsqueeze(-1)
+        t = t.expand_as(total)
+        fits = n - total >= t
+        miss = torch.exp(log_comb(torch.where(fits, n - total, t), t) - log_comb(n.expand_as(total), t))
+        miss = torch.where(fits, miss, 0.0)
+        covered = torch.where(before > 0, 1.0, 1.0 - miss).sum(-1)
+    return _finish(rb, covered / torch.where(a > 0, a, 1.0).unsqueeze(-1), a)
+
+
+def ap_ia_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
+    """MAP-IA (ndeval): the mean over the ``A`` subtopics of each one's average precision over the
+    whole list (denominator: the judged documents relevant to the subtopic), ``(N, 1)``.
+
+    Example:
+        >>> from torch_rankeval.conventions import DEFAULT
+        >>> sub = torch.tensor([[[0, 1], [1, 1], [0, 0]]])
+        >>> rb = RankedBatch(torch.tensor([[0.9, 0.8, 0.7]]), sub.amax(-1), None, DEFAULT, subtopics=sub)
+        >>> ap_ia_values(rb, (None,), DEFAULT)[0]                # (1/2 + (1 + 1) / 2) / 2
+        tensor([[0.7500]])
+    """
+    a = _n_subtopics(rb)
+    rel = ranked_subtopics(rb, rb.length)
+    found = rel.cumsum(1)
+    ranks = torch.arange(1, rb.length + 1, dtype=_F64, device=rb.device).unsqueeze(-1)
+    per_subtopic = (rel * found / ranks).sum(1)  # (N, S)
+    n_rel = ideal_subtopics(rb).sum(1, dtype=_F64)  # (N, S)
+    ap = torch.where(n_rel > 0, per_subtopic / torch.where(n_rel > 0, n_rel, 1.0), 0.0).sum(-1, keepdim=True)
+    return _finish(rb, ap / torch.where(a > 0, a, 1.0).unsqueeze(-1), a)
