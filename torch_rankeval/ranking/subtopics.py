@@ -25,7 +25,7 @@ Example:
     tensor([[0, 0],
             [0, 0],
             [1, 1]])
-    >>> adhoc, sub = split_subtopics(torch.zeros(2, 3), t)
+    >>> adhoc, sub, _, _ = split_subtopics(torch.zeros(2, 3), t)
     >>> adhoc
     tensor([[0, 0, 1],
             [1, 0, 0]])
@@ -114,7 +114,7 @@ def subtopic_target(
             raise ValueError("a (query, item, subtopic) is judged twice: give each judgment once")
         if flags[2]:
             raise ValueError("grade holds negative grades: subtopic judgments are grades >= 0")
-    return torch.sparse_coo_tensor(index, grade, size=tuple(shape)).coalesce()
+    return torch.sparse_coo_tensor(index, grade, size=tuple(shape), check_invariants=False).coalesce()
 
 
 def _dense(t: Tensor, name: str) -> Tensor:
