@@ -10,13 +10,15 @@ the *novelty gain* of the document at rank ``r`` (1-based) is ``g(r) = sum_j rel
 - ``alpha-DCG@k = sum_{r<=k} g(r) / log2(r + 1)``, divided by the "ideal ideal" ``A sum_{r<=k}
   (1 - alpha)^(r-1) / log2(r + 1)`` (each rank covering every subtopic once more) for ``k >= 2``;
   ndeval does not divide at ``k = 1``, and neither do we.
+  ``alpha_DCG(norm='none')`` is the plain sum (TF-Ranking's ``AlphaDCGMetric``).
 - ``alpha-nDCG@k``: the undivided sum over the same sum for the ideal ranking, built greedily as
   ndeval builds it: at each rank the judged document of largest gain given the ranks above (ties to
   the larger docno in ndeval; here to the later column of ``ideal_target``, or of the list).
 - ``ERR-IA@k``, ``nERR-IA@k``: the same with the discount ``1 / r``.
 - ``NRBP = (1 - (1 - alpha) beta) / A sum_r g(r) beta^(r-1)`` over the whole list; ``nNRBP``: over
   the ideal ranking's sum (the whole greedy ranking).
-- ``P-IA@k = sum_{r<=k} sum_j rel_j(r) / (k A)`` (a cutoff beyond the list still divides by ``k``).
+- ``P-IA@k = sum_{r<=k} sum_j rel_j(r) / (k A)`` (a cutoff beyond the list still divides by ``k``;
+  ``min(k, list length)`` with the convention's ``adaptive_k``, as TF-Ranking).
 - ``MAP-IA``: the mean over the ``A`` subtopics of each subtopic's average precision, whose
   denominator is the number of judged documents relevant to it.
 - ``StRecall@k`` (ndeval's ``strec``): the share of the ``A`` subtopics that the top ``k`` covers.
@@ -40,6 +42,7 @@ import torch
 from torch import Tensor
 
 from torch_rankeval.conventions import Convention
+from torch_rankeval.ranking.groups import cutoff_sizes
 from torch_rankeval.ranking.subtopics import document_subtopics, ideal_subtopics, ranked_subtopics
 from torch_rankeval.ranking.view import RankedBatch, RankedView, log_comb  # noqa: F401 (RankedBatch: the doctests)
 
@@ -70,9 +73,13 @@ def _depth(rb: RankedView, ks: tuple) -> int:
     return max(rb.length if k is None else k for k in ks)
 
 
-def _cut(ks: tuple, length: int) -> list[int]:
-    """0-based index of each cutoff's last rank in a table of the deepest cutoff's length."""
-    return [length - 1 if k is None else k - 1 for k in ks]
+def _cut(rb: RankedView, ks: tuple) -> Tensor:
+    """0-based index of each cutoff's last rank per query, ``(N, K)`` int64: ``k - 1``, or the list's
+    last real document for ``k=None`` (so that padding never changes a value)."""
+    last = (rb.n_valid.to(torch.int64) - 1).clamp(min=0).unsqueeze(-1)
+    fixed = torch.tensor([0 if k is None else k - 1 for k in ks], dtype=torch.int64, device=rb.device)
+    whole = torch.tensor([k is None for k in ks], device=rb.device)
+    return torch.where(whole, last, fixed)
 
 
 def _novelty_gains(rel: Tensor, alpha: float) -> Tensor:
@@ -147,39 +154,35 @@ def _inverse_rank(depth: int, device: torch.device) -> Tensor:
     return 1.0 / torch.arange(1, depth + 1, dtype=_F64, device=device)
 
 
-def _ideal_ideal(a: Tensor, weights: Tensor, alpha: float, idx: list[int]) -> Tensor:
-    """``A sum_{r<=k} (1 - alpha)^(r-1) w(r)`` at each cutoff index, ``(N, K)``; 1 at ``k = 1`` (ndeval
-    leaves its first rank undivided)."""
-    decay = torch.pow(
-        torch.tensor(1.0 - alpha, dtype=_F64, device=weights.device),
-        torch.arange(weights.shape[0], dtype=_F64, device=weights.device),
-    )
-    table = (decay * weights).cumsum(0)[idx]  # (K,)
-    norm = a.unsqueeze(-1) * table
-    first = torch.tensor([i == 0 for i in idx], device=weights.device)
-    return torch.where(first | (norm <= 0), torch.ones((), dtype=_F64, device=weights.device), norm)
-
-
-def _cumulative_at(x: Tensor, idx: list[int]) -> Tensor:
-    return x.cumsum(-1)[:, idx]
+def _ideal_ideal(a: Tensor, weights: Tensor, alpha: float, idx: Tensor) -> Tensor:
+    """``A sum_{r<=k} (1 - alpha)^(r-1) w(r)`` at each cutoff index ``idx`` ``(N, K)``; 1 at ``k = 1``
+    (ndeval leaves its first rank undivided)."""
+    one = torch.ones((), dtype=_F64, device=weights.device)
+    ranks = torch.arange(weights.shape[0], dtype=_F64, device=weights.device)
+    table = (torch.pow(torch.tensor(1.0 - alpha, dtype=_F64, device=weights.device), ranks) * weights).cumsum(0)
+    norm = a.unsqueeze(-1) * table[idx]
+    return torch.where((idx == 0) | (norm <= 0), one, norm)
 
 
 def _discounted(rb: RankedView, ks: tuple, alpha: float, kind: str, normalise: str) -> tuple[Tensor, Tensor]:
     depth = _depth(rb, ks)
-    idx = _cut(ks, depth)
+    idx = _cut(rb, ks)
     weights = _ndeval_discount(depth, rb.device) if kind == "dcg" else _inverse_rank(depth, rb.device)
-    raw = _cumulative_at(_run_gains(rb, depth, alpha) * weights, idx)
+    raw = (_run_gains(rb, depth, alpha) * weights).cumsum(-1).gather(-1, idx)
     a = _n_subtopics(rb)
+    if normalise == "none":
+        return _finish(rb, raw, a)
     if normalise == "ideal_ideal":
         return _finish(rb, raw / _ideal_ideal(a, weights, alpha, idx), a)
-    ideal = _cumulative_at(_ideal(rb, depth, alpha) * weights, idx)
+    ideal = (_ideal(rb, depth, alpha) * weights).cumsum(-1).gather(-1, idx)
     return _finish(rb, torch.where(raw > 0, raw / torch.where(ideal > 0, ideal, 1.0), 0.0), a)
 
 
 def alpha_dcg_values(
-    rb: RankedView, ks: tuple, conv: Convention, *, alpha: float = ALPHA_DEFAULT
+    rb: RankedView, ks: tuple, conv: Convention, *, alpha: float = ALPHA_DEFAULT, norm: str = "ideal_ideal"
 ) -> tuple[Tensor, Tensor]:
-    """ndeval's alpha-DCG@k (divided by the "ideal ideal" gain for ``k >= 2``), ``(N, K)``.
+    """ndeval's alpha-DCG@k (divided by the "ideal ideal" gain for ``k >= 2``), ``(N, K)``; with
+    ``norm="none"`` the plain sum ``sum_{r<=k} g(r) / log2(r + 1)`` (TF-Ranking's ``AlphaDCGMetric``).
 
     Example:
         >>> from torch_rankeval.conventions import DEFAULT
@@ -187,8 +190,10 @@ def alpha_dcg_values(
         >>> rb = RankedBatch(torch.tensor([[0.9, 0.8, 0.7]]), sub.amax(-1), None, DEFAULT, subtopics=sub)
         >>> alpha_dcg_values(rb, (1, 2), DEFAULT)[0]  # g = 2, 0.5: (2 + 0.5/log2 3) / (2 (1 + 0.5/log2 3))
         tensor([[2.0000, 0.8801]])
+        >>> alpha_dcg_values(rb, (2,), DEFAULT, norm="none")[0]  # 2 + 0.5 / log2(3)
+        tensor([[2.3155]])
     """
-    return _discounted(rb, ks, alpha, "dcg", "ideal_ideal")
+    return _discounted(rb, ks, alpha, "dcg", norm)
 
 
 def alpha_ndcg_values(
@@ -288,7 +293,8 @@ def _per_document_count(rb: RankedView) -> Tensor:
 
 def precision_ia_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
     """P-IA@k: relevant (document, subtopic) pairs in the top ``k`` over ``k A``, ``(N, K)``;
-    the exact expectation under averaged ties.
+    the exact expectation under averaged ties. ``k=None``: the list's length; the convention's
+    ``adaptive_k`` divides by ``min(k, list length)`` (TF-Ranking's ``PrecisionIAMetric``).
 
     Example:
         >>> from torch_rankeval.conventions import DEFAULT
@@ -309,7 +315,7 @@ def precision_ia_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Te
         count = before[:, idx] + inside * total[:, idx] / g.at("size", idx).to(_F64)
     else:
         count = head.cumsum(-1)[:, idx]
-    depth = torch.tensor([rb.length if k is None else k for k in ks], dtype=_F64, device=rb.device)
+    depth = cutoff_sizes(rb, ks, adaptive_k=conv.adaptive_k, dtype=_F64)
     return _finish(rb, count / (depth * torch.where(a > 0, a, 1.0).unsqueeze(-1)), a)
 
 

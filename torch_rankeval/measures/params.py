@@ -42,6 +42,7 @@ __all__ = [
     "MAX_FPR",
     "ALPHA",
     "NRBP_BETA",
+    "ALPHA_NORM",
 ]
 
 
@@ -234,3 +235,11 @@ ALPHA = Param(
     default=0.5,
 )
 NRBP_BETA = Param("beta", "unit", "patience: the chance to read on after each document (NRBP)", default=0.5)
+ALPHA_NORM = Param(
+    "norm",
+    "choice",
+    "'ideal_ideal': ndeval's alpha-DCG, divided by A sum (1 - alpha)^(r-1) / log2(r + 1) (each rank covering every "
+    "subtopic once more) for k >= 2; 'none': the plain sum (TF-Ranking's AlphaDCG)",
+    default="ideal_ideal",
+    choices=("ideal_ideal", "none"),
+)

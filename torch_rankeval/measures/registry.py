@@ -73,6 +73,7 @@ from torch_rankeval.kernels.set_measures import (
 from torch_rankeval.measures.params import (
     ADAPTIVE_K,
     ALPHA,
+    ALPHA_NORM,
     BETA,
     COEFFICIENTS,
     DCG,
@@ -604,7 +605,7 @@ FAMILIES: dict[str, Family] = _families(
         "alpha-DCG: novelty-discounted gain over subtopics, over ndeval's ideal-ideal gain (intent-aware)",
         ir="alpha_DCG",
         aliases=("alpha-dcg",),
-        params=(ALPHA,),
+        params=(ALPHA, ALPHA_NORM),
         ties_average=False,
         subtopics=True,
         oracle="pyndeval (ndeval 4.5), TF-Ranking's AlphaDCG (hand-computed)",
