@@ -83,9 +83,14 @@ def _cut(rb: RankedView, ks: tuple) -> Tensor:
 
 
 def _novelty_gains(rel: Tensor, alpha: float) -> Tensor:
-    """``g(r) = sum_j rel_j(r) (1 - alpha)^c_j(r)`` for ranked ``rel`` ``(N, W, S)`` float64 -> ``(N, W)``."""
-    before = rel.cumsum(1) - rel
-    return (rel * torch.pow(torch.tensor(1.0 - alpha, dtype=_F64, device=rel.device), before)).sum(-1)
+    """``g(r) = sum_j rel_j(r) (1 - alpha)^c_j(r)`` for ranked ``rel`` ``(N, W, S)`` float64 -> ``(N, W)``
+    (the powers from a table of ``(1 - alpha)^c``, ``c < W``)."""
+    width = rel.shape[1]
+    powers = torch.pow(
+        torch.tensor(1.0 - alpha, dtype=_F64, device=rel.device), torch.arange(width, dtype=_F64, device=rel.device)
+    )
+    before = (rel.cumsum(1) - rel).long()
+    return (rel * powers[before]).sum(-1)
 
 
 def _padded(x: Tensor, depth: int) -> Tensor:
@@ -98,11 +103,25 @@ def _n_subtopics(rb: RankedView) -> Tensor:
     return rb.cached("ia_subtopics", lambda: ideal_subtopics(rb).any(1).sum(-1).to(_F64))
 
 
+def _exact_in_float32(alpha: float, steps: int, n_sub: int) -> bool:
+    """Whether every greedy score ``sum_j (1 - alpha)^c_j`` (``c_j < steps``, ``n_sub`` terms) is exact
+    in float32, so that its comparisons (ties included) are those of ndeval's doubles: alpha 0 or 1
+    (integer scores), or 1/2 when ``2**-(steps - 1)`` and the number of terms fit 24 bits."""
+    if alpha in (0.0, 1.0):
+        return n_sub < 2**24
+    return alpha == 0.5 and (steps - 1) + n_sub.bit_length() <= 24
+
+
 def greedy_ideal_gains(rel: Tensor, steps: int, alpha: float = ALPHA_DEFAULT) -> Tensor:
     """Novelty gains ``(N, steps)`` float64 of ndeval's greedy ideal ranking of ``rel`` ``(N, M, S)``
     (bool, the judged documents' subtopic relevance): at each rank the document of largest gain
     given the ranks above, ties to the later column (ndeval: the larger docno). One step per rank,
     vectorised over queries (``steps`` is static: no host sync); ranks past ``M`` gain 0.
+
+    A step scores every document (``S`` fused multiply-adds over ``(N, M)``), takes the first maximum
+    of the columns in reverse order and clears the chosen document's row (its score is then 0, and a
+    document of score 0 adds nothing wherever it is placed). Scores are float32 where they are exact
+    (alpha 1/2 to depth ~20, alpha 0 or 1), else float64.
 
     Example:
         >>> rel = torch.tensor([[[1, 0], [1, 0], [0, 1]]], dtype=torch.bool)
@@ -110,17 +129,23 @@ def greedy_ideal_gains(rel: Tensor, steps: int, alpha: float = ALPHA_DEFAULT) ->
         tensor([[1.0000, 1.0000, 0.5000, 0.0000]], dtype=torch.float64)
     """
     n, m, s = rel.shape
-    relf = rel.to(_F64)
-    gain = torch.ones(n, s, 1, dtype=_F64, device=rel.device)
-    taken = torch.zeros(n, m, dtype=torch.bool, device=rel.device)
+    steps_here = min(steps, m)
+    dtype = torch.float32 if _exact_in_float32(alpha, steps_here, s) else _F64
+    # (N, S, M), columns reversed: argmax's first maximum is the last column among equal scores
+    left = rel.flip(1).transpose(1, 2).to(dtype).contiguous()
+    gain = torch.ones(n, s, 1, dtype=dtype, device=rel.device)
+    score = torch.empty(n, m, dtype=dtype, device=rel.device)
+    keep = torch.tensor(1.0 - alpha, dtype=dtype, device=rel.device)
     out = []
-    for _ in range(min(steps, m)):
-        score = torch.bmm(relf, gain).squeeze(-1).masked_fill(taken, -1.0)
-        where = (m - 1) - score.flip(-1).argmax(-1, keepdim=True)  # the last column among the maxima
-        chosen = relf.gather(1, where.unsqueeze(-1).expand(-1, 1, s)).transpose(1, 2)  # (N, S, 1)
-        out.append((chosen * gain).sum(1))
-        gain = gain * (1.0 - alpha * chosen)
-        taken = taken.scatter(1, where, True)
+    for _ in range(steps_here):
+        torch.mul(left[:, 0, :], gain[:, 0], out=score)
+        for j in range(1, s):
+            score.addcmul_(left[:, j, :], gain[:, j])
+        where = score.argmax(-1, keepdim=True)  # (N, 1)
+        chosen = left.gather(2, where.unsqueeze(1).expand(-1, s, 1))  # (N, S, 1): its subtopics
+        out.append((chosen * gain).sum(1, dtype=_F64))
+        gain = torch.where(chosen > 0, gain * keep, gain)
+        left.scatter_(2, where.unsqueeze(1).expand(-1, s, 1), 0.0)
     gains = torch.cat(out, dim=-1) if out else torch.zeros(n, 0, dtype=_F64, device=rel.device)
     return _padded(gains, steps)
 

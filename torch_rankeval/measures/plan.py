@@ -39,7 +39,7 @@ from torch_rankeval.ranking.catalogue import (
 )
 from torch_rankeval.ranking.inputs import check_reduction, parse_k, prepare
 from torch_rankeval.ranking.sparse import SparseTarget, check_exclude, is_sparse, resolve_checks, sparse_target
-from torch_rankeval.ranking.subtopics import NEEDS_SUBTOPICS, is_subtopic_target, split_subtopics, subtopic_checks
+from torch_rankeval.ranking.subtopics import NEEDS_SUBTOPICS, is_subtopic_target, split_subtopics
 from torch_rankeval.ranking.view import RankedBatch, _to_device, device_constant
 
 __all__ = ["MeasurePlan", "densified", "evaluate_family"]
@@ -167,9 +167,10 @@ class MeasurePlan:
         supports it; otherwise the target is made dense and ``exclude`` joins ``mask``."""
         subtopics = ideal_subtopics = None
         if self._check_subtopics(preds, target):
-            target, subtopics, ideal_target, ideal_subtopics = split_subtopics(preds, target, ideal_target)
+            split = split_subtopics(preds, target, ideal_target)
+            target, subtopics, ideal_target, ideal_subtopics = split[:4]
             if validate_args:
-                resolve_checks(subtopic_checks(subtopics, ideal_subtopics))
+                resolve_checks(split.checks())
         route = self._route(preds, target, mask, ideal_target, n_relevant, judged, exclude)
         if route == "dense" and (exclude is not None or _is_sparse(target)):
             target, mask = densified(preds, target, mask, exclude)

@@ -25,13 +25,14 @@ Example:
     tensor([[0, 0],
             [0, 0],
             [1, 1]])
-    >>> adhoc, sub, _, _ = split_subtopics(torch.zeros(2, 3), t)
-    >>> adhoc
+    >>> split_subtopics(torch.zeros(2, 3), t).target
     tensor([[0, 0, 1],
             [1, 0, 0]])
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
@@ -45,7 +46,7 @@ __all__ = [
     "is_subtopic_target",
     "ranked_subtopics",
     "split_subtopics",
-    "subtopic_checks",
+    "SubtopicSplit",
     "subtopic_target",
 ]
 
@@ -125,27 +126,75 @@ def _dense(t: Tensor, name: str) -> Tensor:
     return t
 
 
-def _collapse(t: Tensor) -> Tensor:
-    """A document's grade for the whole query: its largest subtopic grade."""
-    return t.any(-1) if t.dtype == torch.bool else t.amax(-1)
+def _collapse(t: Tensor) -> tuple[Tensor, Tensor | None]:
+    """A document's grade for the whole query (its largest subtopic grade) and its smallest subtopic
+    grade (None for bool grades), in one pass."""
+    if t.dtype == torch.bool:
+        return t.any(-1), None
+    low, high = torch.aminmax(t, dim=-1)
+    return high, low
 
 
-def split_subtopics(
-    preds: Tensor, target: Tensor, ideal_target: Tensor | None = None
-) -> tuple[Tensor, Tensor, Tensor | None, Tensor | None]:
-    """Check a subtopic target and split it: ``(ad-hoc target, subtopic grades, ad-hoc ideal_target,
-    subtopic ideal grades)``. The ad-hoc grades (a document's largest subtopic grade) drive the
-    ranking stage (padding, ties by grade, unjudged documents); the subtopic grades are dense
-    ``(N, L, S)`` (``(1, L, S)`` for one list). ``ideal_target``, when given, must carry the same
-    subtopic axis, ``(N, M, S)``: the judgments of every judged document of each query.
+class SubtopicSplit(NamedTuple):
+    """A checked subtopic target, split (:func:`split_subtopics`).
+
+    Attributes:
+        target: the ad-hoc grades ``(N, L)`` (``(L,)`` for one list): a document's largest subtopic
+            grade; they drive the ranking stage (padding, ties by grade, unjudged documents).
+        subtopics: the subtopic grades, dense ``(N, L, S)`` (``(1, L, S)`` for one list).
+        ideal_target, ideal_subtopics: the same for ``ideal_target`` (None when not given).
+        lowest, ideal_lowest: each document's smallest subtopic grade (None for bool grades), for
+            :meth:`checks`.
+    """
+
+    target: Tensor
+    subtopics: Tensor
+    ideal_target: Tensor | None
+    ideal_subtopics: Tensor | None
+    lowest: Tensor | None
+    ideal_lowest: Tensor | None
+
+    def checks(self) -> list[tuple[Tensor, str]]:
+        """Value checks (flag, message), resolved by the caller in one host sync: negative and
+        non-finite subtopic grades (read from each document's smallest and largest grade).
+
+        Example:
+            >>> [bool(f) for f, _ in split_subtopics(torch.zeros(1, 1), torch.tensor([[[0, -1]]])).checks()]
+            [True]
+        """
+        out = []
+        for name, low, high in (
+            ("target", self.lowest, self.target),
+            ("ideal_target", self.ideal_lowest, self.ideal_target),
+        ):
+            if low is None or high is None:
+                continue
+            bad = low < 0
+            if low.is_floating_point():
+                bad = bad | ~torch.isfinite(low) | ~torch.isfinite(high)
+            out.append(
+                (
+                    bad.any(),
+                    f"{name} has negative (or non-finite) subtopic grades: subtopic judgments are grades >= 0 "
+                    "(ndeval reads natural numbers); mark unjudged documents with judged= or mask=, or clamp the "
+                    "grades at 0",
+                )
+            )
+        return out
+
+
+def split_subtopics(preds: Tensor, target: Tensor, ideal_target: Tensor | None = None) -> SubtopicSplit:
+    """Check a subtopic target and split it (:class:`SubtopicSplit`): the ad-hoc grades for the ranking
+    stage and the dense subtopic grades. ``ideal_target``, when given, must carry the same subtopic
+    axis, ``(N, M, S)``: the judgments of every judged document of each query.
 
     Raises:
         ValueError: a subtopic axis of the wrong size (target vs preds, ideal_target vs target), an
             empty subtopic axis, or an ad-hoc ``ideal_target`` with a subtopic target.
 
     Example:
-        >>> adhoc, sub, _, _ = split_subtopics(torch.zeros(3), torch.tensor([[0, 1], [0, 0], [2, 0]]))
-        >>> adhoc, sub.shape
+        >>> split = split_subtopics(torch.zeros(3), torch.tensor([[0, 1], [0, 0], [2, 0]]))
+        >>> split.target, split.subtopics.shape
         (tensor([1, 0, 2]), torch.Size([1, 3, 2]))
     """
     if target.is_complex():
@@ -158,12 +207,12 @@ def split_subtopics(
     if target.shape[-1] == 0:
         raise ValueError("the subtopic axis of target is empty (S = 0): give at least one subtopic")
     sub = _dense(target, "target")
-    adhoc = _collapse(sub)
+    adhoc, low = _collapse(sub)
     if preds.ndim == 1:
         sub = sub.unsqueeze(0)
     if sub.shape[1] == 0:  # lists without documents: one padding slot, as the ranking stage makes them
         sub = sub.new_zeros(sub.shape[0], 1, sub.shape[2])
-    ideal_adhoc = ideal_sub = None
+    ideal_adhoc = ideal_sub = ideal_low = None
     if ideal_target is not None:
         if not isinstance(ideal_target, Tensor):
             raise TypeError(f"ideal_target must be a torch.Tensor, got {type(ideal_target).__name__}")
@@ -176,37 +225,12 @@ def split_subtopics(
         if ideal_target.is_complex():
             raise TypeError(f"ideal_target must hold bool, integer or float grades, got {ideal_target.dtype}")
         ideal_sub = _dense(ideal_target, "ideal_target")
-        ideal_adhoc = _collapse(ideal_sub)
+        ideal_adhoc, ideal_low = _collapse(ideal_sub)
         if preds.ndim == 1:
             ideal_sub = ideal_sub.unsqueeze(0)
         if ideal_sub.shape[1] == 0:
             ideal_sub = ideal_sub.new_zeros(ideal_sub.shape[0], 1, ideal_sub.shape[2])
-    return adhoc, sub, ideal_adhoc, ideal_sub
-
-
-def subtopic_checks(sub: Tensor, ideal_sub: Tensor | None) -> list[tuple[Tensor, str]]:
-    """Value checks of subtopic grades (flag, message), resolved by the caller in one host sync:
-    negative and non-finite grades.
-
-    Example:
-        >>> [bool(f) for f, _ in subtopic_checks(torch.tensor([[[0, -1]]]), None)]
-        [True]
-    """
-    checks = []
-    for name, t in (("target", sub), ("ideal_target", ideal_sub)):
-        if t is None or t.dtype == torch.bool:
-            continue
-        bad = t < 0
-        if t.is_floating_point():
-            bad = bad | ~torch.isfinite(t)
-        checks.append(
-            (
-                bad.any(),
-                f"{name} has negative (or non-finite) subtopic grades: subtopic judgments are grades >= 0 (ndeval "
-                "reads natural numbers); mark unjudged documents with judged= or mask=, or clamp the grades at 0",
-            )
-        )
-    return checks
+    return SubtopicSplit(adhoc, sub, ideal_adhoc, ideal_sub, low, ideal_low)
 
 
 NEEDS_SUBTOPICS = (
@@ -228,10 +252,7 @@ def ranked_subtopics(rb: RankedView, width: int) -> Tensor:
         tensor([[[1., 1.],
                  [0., 1.]]], dtype=torch.float64)
     """
-    sub = getattr(rb, "subtopics", None)
-    if sub is None:
-        raise ValueError(NEEDS_SUBTOPICS)
-    rel = relevant(sub, rb.convention)
+    rel = _relevant_subtopics(rb)
     order = rb.order[:, :width] if width < rb.length else rb.order
     ranked = rel.gather(1, order.unsqueeze(-1).expand(-1, -1, rel.shape[-1]))
     return (ranked & rb.head("judged", width).unsqueeze(-1)).to(torch.float64)
@@ -240,12 +261,17 @@ def ranked_subtopics(rb: RankedView, width: int) -> Tensor:
 def document_subtopics(rb: RankedView) -> Tensor:
     """Binary subtopic relevance of each document in input order, ``(N, L, S)`` bool (False at padding
     and for unjudged documents)."""
+    rel = _relevant_subtopics(rb)
+    counted = rb._doc("counted")  # type: ignore[attr-defined]
+    return rel if counted is None else rel & counted.unsqueeze(-1)
+
+
+def _relevant_subtopics(rb: RankedView) -> Tensor:
+    """``(N, L, S)`` bool: the subtopic grades that are relevant (computed once per batch)."""
     sub = getattr(rb, "subtopics", None)
     if sub is None:
         raise ValueError(NEEDS_SUBTOPICS)
-    rel = relevant(sub, rb.convention)
-    counted = rb._doc("counted")  # type: ignore[attr-defined]
-    return rel if counted is None else rel & counted.unsqueeze(-1)
+    return rb.cached("subtopic_rel", lambda: relevant(sub, rb.convention))
 
 
 def ideal_subtopics(rb: RankedView) -> Tensor:
