@@ -49,6 +49,7 @@ from torch_rankeval.ranking.view import RankedBatch, RankedView, log_comb  # noq
 __all__ = [
     "ALPHA_DEFAULT",
     "BETA_DEFAULT",
+    "GREEDY_BLOCK",
     "alpha_dcg_values",
     "alpha_ndcg_values",
     "ap_ia_values",
@@ -66,6 +67,8 @@ ALPHA_DEFAULT = 0.5
 BETA_DEFAULT = 0.5
 
 _F64 = torch.float64
+#: (document, subtopic) entries per block of the greedy ideal ranking (2 MiB of float32 scores)
+GREEDY_BLOCK = 1 << 19
 
 
 def _depth(rb: RankedView, ks: tuple) -> int:
@@ -121,7 +124,8 @@ def greedy_ideal_gains(rel: Tensor, steps: int, alpha: float = ALPHA_DEFAULT) ->
     A step scores every document (``S`` fused multiply-adds over ``(N, M)``), takes the first maximum
     of the columns in reverse order and clears the chosen document's row (its score is then 0, and a
     document of score 0 adds nothing wherever it is placed). Scores are float32 where they are exact
-    (alpha 1/2 to depth ~20, alpha 0 or 1), else float64.
+    (alpha 1/2 to depth ~20, alpha 0 or 1), else float64. Lists go in blocks of about
+    :data:`GREEDY_BLOCK` (document, subtopic) entries, whose scores stay in cache over the steps.
 
     Example:
         >>> rel = torch.tensor([[[1, 0], [1, 0], [0, 1]]], dtype=torch.bool)
@@ -129,6 +133,9 @@ def greedy_ideal_gains(rel: Tensor, steps: int, alpha: float = ALPHA_DEFAULT) ->
         tensor([[1.0000, 1.0000, 0.5000, 0.0000]], dtype=torch.float64)
     """
     n, m, s = rel.shape
+    rows = max(1, GREEDY_BLOCK // max(m * s, 1))
+    if n > rows:  # blocks of lists whose scores stay in cache over the steps (a loop over blocks, not queries)
+        return torch.cat([greedy_ideal_gains(rel[i : i + rows], steps, alpha) for i in range(0, n, rows)])
     steps_here = min(steps, m)
     dtype = torch.float32 if _exact_in_float32(alpha, steps_here, s) else _F64
     # (N, S, M), columns reversed: argmax's first maximum is the last column among equal scores
@@ -141,7 +148,7 @@ def greedy_ideal_gains(rel: Tensor, steps: int, alpha: float = ALPHA_DEFAULT) ->
         torch.mul(left[:, 0, :], gain[:, 0], out=score)
         for j in range(1, s):
             score.addcmul_(left[:, j, :], gain[:, j])
-        where = score.argmax(-1, keepdim=True)  # (N, 1)
+        where = score.max(-1, keepdim=True).indices  # (N, 1): the first maximum, as argmax
         chosen = left.gather(2, where.unsqueeze(1).expand(-1, s, 1))  # (N, S, 1): its subtopics
         out.append((chosen * gain).sum(1, dtype=_F64))
         gain = torch.where(chosen > 0, gain * keep, gain)
