@@ -6,6 +6,7 @@ tie-exact measures (P-IA, subtopic recall); the distributed sums against one pro
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import pickle
 import random
@@ -360,3 +361,76 @@ def test_distributed_sums_equal_one_process(tmp_path):
         got = torch.load(f"{tmp_path / 'out'}.{rank}")
         for name in METRICS:
             assert got[name] == pytest.approx(expected[name], abs=1e-6), (rank, name)
+
+
+# ----------------------------------------------------------------------------- TREC files and the CLI
+def _write_trec(tmp_path, qrels, run, *, integer_subtopics=True):
+    """The collection as files: diversity qrels (``topic subtopic docno judgment``, numeric topics and
+    subtopics as TREC writes them) and a run (``qid Q0 docno rank score tag``)."""
+    qpath, rpath = tmp_path / "qrels.div", tmp_path / "run.txt"
+    qpath.write_text("".join(f"{q[1:]} {s[1:]} {d} {g}\n" for q, s, d, g in qrels))
+    rpath.write_text("".join(f"{q[1:]} Q0 {d} {i} {score} tag\n" for i, (q, d, score) in enumerate(run)))
+    return qpath, rpath
+
+
+def test_trec_evaluate_on_diversity_files_equals_ndeval(tmp_path):
+    from torch_rankeval import trec
+    from torch_rankeval.trec.diversity import read_subtopic_qrels
+
+    qrels, run, *_ = collection(13, n=10)
+    qpath, rpath = _write_trec(tmp_path, qrels, run)
+    expected = pyndeval.ndeval(qrels, run, measures=NDEVAL)
+    names = [_ir(m) for m in NDEVAL]
+    result = trec.evaluate(qpath, rpath, names)
+    assert result.qids == sorted((q[1:] for q in expected), key=str.encode)
+    for nd, ours in zip(NDEVAL, names):
+        theirs = torch.tensor([expected["q" + q][nd] for q in result.qids], dtype=torch.float64)
+        torch.testing.assert_close(result.per_query[ours], torch.nan_to_num(theirs), atol=1e-6, rtol=0, msg=nd)
+    # ad-hoc measures on the same file: a document is relevant when it is relevant to any subtopic
+    mixed = trec.evaluate(read_subtopic_qrels(qpath), rpath, ["alpha_nDCG@20", "P.10", "map"])
+    adhoc = trec.evaluate(read_subtopic_qrels(qpath).adhoc(), rpath, ["P.10", "map"])
+    assert mixed.summary["P_10"] == adhoc.summary["P_10"] and mixed.summary["map"] == adhoc.summary["map"]
+    assert mixed.summary["alpha_nDCG@20"] == pytest.approx(result.summary["alpha_nDCG@20"])
+
+
+def test_cli_prints_per_query_and_summary_in_every_format(tmp_path):
+    from tests.test_cli import run_cli
+
+    qrels, run, *_ = collection(14, n=6)
+    qpath, rpath = _write_trec(tmp_path, qrels, run)
+    expected = pyndeval.ndeval(qrels, run, measures=["alpha-nDCG@20", "ERR-IA@10", "strec@5"])
+    code, text = run_cli(
+        "evaluate", qpath, rpath, "-m", "alpha-nDCG@20", "-m", "ERR_IA@10", "-m", "strec@5", "-q", "--format", "json"
+    )
+    assert code == 0
+    data = json.loads(text)
+    result = data["runs"][0]
+    per_query = result["per_query"]
+    for q, values in per_query.items():
+        assert values["alpha-nDCG@20"] == pytest.approx(expected["q" + q]["alpha-nDCG@20"], abs=1e-6)
+        assert values["ERR_IA@10"] == pytest.approx(expected["q" + q]["ERR-IA@10"], abs=1e-6)
+        assert values["strec@5"] == pytest.approx(expected["q" + q]["strec@5"], abs=1e-6)
+    mean = sum(v["alpha-nDCG@20"] for v in expected.values()) / len(expected)
+    assert result["summary"]["alpha-nDCG@20"] == pytest.approx(mean, abs=1e-6)
+    code, text = run_cli("evaluate", qpath, rpath, "-m", "alpha_nDCG@20", "-q", "--format", "trec")
+    lines = [line.split() for line in text.splitlines()]
+    assert code == 0 and ["alpha_nDCG@20", "all", f"{mean:.4f}"] in lines
+    assert len([x for x in lines if x[1] != "all"]) == len(expected)
+    code, text = run_cli("evaluate", qpath, rpath, "-m", "P_IA@5", "--format", "csv")
+    assert code == 0 and "P_IA@5" in text
+
+
+def test_diversity_qrels_reader_refuses_bad_lines(tmp_path):
+    from torch_rankeval.trec import TrecFormatError
+    from torch_rankeval.trec.diversity import read_subtopic_qrels
+
+    path = tmp_path / "q"
+    path.write_text("1 1 d1 1\n1 1 d1 0\n")
+    with pytest.raises(TrecFormatError, match="duplicate judgment"):
+        read_subtopic_qrels(path)
+    path.write_text("1 x d1 1\n")
+    with pytest.raises(TrecFormatError, match="subtopic"):
+        read_subtopic_qrels(path)
+    path.write_text("1 1 d1 -1\n")
+    with pytest.raises(TrecFormatError, match="negative"):
+        read_subtopic_qrels(path)
