@@ -434,3 +434,34 @@ def test_diversity_qrels_reader_refuses_bad_lines(tmp_path):
     path.write_text("1 1 d1 -1\n")
     with pytest.raises(TrecFormatError, match="negative"):
         read_subtopic_qrels(path)
+
+
+def test_lightning_callback_logs_intent_aware_measures(tmp_path):
+    pl = pytest.importorskip("lightning.pytorch")
+    from torch.utils.data import DataLoader
+
+    from torch_rankeval.lightning import RankingMetricsCallback
+
+    _, _, preds, target, mask, ideal = collection(15, n=9)
+    rows = [{"preds": preds[i], "target": target[i], "mask": mask[i], "ideal_target": ideal[i]} for i in range(9)]
+
+    class Scores(pl.LightningModule):
+        def validation_step(self, batch, batch_idx):  # noqa: ANN001
+            return batch  # the step's outputs: scores, subtopic grades, mask, every judged document
+
+    names = ["alpha_nDCG@20", "P_IA@5", "StRecall@10"]
+    callback = RankingMetricsCallback(lambda: RankingMetrics(names, ties="first"))
+    trainer = pl.Trainer(
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
+        callbacks=[callback],
+    )
+    (logged,) = trainer.validate(Scores(), DataLoader(rows, batch_size=4), verbose=False)
+    truth = F.evaluate(preds, target, names, mask=mask, ideal_target=ideal, ties="first")
+    for name in names:
+        assert logged[f"val/{name}"] == pytest.approx(truth[name].item(), abs=1e-6)
