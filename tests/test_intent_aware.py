@@ -465,3 +465,17 @@ def test_lightning_callback_logs_intent_aware_measures(tmp_path):
     truth = F.evaluate(preds, target, names, mask=mask, ideal_target=ideal, ties="first")
     for name in names:
         assert logged[f"val/{name}"] == pytest.approx(truth[name].item(), abs=1e-6)
+
+
+def test_relevance_level_equals_ndeval_relevance_level():
+    """``rel=2``: a subtopic judgment counts when >= 2 (pyndeval's relevance_level)."""
+    qrels, run, preds, target, mask, ideal = collection(16, n=12)
+    measures = ["alpha-nDCG@10", "ERR-IA@20", "P-IA@5", "strec@10", "MAP-IA", "nNRBP"]
+    evaluator = pyndeval.RelevanceEvaluator(qrels, measures, relevance_level=2)
+    out = evaluator.evaluate(run)
+    for nd in measures:
+        base, at, k = _ir(nd).partition("@")
+        name = f"{base}(rel=2){at}{k}"
+        got = F.evaluate(preds, target, name, mask=mask, ideal_target=ideal, ties="first", reduction="none")[name]
+        theirs = torch.tensor([out[f"q{q}"][nd] for q in range(12)], dtype=torch.float64)
+        torch.testing.assert_close(got.double(), torch.nan_to_num(theirs), atol=1e-6, rtol=0, msg=nd)
