@@ -25,10 +25,12 @@ the *novelty gain* of the document at rank ``r`` (1-based) is ``g(r) = sum_j rel
 
 Defaults ``alpha = beta = 0.5`` (ndeval's). Unjudged documents and padding gain nothing.
 
-**Ties** (``ties="average"``): P-IA and StRecall give the exact expected value over the orders of
-tied documents (P-IA is linear in the per-position counts; a subtopic is uncovered at the cutoff with
-the hypergeometric probability ``C(n - r_j, t) / C(n, t)`` that none of the ``r_j`` documents of the
-cutoff's tie group relevant to it lands in the group's ``t`` slots above the cutoff). The novelty
+**Ties** (``ties="average"``): P-IA, StRecall and MAP-IA give the exact expected value over the
+orders of tied documents (P-IA is linear in the per-position counts; a subtopic is uncovered at the
+cutoff with the hypergeometric probability ``C(n - r_j, t) / C(n, t)`` that none of the ``r_j``
+documents of the cutoff's tie group relevant to it lands in the group's ``t`` slots above the
+cutoff; MAP-IA is, per subtopic, AP, whose slot ``i`` of a group of ``n`` holding ``r_j`` relevant
+documents below ``c_j`` expects ``r_j / n (c_j + 1 + (i - 1)(r_j - 1)/(n - 1)) / rank``). The novelty
 gain of the other measures depends on the order inside a group through ``(1 - alpha)^c``: no closed
 form, so the registry refuses ``ties="average"`` for them (use ``ties="first"``, ``"pessimistic"``,
 ``"optimistic"`` or ``convention="trec_eval"``).
@@ -370,11 +372,8 @@ def subtopic_recall_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple
     else:
         rel = ranked_subtopics(rb, rb.length)
         g = rb.groups(rb.length)
-        prefix = torch.nn.functional.pad(rel.cumsum(1), (0, 0, 1, 0))  # (N, L + 1, S)
         s, e = g.at("start", idx).long(), g.at("end", idx).long()  # (N, K)
-        n_sub = rel.shape[-1]
-        before = prefix.gather(1, s.unsqueeze(-1).expand(-1, -1, n_sub))
-        total = prefix.gather(1, e.unsqueeze(-1).expand(-1, -1, n_sub)) - before
+        before, total = _group_sums(rel, s, e)
         n = (e - s).to(_F64).unsqueeze(-1)
         inside = torch.tensor([i + 1 for i in idx], dtype=_F64, device=rb.device) - s.to(_F64)  # (N, K)
         t = inside.unsqueeze(-1).expand_as(total)
@@ -385,9 +384,19 @@ def subtopic_recall_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple
     return _finish(rb, covered / torch.where(a > 0, a, 1.0).unsqueeze(-1), a)
 
 
+def _group_sums(rel: Tensor, start: Tensor, end: Tensor) -> tuple[Tensor, Tensor]:
+    """Per subtopic, the relevant documents ranked above a tie group and inside it, ``(N, K, S)``
+    each, for groups given by their bounds ``start``, ``end`` ``(N, K)`` (over the whole ranked list)."""
+    prefix = torch.nn.functional.pad(rel.cumsum(1), (0, 0, 1, 0))  # (N, L + 1, S)
+    n_sub = rel.shape[-1]
+    before = prefix.gather(1, start.unsqueeze(-1).expand(-1, -1, n_sub))
+    return before, prefix.gather(1, end.unsqueeze(-1).expand(-1, -1, n_sub)) - before
+
+
 def ap_ia_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
     """MAP-IA (ndeval): the mean over the ``A`` subtopics of each one's average precision over the
-    whole list (denominator: the judged documents relevant to the subtopic), ``(N, 1)``.
+    whole list (denominator: the judged documents relevant to the subtopic), ``(N, 1)``; the exact
+    expectation under averaged ties (per subtopic, AP's closed form).
 
     Example:
         >>> from torch_rankeval.conventions import DEFAULT
@@ -398,9 +407,19 @@ def ap_ia_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, T
     """
     a = _n_subtopics(rb)
     rel = ranked_subtopics(rb, rb.length)
-    found = rel.cumsum(1)
     ranks = torch.arange(1, rb.length + 1, dtype=_F64, device=rb.device).unsqueeze(-1)
-    per_subtopic = (rel * found / ranks).sum(1)  # (N, S)
+    if rb.averaged:
+        # E[rel_j(slot) (c_j + 1 + X) / p]: the slot holds one of the group's r_j relevant documents
+        # with chance r_j / n, and then X, those among the i - 1 slots above it, has mean
+        # (i - 1)(r_j - 1)/(n - 1) (a hypergeometric draw from the other n - 1 documents)
+        g = rb.groups(rb.length)
+        before, total = _group_sums(rel, g.start.long(), g.end.long())
+        n = g.size.to(_F64).unsqueeze(-1)
+        above = g.offset.to(_F64).unsqueeze(-1)  # i - 1
+        mean_above = above * (total - 1) / torch.where(n > 1, n - 1, 1.0)
+        per_subtopic = (total / n * (before + 1 + mean_above) / ranks).sum(1)  # (N, S)
+    else:
+        per_subtopic = (rel * rel.cumsum(1) / ranks).sum(1)  # (N, S)
     n_rel = ideal_subtopics(rb).sum(1, dtype=_F64)  # (N, S)
     ap = torch.where(n_rel > 0, per_subtopic / torch.where(n_rel > 0, n_rel, 1.0), 0.0).sum(-1, keepdim=True)
     return _finish(rb, ap / torch.where(a > 0, a, 1.0).unsqueeze(-1), a)

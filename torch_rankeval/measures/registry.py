@@ -683,9 +683,8 @@ FAMILIES: dict[str, Family] = _families(
         aliases=("map-ia", "map_ia"),
         cutoff=False,
         params=(REL,),
-        ties_average=False,
         subtopics=True,
-        oracle="pyndeval (ndeval 4.5)",
+        oracle="pyndeval (ndeval 4.5), brute-force tie orders",
     ),
     Family(
         "strecall",
