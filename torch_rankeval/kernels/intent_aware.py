@@ -82,8 +82,8 @@ def _cut(rb: RankedView, ks: tuple) -> Tensor:
     """0-based index of each cutoff's last rank per query, ``(N, K)`` int64: ``k - 1``, or the list's
     last real document for ``k=None`` (so that padding never changes a value)."""
     last = (rb.n_valid.to(torch.int64) - 1).clamp(min=0).unsqueeze(-1)
-    fixed = torch.tensor([0 if k is None else k - 1 for k in ks], dtype=torch.int64, device=rb.device)
-    whole = torch.tensor([k is None for k in ks], device=rb.device)
+    fixed = rb.constant([0 if k is None else k - 1 for k in ks], torch.int64)
+    whole = rb.constant([k is None for k in ks], torch.bool)
     return torch.where(whole, last, fixed)
 
 
@@ -91,9 +91,7 @@ def _novelty_gains(rel: Tensor, alpha: float) -> Tensor:
     """``g(r) = sum_j rel_j(r) (1 - alpha)^c_j(r)`` for ranked ``rel`` ``(N, W, S)`` float64 -> ``(N, W)``
     (the powers from a table of ``(1 - alpha)^c``, ``c < W``)."""
     width = rel.shape[1]
-    powers = torch.pow(
-        torch.tensor(1.0 - alpha, dtype=_F64, device=rel.device), torch.arange(width, dtype=_F64, device=rel.device)
-    )
+    powers = torch.pow(1.0 - alpha, torch.arange(width, dtype=_F64, device=rel.device))
     before = (rel.cumsum(1) - rel).long()
     return (rel * powers[before]).sum(-1)
 
@@ -144,7 +142,7 @@ def greedy_ideal_gains(rel: Tensor, steps: int, alpha: float = ALPHA_DEFAULT) ->
     left = rel.flip(1).transpose(1, 2).to(dtype).contiguous()
     gain = torch.ones(n, s, 1, dtype=dtype, device=rel.device)
     score = torch.empty(n, m, dtype=dtype, device=rel.device)
-    keep = torch.tensor(1.0 - alpha, dtype=dtype, device=rel.device)
+    keep = 1.0 - alpha
     out = []
     for _ in range(steps_here):
         torch.mul(left[:, 0, :], gain[:, 0], out=score)
@@ -193,7 +191,7 @@ def _ideal_ideal(a: Tensor, weights: Tensor, alpha: float, idx: Tensor) -> Tenso
     (ndeval leaves its first rank undivided)."""
     one = torch.ones((), dtype=_F64, device=weights.device)
     ranks = torch.arange(weights.shape[0], dtype=_F64, device=weights.device)
-    table = (torch.pow(torch.tensor(1.0 - alpha, dtype=_F64, device=weights.device), ranks) * weights).cumsum(0)
+    table = (torch.pow(1.0 - alpha, ranks) * weights).cumsum(0)
     norm = a.unsqueeze(-1) * table[idx]
     return torch.where((idx == 0) | (norm <= 0), one, norm)
 
@@ -276,10 +274,7 @@ def nerr_ia_values(
 
 
 def _rbp_sum(gains: Tensor, beta: float) -> Tensor:
-    decay = torch.pow(
-        torch.tensor(beta, dtype=_F64, device=gains.device),
-        torch.arange(gains.shape[-1], dtype=_F64, device=gains.device),
-    )
+    decay = torch.pow(beta, torch.arange(gains.shape[-1], dtype=_F64, device=gains.device))
     return (gains * decay).sum(-1, keepdim=True)
 
 
@@ -345,7 +340,7 @@ def precision_ia_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Te
     if rb.averaged:
         g = rb.groups(width)
         total, before = g.sums(head, doc, dtype=_F64)
-        inside = torch.tensor([i + 1 for i in idx], dtype=_F64, device=rb.device) - g.at("start", idx).to(_F64)
+        inside = rb.constant([i + 1 for i in idx], _F64) - g.at("start", idx).to(_F64)
         count = before[:, idx] + inside * total[:, idx] / g.at("size", idx).to(_F64)
     else:
         count = head.cumsum(-1)[:, idx]
@@ -375,7 +370,7 @@ def subtopic_recall_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple
         s, e = g.at("start", idx).long(), g.at("end", idx).long()  # (N, K)
         before, total = _group_sums(rel, s, e)
         n = (e - s).to(_F64).unsqueeze(-1)
-        inside = torch.tensor([i + 1 for i in idx], dtype=_F64, device=rb.device) - s.to(_F64)  # (N, K)
+        inside = rb.constant([i + 1 for i in idx], _F64) - s.to(_F64)  # (N, K)
         t = inside.unsqueeze(-1).expand_as(total)
         fits = n - total >= t
         miss = torch.exp(log_comb(torch.where(fits, n - total, t), t) - log_comb(n.expand_as(total), t))
