@@ -492,3 +492,26 @@ def test_relevance_level_equals_ndeval_relevance_level():
         got = F.evaluate(preds, target, name, mask=mask, ideal_target=ideal, ties="first", reduction="none")[name]
         theirs = torch.tensor([out[f"q{q}"][nd] for q in range(12)], dtype=torch.float64)
         torch.testing.assert_close(got.double(), torch.nan_to_num(theirs), atol=1e-6, rtol=0, msg=nd)
+
+
+def test_no_host_sync_without_validation():
+    """validate_args=False: the subtopic split, the ranking, the greedy ideal and every kernel run
+    without reading a value on the host (tests/sync_guard.py, the CPU stand-in of CUDA's sync check)."""
+    from tests.sync_guard import HostSyncGuard
+
+    _, _, preds, target, mask, ideal = collection(17, n=6)
+    names = [
+        "alpha_nDCG@20",
+        "alpha_DCG@5",
+        "ERR_IA@10",
+        "nERR_IA@10",
+        "NRBP",
+        "nNRBP",
+        "AP_IA",
+        "P_IA@5",
+        "StRecall@5",
+    ]
+    F.evaluate(preds, target, names, mask=mask, ideal_target=ideal, ties="first", validate_args=False)  # warm caches
+    with HostSyncGuard():
+        F.evaluate(preds, target, names, mask=mask, ideal_target=ideal, ties="first", validate_args=False)
+        F.evaluate(preds, target, ["P_IA@5", "StRecall@5", "AP_IA"], mask=mask, validate_args=False)  # averaged ties
