@@ -71,7 +71,8 @@ class MeasurePlan:
         aggregates: per column, ``"mean"``, ``"sum"`` or ``"gmean"``.
 
     Raises:
-        ValueError: a measure that describes a run file (``runid``) rather than a ranking, or no measure.
+        ValueError: a measure that describes a run file (``runid``) rather than a ranking, no measure, or
+            intent-aware and ad-hoc measures together (they read different targets).
     """
 
     def __init__(self, measures: Sequence[Measure], convention: Convention, *, negative_unjudged: bool = False) -> None:
@@ -130,9 +131,15 @@ class MeasurePlan:
         )
         self._deepest = None if whole else max(cutoffs)
         self._negative_unjudged = negative_unjudged
-        kinds = {m.family.subtopics for m in measures}
-        #: True: every measure is intent-aware (a subtopic target); False: none is; None: a mix (refused on use)
-        self.subtopics: bool | None = kinds.pop() if len(kinds) == 1 else None
+        #: whether the measures are intent-aware (they read a subtopic target; ad-hoc ones never do)
+        self.subtopics: bool = any(m.family.subtopics for m in measures)
+        if self.subtopics and not all(m.family.subtopics for m in measures):
+            raise ValueError(
+                "intent-aware measures (" + ", ".join(self._labels_of(True)) + ") read subtopic judgments and "
+                "ad-hoc measures (" + ", ".join(self._labels_of(False)) + ") read one grade per document: "
+                "evaluate them in two calls (the ad-hoc grade of a subtopic target is target.amax(-1), "
+                "relevant to any subtopic)"
+            )
 
     def __repr__(self) -> str:
         return f"MeasurePlan({self.labels})"
@@ -262,13 +269,6 @@ class MeasurePlan:
         """Whether ``target`` carries a subtopic axis; refuses a subtopic target with an ad-hoc measure
         and an intent-aware measure without subtopic judgments."""
         subtopic = is_subtopic_target(preds, target)
-        if self.subtopics is None:
-            raise ValueError(
-                "intent-aware measures (" + ", ".join(self._labels_of(True)) + ") read subtopic judgments and "
-                "ad-hoc measures (" + ", ".join(self._labels_of(False)) + ") read one grade per document: "
-                "evaluate them in two calls (the ad-hoc grade of a subtopic target is target.amax(-1), "
-                "relevant to any subtopic)"
-            )
         if subtopic and not self.subtopics:
             raise ValueError(
                 f"target {tuple(target.shape)} has a subtopic axis (one more dimension than preds "  # type: ignore[union-attr]
