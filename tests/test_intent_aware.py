@@ -515,3 +515,20 @@ def test_no_host_sync_without_validation():
     with HostSyncGuard():
         F.evaluate(preds, target, names, mask=mask, ideal_target=ideal, ties="first", validate_args=False)
         F.evaluate(preds, target, ["P_IA@5", "StRecall@5", "AP_IA"], mask=mask, validate_args=False)  # averaged ties
+
+
+def test_judged_exclude_and_mask_follow_the_ad_hoc_contract():
+    """An unjudged document (judged=False) gains nothing, as an all-zero row does; an excluded item
+    (exclude=) is neither ranked nor counted, as a masked one (mask=False)."""
+    _, _, preds, target, mask, ideal = collection(18, n=8)
+    names = ["alpha_nDCG@10", "ERR_IA@10", "NRBP", "AP_IA", "P_IA@5", "StRecall@5"]
+    judged = torch.rand(preds.shape, generator=torch.Generator().manual_seed(1)) > 0.3
+    a = F.evaluate(preds, target, names, mask=mask, judged=judged, ideal_target=ideal, ties="first", reduction="none")
+    zeroed = target * judged.unsqueeze(-1)
+    b = F.evaluate(preds, zeroed, names, mask=mask, ideal_target=ideal, ties="first", reduction="none")
+    for name in names:
+        torch.testing.assert_close(a[name], b[name])
+    out = F.evaluate(preds, target, names, exclude=~judged, ideal_target=ideal, ties="first", reduction="none")
+    ref = F.evaluate(preds, target, names, mask=judged, ideal_target=ideal, ties="first", reduction="none")
+    for name in names:
+        torch.testing.assert_close(out[name], ref[name])
