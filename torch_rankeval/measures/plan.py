@@ -38,7 +38,7 @@ from torch_rankeval.ranking.catalogue import (
     topk_supported,
 )
 from torch_rankeval.ranking.inputs import check_reduction, parse_k, prepare
-from torch_rankeval.ranking.sparse import SparseTarget, check_exclude, is_sparse, resolve_checks, sparse_target
+from torch_rankeval.ranking.sparse import SparseTarget, check_exclude, is_sparse, sparse_target
 from torch_rankeval.ranking.subtopics import NEEDS_SUBTOPICS, is_subtopic_target, split_subtopics
 from torch_rankeval.ranking.view import RankedBatch, _to_device, device_constant
 
@@ -173,11 +173,12 @@ class MeasurePlan:
         path (:func:`~torch_rankeval.ranking.catalogue.catalogue_batch`) when every measure
         supports it; otherwise the target is made dense and ``exclude`` joins ``mask``."""
         subtopics = ideal_subtopics = None
+        subtopic_checks: list | None = None
         if self._check_subtopics(preds, target):
             split = split_subtopics(preds, target, ideal_target)
             target, subtopics, ideal_target, ideal_subtopics = split[:4]
             if validate_args:
-                resolve_checks(split.checks())
+                subtopic_checks = split.checks()  # resolved in the ranking stage's one host sync
         route = self._route(preds, target, mask, ideal_target, n_relevant, judged, exclude)
         if route == "dense" and (exclude is not None or _is_sparse(target)):
             target, mask = densified(preds, target, mask, exclude)
@@ -236,6 +237,7 @@ class MeasurePlan:
                         split_ties=validate,
                         subtopics=sub,
                         ideal_subtopics=ideal_sub,
+                        extra_checks=subtopic_checks if validate else None,
                     )
 
                 inputs = [preds, target, mask, ideal_target, n_relevant, judged, subtopics, ideal_subtopics]
