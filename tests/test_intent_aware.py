@@ -532,3 +532,55 @@ def test_judged_exclude_and_mask_follow_the_ad_hoc_contract():
     ref = F.evaluate(preds, target, names, mask=judged, ideal_target=ideal, ties="first", reduction="none")
     for name in names:
         torch.testing.assert_close(out[name], ref[name])
+
+
+def test_a_batch_where_few_lists_tie_equals_each_list_alone():
+    """A validated batch whose lists mostly have no tie takes the plain formulas and redoes the tied
+    lists with tie statistics (split_rows): the subtopic grades follow those rows."""
+    g = torch.Generator().manual_seed(3)
+    preds = torch.rand(16, 7, generator=g, dtype=torch.float64)
+    preds[5] = torch.tensor([0.5, 0.5, 0.5, 0.2, 0.2, 0.9, 0.1], dtype=torch.float64)  # one list with ties
+    target = torch.randint(0, 2, (16, 7, 3), generator=g)
+    names = ["P_IA@3", "StRecall@2", "AP_IA"]
+    batch = F.evaluate(preds, target, names, reduction="none")
+    for i in range(16):
+        alone = F.evaluate(preds[i], target[i], names, reduction="none")
+        for name in names:
+            assert batch[name][i].item() == pytest.approx(alone[name].item(), abs=1e-6), (i, name)
+
+
+def _ndeval_ideal_gains(rel: np.ndarray, alpha: float) -> list[float]:
+    """ndeval's idealResult, transcribed: at each rank the document of largest gain (sequential sums
+    over subtopics, in double), ties to the larger docno (here: the later row)."""
+    gain = [1.0] * rel.shape[1]
+    free = list(range(rel.shape[0]))
+    out = []
+    while free:
+        best, where = 0.0, -1
+        for i in free:
+            score = 0.0
+            for j in range(rel.shape[1]):
+                if rel[i, j]:
+                    score += gain[j]
+            if where == -1 or score > best or (score == best and i > where):
+                best, where = score, i
+        free.remove(where)
+        out.append(best)
+        for j in range(rel.shape[1]):
+            if rel[where, j]:
+                gain[j] *= 1.0 - alpha
+    return out
+
+
+@pytest.mark.parametrize(("alpha", "steps"), [(0.5, 20), (0.5, 40), (0.3, 20), (1.0, 20), (0.0, 20)])
+def test_greedy_ideal_equals_ndeval_transcription(alpha, steps):
+    """The vectorised greedy (float32 where exact: alpha 1/2 to depth 20, alpha 0 or 1; float64 else)
+    against ndeval's loop, on documents with many equal gains (ties decided by the docno rule)."""
+    from torch_rankeval.kernels.intent_aware import greedy_ideal_gains
+
+    g = torch.Generator().manual_seed(int(alpha * 10) + steps)
+    rel = torch.rand(40, 40, 10, generator=g) < 0.15
+    got = greedy_ideal_gains(rel, steps, alpha)
+    for q in range(rel.shape[0]):
+        want = _ndeval_ideal_gains(rel[q].numpy(), alpha)[:steps]
+        torch.testing.assert_close(got[q, : len(want)], torch.tensor(want, dtype=torch.float64), rtol=0, atol=1e-12)
