@@ -124,7 +124,9 @@ def greedy_ideal_gains(rel: Tensor, steps: int, alpha: float = ALPHA_DEFAULT) ->
     A step scores every document (``S`` fused multiply-adds over ``(N, M)``), takes the first maximum
     of the columns in reverse order and clears the chosen document's row (its score is then 0, and a
     document of score 0 adds nothing wherever it is placed). Scores are float32 where they are exact
-    (alpha 1/2 to depth ~20, alpha 0 or 1), else float64. Lists go in blocks of about
+    (alpha 1/2 to depth ~20, alpha 0 or 1), else float64, summed over subtopics in ndeval's order
+    (adding 0 for a subtopic the document misses changes nothing): every comparison, ties included,
+    is the one ndeval's doubles make. Lists go in blocks of about
     :data:`GREEDY_BLOCK` (document, subtopic) entries, whose scores stay in cache over the steps.
 
     Example:

@@ -145,6 +145,11 @@ class SubtopicSplit(NamedTuple):
         ideal_target, ideal_subtopics: the same for ``ideal_target`` (None when not given).
         lowest, ideal_lowest: each document's smallest subtopic grade (None for bool grades), for
             :meth:`checks`.
+
+    Example:
+        >>> split = split_subtopics(torch.zeros(1, 2), torch.tensor([[[0, 3], [1, 0]]]))
+        >>> split.target, split.lowest
+        (tensor([[3, 1]]), tensor([[0, 0]]))
     """
 
     target: Tensor
@@ -260,7 +265,17 @@ def ranked_subtopics(rb: RankedView, width: int) -> Tensor:
 
 def document_subtopics(rb: RankedView) -> Tensor:
     """Binary subtopic relevance of each document in input order, ``(N, L, S)`` bool (False at padding
-    and for unjudged documents)."""
+    and for unjudged documents).
+
+    Example:
+        >>> from torch_rankeval.conventions import DEFAULT
+        >>> from torch_rankeval.ranking.view import RankedBatch
+        >>> sub = torch.tensor([[[0, 2], [1, 0]]])
+        >>> rb = RankedBatch(torch.tensor([[0.1, 0.9]]), sub.amax(-1), torch.tensor([[True, False]]), DEFAULT, subtopics=sub)
+        >>> document_subtopics(rb)                      # the second document is padding
+        tensor([[[False,  True],
+                 [False, False]]])
+    """
     rel = _relevant_subtopics(rb)
     counted = rb._doc("counted")  # type: ignore[attr-defined]
     return rel if counted is None else rel & counted.unsqueeze(-1)
@@ -278,7 +293,17 @@ def ideal_subtopics(rb: RankedView) -> Tensor:
     """Binary subtopic relevance of every judged document of each query, ``(N, M, S)`` bool: those of
     ``ideal_target`` when given (entries that are padding: False), else the list's own documents.
     The column order matters only for ties of the greedy ideal ranking (ndeval: the larger docno
-    first, here the later column)."""
+    first, here the later column).
+
+    Example:
+        >>> from torch_rankeval.conventions import DEFAULT
+        >>> from torch_rankeval.ranking.view import RankedBatch
+        >>> sub, judged = torch.tensor([[[0, 1]]]), torch.tensor([[[0, 1], [1, 0], [0, 0]]])
+        >>> rb = RankedBatch(torch.tensor([[0.5]]), sub.amax(-1), None, DEFAULT, subtopics=sub,
+        ...                  ideal_target=judged.amax(-1), ideal_subtopics=judged)
+        >>> ideal_subtopics(rb).sum(1)                   # relevant judged documents per subtopic
+        tensor([[1, 1]])
+    """
     ideal = getattr(rb, "ideal_subtopics", None)
     if ideal is None:
         return document_subtopics(rb)

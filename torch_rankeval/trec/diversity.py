@@ -43,7 +43,7 @@ from torch_rankeval.measures import Measure, MeasurePlan, summarize
 from torch_rankeval.trec._text import Strings, TrecFormatError, decode, read_table, table_from_rows
 from torch_rankeval.trec.io import PathLike, Qrels, Run, _sorted_qids, _two_lines
 
-__all__ = ["SubtopicQrels", "read_subtopic_qrels", "subtopic_tensors"]
+__all__ = ["SubtopicQrels", "intent_aware_values", "read_subtopic_qrels", "subtopic_tensors"]
 
 
 class SubtopicQrels:
@@ -225,7 +225,15 @@ def intent_aware_values(
     device: torch.device | str | None = None,
 ) -> tuple[list[str], dict[str, torch.Tensor], dict[str, float | int]]:
     """Per-query values and summaries of intent-aware ``measures``: ``(qids, {label: (N,) float64},
-    {label: mean})`` (ndeval's per-topic lines and its ``amean``)."""
+    {label: mean})`` (ndeval's per-topic lines and its ``amean``).
+
+    Example:
+        >>> from torch_rankeval.measures import parse_measures
+        >>> q = SubtopicQrels.from_rows([("1", 1, "d1", 1), ("1", 2, "d2", 1)])
+        >>> qids, values, summary = intent_aware_values(parse_measures(["StRecall@1"]), q, Run.from_dict({"1": {"d2": 1.0}}))
+        >>> qids, summary
+        (['1'], {'StRecall@1': 0.5})
+    """
     qids, preds, target, mask, ideal = subtopic_tensors(qrels, run, complete=complete, max_docs=max_docs)
     if device is not None:
         preds, target, mask, ideal = (t.to(device) for t in (preds, target, mask, ideal))
