@@ -270,10 +270,72 @@ def test_tie_exact_measures_equal_brute_force_over_tie_orders(seed):
         assert got[name].item() == pytest.approx(totals[name] / count, abs=1e-6), name
 
 
-@pytest.mark.parametrize("name", ["alpha_nDCG@10", "alpha_DCG@5", "ERR_IA@10", "nERR_IA@10", "NRBP", "nNRBP"])
-def test_order_dependent_measures_refuse_averaged_ties(name):
-    with pytest.raises(ValueError, match="ties='first'"):
-        F.evaluate(torch.rand(2, 3), torch.ones(2, 3, 2, dtype=torch.int64), name)
+def _nd_values(ranked: np.ndarray, judged: np.ndarray, alpha: float, beta: float, k: int) -> dict[str, float]:
+    """ndeval's alpha-DCG, alpha-nDCG, ERR-IA, nERR-IA (@k), NRBP and nNRBP of a ranked 0/1 matrix
+    (rank x subtopic) against the judged documents ``judged``, written out from ndeval.c."""
+    a = int((judged.sum(0) > 0).sum())
+    if a == 0:
+        return dict.fromkeys(["alpha_DCG", "alpha_nDCG", "ERR_IA", "nERR_IA", "NRBP", "nNRBP"], 0.0)
+    seen = np.zeros(ranked.shape[1])
+    gains = []
+    for row in ranked:
+        gains.append(float((row * (1 - alpha) ** seen).sum()))
+        seen += row
+    gains += [0.0] * max(0, k - len(gains))
+    ideal = _ndeval_ideal_gains(judged, alpha)
+    ideal += [0.0] * max(0, k - len(ideal))
+    disc = [math.log(2) / math.log(r + 2) for r in range(k)]
+    inv = [1 / (r + 1) for r in range(k)]
+    dcg = sum(g * d for g, d in zip(gains[:k], disc))
+    idcg = sum(g * d for g, d in zip(ideal[:k], disc))
+    err = sum(g * w for g, w in zip(gains[:k], inv))
+    ierr = sum(g * w for g, w in zip(ideal[:k], inv))
+    ii_dcg = a * sum((1 - alpha) ** r * disc[r] for r in range(k))
+    ii_err = a * sum((1 - alpha) ** r * inv[r] for r in range(k))
+    nrbp = sum(g * beta**r for r, g in enumerate(gains[: len(ranked)]))
+    inrbp = sum(g * beta**r for r, g in enumerate(ideal[: len(judged)]))
+    return {
+        "alpha_DCG": dcg / ii_dcg if k > 1 else dcg,
+        "alpha_nDCG": dcg / idcg if dcg else 0.0,
+        "ERR_IA": err / ii_err if k > 1 else err,
+        "nERR_IA": err / ierr if err else 0.0,
+        "NRBP": nrbp * (1 - (1 - alpha) * beta) / a,
+        "nNRBP": nrbp / inrbp,
+    }
+
+
+@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize(("alpha", "beta"), [(0.5, 0.5), (0.3, 0.8)])
+def test_novelty_measures_equal_brute_force_over_tie_orders(seed, alpha, beta):
+    """alpha-(n)DCG, ERR-IA, nERR-IA, NRBP, nNRBP under ties="average": the expected novelty gain of
+    each rank (a hypergeometric series per tie group and subtopic) against the mean over every order."""
+    g = torch.Generator().manual_seed(100 + seed)
+    n_docs, n_sub = 7, 3
+    preds = torch.randint(0, 3, (n_docs,), generator=g).double()
+    target = (torch.rand(n_docs, n_sub, generator=g) < 0.4).long()
+    ks = [1, 3, 5, 9]
+    names = {
+        f"{base}{'(alpha=' + str(alpha) + (',beta=' + str(beta) if 'NRBP' in base else '') + ')' if alpha != 0.5 else ''}"
+        + (f"@{k}" if "NRBP" not in base else ""): (base, k)
+        for base in ["alpha_DCG", "alpha_nDCG", "ERR_IA", "nERR_IA", "NRBP", "nNRBP"]
+        for k in (ks if "NRBP" not in base else [max(ks)])
+    }
+    got = F.evaluate(preds, target, list(names))
+    rel = target.numpy()
+    levels = sorted(set(preds.tolist()), reverse=True)
+    groups = [[i for i in range(n_docs) if preds[i] == v] for v in levels]
+    totals = dict.fromkeys(names, 0.0)
+    count = 0
+    for perms in itertools.product(*(itertools.permutations(gr) for gr in groups)):
+        ranked = rel[[i for p in perms for i in p]]
+        count += 1
+        for k in ks:
+            values = _nd_values(ranked, rel, alpha, beta, k)
+            for name, (base, kk) in names.items():
+                if kk == k:
+                    totals[name] += values[base]
+    for name in names:
+        assert got[name].item() == pytest.approx(totals[name] / count, abs=1e-6), name
 
 
 # ----------------------------------------------------------------------------- bad input
