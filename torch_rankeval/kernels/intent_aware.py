@@ -184,7 +184,8 @@ def _expected_novelty_gains(rb: RankedView, width: int, alpha: float) -> Tensor:
     subtopic ``j`` and ``b_j`` relevant ones above the group: the slot holds one with chance
     ``t_j / n``, and then ``X``, those among the ``i - 1`` slots above it, is hypergeometric (``i - 1``
     draws from the other ``n - 1`` documents, ``t_j - 1`` of them relevant), so
-    ``E[g(r)] = sum_j t_j / n (1 - alpha)^b_j E[(1 - alpha)^X]``, the last a finite sum over ``X < width``."""
+    ``E[g(r)] = sum_j t_j / n (1 - alpha)^b_j E[(1 - alpha)^X]``, the last a finite sum over ``X < width``
+    of positive terms (the hypergeometric probabilities by their ratio recurrence)."""
     rel = ranked_subtopics(rb, rb.length)
     g = rb.groups(rb.length)
     start, end = g.start[:, :width].long(), g.end[:, :width].long()
@@ -193,15 +194,18 @@ def _expected_novelty_gains(rb: RankedView, width: int, alpha: float) -> Tensor:
     draws = g.offset[:, :width].to(_F64).unsqueeze(-1).expand_as(total)  # i - 1
     pop, hits = (n - 1).expand_as(total), (total - 1).clamp(min=0)
     keep = 1.0 - alpha
-    series = torch.zeros_like(total)
-    log_all = log_comb(pop, draws)
-    for k in range(width):
-        ok = (hits >= k) & (draws >= k) & (pop - hits >= draws - k)
-        kk = torch.full_like(total, float(k))
-        log_p = log_comb(torch.where(ok, hits, kk), kk) + log_comb(
-            torch.where(ok, pop - hits, draws - kk), torch.where(ok, draws - kk, 0.0)
-        )
-        series = series + torch.where(ok, torch.exp(log_p - log_all), 0.0) * keep**k
+    # E[keep^X] = sum_k P(X = k) keep^k from the smallest possible k up: the first probability from
+    # lgamma, the next ones by the ratio P(k + 1) / P(k) = (K - k)(D - k) / ((k + 1)(N - K - D + k + 1));
+    # every term is positive (no cancellation) and vanishes past min(K, D)
+    k = (draws - (pop - hits)).clamp(min=0)
+    log_first = log_comb(hits, k) + log_comb(pop - hits, draws - k) - log_comb(pop, draws)
+    term = torch.exp(log_first) * torch.pow(keep, k)
+    series = term.clone()
+    for _ in range(width - 1):
+        ratio = (hits - k).clamp(min=0) * (draws - k).clamp(min=0) / ((k + 1) * (pop - hits - draws + k + 1))
+        term = term * ratio * keep
+        series = series + term
+        k = k + 1
     expected = total / n * torch.pow(keep, before) * series
     return expected.sum(-1)
 
