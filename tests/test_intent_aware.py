@@ -646,3 +646,19 @@ def test_greedy_ideal_equals_ndeval_transcription(alpha, steps):
     for q in range(rel.shape[0]):
         want = _ndeval_ideal_gains(rel[q].numpy(), alpha)[:steps]
         torch.testing.assert_close(got[q, : len(want)], torch.tensor(want, dtype=torch.float64), rtol=0, atol=1e-12)
+
+
+def test_complete_scores_the_queries_the_run_misses_as_zero(tmp_path):
+    """``complete=True`` (ndeval -c): the mean over every query of the qrels, a missed one scoring 0."""
+    from torch_rankeval import trec
+
+    qrels, run, *_ = collection(19, n=6)
+    run = [r for r in run if r[0] != "q2"]
+    qpath, rpath = _write_trec(tmp_path, qrels, run)
+    part = trec.evaluate(qpath, rpath, ["alpha_nDCG@20", "map"])
+    full = trec.evaluate(qpath, rpath, ["alpha_nDCG@20", "map"], complete=True)
+    assert "2" not in part.qids and "2" in full.qids and len(full.qids) == len(part.qids) + 1
+    assert full.per_query["alpha_nDCG@20"][full.qids.index("2")].item() == 0
+    n = len(full.qids)
+    assert full.summary["alpha_nDCG@20"] == pytest.approx(part.summary["alpha_nDCG@20"] * (n - 1) / n)
+    assert full.summary["map"] == pytest.approx(part.summary["map"] * (n - 1) / n)

@@ -18,6 +18,10 @@ a file (vectorised, like :func:`~torch_rankeval.trec.read_qrels`) and :func:`eva
 - the queries evaluated are those of both files (``complete=True``: every query of the qrels, a
   query the run misses scoring 0), and the summary is their mean, as ndeval's ``amean``.
 
+The join (:func:`subtopic_tensors`) is one Python pass over the judgments and the run's lines
+(diversity collections are small: TREC's Web track has 50 topics a year); the measures run on the
+tensors as everywhere else.
+
 Example:
     >>> import os, tempfile
     >>> from torch_rankeval import trec
