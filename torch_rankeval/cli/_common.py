@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from torch_rankeval.measures import Measure
     from torch_rankeval.trec import Evaluation, Qrels
+    from torch_rankeval.trec.diversity import SubtopicQrels
 
 PROG = "torch-rankeval"
 INT64_MAX = 2**63 - 1  # the largest grade (and relevance level) the readers hold
@@ -167,7 +168,7 @@ def measures(args: argparse.Namespace, default: Sequence[str]) -> list[Measure]:
 
 def evaluate_inputs(
     args: argparse.Namespace, measures: list[Measure], *, complete: bool
-) -> tuple[Qrels, list[Evaluation]]:
+) -> tuple[Qrels | SubtopicQrels, list[Evaluation]]:
     """Read the inputs of :func:`add_input_arguments` and evaluate every run (for subcommands).
 
     Example:
@@ -191,7 +192,12 @@ def evaluate_inputs(
         raise CommandError(f"-l/--level must be at most {INT64_MAX} (grades are 64-bit integers), got {args.level}")
     if args.max_docs is not None and args.max_docs < 1:
         raise CommandError(f"-M/--max-docs must be 1 or more (documents kept per query), got {args.max_docs}")
-    qrels = read_qrels(args.qrels, progress=args.progress)
+    if any(m.family.subtopics for m in measures):  # intent-aware measures: TREC diversity qrels
+        from torch_rankeval.trec.diversity import read_subtopic_qrels
+
+        qrels = read_subtopic_qrels(args.qrels, progress=args.progress)
+    else:
+        qrels = read_qrels(args.qrels, progress=args.progress)
     runs = [read_run(path, progress=args.progress) for path in args.runs]
     results = [
         evaluate(

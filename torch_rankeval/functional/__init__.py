@@ -25,6 +25,7 @@ from torch_rankeval.functional.precision_recall import hit_rate, precision, r_pr
 from torch_rankeval.functional.reciprocal_rank import reciprocal_rank
 from torch_rankeval.ranking.flat import group_by_query
 from torch_rankeval.ranking.sparse import sparse_from_ids, sparse_target
+from torch_rankeval.ranking.subtopics import subtopic_target
 
 __all__ = [
     "evaluate",
@@ -40,6 +41,7 @@ __all__ = [
     "group_by_query",
     "sparse_from_ids",
     "sparse_target",
+    "subtopic_target",
     "ips_gains",
     "position_debiased_dcg",
     "position_debiased_ndcg",

@@ -344,6 +344,10 @@ def _parse(name: str, api_cutoffs: tuple[int | None, ...] | None) -> list[Measur
             f"'RBP(p=0.{rbp[1]},rel=1)' (ir_measures' spelling) or trec_eval's 'rbp.p=0.{rbp[1]}' (graded gains)"
         )
     base, at, rest = text.partition("@")
+    head = base.split("(", 1)[0]
+    if "-" in head and head.lower() in _BY_ALIAS:  # ndeval's printed names: alpha-nDCG@20, ERR-IA@5, MAP-IA
+        spelled = _BY_ALIAS[head.lower()].key + base[len(head) :] + at + rest
+        return [m.with_label(text) for m in _parse_at(spelled, api_cutoffs)]
     if base.lower() in PEER_NAMES and "-" in base:  # r-precision: a name our syntax has no '-' for
         return [m.with_label(text) for m in _parse_at("r_precision" + at + rest, api_cutoffs)]
     if "(" not in text and "@" not in text:

@@ -40,6 +40,9 @@ __all__ = [
     "MAX_GRADE",
     "ADAPTIVE_K",
     "MAX_FPR",
+    "ALPHA",
+    "NRBP_BETA",
+    "ALPHA_NORM",
 ]
 
 
@@ -53,7 +56,7 @@ class Param:
             finite number), ``"count"`` (an integer >= 1), ``"numbers"`` (a sequence of finite
             numbers, ``size`` of them when set), ``"gains"`` (a mapping ``{grade: gain}``),
             ``"choice"`` (one of ``choices``), ``"probability"`` (a number in (0, 1)),
-            ``"fraction"`` (a number in (0, 1]).
+            ``"fraction"`` (a number in (0, 1]), ``"unit"`` (a number in [0, 1]).
         doc: what it means.
         default: the value when not given (``None``: the API's convention decides). A given value
             equal to the default is dropped, so ``set_F`` and ``set_F.1`` are one measure.
@@ -119,6 +122,12 @@ class Param:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
                 raise ValueError(
                     f"measure {where!r}: {self.name} must be a number in (0, 1) ({self.doc}), got {value!r}"
+                )
+            return float(value)
+        if self.kind == "unit":
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+                raise ValueError(
+                    f"measure {where!r}: {self.name} must be a number in [0, 1] ({self.doc}), got {value!r}"
                 )
             return float(value)
         if self.kind == "fraction":
@@ -219,3 +228,18 @@ ADAPTIVE_K = Param(
     choices=(True, False),
 )
 MAX_FPR = Param("max_fpr", "fraction", "standardised partial AUC over false-positive rates [0, max_fpr]")
+ALPHA = Param(
+    "alpha",
+    "unit",
+    "redundancy intolerance: a subtopic's gain shrinks by (1 - alpha) for each document above that covers it",
+    default=0.5,
+)
+NRBP_BETA = Param("beta", "unit", "patience: the chance to read on after each document (NRBP)", default=0.5)
+ALPHA_NORM = Param(
+    "norm",
+    "choice",
+    "'ideal_ideal': ndeval's alpha-DCG, divided by A sum (1 - alpha)^(r-1) / log2(r + 1) (each rank covering every "
+    "subtopic once more) for k >= 2; 'none': the plain sum (TF-Ranking's AlphaDCG)",
+    default="ideal_ideal",
+    choices=("ideal_ideal", "none"),
+)

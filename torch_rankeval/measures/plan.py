@@ -40,6 +40,7 @@ from torch_rankeval.ranking.catalogue import (
 )
 from torch_rankeval.ranking.inputs import check_reduction, parse_k, prepare
 from torch_rankeval.ranking.sparse import SparseTarget, check_exclude, is_sparse, sparse_target
+from torch_rankeval.ranking.subtopics import NEEDS_SUBTOPICS, is_subtopic_target, split_subtopics
 from torch_rankeval.ranking.view import RankedBatch, _to_device, device_constant
 
 __all__ = ["MeasurePlan", "densified", "evaluate_family"]
@@ -71,7 +72,8 @@ class MeasurePlan:
         aggregates: per column, ``"mean"``, ``"sum"`` or ``"gmean"``.
 
     Raises:
-        ValueError: a measure that describes a run file (``runid``) rather than a ranking, or no measure.
+        ValueError: a measure that describes a run file (``runid``) rather than a ranking, no measure, or
+            intent-aware and ad-hoc measures together (they read different targets).
     """
 
     measures: list[Measure]
@@ -138,6 +140,15 @@ class MeasurePlan:
         )
         self._deepest = None if whole else max(cutoffs)
         self._negative_unjudged = negative_unjudged
+        #: whether the measures are intent-aware (they read a subtopic target; ad-hoc ones never do)
+        self.subtopics: bool = any(m.family.subtopics for m in measures)
+        if self.subtopics and not all(m.family.subtopics for m in measures):
+            raise ValueError(
+                "intent-aware measures (" + ", ".join(self._labels_of(True)) + ") read subtopic judgments and "
+                "ad-hoc measures (" + ", ".join(self._labels_of(False)) + ") read one grade per document: "
+                "evaluate them in two calls (the ad-hoc grade of a subtopic target is target.amax(-1), "
+                "relevant to any subtopic)"
+            )
 
     def __repr__(self) -> str:
         return f"MeasurePlan({self.labels})"
@@ -170,6 +181,13 @@ class MeasurePlan:
         Those, and dense batches of long rows whose measures all have small cutoffs, take the top-k
         path (:func:`~torch_rankeval.ranking.catalogue.catalogue_batch`) when every measure
         supports it; otherwise the target is made dense and ``exclude`` joins ``mask``."""
+        subtopics = ideal_subtopics = None
+        subtopic_checks: list | None = None
+        if self._check_subtopics(preds, target):
+            split = split_subtopics(preds, target, ideal_target)
+            target, subtopics, ideal_target, ideal_subtopics = split[:4]
+            if validate_args:
+                subtopic_checks = split.checks()  # resolved in the ranking stage's one host sync
         route = self._route(preds, target, mask, ideal_target, n_relevant, judged, exclude)
         if route == "dense" and (exclude is not None or _is_sparse(target)):
             target, mask = densified(preds, target, mask, exclude)
@@ -211,7 +229,7 @@ class MeasurePlan:
 
                 def rank(inputs: list, validate: bool, conv: Convention = conv, uses_gain: bool = uses_gain):  # noqa: ANN202
                     """Prepare ``(preds, target, mask, ideal_target, n_relevant, judged)`` under ``conv``."""
-                    p, t, m, ideal, n_rel, jd = inputs
+                    p, t, m, ideal, n_rel, jd, sub, ideal_sub = inputs
                     return prepare(
                         p,
                         t,
@@ -226,9 +244,12 @@ class MeasurePlan:
                         discounts=discounts,
                         gain=same_gain,
                         split_ties=validate,
+                        subtopics=sub,
+                        ideal_subtopics=ideal_sub,
+                        extra_checks=subtopic_checks if validate else None,
                     )
 
-                inputs = [preds, target, mask, ideal_target, n_relevant, judged]
+                inputs = [preds, target, mask, ideal_target, n_relevant, judged, subtopics, ideal_subtopics]
                 rb, single = rank(inputs, validate_args)
                 if validate_args:
                     _family_checks(rb, calls)
@@ -255,6 +276,24 @@ class MeasurePlan:
         return values, empty, single
 
     # ------------------------------------------------------------------ routing
+    def _check_subtopics(self, preds: object, target: object) -> bool:
+        """Whether ``target`` carries a subtopic axis; refuses a subtopic target with an ad-hoc measure
+        and an intent-aware measure without subtopic judgments."""
+        subtopic = is_subtopic_target(preds, target)
+        if subtopic and not self.subtopics:
+            raise ValueError(
+                f"target {tuple(target.shape)} has a subtopic axis (one more dimension than preds "  # type: ignore[union-attr]
+                f"{tuple(preds.shape)}), which only intent-aware measures read, but {', '.join(self.labels)} are "  # type: ignore[union-attr]
+                "ad-hoc measures: pass target.amax(-1) (a document relevant to any subtopic is relevant), or ask "
+                "for an intent-aware measure (alpha_nDCG@20, ERR_IA@20, P_IA@10, StRecall@10, ...)"
+            )
+        if self.subtopics and not subtopic:
+            raise ValueError(f"{', '.join(self.labels)}: {NEEDS_SUBTOPICS}")
+        return subtopic
+
+    def _labels_of(self, subtopics: bool) -> list[str]:
+        return [m.label for m in self.measures if m.family.subtopics == subtopics]
+
     def topk_ready(self) -> bool:
         """Whether every measure of the plan runs on a top-k view (:data:`TOPK_FAMILIES`)."""
         return not self._negative_unjudged and all(

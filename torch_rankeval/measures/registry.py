@@ -37,6 +37,17 @@ from torch_rankeval.kernels.dcg import dcg_values, idcg_values, ndcg_values
 from torch_rankeval.kernels.err import err_grade_checks, err_values
 from torch_rankeval.kernels.f1 import f1_values
 from torch_rankeval.kernels.gain_measures import bing_values, g_values, ndcg_rel_values, rndcg_values
+from torch_rankeval.kernels.intent_aware import (
+    alpha_dcg_values,
+    alpha_ndcg_values,
+    ap_ia_values,
+    err_ia_values,
+    nerr_ia_values,
+    nnrbp_values,
+    nrbp_values,
+    precision_ia_values,
+    subtopic_recall_values,
+)
 from torch_rankeval.kernels.interpolated import (
     R_MULTIPLES,
     RECALL_LEVELS,
@@ -61,6 +72,8 @@ from torch_rankeval.kernels.set_measures import (
 )
 from torch_rankeval.measures.params import (
     ADAPTIVE_K,
+    ALPHA,
+    ALPHA_NORM,
     BETA,
     COEFFICIENTS,
     DCG,
@@ -70,6 +83,7 @@ from torch_rankeval.measures.params import (
     MAX_FPR,
     MAX_GRADE,
     MULTIPLE,
+    NRBP_BETA,
     PERSISTENCE,
     RBP_GAINS,
     RBP_REL,
@@ -137,6 +151,8 @@ class Family:
             from the library's defaults (``RBP`` is ``p=0.8`` in ir_measures, ``rbp`` is trec_eval's 0.9).
         check: optional ``(ranked_batch, **kernel_params) -> [(flag tensor, message)]``: value checks
             of the inputs that the plan resolves with its other checks when ``validate_args`` is set.
+        subtopics: an intent-aware measure: it reads subtopic judgments, a target ``(N, L, S)``
+            (:mod:`~torch_rankeval.ranking.subtopics`), and only those.
     """
 
     key: str
@@ -155,6 +171,7 @@ class Family:
     ties_average: bool = True
     ir_defaults: tuple[tuple[str, Any], ...] = ()
     check: Callable[..., list] | None = None
+    subtopics: bool = False
 
     @property
     def integer(self) -> bool:
@@ -582,6 +599,97 @@ FAMILIES: dict[str, Family] = _families(
         aliases=("average_relevance_position",),
         cutoff=False,
         oracle="TF-Ranking's formula, hand-computed",
+    ),
+    Family(
+        "alpha_dcg",
+        alpha_dcg_values,
+        "alpha-DCG: novelty-discounted gain over subtopics, over ndeval's ideal-ideal gain (intent-aware)",
+        ir="alpha_DCG",
+        aliases=("alpha-dcg",),
+        params=(ALPHA, ALPHA_NORM, REL),
+        subtopics=True,
+        oracle="pyndeval (ndeval 4.5), TF-Ranking's AlphaDCG (hand-computed), brute-force tie orders",
+    ),
+    Family(
+        "alpha_ndcg",
+        alpha_ndcg_values,
+        "alpha-nDCG: alpha-DCG over that of ndeval's greedy ideal ranking (intent-aware)",
+        ir="alpha_nDCG",
+        aliases=("alpha-ndcg",),
+        params=(ALPHA, REL),
+        subtopics=True,
+        oracle="pyndeval (ndeval 4.5), brute-force tie orders",
+    ),
+    Family(
+        "err_ia",
+        err_ia_values,
+        "intent-aware ERR over ndeval's ideal-ideal value",
+        ir="ERR_IA",
+        aliases=("err-ia",),
+        params=(ALPHA, REL),
+        subtopics=True,
+        oracle="pyndeval (ndeval 4.5), brute-force tie orders",
+    ),
+    Family(
+        "nerr_ia",
+        nerr_ia_values,
+        "intent-aware ERR over that of ndeval's greedy ideal ranking",
+        ir="nERR_IA",
+        aliases=("nerr-ia",),
+        params=(ALPHA, REL),
+        subtopics=True,
+        oracle="pyndeval (ndeval 4.5), brute-force tie orders",
+    ),
+    Family(
+        "nrbp",
+        nrbp_values,
+        "novelty- and rank-biased precision (intent-aware), over the whole list",
+        ir="NRBP",
+        cutoff=False,
+        params=(ALPHA, NRBP_BETA, REL),
+        subtopics=True,
+        oracle="pyndeval (ndeval 4.5), brute-force tie orders",
+    ),
+    Family(
+        "nnrbp",
+        nnrbp_values,
+        "NRBP over that of ndeval's greedy ideal ranking",
+        ir="nNRBP",
+        cutoff=False,
+        params=(ALPHA, NRBP_BETA, REL),
+        subtopics=True,
+        oracle="pyndeval (ndeval 4.5), brute-force tie orders",
+    ),
+    Family(
+        "p_ia",
+        precision_ia_values,
+        "intent-aware precision: relevant (document, subtopic) pairs in the top k over k times the subtopics",
+        ir="P_IA",
+        aliases=("p-ia", "precision_ia"),
+        params=(REL,),
+        subtopics=True,
+        oracle="pyndeval (ndeval 4.5), TF-Ranking's PrecisionIA (hand-computed), brute-force tie orders",
+    ),
+    Family(
+        "ap_ia",
+        ap_ia_values,
+        "intent-aware average precision: the mean over subtopics of each one's AP",
+        ir="AP_IA",
+        aliases=("map-ia", "map_ia"),
+        cutoff=False,
+        params=(REL,),
+        subtopics=True,
+        oracle="pyndeval (ndeval 4.5), brute-force tie orders",
+    ),
+    Family(
+        "strecall",
+        subtopic_recall_values,
+        "subtopic recall: the share of the query's subtopics covered by the top k",
+        ir="StRecall",
+        aliases=("strec", "subtopic_recall"),
+        params=(REL,),
+        subtopics=True,
+        oracle="pyndeval (ndeval 4.5), brute-force tie orders",
     ),
 )
 

@@ -36,6 +36,7 @@ from torch_rankeval.metrics._running import RunningMeanMetric
 from torch_rankeval.ranking.flat import group_by_query_buckets
 from torch_rankeval.ranking.inputs import SCORES_NOT_FINITE, check_preds_target, check_values, parse_k
 from torch_rankeval.ranking.sparse import is_sparse
+from torch_rankeval.ranking.subtopics import is_subtopic_target
 
 __all__ = ["RankingMetrics"]
 
@@ -287,11 +288,14 @@ class RankingMetrics(RunningMeanMetric):
 
         Args:
             preds: ``(N, L)`` padded lists (or ``(L,)``: one list), or ``(D,)`` flat documents.
-            target: grades, same shape as ``preds``.
+            target: grades, same shape as ``preds``; or, for the intent-aware measures (``alpha_nDCG@20``,
+                ``ERR_IA@20``, ...), subtopic grades ``(N, L, S)`` (dense or sparse COO; see
+                :mod:`torch_rankeval.ranking.subtopics`).
             indexes: flat input: ``(D,)`` integer query id of each document (required). Padded
                 input: optional ``(N,)`` global query ids, used by ``keep_per_query``.
             mask: padded input: bool, False marks padding.
-            ideal_target: padded input: ``(N, M)`` grades of all judged documents of each query.
+            ideal_target: padded input: ``(N, M)`` grades of all judged documents of each query
+                (``(N, M, S)`` with a subtopic target).
             n_relevant: padded input: ``(N,)`` number of relevant documents of each query.
             judged: padded input: ``(N, L)`` bool, False for documents without a relevance judgment
                 (never relevant, no gain; read by ``bpref``, ``Judged@k`` and the like).
@@ -305,13 +309,18 @@ class RankingMetrics(RunningMeanMetric):
                 ``validate_args`` (one host sync); without, an out-of-range stratum is an error
                 of ``index_add_`` on CPU and a device-side assert on CUDA.
         """
+        subtopic = is_subtopic_target(preds, target)
         catalogue = exclude is not None or is_sparse(target)
         if catalogue:
             self._check_catalogue(preds, target, mask, indexes)
-        else:
+        elif not subtopic:  # a subtopic target (N, L, S) is checked by the plan (ranking.subtopics)
             check_preds_target(preds, target, mask)
         self._check_device(preds)
         flat = not catalogue and self._is_flat(preds, indexes)
+        if flat and subtopic:
+            raise ValueError(
+                "flat input cannot carry a subtopic axis: pass padded (N, L) preds with an (N, L, S) target"
+            )
         if flat:
             if mask is not None or ideal_target is not None or n_relevant is not None or judged is not None:
                 raise ValueError(
@@ -332,7 +341,7 @@ class RankingMetrics(RunningMeanMetric):
             raise ValueError("a sparse target or exclude= needs padded (N, L) input, not input_format='flat'")
         if indexes is not None:
             self._is_flat(preds, indexes)  # checks the (N,) ids
-        if not is_sparse(target):
+        if not is_sparse(target) and not is_subtopic_target(preds, target):
             check_preds_target(preds, target, mask)
 
     def _is_flat(self, preds: Tensor, indexes: Tensor | None) -> bool:
@@ -371,7 +380,7 @@ class RankingMetrics(RunningMeanMetric):
     def _update_padded(
         self, preds, target, mask, ideal_target, n_relevant, ids, judged=None, exclude=None, strata=None
     ) -> None:  # noqa: ANN001
-        if self.compile and exclude is None and not is_sparse(target):
+        if self.compile and exclude is None and not is_sparse(target) and not is_subtopic_target(preds, target):
             self._compiled_update(preds, target, mask, ideal_target, n_relevant, judged, ids, strata)
             return
         values, empty = self._batch(preds, target, mask, ideal_target, n_relevant, judged, exclude)
@@ -381,7 +390,7 @@ class RankingMetrics(RunningMeanMetric):
 
     def _batch(self, preds, target, mask, ideal_target, n_relevant, judged=None, exclude=None) -> tuple[Tensor, Tensor]:  # noqa: ANN001
         """Per-query values ``(N, V)`` of every reported key and their empty flags (the one evaluation loop)."""
-        length = preds.shape[-1] if ideal_target is None else max(preds.shape[-1], ideal_target.shape[-1])
+        length = preds.shape[-1] if ideal_target is None else max(preds.shape[-1], _ideal_length(preds, ideal_target))
         values, empty, _ = self.plan.values(
             preds,
             target,
@@ -426,7 +435,7 @@ class RankingMetrics(RunningMeanMetric):
                 uses_gain=self.plan.uses_gain,
                 gain=self._gain(),
             )
-        length = preds.shape[-1] if ideal_target is None else max(preds.shape[-1], ideal_target.shape[-1])
+        length = preds.shape[-1] if ideal_target is None else max(preds.shape[-1], _ideal_length(preds, ideal_target))
         reduce = (
             not self.keep_per_query and self.empty_target_action != "error" and strata is None and not self._per_query
         )
@@ -579,3 +588,10 @@ class RankingMetrics(RunningMeanMetric):
             {'mrr': 0.8333, 'mrr/stderr': 0.1667}
         """
         return self._with_stderr(stderr)
+
+
+def _ideal_length(preds: Tensor, ideal_target: Tensor) -> int:
+    """``M``, the judged documents of ``ideal_target`` (``(N, M)``, or ``(N, M, S)`` with subtopics)."""
+    if not isinstance(ideal_target, Tensor) or not isinstance(preds, Tensor) or ideal_target.ndim == 0:
+        return 0
+    return ideal_target.shape[min(preds.ndim, ideal_target.ndim) - 1]

@@ -144,12 +144,18 @@ def prepare(
     discounts: Tensor | None = None,
     gain: Callable[[Tensor], Tensor] | None = None,
     split_ties: bool = False,
+    subtopics: Tensor | None = None,
+    ideal_subtopics: Tensor | None = None,
+    extra_checks: list[tuple[Tensor, str]] | None = None,
 ) -> tuple[RankedBatch, bool]:
     """Check the inputs and rank them; returns the ranked batch and whether the input was 1-D.
 
     ``validate_args`` adds the checks
     that read values (:func:`check_values`), resolved in one host sync; the ranked batch is the same
-    either way."""
+    either way. ``subtopics`` / ``ideal_subtopics``: the ``(N, L, S)`` / ``(N, M, S)`` subtopic grades
+    of a subtopic target (:func:`~torch_rankeval.ranking.subtopics.split_subtopics`), whose ad-hoc
+    view ``target`` / ``ideal_target`` are. ``extra_checks``: the caller's own value checks (flag,
+    message), resolved in the same host sync (validated calls only)."""
     inputs = _normalize(preds, target, mask, ignore_index, ideal_target, n_relevant, judged, convention)
     preds, target, valid, ideal_target, ideal_valid, n_relevant, judged, single = inputs
     ranked = RankedBatch(
@@ -164,6 +170,8 @@ def prepare(
         discounts=discounts,
         gain=gain,
         dtype=work_dtype(preds, target, ideal_target),
+        subtopics=subtopics,
+        ideal_subtopics=ideal_subtopics,
     )
     if validate_args:
         # The checks sync with the host once anyway; the same sync tells whether the batch holds any
@@ -171,7 +179,7 @@ def prepare(
         # group has one document). No extra sync, no re-ranking; validate_args=False never branches.
         per_list = split_ties and ranked.averaged and 1 < ranked.n_lists <= SPLIT_MAX_LISTS
         tied = None if not ranked.averaged else ranked.tied_lists() if per_list else ranked.any_tie()
-        flags = _check_normalized(inputs, convention, uses_gain, tied, ranked)
+        flags = _check_normalized(inputs, convention, uses_gain, tied, ranked, extra_checks)
         if flags is not None:
             rows = [i for i, flag in enumerate(flags) if flag]
             if not rows:
@@ -302,6 +310,7 @@ def _check_normalized(
     uses_gain: bool,
     tied: Tensor | None = None,
     ranked: RankedBatch | None = None,
+    extra: list[tuple[Tensor, str]] | None = None,
 ) -> list[bool] | None:
     """Run the value checks in one host sync; returns the values of ``tied`` (a bool tensor: one
     flag for the batch, or one per list) read in the same sync, None without ``tied``. With
@@ -319,6 +328,8 @@ def _check_normalized(
                 "it must count all relevant documents of each query, retrieved or not",
             )
         )
+    if extra:
+        checks += extra
     if ranked is not None:
         checks += _ranked_checks(
             ranked, uses_gain=uses_gain, ideal=ideal_target is not None, counted=n_relevant is not None

@@ -498,6 +498,9 @@ class RankedBatch:
         gain: optional gain function that replaces ``gain_fn(convention.gain)`` (e.g. one that
             reads a device-resident table).
         dtype: float dtype of the computation.
+        subtopics: optional ``(N, L, S)`` subtopic grades in input order (the intent-aware measures
+            read them, :mod:`~torch_rankeval.ranking.subtopics`); ``target`` is then their ad-hoc view.
+        ideal_subtopics: optional ``(N, M, S)`` subtopic grades of every judged document.
 
     Per-document inputs beyond these (e.g. a ``judged`` flag) are put in ranked order with
     :meth:`ranked`.
@@ -520,6 +523,10 @@ class RankedBatch:
     #: lists ranked with the plain formulas although they hold a tie (``prepare(split_ties=True)``): the
     #: caller recomputes them with tie statistics; None when every list's values are exact
     split_rows: list[int] | None = None
+    #: subtopic grades ``(N, L, S)`` in input order (intent-aware measures), None for ad-hoc targets
+    subtopics: Tensor | None = None
+    #: subtopic grades ``(N, M, S)`` of every judged document (``ideal_target`` with a subtopic axis)
+    ideal_subtopics: Tensor | None = None
 
     convention: Convention
     dtype: torch.dtype
@@ -544,8 +551,12 @@ class RankedBatch:
         discounts: Tensor | None = None,
         gain: Callable[[Tensor], Tensor] | None = None,
         dtype: torch.dtype = torch.float32,
+        subtopics: Tensor | None = None,
+        ideal_subtopics: Tensor | None = None,
     ) -> None:
         self._cache: dict[str, Tensor] = {}
+        if subtopics is not None:
+            self.subtopics, self.ideal_subtopics = subtopics, ideal_subtopics
         self._groups: dict[int, TieGroups] = {}
         self.convention = convention
         self.dtype = dtype

@@ -346,6 +346,8 @@ class _Kind:
 _KINDS = {
     "qrels": _Kind("qrels", "'qid iteration docno relevance'", 4, 4, 3, True),
     "run": _Kind("run", "'qid Q0 docno rank score tag'", None, 6, 4, False),
+    # TREC's diversity qrels, read for their second field (the subtopic number) as the value
+    "subtopics": _Kind("diversity qrels", "'topic subtopic docno judgment'", 4, 4, 1, True),
 }
 
 

@@ -3,6 +3,7 @@ printed lines."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +19,7 @@ from torch_rankeval.measures.reduction import sample_stderr
 from torch_rankeval.measures.registry import TREC_BY_NAME
 from torch_rankeval.trec._tables import csv_text, latex_escape, latex_number, require_pandas
 from torch_rankeval.trec.convert import as_measures, as_qrels, as_run
+from torch_rankeval.trec.diversity import SubtopicQrels, intent_aware_values, read_subtopic_qrels
 from torch_rankeval.trec.io import PathLike, Qrels, Run
 from torch_rankeval.trec.join import TrecBatch, to_batches
 
@@ -339,6 +341,12 @@ def evaluate(
     ``max_docs`` (``-M``) keeps each query's first ``max_docs`` ranked documents. Everything is
     computed in float64.
 
+    Intent-aware measures (``alpha_nDCG@20``, ``ERR_IA@20``, ``P_IA@10``, ...) read TREC diversity
+    qrels (``topic subtopic docno judgment``): a path is then read as such, or pass a
+    :class:`~torch_rankeval.trec.diversity.SubtopicQrels`; ad-hoc measures asked for with them see a
+    document's largest subtopic judgment (relevant to any subtopic). See
+    :mod:`torch_rankeval.trec.diversity`.
+
     Args:
         qrels: a :class:`Qrels` or a path.
         run: a :class:`Run` or a path.
@@ -380,9 +388,11 @@ def evaluate(
         raise ValueError(
             f"max_docs must be None or an int >= 1 (documents kept per query, trec_eval -M), got {max_docs!r}"
         )
+    parsed = trec_measures(measures, trec_eval_version=trec_eval_version)
+    if isinstance(qrels, SubtopicQrels) or any(m.family.subtopics for m in parsed):
+        return _evaluate_diversity(qrels, run, parsed, relevance_level, complete, max_docs, trec_eval_version, device)
     qrels = as_qrels(qrels, argument="qrels")
     run = as_run(run, argument="run")
-    parsed = trec_measures(measures, trec_eval_version=trec_eval_version)
     lengths = {m.label: int(m.param("length")) for m in parsed if m.family.aggregate == "text"}
     # Queries are evaluated in length buckets (memory follows the data, not the longest query)
     # and their values put back in trec_eval's query order.
@@ -452,6 +462,81 @@ def evaluate(
         joined.retrieved,
         texts,
         text,
+        trec_eval_version,
+        info,
+    )
+
+
+def _evaluate_diversity(
+    qrels: object,
+    run: Run | PathLike,
+    parsed: list[Measure],
+    relevance_level: int,
+    complete: bool,
+    max_docs: int | None,
+    trec_eval_version: str,
+    device: torch.device | str | None,
+) -> Evaluation:
+    """:func:`evaluate` on diversity qrels: the intent-aware measures on every judgment
+    (:func:`~torch_rankeval.trec.diversity.intent_aware_values`), the others on the ad-hoc view."""
+    if not isinstance(qrels, SubtopicQrels):
+        if isinstance(qrels, Qrels) or not isinstance(qrels, (str, os.PathLike)):
+            raise TypeError(
+                "intent-aware measures need diversity qrels (topic subtopic docno judgment): pass their path or a "
+                f"torch_rankeval.trec.diversity.SubtopicQrels, got {type(qrels).__name__}"
+            )
+        qrels = read_subtopic_qrels(qrels)
+    run = as_run(run, argument="run")
+    aware = [m for m in parsed if m.family.subtopics]
+    rest = [m for m in parsed if not m.family.subtopics]
+    if relevance_level != 1 and aware:
+        raise ValueError(
+            "relevance_level applies to ad-hoc measures; ndeval's subtopic judgments are binary (> 0 is relevant)"
+        )
+    adhoc = (
+        evaluate(
+            qrels.adhoc(),
+            run,
+            rest,
+            relevance_level=relevance_level,
+            complete=complete,
+            max_docs=max_docs,
+            trec_eval_version=trec_eval_version,
+            device=device,
+        )
+        if rest
+        else None
+    )
+    qids, per_query_ia, summary_ia = intent_aware_values(
+        aware, qrels, run, complete=complete, max_docs=max_docs, device=device
+    )
+    if adhoc is not None and adhoc.qids != qids:  # pragma: no cover - both join the same query sets
+        raise AssertionError("the ad-hoc and intent-aware evaluations disagree on the queries")
+    outputs, per_query, summary, info = [], {}, {}, {}
+    for m in parsed:
+        if m.family.subtopics:
+            outputs.append(Output(m, 0, m.label, m.trec_label))
+            per_query[m.label] = per_query_ia[m.label]
+            summary[m.label] = summary_ia[m.label]
+        elif adhoc is not None:
+            outputs.extend(o for o in adhoc.outputs if o.name == m.label)
+            if m.label in adhoc.per_query:
+                per_query[m.label] = adhoc.per_query[m.label]
+            if m.label in adhoc.summary:
+                summary[m.label] = adhoc.summary[m.label]
+            if m.label in adhoc.info:
+                info[m.label] = adhoc.info[m.label]
+    retrieved = torch.tensor([q in set(run.qids) for q in qids], dtype=torch.bool)
+    return Evaluation(
+        run.path or "run",
+        run.tag,
+        qids,
+        outputs,
+        per_query,
+        summary,
+        retrieved,
+        adhoc.texts if adhoc is not None else [],
+        adhoc.text if adhoc is not None else {},
         trec_eval_version,
         info,
     )
