@@ -76,12 +76,12 @@ _F64 = torch.float64
 GREEDY_BLOCK = 1 << 19
 
 
-def _depth(rb: RankedView, ks: tuple) -> int:
+def _depth(rb: RankedView, ks: tuple[int | None, ...]) -> int:
     """The deepest rank the cutoffs read (``None``: the list length); may exceed the list."""
     return max(rb.length if k is None else k for k in ks)
 
 
-def _cut(rb: RankedView, ks: tuple) -> Tensor:
+def _cut(rb: RankedView, ks: tuple[int | None, ...]) -> Tensor:
     """0-based index of each cutoff's last rank per query, ``(N, K)`` int64: ``k - 1``, or the list's
     last real document for ``k=None`` (so that padding never changes a value)."""
     last = (rb.n_valid.to(torch.int64) - 1).clamp(min=0).unsqueeze(-1)
@@ -235,7 +235,9 @@ def _ideal_ideal(a: Tensor, weights: Tensor, alpha: float, idx: Tensor) -> Tenso
     return torch.where((idx == 0) | (norm <= 0), one, norm)
 
 
-def _discounted(rb: RankedView, ks: tuple, alpha: float, kind: str, normalise: str) -> tuple[Tensor, Tensor]:
+def _discounted(
+    rb: RankedView, ks: tuple[int | None, ...], alpha: float, kind: str, normalise: str
+) -> tuple[Tensor, Tensor]:
     depth = _depth(rb, ks)
     idx = _cut(rb, ks)
     weights = _ndeval_discount(depth, rb.device) if kind == "dcg" else _inverse_rank(depth, rb.device)
@@ -250,7 +252,12 @@ def _discounted(rb: RankedView, ks: tuple, alpha: float, kind: str, normalise: s
 
 
 def alpha_dcg_values(
-    rb: RankedView, ks: tuple, conv: Convention, *, alpha: float = ALPHA_DEFAULT, norm: str = "ideal_ideal"
+    rb: RankedView,
+    ks: tuple[int | None, ...],
+    conv: Convention,
+    *,
+    alpha: float = ALPHA_DEFAULT,
+    norm: str = "ideal_ideal",
 ) -> tuple[Tensor, Tensor]:
     """ndeval's alpha-DCG@k (divided by the "ideal ideal" gain for ``k >= 2``), ``(N, K)``; with
     ``norm="none"`` the plain sum ``sum_{r<=k} g(r) / log2(r + 1)`` (TF-Ranking's ``AlphaDCGMetric``).
@@ -268,7 +275,7 @@ def alpha_dcg_values(
 
 
 def alpha_ndcg_values(
-    rb: RankedView, ks: tuple, conv: Convention, *, alpha: float = ALPHA_DEFAULT
+    rb: RankedView, ks: tuple[int | None, ...], conv: Convention, *, alpha: float = ALPHA_DEFAULT
 ) -> tuple[Tensor, Tensor]:
     """alpha-nDCG@k over ndeval's greedy ideal ranking, ``(N, K)``.
 
@@ -283,7 +290,7 @@ def alpha_ndcg_values(
 
 
 def err_ia_values(
-    rb: RankedView, ks: tuple, conv: Convention, *, alpha: float = ALPHA_DEFAULT
+    rb: RankedView, ks: tuple[int | None, ...], conv: Convention, *, alpha: float = ALPHA_DEFAULT
 ) -> tuple[Tensor, Tensor]:
     """ndeval's ERR-IA@k (divided by the "ideal ideal" for ``k >= 2``), ``(N, K)``.
 
@@ -298,7 +305,7 @@ def err_ia_values(
 
 
 def nerr_ia_values(
-    rb: RankedView, ks: tuple, conv: Convention, *, alpha: float = ALPHA_DEFAULT
+    rb: RankedView, ks: tuple[int | None, ...], conv: Convention, *, alpha: float = ALPHA_DEFAULT
 ) -> tuple[Tensor, Tensor]:
     """nERR-IA@k over ndeval's greedy ideal ranking, ``(N, K)``.
 
@@ -318,7 +325,12 @@ def _rbp_sum(gains: Tensor, beta: float) -> Tensor:
 
 
 def nrbp_values(
-    rb: RankedView, ks: tuple, conv: Convention, *, alpha: float = ALPHA_DEFAULT, beta: float = BETA_DEFAULT
+    rb: RankedView,
+    ks: tuple[int | None, ...],
+    conv: Convention,
+    *,
+    alpha: float = ALPHA_DEFAULT,
+    beta: float = BETA_DEFAULT,
 ) -> tuple[Tensor, Tensor]:
     """ndeval's NRBP over the whole list, ``(N, 1)``.
 
@@ -336,7 +348,12 @@ def nrbp_values(
 
 
 def nnrbp_values(
-    rb: RankedView, ks: tuple, conv: Convention, *, alpha: float = ALPHA_DEFAULT, beta: float = BETA_DEFAULT
+    rb: RankedView,
+    ks: tuple[int | None, ...],
+    conv: Convention,
+    *,
+    alpha: float = ALPHA_DEFAULT,
+    beta: float = BETA_DEFAULT,
 ) -> tuple[Tensor, Tensor]:
     """NRBP over that of ndeval's greedy ideal ranking of every judged document, ``(N, 1)``.
 
@@ -359,7 +376,7 @@ def _per_document_count(rb: RankedView) -> Tensor:
     return rb.cached("ia_doc_count", lambda: document_subtopics(rb).sum(-1, dtype=_F64))
 
 
-def precision_ia_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
+def precision_ia_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, Tensor]:
     """P-IA@k: relevant (document, subtopic) pairs in the top ``k`` over ``k A``, ``(N, K)``;
     the exact expectation under averaged ties. ``k=None``: the list's length; the convention's
     ``adaptive_k`` divides by ``min(k, list length)`` (TF-Ranking's ``PrecisionIAMetric``).
@@ -387,7 +404,7 @@ def precision_ia_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Te
     return _finish(rb, count / (depth * torch.where(a > 0, a, 1.0).unsqueeze(-1)), a)
 
 
-def subtopic_recall_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
+def subtopic_recall_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, Tensor]:
     """Subtopic recall@k (ndeval's strec): the share of the ``A`` subtopics covered by the top ``k``,
     ``(N, K)``; the exact expectation under averaged ties.
 
@@ -427,7 +444,7 @@ def _group_sums(rel: Tensor, start: Tensor, end: Tensor) -> tuple[Tensor, Tensor
     return before, prefix.gather(1, end.unsqueeze(-1).expand(-1, -1, n_sub)) - before
 
 
-def ap_ia_values(rb: RankedView, ks: tuple, conv: Convention) -> tuple[Tensor, Tensor]:
+def ap_ia_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, Tensor]:
     """MAP-IA (ndeval): the mean over the ``A`` subtopics of each one's average precision over the
     whole list (denominator: the judged documents relevant to the subtopic), ``(N, 1)``; the exact
     expectation under averaged ties (per subtopic, AP's closed form).

@@ -68,6 +68,14 @@ class SubtopicQrels:
         (['1', '2'], {'1': {'d1': 1}, '2': {'d7': 1}})
     """
 
+    path: str | None
+    qids: list[str]
+    qid: np.ndarray
+    docno: Strings
+    subtopic: np.ndarray
+    judgment: np.ndarray
+    line: np.ndarray
+
     def __init__(
         self,
         qid_names: list[bytes],
