@@ -227,14 +227,16 @@ def test_reduction_poststratified_is_the_formula():
 
 
 # ---------------------------------------------------------------------- the other classes
-def test_one_metric_classes_report_strata_with_stderr_and_keep_their_tensor():
+def test_one_metric_classes_with_strata_report_a_dict_as_with_windows():
     batches = _batches(seed=11)
     rows = NDCG(k=(3, 5), keep_per_query=True)
     for preds, target, mask, _ in batches:
         rows.update(preds, target, mask=mask)
     metric = NDCG(k=(3, 5), strata=S, stratum_weights=WEIGHTS)
     _feed(metric, batches)
-    assert metric.compute().shape == (2,)  # without stderr: the plain means, as always
+    plain = metric.compute()  # created with strata: a dict (as with window=), the plain means first
+    assert list(plain)[:2] == ["ndcg@3", "ndcg@5"] and "ndcg@3/poststratified" in plain
+    assert "ndcg@3/stderr" not in plain and "ndcg@3/stratum/0" in plain
     _check_against_textbook(metric, rows.compute_per_query(), _all_strata(batches), S, WEIGHTS)
 
 

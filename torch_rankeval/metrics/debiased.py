@@ -265,9 +265,10 @@ class PositionDebiasedNDCG(RunningMeanMetric):
     def compute(self, stderr: bool = False) -> Tensor | dict[str, Tensor]:
         """Mean over the counted lists of all updates (and processes): a scalar, or ``(K,)``. With
         ``stderr``: ``{key: mean, "<key>/stderr": its standard error over the counted lists}``
-        (``scipy.stats.sem`` of the per-list values; NaN under 2 lists), and with ``strata=`` the
-        post-stratified and per-stratum keys with their errors. With ``window`` / ``half_life``:
-        always that dict, with ``"window/<key>"`` / ``"decay/<key>"`` beside.
+        (``scipy.stats.sem`` of the per-list values; NaN under 2 lists). Created with ``window``,
+        ``half_life`` or ``strata``: always a dict, the means with ``"window/<key>"`` /
+        ``"decay/<key>"`` and ``"<key>/poststratified"`` / ``"<key>/stratum/<h>"`` beside (with
+        their errors under ``stderr``).
 
         Example:
             >>> import torch
@@ -278,7 +279,7 @@ class PositionDebiasedNDCG(RunningMeanMetric):
             >>> sorted(metric.compute(stderr=True))
             ['position_debiased_ndcg@2', 'position_debiased_ndcg@2/stderr']
         """
-        if stderr is not False or self._windowed:
+        if stderr is not False or self._windowed or self.strata is not None:
             return self._with_stderr(stderr)
         means = self._means()
         return means if self._sequence_k else means[0]

@@ -92,12 +92,13 @@ class _SingleMetric(RankingMetrics):
     def compute(self, stderr: bool = False) -> Tensor | dict[str, Tensor]:  # type: ignore[override]
         """The mean over queries (one value per cutoff when ``k`` is a sequence). With ``stderr``:
         ``{key: mean, "<key>/stderr": its standard error}`` for every key, as
-        :meth:`RankingMetrics.compute(stderr=True) <torch_rankeval.RankingMetrics.compute>`; for
-        a metric created with ``strata=`` that dict also holds ``"<key>/poststratified"``,
-        ``"<key>/stratum/<h>"`` and their errors (without ``stderr`` the plain mean alone, as
-        always; :meth:`compute_per_stratum` gives the per-stratum table). A metric with ``window`` or
-        ``half_life`` always returns that dict, with the recent values beside (``"window/<key>"``,
-        ``"decay/<key>"``).
+        :meth:`RankingMetrics.compute(stderr=True) <torch_rankeval.RankingMetrics.compute>`. A metric
+        created with ``window``, ``half_life`` or ``strata`` always returns a dict, as
+        :class:`~torch_rankeval.RankingMetrics` does: the plain means, with the recent values
+        (``"window/<key>"``, ``"decay/<key>"``) and the post-stratified and per-stratum ones
+        (``"<key>/poststratified"``, ``"<key>/stratum/<h>"``) beside, each with its error under
+        ``stderr``; :meth:`compute_per_stratum` gives the per-stratum table. The static return type
+        (``Tensor`` without ``stderr``) is that of the plain metric.
 
         Example:
             >>> import torch
@@ -107,7 +108,7 @@ class _SingleMetric(RankingMetrics):
             >>> {k: round(v.item(), 4) for k, v in metric.compute(stderr=True).items()}
             {'mrr': 0.8333, 'mrr/stderr': 0.1667}
         """
-        if stderr is not False or self._windowed:
+        if stderr is not False or self._windowed or self.strata is not None:
             return self._with_stderr(stderr)
         means = self._means()
         return means if self._sequence_k else means[0]
