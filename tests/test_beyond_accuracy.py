@@ -17,6 +17,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from tests.distributed_helpers import counting_collectives
+from tests.sync_guard import PATHS, select_path
 from torch_rankeval.metrics import IntraListDiversity, Novelty, Serendipity, Unexpectedness
 
 pytestmark = pytest.mark.filterwarnings("ignore:Sparse (CSR tensor support is in beta|invariant checks are implicitly)")
@@ -153,8 +154,9 @@ def _ex(excluded, kind):
 # ---------------------------------------------------------------------------------------- against Recommenders
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("exclude_kind", ["dense", "sparse"])
-@pytest.mark.parametrize("validate_args", [True, False])
-def test_diversity_equals_recommenders(kind, exclude_kind, validate_args):
+@pytest.mark.parametrize("validate_args", PATHS)
+def test_diversity_equals_recommenders(kind, exclude_kind, validate_args, monkeypatch):
+    validate_args = select_path(validate_args, monkeypatch)
     scores, excluded, history, _, embeddings, labels, sets = _data()
     kwargs, sim = _similarities(history, embeddings, labels, sets)[kind]
     for k in (2, 4, L):
@@ -166,8 +168,9 @@ def test_diversity_equals_recommenders(kind, exclude_kind, validate_args):
 
 
 @pytest.mark.parametrize("exclude_kind", ["none", "dense", "sparse"])
-@pytest.mark.parametrize("validate_args", [True, False])
-def test_novelty_equals_recommenders(exclude_kind, validate_args):
+@pytest.mark.parametrize("validate_args", PATHS)
+def test_novelty_equals_recommenders(exclude_kind, validate_args, monkeypatch):
+    validate_args = select_path(validate_args, monkeypatch)
     scores, excluded, history, *_ = _data(seed=1)
     history[:, 5] = False  # an item without training interactions: p = 0, adds 0, its slot counts
     scores[:, 5] += 1.0
@@ -197,8 +200,9 @@ def test_novelty_surprisal_variant_hand_computed():
 
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("sparse", [False, True])
-@pytest.mark.parametrize("validate_args", [True, False])
-def test_serendipity_equals_recommenders(kind, sparse, validate_args):
+@pytest.mark.parametrize("validate_args", PATHS)
+def test_serendipity_equals_recommenders(kind, sparse, validate_args, monkeypatch):
+    validate_args = select_path(validate_args, monkeypatch)
     scores, excluded, history, target, embeddings, labels, sets = _data(seed=2)
     excluded &= ~history  # some history items may still be recommended (their self similarity counts)
     excluded |= history & (torch.arange(L) % 2 == 0)
@@ -253,9 +257,10 @@ def _tied_data(seed=3, n=8, items=7):
 
 
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("validate_args", [True, False])
+@pytest.mark.parametrize("validate_args", PATHS)
 @pytest.mark.parametrize("exclude_kind", ["dense", "sparse"])
-def test_diversity_ties_against_enumeration(kind, validate_args, exclude_kind):
+def test_diversity_ties_against_enumeration(kind, validate_args, exclude_kind, monkeypatch):
+    validate_args = select_path(validate_args, monkeypatch)
     scores, excluded, history, _ = _tied_data()
     items = scores.shape[1]
     _, _, _, _, embeddings, labels, sets = _data(seed=4)
@@ -276,9 +281,10 @@ def test_diversity_ties_against_enumeration(kind, validate_args, exclude_kind):
         assert metric.compute()[f"diversity@{k}"].item() == pytest.approx(want, rel=1e-6, abs=1e-7), k
 
 
-@pytest.mark.parametrize("validate_args", [True, False])
+@pytest.mark.parametrize("validate_args", PATHS)
 @pytest.mark.parametrize("exclude_kind", ["dense", "sparse"])
-def test_novelty_and_serendipity_ties_against_enumeration(validate_args, exclude_kind):
+def test_novelty_and_serendipity_ties_against_enumeration(validate_args, exclude_kind, monkeypatch):
+    validate_args = select_path(validate_args, monkeypatch)
     scores, excluded, history, target = _tied_data(seed=5)
     items = scores.shape[1]
     popularity = torch.tensor([5.0, 1.0, 0.0, 2.0, 9.0, 3.0, 1.0])
