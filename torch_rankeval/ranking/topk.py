@@ -755,8 +755,9 @@ def boundary_histogram(
     """``(L,)`` float64: ``sum_r weights[r] * [item i is in row r's boundary tie group]`` over the rows
     whose boundary group spills past the view (rows that do not spill add nothing: their whole
     group is in the view). ``exclude`` must be the one the view was built with (dense, sparse, or
-    the canonical form). Works in row chunks (a bool mask and a float64 copy of it per chunk); with
-    a validated view only the spilled rows are read. Used by ``ItemExposure`` to spread a tie
+    the canonical form). Works in row chunks (a bool mask and a float64 copy of it per chunk); only
+    the spilled rows are read when the view knows them (:attr:`TopKView.pass_rows`: validated, or
+    unvalidated on the CPU in eager mode), else every row. Used by ``ItemExposure`` to spread a tie
     group's remaining slots over all its members.
 
     Example:
@@ -809,8 +810,9 @@ def boundary_sums(
     ``[0, num_classes)`` (then ``D = num_classes`` and the sums are per-class histograms: the
     one-hot vectors are never built); ``doc``: optional per-(row, item) weights, a dense ``(N, L)`` tensor or a :class:`SparseTarget` (then only its entries are
     read, no pass over the scores); ``exclude`` must be the one the view was built with. Works in
-    row chunks (a bool mask and a float64 copy of it per chunk, times ``features``); with a
-    validated view only the spilled rows are read. Used by the beyond-accuracy metrics
+    row chunks (a bool mask and a float64 copy of it per chunk, times ``features``); only the
+    spilled rows are read when the view knows them (:attr:`TopKView.pass_rows`: validated, or
+    unvalidated on the CPU in eager mode), else every row. Used by the beyond-accuracy metrics
     (``IntraListDiversity``, ``Novelty``, ``Serendipity``) to take the expectation over the orders
     of the items tied at the cutoff.
 
