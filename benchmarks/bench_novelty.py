@@ -7,9 +7,13 @@ minimum of each is reported, with its ratio to the floor):
 - ``floor``: copy the scores, scatter ``-inf`` at the seen items, ``torch.topk(20)``: what any top-k
   evaluation pays;
 - ``diversity`` / ``diversity_unvalidated``: ``IntraListDiversity(50_000, 20, embeddings=...)
-  .update(scores, exclude=seen)`` (unvalidated: no host sync, so every row also gets the pass over
-  its scores for the tied group: ``rows x items x 64`` multiply-adds);
-- ``novelty`` / ``novelty_unvalidated``: ``Novelty(50_000, 20, popularity).update``;
+  .update(scores, exclude=seen)`` (unvalidated on the CPU: the spilled rows and the largest
+  excluded count are read from host memory, as when validated, without the checks);
+- ``diversity_sync_free``: unvalidated on the sync-free path that CUDA and ``torch.compile`` take
+  (``torch_rankeval.ranking.topk.CPU_HOST_READS = False``): every row gets the pass over its
+  scores for the tied group, ``rows x items x 65`` float64 multiply-adds (on CUDA the same as
+  ``diversity_unvalidated``);
+- ``novelty`` / ``novelty_unvalidated`` / ``novelty_sync_free``: ``Novelty(50_000, 20, popularity).update``;
 - ``exposure``: ``ItemExposure(50_000, (10, 20), popularity, tail_ratio=0.2).update``.
 
     python benchmarks/bench_novelty.py            # CPU
@@ -30,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's 
 import torch  # noqa: E402
 
 from torch_rankeval.metrics import IntraListDiversity, ItemExposure, Novelty  # noqa: E402
+from torch_rankeval.ranking import topk as topk_module  # noqa: E402
 
 K = 20
 
@@ -66,11 +71,24 @@ def main() -> None:
     metrics = {
         "diversity": IntraListDiversity(args.items, K, embeddings=embeddings).to(dev),
         "diversity_unvalidated": IntraListDiversity(args.items, K, embeddings=embeddings, validate_args=False).to(dev),
+        "diversity_sync_free": IntraListDiversity(args.items, K, embeddings=embeddings, validate_args=False).to(dev),
         "novelty": Novelty(args.items, K, popularity).to(dev),
         "novelty_unvalidated": Novelty(args.items, K, popularity, validate_args=False).to(dev),
+        "novelty_sync_free": Novelty(args.items, K, popularity, validate_args=False).to(dev),
         "exposure": ItemExposure(args.items, (10, K), popularity=popularity, tail_ratio=0.2).to(dev),
     }
-    cases = {"floor": floor, **{name: (lambda m=m: m.update(scores, exclude=seen)) for name, m in metrics.items()}}
+
+    def case(name: str, metric):  # noqa: ANN001
+        def run() -> None:
+            topk_module.CPU_HOST_READS = not name.endswith("_sync_free")
+            try:
+                metric.update(scores, exclude=seen)
+            finally:
+                topk_module.CPU_HOST_READS = True
+
+        return run
+
+    cases = {"floor": floor, **{name: case(name, m) for name, m in metrics.items()}}
     times: dict[str, list[float]] = {name: [] for name in cases}
     for _ in range(args.repeats + 1):  # the first round warms up
         for name, fn in cases.items():

@@ -11,6 +11,11 @@ directly) and some never show as a Python method (a boolean mask index runs ``no
 * a :class:`~torch.utils._python_dispatch.TorchDispatchMode` sees the aten operators that sync on
   CUDA (``_local_scalar_dense``, ``nonzero``, ``masked_select``, ``unique``, ``index`` with a boolean
   mask, ``repeat_interleave`` without ``output_size``, copies to another device).
+
+Inside the guard, torch_rankeval takes the path it takes on CUDA: the guard sets
+``torch_rankeval.ranking.topk.CPU_HOST_READS`` to False (restored on exit), which turns off the
+reads of host memory that unvalidated CPU eager calls make instead of a pass over every row (no
+device sync on the CPU, but a sync on CUDA).
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from typing import Self
 import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
+
+from torch_rankeval.ranking import topk as _topk
 
 aten = torch.ops.aten
 
@@ -129,6 +136,7 @@ class HostSyncGuard:
         self.syncs: list[str] = []
         self.inside = False
         self._modes = (_Functions(self), _Operators(self))
+        self._host_reads: list[bool] = []
 
     def record(self, what: str) -> None:
         self.syncs.append(what)
@@ -136,6 +144,8 @@ class HostSyncGuard:
             raise HostSyncError(f"host sync: {what}")
 
     def __enter__(self) -> Self:
+        self._host_reads.append(_topk.CPU_HOST_READS)
+        _topk.CPU_HOST_READS = False  # the CUDA path: no reads of host memory in unvalidated calls
         for mode in self._modes:
             mode.__enter__()
         return self
@@ -143,3 +153,18 @@ class HostSyncGuard:
     def __exit__(self, *exc: object) -> None:
         for mode in reversed(self._modes):
             mode.__exit__(*exc)
+        _topk.CPU_HOST_READS = self._host_reads.pop()
+
+
+#: The three paths of a top-k view, for tests parametrised over them: validated, unvalidated on the
+#: CPU (which reads the spilled rows from host memory) and unvalidated sync-free (CUDA's path).
+PATHS = [True, False, "sync-free"]
+
+
+def select_path(path: bool | str, monkeypatch) -> bool:  # noqa: ANN001
+    """The ``validate_args`` of one of :data:`PATHS`; ``"sync-free"`` also turns off, for this test
+    (through pytest's ``monkeypatch``), the host reads of unvalidated CPU calls."""
+    if path == "sync-free":
+        monkeypatch.setattr(_topk, "CPU_HOST_READS", False)
+        return False
+    return bool(path)

@@ -17,6 +17,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from tests.distributed_helpers import counting_collectives
+from tests.sync_guard import PATHS, select_path
 from torch_rankeval.metrics import IntraListDiversity, Novelty, Serendipity, Unexpectedness
 
 pytestmark = pytest.mark.filterwarnings("ignore:Sparse (CSR tensor support is in beta|invariant checks are implicitly)")
@@ -153,8 +154,9 @@ def _ex(excluded, kind):
 # ---------------------------------------------------------------------------------------- against Recommenders
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("exclude_kind", ["dense", "sparse"])
-@pytest.mark.parametrize("validate_args", [True, False])
-def test_diversity_equals_recommenders(kind, exclude_kind, validate_args):
+@pytest.mark.parametrize("validate_args", PATHS)
+def test_diversity_equals_recommenders(kind, exclude_kind, validate_args, monkeypatch):
+    validate_args = select_path(validate_args, monkeypatch)
     scores, excluded, history, _, embeddings, labels, sets = _data()
     kwargs, sim = _similarities(history, embeddings, labels, sets)[kind]
     for k in (2, 4, L):
@@ -166,8 +168,9 @@ def test_diversity_equals_recommenders(kind, exclude_kind, validate_args):
 
 
 @pytest.mark.parametrize("exclude_kind", ["none", "dense", "sparse"])
-@pytest.mark.parametrize("validate_args", [True, False])
-def test_novelty_equals_recommenders(exclude_kind, validate_args):
+@pytest.mark.parametrize("validate_args", PATHS)
+def test_novelty_equals_recommenders(exclude_kind, validate_args, monkeypatch):
+    validate_args = select_path(validate_args, monkeypatch)
     scores, excluded, history, *_ = _data(seed=1)
     history[:, 5] = False  # an item without training interactions: p = 0, adds 0, its slot counts
     scores[:, 5] += 1.0
@@ -197,8 +200,9 @@ def test_novelty_surprisal_variant_hand_computed():
 
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("sparse", [False, True])
-@pytest.mark.parametrize("validate_args", [True, False])
-def test_serendipity_equals_recommenders(kind, sparse, validate_args):
+@pytest.mark.parametrize("validate_args", PATHS)
+def test_serendipity_equals_recommenders(kind, sparse, validate_args, monkeypatch):
+    validate_args = select_path(validate_args, monkeypatch)
     scores, excluded, history, target, embeddings, labels, sets = _data(seed=2)
     excluded &= ~history  # some history items may still be recommended (their self similarity counts)
     excluded |= history & (torch.arange(L) % 2 == 0)
@@ -224,6 +228,65 @@ def test_serendipity_equals_recommenders(kind, sparse, validate_args):
 
 
 # ---------------------------------------------------------------------------------------- ties
+def _tied_lists(row, ex, k):
+    """Every top-k list a random order of the tied items can give, equally likely: the items above
+    the cutoff's score plus each subset of the right size of the items tied with it."""
+    allowed = [j for j in range(len(row)) if not ex[j]]
+    if not allowed:
+        return []
+    ranked = sorted(allowed, key=lambda j: -row[j])
+    v = row[ranked[min(k, len(ranked)) - 1]]
+    above = [j for j in allowed if row[j] > v]
+    group = [j for j in allowed if row[j] == v]
+    return [above + list(c) for c in itertools.combinations(group, min(k, len(ranked)) - len(above))]
+
+
+@pytest.mark.parametrize("validate_args", PATHS)
+@pytest.mark.parametrize("exclude_kind", ["dense", "sparse"])
+def test_wide_catalogue_few_excluded_with_ties_against_enumeration(validate_args, exclude_kind, monkeypatch):
+    """300 items, at most 8 excluded per user, ties spilling past k = 5: the validated and the
+    CPU unvalidated view take topk(k + 1 + E) of the raw scores without a copy of them (checked:
+    the copy raises), the sync-free one the copy; all equal the mean over the possible lists."""
+    from torch_rankeval.ranking import topk as topk_module
+
+    path = validate_args
+    validate_args = select_path(validate_args, monkeypatch)
+    g = torch.Generator().manual_seed(21)
+    n, items, k = 10, 300, 5
+    scores = (torch.rand(n, items, generator=g) * 60).round()  # ~5 items per score level
+    scores[0] = 0.0
+    scores[0, :12] = 2.0  # 12 items tied at the top
+    scores[1] = 1.0
+    scores[1, :3] = 9.0  # 3 above, every other item tied for the last 2 slots
+    excluded = torch.zeros(n, items, dtype=torch.bool)
+    excluded.scatter_(1, torch.randint(0, items, (n, 8), generator=g), True)
+    embeddings = torch.randn(items, 3, generator=g, dtype=torch.float64)
+    popularity = torch.randint(0, 9, (items,), generator=g).double()
+    if path != "sync-free":
+
+        def no_copy(*args):
+            raise AssertionError("the scores were copied")
+
+        monkeypatch.setattr(topk_module, "_apply_exclude", no_copy)
+    ex = excluded if exclude_kind == "dense" else excluded.to_sparse()
+    div = IntraListDiversity(items, k, embeddings=embeddings, validate_args=validate_args, chunk_elements=900)
+    nov = Novelty(items, k, popularity, validate_args=validate_args, chunk_elements=900)
+    div.update(scores, ex)
+    nov.update(scores, ex)
+    unit = embeddings / embeddings.norm(dim=-1, keepdim=True)
+    cos = (unit @ unit.T).numpy()
+    pop = popularity.numpy()
+    info = -np.log2(np.where(pop > 0, pop / pop.sum(), 1.0))  # 0 bits where p = 0
+    ild, novelty, slots = [], 0.0, 0
+    for row, exr in zip(scores.tolist(), excluded.tolist()):
+        lists = _tied_lists(row, exr, k)
+        ild.append(np.mean([1 - np.mean([cos[a, b] for a, b in itertools.combinations(c, 2)]) for c in lists]))
+        novelty += np.mean([info[c].sum() for c in lists])
+        slots += len(lists[0])
+    assert div.compute()[f"diversity@{k}"].item() == pytest.approx(np.mean(ild), rel=1e-6, abs=1e-7)
+    assert nov.compute()[f"novelty@{k}"].item() == pytest.approx(novelty / slots, rel=1e-6, abs=1e-7)
+
+
 def _orders(row, ex):
     """Every ranking of the non-excluded items consistent with the scores (all orders of tied items)."""
     allowed = [j for j in range(len(row)) if not ex[j]]
@@ -253,9 +316,10 @@ def _tied_data(seed=3, n=8, items=7):
 
 
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("validate_args", [True, False])
+@pytest.mark.parametrize("validate_args", PATHS)
 @pytest.mark.parametrize("exclude_kind", ["dense", "sparse"])
-def test_diversity_ties_against_enumeration(kind, validate_args, exclude_kind):
+def test_diversity_ties_against_enumeration(kind, validate_args, exclude_kind, monkeypatch):
+    validate_args = select_path(validate_args, monkeypatch)
     scores, excluded, history, _ = _tied_data()
     items = scores.shape[1]
     _, _, _, _, embeddings, labels, sets = _data(seed=4)
@@ -276,9 +340,10 @@ def test_diversity_ties_against_enumeration(kind, validate_args, exclude_kind):
         assert metric.compute()[f"diversity@{k}"].item() == pytest.approx(want, rel=1e-6, abs=1e-7), k
 
 
-@pytest.mark.parametrize("validate_args", [True, False])
+@pytest.mark.parametrize("validate_args", PATHS)
 @pytest.mark.parametrize("exclude_kind", ["dense", "sparse"])
-def test_novelty_and_serendipity_ties_against_enumeration(validate_args, exclude_kind):
+def test_novelty_and_serendipity_ties_against_enumeration(validate_args, exclude_kind, monkeypatch):
+    validate_args = select_path(validate_args, monkeypatch)
     scores, excluded, history, target = _tied_data(seed=5)
     items = scores.shape[1]
     popularity = torch.tensor([5.0, 1.0, 0.0, 2.0, 9.0, 3.0, 1.0])

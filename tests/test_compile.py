@@ -92,3 +92,32 @@ def test_compiled_metrics_with_other_cutoffs_in_one_process_on_inductor():
         assert list(got) == [f"ndcg@{k}", f"map@{k}"]
         for key in want:
             torch.testing.assert_close(got[key], want[key], msg=key)
+
+
+@pytest.mark.parametrize("name", ["diversity", "novelty", "serendipity"])
+def test_beyond_accuracy_update_compiles_fullgraph(name):
+    """Unvalidated beyond-accuracy updates trace with fullgraph=True (no host sync, no data-dependent
+    shape: under torch.compile the view takes the sync-free path, not the CPU eager host reads) and
+    equal the validated eager metric, with tie groups spilling past the cutoff and a dense exclude."""
+    from torch_rankeval.metrics import IntraListDiversity, Novelty, Serendipity
+
+    torch._dynamo.reset()
+    g = torch.Generator().manual_seed(0)
+    scores = (torch.rand(6, 12, generator=g) * 3).round()  # ties across the cutoff
+    exclude = torch.rand(6, 12, generator=g) < 0.2
+    history = torch.rand(6, 12, generator=g) < 0.3
+    target = torch.randint(0, 2, (6, 12), generator=g).float()
+    embeddings = torch.randn(12, 4, generator=g)
+    make = {
+        "diversity": lambda v: IntraListDiversity(12, 4, embeddings=embeddings, validate_args=v),
+        "novelty": lambda v: Novelty(12, 4, torch.arange(1.0, 13.0), validate_args=v),
+        "serendipity": lambda v: Serendipity(12, 4, embeddings=embeddings, validate_args=v),
+    }[name]
+    args = (scores, target, history, exclude) if name == "serendipity" else (scores, exclude)
+    compiled, eager = make(False), make(True)
+    torch.compile(compiled.update, fullgraph=True, backend="aot_eager")(*args)
+    eager.update(*args)
+    want = eager.compute()
+    assert set(compiled.compute()) == set(want)
+    for key, value in want.items():
+        torch.testing.assert_close(compiled.compute()[key], value, msg=key)

@@ -15,6 +15,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from tests.distributed_helpers import counting_collectives
+from tests.sync_guard import PATHS, select_path
 from torch_rankeval.metrics import ItemExposure
 
 pytestmark = pytest.mark.filterwarnings("ignore:Sparse (CSR tensor support is in beta|invariant checks are implicitly)")
@@ -56,8 +57,9 @@ def _data(n=40, items=30, seed=0, p_exclude=0.2):
 
 
 @pytest.mark.parametrize("exclude_kind", ["none", "dense", "sparse"])
-@pytest.mark.parametrize("validate_args", [True, False])
-def test_against_numpy(exclude_kind, validate_args):
+@pytest.mark.parametrize("validate_args", PATHS)
+def test_against_numpy(exclude_kind, validate_args, monkeypatch):
+    validate_args = select_path(validate_args, monkeypatch)
     scores, excluded, popularity = _data()
     if exclude_kind == "none":
         excluded = torch.zeros_like(excluded)
@@ -110,9 +112,10 @@ def _enumerated_counts(scores, excluded, k):
     return counts
 
 
-@pytest.mark.parametrize("validate_args", [True, False])
+@pytest.mark.parametrize("validate_args", PATHS)
 @pytest.mark.parametrize("exclude_kind", ["dense", "sparse"])
-def test_ties_at_the_cutoff_against_enumeration(validate_args, exclude_kind):
+def test_ties_at_the_cutoff_against_enumeration(validate_args, exclude_kind, monkeypatch):
+    validate_args = select_path(validate_args, monkeypatch)
     g = torch.Generator().manual_seed(3)
     scores = torch.randint(0, 3, (12, 7), generator=g).float()
     scores[0] = 1.0  # every score tied

@@ -15,6 +15,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from tests.distributed_helpers import counting_collectives
+from tests.sync_guard import PATHS, select_path
 from torch_rankeval.metrics import ItemExposure
 
 pytestmark = pytest.mark.filterwarnings("ignore:Sparse (CSR tensor support is in beta|invariant checks are implicitly)")
@@ -77,8 +78,9 @@ def _item_matrix(scores, excluded, k):
 
 
 @pytest.mark.parametrize("tail_ratio", [0.2, 0.5, 1.0, 2, 3.5])
-@pytest.mark.parametrize("validate_args", [True, False])
-def test_equals_recbole(tail_ratio, validate_args):
+@pytest.mark.parametrize("validate_args", PATHS)
+def test_equals_recbole(tail_ratio, validate_args, monkeypatch):
+    validate_args = select_path(validate_args, monkeypatch)
     scores, excluded, popularity = _data()
     ks = (1, 5, 10)
     metric = ItemExposure(25, ks, popularity=popularity, tail_ratio=tail_ratio, entropy="recbole",
@@ -110,9 +112,10 @@ def test_natural_entropy_is_recbole_times_the_distinct_items():
     assert a.compute()["entropy@4"].item() == pytest.approx(b.compute()["entropy@4"].item() * distinct, rel=1e-6)
 
 
-@pytest.mark.parametrize("validate_args", [True, False])
+@pytest.mark.parametrize("validate_args", PATHS)
 @pytest.mark.parametrize("ties", ["average", "first"])
-def test_several_cutoffs_equal_one_metric_per_cutoff_with_ties(validate_args, ties):
+def test_several_cutoffs_equal_one_metric_per_cutoff_with_ties(validate_args, ties, monkeypatch):
+    validate_args = select_path(validate_args, monkeypatch)
     scores, excluded, popularity = _data(seed=2)
     scores = (scores * 3).round()  # many ties, at and inside the cutoffs
     ks = (2, 3, 7, 25)
@@ -129,8 +132,9 @@ def test_several_cutoffs_equal_one_metric_per_cutoff_with_ties(validate_args, ti
             assert got[key].item() == pytest.approx(value.item(), rel=1e-6, abs=1e-7), key
 
 
-@pytest.mark.parametrize("validate_args", [True, False])
-def test_tail_percentage_ties_against_enumeration(validate_args):
+@pytest.mark.parametrize("validate_args", PATHS)
+def test_tail_percentage_ties_against_enumeration(validate_args, monkeypatch):
+    validate_args = select_path(validate_args, monkeypatch)
     g = torch.Generator().manual_seed(5)
     scores = torch.randint(0, 3, (10, 7), generator=g).double()
     scores[0] = 1.0

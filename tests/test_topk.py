@@ -10,6 +10,7 @@ import math
 import pytest
 import torch
 
+from tests.sync_guard import PATHS, select_path
 from torch_rankeval.ranking import topk as _topk
 from torch_rankeval.ranking.sparse import SparseTarget
 from torch_rankeval.ranking.topk import topk_view
@@ -196,8 +197,9 @@ def _exclude(excluded, kind):
 @pytest.mark.parametrize("ties", ["average", "first", "pessimistic", "optimistic"])
 @pytest.mark.parametrize("target_kind", ["dense", "sparse"])
 @pytest.mark.parametrize("exclude_kind", ["none", "dense", "sparse"])
-@pytest.mark.parametrize("validate_args", [True, False])
-def test_view_equals_a_stable_full_sort(ties, target_kind, exclude_kind, validate_args):
+@pytest.mark.parametrize("validate_args", PATHS)
+def test_view_equals_a_stable_full_sort(ties, target_kind, exclude_kind, validate_args, monkeypatch):
+    validate_args = select_path(validate_args, monkeypatch)
     for seed, length in itertools.product(range(2), (1, 4, 9)):
         scores, grades, excluded = random_case(100 * seed + length, length=length)
         if exclude_kind == "none":
@@ -396,3 +398,40 @@ def test_unvalidated_view_compiles_with_fullgraph():
     # items inside a tie group may differ between the two runs; the view is checked against brute force
     view = topk_view(scores, 4, target=grades, exclude=excluded, validate_args=False)
     check_view(view, scores, grades, excluded, 4, "average", "exp2", None)
+
+
+def test_unvalidated_cpu_eager_reads_only_the_spilled_rows(monkeypatch):
+    """On the CPU in eager mode an unvalidated view reads the spilled rows from host memory (no
+    device sync there), as the validated view does; with the host reads off (CUDA's path, and what
+    HostSyncGuard selects) every row gets the row pass. Same statistics either way."""
+    scores = torch.tensor([[0.9, 0.5, 0.5, 0.5, 0.1], [0.9, 0.8, 0.7, 0.6, 0.5], [0.2, 0.2, 0.2, 0.2, 0.2]])
+    grades = torch.tensor([[0, 1, 0, 2, 1], [1, 0, 0, 1, 0], [0, 0, 3, 0, 1]])
+    excluded = torch.tensor([[False, False, True, False, False], [False] * 5, [True, False, False, False, False]])
+    fields = ("items", "boundary_size", "group_size", "group_relevant", "group_gain", "n_relevant", "ideal_gains")
+    views = {}
+    for path in (True, False, "sync-free"):
+        with monkeypatch.context() as m:
+            views[path] = topk_view(
+                scores, 2, target=grades, exclude=excluded, validate_args=select_path(path, m), ties="first"
+            )
+    # rows 0 (0.5 three times, one excluded: two left for one slot) and 2 (four 0.2 for two slots) spill
+    assert views[True].pass_rows.tolist() == views[False].pass_rows.tolist() == [0, 2]
+    assert views["sync-free"].pass_rows is None
+    for name in fields:
+        want = getattr(views[True], name)
+        for path in (False, "sync-free"):
+            torch.testing.assert_close(getattr(views[path], name), want, msg=f"{name} ({path})")
+    assert views[False].boundary_size.tolist() == [2, 1, 4]  # whole groups over the rows
+    avg = topk_view(scores, 2, exclude=excluded, validate_args=False)
+    assert avg.boundary_size.tolist() == [2, 1, 4] and avg.pass_rows.tolist() == [0, 2]
+
+
+def test_host_sync_guard_selects_the_sync_free_path():
+    from tests.sync_guard import HostSyncGuard
+
+    scores = torch.tensor([[0.5, 0.5, 0.5, 0.1]])
+    assert _topk.CPU_HOST_READS
+    with HostSyncGuard():
+        assert not _topk.CPU_HOST_READS
+        view = topk_view(scores, 2, exclude=torch.tensor([[False, True, False, False]]), validate_args=False)
+    assert _topk.CPU_HOST_READS and view.pass_rows is None and view.boundary_size.tolist() == [2]

@@ -21,8 +21,10 @@ and ``n`` non-excluded items (over the whole row) equal it, ``m = k' - s`` of th
 pair of tied items with probability ``m (m - 1) / (n (n - 1))``. Every value here is linear in
 those indicators (pairs for diversity), so the expectation is exact: sums over the whole tied
 group come from one pass over the rows whose group spills past the view
-(:func:`~torch_rankeval.ranking.topk.boundary_sums`). ``ties="first"`` takes tied items in input
-(index) order.
+(:func:`~torch_rankeval.ranking.topk.boundary_sums`; over every row with ``validate_args=False``
+on CUDA or under ``torch.compile``, where the spilled rows are not read to the host: see the
+"Host syncs" paragraph of :mod:`torch_rankeval.ranking.topk`). ``ties="first"`` takes tied items
+in input (index) order.
 """
 
 from __future__ import annotations
@@ -311,8 +313,9 @@ class IntraListDiversity(_TopKListMetric):
         embeddings, categories, similarity: the item similarity (exactly one).
         ties: ``"average"`` (default) or ``"first"``.
         validate_args: check the scores (finite at non-excluded items) and sparse inputs; with False
-            ``update`` has no host sync (every row then gets the pass over its scores for the tied
-            group: ``rows x num_items x d`` multiply-adds).
+            ``update`` has no host sync on CUDA nor under ``torch.compile`` (every row then gets the
+            pass over its scores for the tied group: ``rows x num_items x d`` multiply-adds); on
+            the CPU in eager mode it reads the spilled rows from host memory, as when validated.
         chunk_elements: bound on the ``rows x num_items`` of one chunk of that pass.
         kwargs: torchmetrics' ``Metric`` options.
 
@@ -419,7 +422,8 @@ class Novelty(_TopKListMetric):
         popularity: ``(num_items,)`` finite, ``>= 0``, with a positive sum.
         num_users: optional positive int: the surprisal variant ``p(i) = popularity_i / num_users``.
         ties: ``"average"`` (default) or ``"first"``.
-        validate_args: check the scores; False: no host sync in ``update``.
+        validate_args: check the scores; False: no host sync in ``update`` (see
+            :class:`IntraListDiversity`).
         chunk_elements: bound on the ``rows x num_items`` of one chunk of the pass over tied rows.
         kwargs: torchmetrics' ``Metric`` options.
 
@@ -528,7 +532,8 @@ class Unexpectedness(_TopKListMetric):
         embeddings, categories, similarity: the item similarity (exactly one, as
             :class:`IntraListDiversity`).
         ties: ``"average"`` (default: the expectation over the orders of the tied items) or ``"first"``.
-        validate_args: check the scores and sparse inputs; False: no host sync in ``update``.
+        validate_args: check the scores and sparse inputs; False: no host sync in ``update`` (see
+            :class:`IntraListDiversity`).
         chunk_elements: bound on the ``rows x num_items`` of one chunk of the pass over tied rows.
         kwargs: torchmetrics' ``Metric`` options.
 
@@ -660,7 +665,8 @@ class Serendipity(Unexpectedness):
         k: the list length (cutoff).
         embeddings, categories, similarity: the item similarity (exactly one).
         ties: ``"average"`` (default) or ``"first"``.
-        validate_args: check the scores and inputs; False: no host sync in ``update``.
+        validate_args: check the scores and inputs; False: no host sync in ``update`` (see
+            :class:`IntraListDiversity`).
         chunk_elements: bound on the ``rows x num_items`` of one chunk of the pass over tied rows.
         kwargs: torchmetrics' ``Metric`` options.
 

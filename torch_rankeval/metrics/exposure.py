@@ -87,8 +87,10 @@ class ItemExposure(WindowMixin, ConfiguredMetric):
         entropy: ``"natural"`` (default) or ``"recbole"`` (divided by the distinct recommended items).
         ties: ``"average"`` (default) or ``"first"``.
         validate_args: check the inputs' values (NaN / infinite scores at non-excluded items, sparse
-            ``exclude`` entries); with False, ``update`` has no host sync (every row then gets one
-            extra pass over its scores to find ties at the cutoff).
+            ``exclude`` entries); with False, ``update`` has no host sync on CUDA nor under
+            ``torch.compile`` (every row then gets one extra pass over its scores to find ties at
+            the cutoff); on the CPU in eager mode it reads the spilled rows from host memory, as
+            when validated.
         chunk_elements: bound on the ``rows x num_items`` of one chunk of that pass.
         window: also report the measures of the histogram of the last ``window`` updates of each
             process (``"window/coverage@k"``, ...): a ring of ``window x num_items`` float64

@@ -23,21 +23,27 @@ increasing / decreasing grade, then index, and fully sort the rows whose boundar
 ``W`` (*spills*) only when the ``(W + 1)``-th score equals ``v``. With ``validate_args=True`` there are
 two small host syncs: the value checks (with the largest excluded count per row), then the indices
 of the spilled rows; only those rows get the row pass (none with continuous scores). With
-``validate_args=False`` there is no host sync, so every row gets the row pass (one more read of the
-scores, in row chunks): same values.
+``validate_args=False`` on CUDA (any device but the CPU) and under ``torch.compile`` there is no host
+sync and no data-dependent shape, so every row gets the row pass (one more read of the scores, in
+row chunks): same values. On the CPU in eager mode the data already is in host memory, so reading
+it waits for no device: there an unvalidated call reads the largest excluded count and the indices
+of the spilled rows as the validated call does (two reads of ``(N,)`` vectors; no value check) and
+costs what it costs, instead of the pass over every row (a cliff of 2-4x for the beyond-accuracy
+metrics). ``tests/sync_guard.py``'s ``HostSyncGuard`` (the CPU stand-in for CUDA's sync check)
+switches this off, so that the sync-free path is the one tested on the CPU.
 
 **Memory.** With ``exclude`` and a known largest excluded count ``E`` per row (read by the validation
-sync, or given as ``max_excluded_per_row``) such that ``W + 1 + E <= L / 4`` (e.g. 50 seen items out
-of 50,000): no copy of the scores at all -- ``topk(W + 1 + E)`` of the raw scores, then the excluded
-items are dropped. Otherwise, with ``exclude``: one
-``(N, L)`` copy of the scores with ``-inf`` at excluded items (the only full-size temporary; none
-without ``exclude``). Beyond that: ``(N, W)`` outputs, the score check's reduction, and the row pass,
-which works on row chunks of at most ``chunk_elements`` items after the copy is freed (a bool mask
-of the chunk, for ``ties="first"`` an int32 key, for a dense target its chunk's gains; the chunk's
-scores are a view, not a copy, when all rows are read). A dense target adds chunk-sized temporaries
-for its per-row counts and ideal gains; a sparse target adds only ``(nnz,)`` tensors.
-``"pessimistic"`` / ``"optimistic"`` fully sort the spilled rows (every row when unvalidated): the
-documented fallback, an int64 ``(R, L)`` permutation per chunk.
+sync or, unvalidated, on the CPU in eager mode; or given as ``max_excluded_per_row``) such that
+``W + 1 + E <= L / 4`` (e.g. 50 seen items out of 50,000): no copy of the scores at all --
+``topk(W + 1 + E)`` of the raw scores, then the excluded items are dropped. Otherwise, with
+``exclude``: one ``(N, L)`` copy of the scores with ``-inf`` at excluded items (the only full-size
+temporary; none without ``exclude``). Beyond that: ``(N, W)`` outputs, the score check's reduction,
+and the row pass, which works on row chunks of at most ``chunk_elements`` items after the copy is
+freed (a bool mask of the chunk, for ``ties="first"`` an int32 key, for a dense target its chunk's
+gains; the chunk's scores are a view, not a copy, when all rows are read). A dense target adds
+chunk-sized temporaries for its per-row counts and ideal gains; a sparse target adds only ``(nnz,)``
+tensors. ``"pessimistic"`` / ``"optimistic"`` fully sort the spilled rows (every row when the row
+pass reads every row): the documented fallback, an int64 ``(R, L)`` permutation per chunk.
 
 **Excluded items** are never ranked and never counted: they rank after every other item and the
 positions ``>= n_valid`` (``n_valid`` = ``L`` minus the excluded count) are marked invalid. An
@@ -78,6 +84,23 @@ __all__ = ["DEFAULT_CHUNK_ELEMENTS", "TopKView", "boundary_histogram", "boundary
 DEFAULT_CHUNK_ELEMENTS = 1 << 22
 
 Exclude = Tensor | SparseTarget | None
+
+#: Whether an unvalidated call on the CPU in eager mode may read the spilled rows (and the largest
+#: excluded count) from memory: not a device sync there (see "Host syncs" above). ``HostSyncGuard``
+#: (tests/sync_guard.py) sets it to False so that CPU tests run the sync-free path of CUDA.
+CPU_HOST_READS = True
+
+
+def _reads_host(preds: Tensor) -> bool:
+    """Whether reading values of ``preds`` costs no device sync: a plain CPU tensor in eager mode
+    (not CUDA or another accelerator, not ``torch.compile``, not a fake or wrapped tensor)."""
+    return (
+        CPU_HOST_READS
+        and not torch.compiler.is_compiling()
+        and preds.device.type == "cpu"
+        and type(preds) is Tensor
+        and not torch._C._functorch.is_functorch_wrapped_tensor(preds)
+    )
 
 
 @dataclasses.dataclass
@@ -153,7 +176,8 @@ class TopKView:
     gain_before: Tensor | None = None
     n_relevant: Tensor | None = None
     ideal_gains: Tensor | None = None
-    #: rows that got the row pass (None: all rows, i.e. unvalidated); internal, for consumers such as ItemExposure
+    #: rows that got the row pass (None: all rows, i.e. unvalidated off the CPU or compiling); internal, for
+    #: consumers such as ItemExposure
     pass_rows: Tensor | None = None
     #: ``(N, W)`` the row's ``W`` lowest gains over its non-excluded items, ascending (0 past ``n_valid``):
     #: the end of the whole-list ideal ranking when gains may be negative; None unless asked for
@@ -342,7 +366,8 @@ def topk_view(
         validate_args: run the value checks (non-finite scores at non-excluded items, bad sparse
             entries, negative / NaN grades, conventions a sparse target cannot honour) in one host
             sync that also finds the rows whose boundary group spills past ``W``. False: no host
-            sync; every row gets the row pass.
+            sync (every row gets the row pass), except on the CPU in eager mode, where reading host
+            memory is no device sync: there the spilled rows are read as when validated.
         chunk_elements: bound on ``rows x L`` of one chunk of the row pass.
         max_excluded_per_row: a bound on the excluded items of any row (e.g. ``m`` of the ``(N, m)`` id
             lists ``exclude`` was built from). Validated calls read the true maximum anyway (and raise
@@ -397,6 +422,7 @@ def topk_view(
         )
 
     # ---- value checks (validated: one host sync, which also reads the largest excluded count)
+    host_reads = validate_args or _reads_host(preds)
     n_excluded = _excluded_count(ex, n, device)
     n_valid = length - n_excluded
     top_n = min(width + 1, length)
@@ -438,6 +464,8 @@ def topk_view(
             )
     elif max_excluded_per_row is not None:
         most_excluded = max_excluded_per_row
+    elif host_reads and ex is not None:  # CPU eager: a read of host memory, not a device sync
+        most_excluded = int(n_excluded.max()) if n else 0
 
     # ---- the top W + 1 non-excluded items of each row
     if ex is not None and most_excluded is not None and top_n + most_excluded <= max(length // 4, top_n):
@@ -460,8 +488,8 @@ def topk_view(
         spilled = has & (n_valid > width) & (vals[:, width] == v)
     else:
         spilled = torch.zeros(n, dtype=torch.bool, device=device)
-    # validated: only the rows whose boundary group spills get the row pass (a second, small sync)
-    pass_rows = spilled.nonzero().squeeze(-1) if validate_args else None
+    # validated (or CPU eager): only the rows whose boundary group spills get the row pass (a second, small sync)
+    pass_rows = spilled.nonzero().squeeze(-1) if host_reads else None
 
     # ---- order inside the view (deterministic policies) and the row pass
     items = idx[:, :width]
@@ -727,8 +755,9 @@ def boundary_histogram(
     """``(L,)`` float64: ``sum_r weights[r] * [item i is in row r's boundary tie group]`` over the rows
     whose boundary group spills past the view (rows that do not spill add nothing: their whole
     group is in the view). ``exclude`` must be the one the view was built with (dense, sparse, or
-    the canonical form). Works in row chunks (a bool mask and a float64 copy of it per chunk); with
-    a validated view only the spilled rows are read. Used by ``ItemExposure`` to spread a tie
+    the canonical form). Works in row chunks (a bool mask and a float64 copy of it per chunk); only
+    the spilled rows are read when the view knows them (:attr:`TopKView.pass_rows`: validated, or
+    unvalidated on the CPU in eager mode), else every row. Used by ``ItemExposure`` to spread a tie
     group's remaining slots over all its members.
 
     Example:
@@ -781,8 +810,9 @@ def boundary_sums(
     ``[0, num_classes)`` (then ``D = num_classes`` and the sums are per-class histograms: the
     one-hot vectors are never built); ``doc``: optional per-(row, item) weights, a dense ``(N, L)`` tensor or a :class:`SparseTarget` (then only its entries are
     read, no pass over the scores); ``exclude`` must be the one the view was built with. Works in
-    row chunks (a bool mask and a float64 copy of it per chunk, times ``features``); with a
-    validated view only the spilled rows are read. Used by the beyond-accuracy metrics
+    row chunks (a bool mask and a float64 copy of it per chunk, times ``features``); only the
+    spilled rows are read when the view knows them (:attr:`TopKView.pass_rows`: validated, or
+    unvalidated on the CPU in eager mode), else every row. Used by the beyond-accuracy metrics
     (``IntraListDiversity``, ``Novelty``, ``Serendipity``) to take the expectation over the orders
     of the items tied at the cutoff.
 
