@@ -159,11 +159,18 @@ def _gathered_sum(features: Tensor, classes: int, items: Tensor, weights: Tensor
 class _TopKListMetric(ConfiguredMetric):
     """Arguments, input checks and the view shared by the per-user beyond-accuracy metrics."""
 
-    is_differentiable = False
-    full_state_update = False
-    _kept_dtypes = ("total", "users")
+    is_differentiable: bool | None = False
+    full_state_update: bool | None = False
+    _kept_dtypes: tuple[str, ...] = ("total", "users")
     total: Tensor
     users: Tensor
+    num_items: int
+    k: int
+    ties: str
+    validate_args: bool
+    chunk_elements: int
+    classes: int
+    key: str
 
     def _setup(self, num_items: int, k: int, ties: str, validate_args: bool, chunk_elements: int) -> None:
         if isinstance(num_items, bool) or not isinstance(num_items, int) or num_items <= 0:
@@ -333,8 +340,11 @@ class IntraListDiversity(_TopKListMetric):
         0.8333
     """
 
-    higher_is_better = True
-    plot_lower_bound = 0.0
+    higher_is_better: bool | None = True
+    plot_lower_bound: float | None = 0.0
+    classes: int
+    key: str
+    similarity_kind: str
 
     def __init__(
         self,
@@ -438,9 +448,12 @@ class Novelty(_TopKListMetric):
         1.5
     """
 
-    higher_is_better = True
-    plot_lower_bound = 0.0
-    _kept_dtypes = ("total", "users", "features")
+    higher_is_better: bool | None = True
+    plot_lower_bound: float | None = 0.0
+    key: str
+    total: Tensor
+    users: Tensor
+    _kept_dtypes: tuple[str, ...] = ("total", "users", "features")
 
     def __init__(
         self,
@@ -548,9 +561,11 @@ class Unexpectedness(_TopKListMetric):
         0.5
     """
 
-    higher_is_better = True
-    plot_lower_bound = 0.0
-    _relevance = False
+    higher_is_better: bool | None = True
+    plot_lower_bound: float | None = 0.0
+    classes: int
+    _relevance: bool = False
+    similarity_kind: str
 
     def __init__(
         self,
@@ -682,7 +697,7 @@ class Serendipity(Unexpectedness):
     """
 
     serendipity: Tensor
-    _relevance = True
+    _relevance: bool = True
 
     def update(  # type: ignore[override]
         self, preds: Tensor, target: Tensor, history: Tensor, exclude: Tensor | None = None
