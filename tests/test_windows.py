@@ -271,6 +271,21 @@ def test_item_exposure_with_several_cutoffs_windows_and_decays_each_cutoff_as_nu
             assert got[key].item() == pytest.approx(value, rel=1e-6)
 
 
+def test_item_exposure_with_several_cutoffs_and_tied_scores_decays_each_expected_histogram():
+    preds = torch.tensor(
+        [[0.9, 0.5, 0.5, 0.5, 0.1], [0.1, 0.2, 0.3, 0.4, 0.5], [0.7, 0.7, 0.1, 0.1, 0.1]], dtype=torch.float64
+    )
+    metric = M.ItemExposure(5, (1, 2), half_life=1.0, window_unit="queries")
+    metric.update(preds)
+    # the expected histograms of each row (tied items share the slots left), written out per cutoff
+    at_1 = [np.array([1, 0, 0, 0, 0]), np.array([0, 0, 0, 0, 1]), np.array([0.5, 0.5, 0, 0, 0])]
+    at_2 = [np.array([1, 1 / 3, 1 / 3, 1 / 3, 0]), np.array([0, 0, 0, 1, 1]), np.array([1, 1, 0, 0, 0])]
+    weights = (0.25, 0.5, 1.0)  # rows aged 2, 1, 0 with a half-life of one list
+    expected = np.concatenate([sum(w * h for w, h in zip(weights, hs)) for hs in (at_1, at_2)])
+    assert metric.decay_sums[0].numpy() == pytest.approx(expected)
+    assert metric.counts.numpy() == pytest.approx(np.stack([sum(at_1), sum(at_2)]))
+
+
 def test_item_exposure_refuses_a_windowed_tail_percentage():
     with pytest.raises(ValueError, match="tail_ratio= is not windowed"):
         M.ItemExposure(8, 2, popularity=torch.arange(8.0), tail_ratio=0.5, window=3)
