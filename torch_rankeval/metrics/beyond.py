@@ -170,6 +170,7 @@ class _TopKListMetric(ConfiguredMetric):
     validate_args: bool
     chunk_elements: int
     classes: int
+    similarity_kind: str
     key: str
 
     def _setup(self, num_items: int, k: int, ties: str, validate_args: bool, chunk_elements: int) -> None:
@@ -191,6 +192,22 @@ class _TopKListMetric(ConfiguredMetric):
         self.validate_args, self.chunk_elements = validate_args, chunk_elements
         self.add_state("total", torch.zeros((), dtype=torch.float64), dist_reduce_fx="sum")
         self.add_state("users", torch.zeros((), dtype=torch.float64), dist_reduce_fx="sum")
+
+    def _setup_similarity(
+        self, embeddings: Tensor | None, categories: Tensor | None, similarity: Tensor | None
+    ) -> dict[str, Any]:
+        """The item similarity of the pairwise metrics (exactly one of ``embeddings``, ``categories``,
+        ``similarity``) as the ``features`` / ``table`` buffers; returns the configuration to set."""
+        features, table, self.classes, self.similarity_kind = _item_similarity(
+            self.num_items, embeddings, categories, similarity
+        )
+        self.register_buffer("features", features, persistent=False)
+        self.register_buffer("table", table, persistent=False)
+        self._kept_dtypes = (*self._kept_dtypes, "features", "table")
+        return {
+            "num_items": self.num_items, "k": self.k, "ties": self.ties, "kind": self.similarity_kind,
+            "embeddings": embeddings, "categories": categories, "similarity": similarity,
+        }  # fmt: skip
 
     def _preds(self, preds: Any, exclude: Any) -> tuple[Tensor, Any]:
         if not isinstance(preds, Tensor):
@@ -342,9 +359,7 @@ class IntraListDiversity(_TopKListMetric):
 
     higher_is_better: bool | None = True
     plot_lower_bound: float | None = 0.0
-    classes: int
     key: str
-    similarity_kind: str
 
     def __init__(
         self,
@@ -364,17 +379,9 @@ class IntraListDiversity(_TopKListMetric):
         self._setup(num_items, k, ties, validate_args, chunk_elements)
         if k < 2:
             raise ValueError("k=1: a list of one item has no pair; intra-list diversity needs k >= 2")
-        features, table, self.classes, self.similarity_kind = _item_similarity(
-            num_items, embeddings, categories, similarity
-        )
-        self.register_buffer("features", features, persistent=False)
-        self.register_buffer("table", table, persistent=False)
-        self._kept_dtypes = (*_TopKListMetric._kept_dtypes, "features", "table")
+        config = self._setup_similarity(embeddings, categories, similarity)
         self.key = f"diversity@{k}"
-        self._set_config({
-            "num_items": num_items, "k": k, "ties": ties, "kind": self.similarity_kind,
-            "embeddings": embeddings, "categories": categories, "similarity": similarity,
-        })  # fmt: skip
+        self._set_config(config)
 
     def update(self, preds: Tensor, exclude: Tensor | None = None) -> None:
         """Add the top-``k`` lists of a batch: ``preds`` ``(N, num_items)`` scores (``(num_items,)`` for
@@ -563,9 +570,7 @@ class Unexpectedness(_TopKListMetric):
 
     higher_is_better: bool | None = True
     plot_lower_bound: float | None = 0.0
-    classes: int
     _relevance: bool = False
-    similarity_kind: str
 
     def __init__(
         self,
@@ -583,19 +588,11 @@ class Unexpectedness(_TopKListMetric):
         check_metric_options(self, kwargs)
         super().__init__(**kwargs)
         self._setup(num_items, k, ties, validate_args, chunk_elements)
-        features, table, self.classes, self.similarity_kind = _item_similarity(
-            num_items, embeddings, categories, similarity
-        )
-        self.register_buffer("features", features, persistent=False)
-        self.register_buffer("table", table, persistent=False)
-        self._kept_dtypes = (*self._kept_dtypes, "features", "table")
+        config = self._setup_similarity(embeddings, categories, similarity)
         if self._relevance:
             self.add_state("serendipity", torch.zeros((), dtype=torch.float64), dist_reduce_fx="sum")
             self._kept_dtypes = (*self._kept_dtypes, "serendipity")
-        self._set_config({
-            "num_items": num_items, "k": k, "ties": ties, "kind": self.similarity_kind,
-            "embeddings": embeddings, "categories": categories, "similarity": similarity,
-        })  # fmt: skip
+        self._set_config(config)
 
     def _history(self, history: Any, preds: Tensor) -> tuple[Tensor, Tensor]:
         """``(v, size)``: per row ``(sum_{h in H} x_h) M`` ``(N, D)`` and ``|H|`` ``(N,)``."""
