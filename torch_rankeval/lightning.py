@@ -47,6 +47,7 @@ else:
 from torch_rankeval.metrics import RankingMetrics
 from torch_rankeval.metrics._hooks import set_metric_options
 from torch_rankeval.metrics._options import METRIC_OPTIONS
+from torch_rankeval.metrics._window import DECAY_PREFIX, WINDOW_PREFIX
 from torch_rankeval.sampler import sharding_problem
 
 __all__ = ["RankingMetricsCallback"]
@@ -453,7 +454,7 @@ class RankingMetricsCallback(Callback):
         recent = {
             prefix + key: value
             for key, value in values.items()
-            if key.startswith(("window/", "decay/")) and isinstance(value, Tensor) and value.numel() == 1
+            if key.startswith((WINDOW_PREFIX, DECAY_PREFIX)) and isinstance(value, Tensor) and value.numel() == 1
         }
         if recent:
             pl_module.log_dict(
