@@ -231,21 +231,19 @@ class RunningMeanMetric(WindowMixin, StrataMixin, ConfiguredMetric):
         counted mask)."""
         return self._reduction.policy(values.to(torch.float64), empty)
 
-    def _sums(self, values: Tensor, empty: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        """A batch under the metric's reduction: (values after the policy, the sums, the sums of
-        squares and the counts it adds to the running states)."""
+    def _sums(self, values: Tensor, empty: Tensor) -> tuple[Tensor, Tensor, Tensor | None, Tensor, Tensor, Tensor]:
+        """A batch under the metric's reduction: (values after the policy, those values transformed
+        for the summary, the counted mask or None, and the sums, the sums of squares and the counts it
+        adds to the running states)."""
         policed, counted = self._policy(values, empty)
         transformed = self._reduction.transform(policed)
         total, count = counted_sums(transformed, counted)
-        return policed, total, counted_squares(transformed, counted), count
+        return policed, transformed, counted, total, counted_squares(transformed, counted), count
 
     def _accumulate(self, values: Tensor, empty: Tensor, ids: Tensor | None, strata: Tensor | None = None) -> None:
         """Add per-list values ``(N, V)`` (``empty`` flags them) to the running sums (and the window),
         and to the stratum states with the ``(N,)`` ``strata`` of a metric created with ``strata=``."""
-        policed, counted = self._policy(values, empty)
-        transformed = self._reduction.transform(policed)
-        total, count = counted_sums(transformed, counted)
-        squares = counted_squares(transformed, counted)
+        policed, transformed, counted, total, squares, count = self._sums(values, empty)
         rows = None
         if self._per_query:  # one window entry per list
             kept = transformed if counted is None else torch.where(counted, transformed, 0.0)
@@ -285,7 +283,7 @@ class RunningMeanMetric(WindowMixin, StrataMixin, ConfiguredMetric):
         sums, squares, counts = self.sums.clone(), self.squares.clone(), self.counts.clone()
         pending = self._pending()
         if pending is not None:
-            _, total, square, count = self._sums(pending[0], pending[1])
+            *_, total, square, count = self._sums(pending[0], pending[1])
             sums += total
             squares += square
             counts += count
