@@ -39,7 +39,8 @@ from torch import Tensor
 from torch_rankeval._choices import TIES
 from torch_rankeval.metrics._hooks import ConfiguredMetric
 from torch_rankeval.metrics._options import check_metric_options
-from torch_rankeval.ranking.sparse import SparseTarget, check_exclude, is_sparse, sparse_target
+from torch_rankeval.ranking.catalogue import catalogue_rows
+from torch_rankeval.ranking.sparse import SparseTarget, is_sparse, sparse_target
 from torch_rankeval.ranking.topk import DEFAULT_CHUNK_ELEMENTS, TopKView, boundary_sums, topk_view
 
 __all__ = ["IntraListDiversity", "Novelty", "Serendipity", "Unexpectedness"]
@@ -210,25 +211,7 @@ class _TopKListMetric(ConfiguredMetric):
         }  # fmt: skip
 
     def _preds(self, preds: Any, exclude: Any) -> tuple[Tensor, Any]:
-        if not isinstance(preds, Tensor):
-            raise TypeError(f"preds must be a torch.Tensor, got {type(preds).__name__}")
-        if preds.ndim == 1:
-            preds = preds.unsqueeze(0)
-            if isinstance(exclude, Tensor) and exclude.ndim == 1:
-                exclude = exclude.unsqueeze(0)
-        if preds.ndim != 2 or preds.shape[-1] != self.num_items:
-            raise ValueError(
-                f"preds must be (N, num_items) = (N, {self.num_items}): one row of scores per user over the whole "
-                f"catalogue, got {tuple(preds.shape)}"
-            )
-        if preds.device != self.total.device:
-            raise ValueError(
-                f"preds is on {preds.device} but the metric is on {self.total.device}: move the metric with "
-                f"metric.to({str(preds.device)!r}) or the inputs to the metric's device"
-            )
-        if exclude is not None:
-            exclude = check_exclude(exclude, tuple(preds.shape), preds.device, validate_args=self.validate_args)
-        return preds, exclude
+        return catalogue_rows(preds, exclude, self.num_items, self.total.device, validate_args=self.validate_args)
 
     def _user_input(self, x: Any, name: str, preds: Tensor, *, bool_only: bool) -> Tensor | SparseTarget:
         """A dense ``(N, num_items)`` tensor (as is) or a torch sparse one (canonical form)."""

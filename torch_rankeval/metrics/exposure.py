@@ -19,7 +19,7 @@ from torch_rankeval._choices import TIES
 from torch_rankeval.metrics._hooks import ConfiguredMetric
 from torch_rankeval.metrics._options import check_metric_options
 from torch_rankeval.metrics._window import DECAY_PREFIX, WINDOW_PREFIX, WindowMixin
-from torch_rankeval.ranking.sparse import check_exclude
+from torch_rankeval.ranking.catalogue import catalogue_rows
 from torch_rankeval.ranking.topk import DEFAULT_CHUNK_ELEMENTS, boundary_histogram, boundary_sums, topk_view
 
 __all__ = ["ItemExposure"]
@@ -240,25 +240,10 @@ class ItemExposure(WindowMixin, ConfiguredMetric):
             exclude: optional ``(N, num_items)`` bool, dense or sparse (COO / CSR): True = never
                 recommended (e.g. already seen).
         """
-        if not isinstance(preds, Tensor):
-            raise TypeError(f"preds must be a torch.Tensor, got {type(preds).__name__}")
-        if preds.ndim == 1:
-            preds = preds.unsqueeze(0)
-            if exclude is not None and isinstance(exclude, Tensor) and exclude.ndim == 1:
-                exclude = exclude.unsqueeze(0)
-        if preds.ndim != 2 or preds.shape[-1] != self.num_items:
-            raise ValueError(
-                f"preds must be (N, num_items) = (N, {self.num_items}): one row of scores per user over the whole "
-                f"catalogue, got {tuple(preds.shape)}"
-            )
-        if preds.device != self.counts.device:
-            raise ValueError(
-                f"preds is on {preds.device} but the metric is on {self.counts.device}: move the metric with "
-                f"metric.to({str(preds.device)!r}) or the inputs to the metric's device"
-            )
+        preds, exclude = catalogue_rows(
+            preds, exclude, self.num_items, self.counts.device, validate_args=self.validate_args
+        )
         n = preds.shape[0]
-        if exclude is not None:
-            exclude = check_exclude(exclude, (n, self.num_items), preds.device, validate_args=self.validate_args)
         if n == 0:
             return
         view = topk_view(

@@ -48,6 +48,7 @@ __all__ = [
     "WHOLE_LIST_CHUNK",
     "TopKRankedBatch",
     "catalogue_batch",
+    "catalogue_rows",
     "check_catalogue",
     "row_chunks",
     "topk_supported",
@@ -373,6 +374,47 @@ def catalogue_batch(
 #: batch holds more (:func:`row_chunks`): the view of a whole list is as wide as the row, and its
 #: statistics and the kernels' temporaries take some 36 times the chunk's scores.
 WHOLE_LIST_CHUNK = DEFAULT_CHUNK_ELEMENTS // 2
+
+
+def catalogue_rows(
+    preds: Any, exclude: Any, num_items: int, device: torch.device, *, validate_args: bool
+) -> tuple[Tensor, Any]:
+    """The input stage of a full-catalogue metric's ``update`` (``ItemExposure``, the beyond-accuracy
+    metrics): ``preds`` as ``(N, num_items)`` scores (one user's ``(num_items,)`` row becomes one
+    row, and a 1-D ``exclude`` with it) on the metric's ``device``, and ``exclude`` in the canonical
+    form of :func:`~torch_rankeval.ranking.sparse.check_exclude` (None stays None); else a clear
+    ``TypeError`` / ``ValueError``.
+
+    Example:
+        >>> import torch
+        >>> preds, exclude = catalogue_rows(torch.tensor([0.2, 0.9, 0.5]), torch.tensor([False, True, False]), 3,
+        ...                                 torch.device("cpu"), validate_args=True)
+        >>> preds.shape, exclude.shape
+        (torch.Size([1, 3]), torch.Size([1, 3]))
+        >>> catalogue_rows(torch.zeros(2, 4), None, 3, torch.device("cpu"), validate_args=True)
+        Traceback (most recent call last):
+        ...
+        ValueError: preds must be (N, num_items) = (N, 3): one row of scores per user over the whole catalogue, got (2, 4)
+    """
+    if not isinstance(preds, Tensor):
+        raise TypeError(f"preds must be a torch.Tensor, got {type(preds).__name__}")
+    if preds.ndim == 1:
+        preds = preds.unsqueeze(0)
+        if isinstance(exclude, Tensor) and exclude.ndim == 1:
+            exclude = exclude.unsqueeze(0)
+    if preds.ndim != 2 or preds.shape[-1] != num_items:
+        raise ValueError(
+            f"preds must be (N, num_items) = (N, {num_items}): one row of scores per user over the whole "
+            f"catalogue, got {tuple(preds.shape)}"
+        )
+    if preds.device != device:
+        raise ValueError(
+            f"preds is on {preds.device} but the metric is on {device}: move the metric with "
+            f"metric.to({str(preds.device)!r}) or the inputs to the metric's device"
+        )
+    if exclude is not None:
+        exclude = check_exclude(exclude, tuple(preds.shape), preds.device, validate_args=validate_args)
+    return preds, exclude
 
 
 def check_catalogue(
