@@ -20,7 +20,9 @@ import inspect
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["METRIC_OPTIONS", "check_metric_options"]
+from torch_rankeval._choices import TIES
+
+__all__ = ["METRIC_OPTIONS", "check_catalogue_options", "check_metric_options"]
 
 #: The keyword arguments ``torchmetrics.Metric.__init__`` takes (``tests/test_signatures.py`` checks
 #: that torchmetrics still accepts each of them).
@@ -64,3 +66,39 @@ def check_metric_options(owner: object, options: Mapping[str, Any]) -> None:
         f"{cls.__name__}() got {what}; see help({cls.__name__}) for its arguments "
         f"(torchmetrics' Metric options: {', '.join(METRIC_OPTIONS)})"
     )
+
+
+#: The tie policies of the full-catalogue metrics: each tied item's expected share of the slots left
+#: (``"average"``), or input order (``"first"``).
+CATALOGUE_TIES = TIES[:2]
+
+
+def check_catalogue_options(
+    owner: object, num_items: Any, ks: tuple[Any, ...], ties: Any, validate_args: Any, chunk_elements: Any
+) -> None:
+    """The shared arguments of the full-catalogue metrics (``ItemExposure``, the beyond-accuracy
+    metrics): ``num_items`` a positive int, each cutoff of ``ks`` a positive int no larger than the
+    catalogue, ``ties`` in :data:`CATALOGUE_TIES`, ``validate_args`` a bool and ``chunk_elements`` a
+    positive int; else a clear ``ValueError`` / ``TypeError``.
+
+    Example:
+        >>> check_catalogue_options(object(), 10, (5, 20), "average", True, 1024)
+        Traceback (most recent call last):
+        ...
+        ValueError: k=20 is larger than the catalogue (num_items=10): a list cannot hold more items
+    """
+    if isinstance(num_items, bool) or not isinstance(num_items, int) or num_items <= 0:
+        raise ValueError(f"num_items must be a positive int (the catalogue size), got {num_items!r}")
+    for k in ks:
+        if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
+            raise ValueError(f"k must be a positive int (the length of the recommendation lists), got {k!r}")
+        if k > num_items:
+            raise ValueError(
+                f"k={k} is larger than the catalogue (num_items={num_items}): a list cannot hold more items"
+            )
+    if ties not in CATALOGUE_TIES:
+        raise ValueError(f"ties={ties!r} is not valid for {type(owner).__name__}: use 'average' or 'first'")
+    if not isinstance(validate_args, bool):
+        raise TypeError(f"validate_args must be a bool, got {type(validate_args).__name__}")
+    if isinstance(chunk_elements, bool) or not isinstance(chunk_elements, int) or chunk_elements <= 0:
+        raise ValueError(f"chunk_elements must be a positive int, got {chunk_elements!r}")

@@ -36,16 +36,14 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from torch_rankeval._choices import TIES
 from torch_rankeval.metrics._hooks import ConfiguredMetric
-from torch_rankeval.metrics._options import check_metric_options
+from torch_rankeval.metrics._options import check_catalogue_options, check_metric_options
 from torch_rankeval.ranking.catalogue import catalogue_rows
 from torch_rankeval.ranking.sparse import SparseTarget, is_sparse, sparse_target
 from torch_rankeval.ranking.topk import DEFAULT_CHUNK_ELEMENTS, TopKView, boundary_sums, topk_view
 
 __all__ = ["IntraListDiversity", "Novelty", "Serendipity", "Unexpectedness"]
 
-_TIES = TIES[:2]
 #: The most distinct category sets a Jaccard similarity tabulates (a ``P x P`` float64 table).
 MAX_CATEGORY_SETS = 4096
 
@@ -175,20 +173,7 @@ class _TopKListMetric(ConfiguredMetric):
     key: str
 
     def _setup(self, num_items: int, k: int, ties: str, validate_args: bool, chunk_elements: int) -> None:
-        if isinstance(num_items, bool) or not isinstance(num_items, int) or num_items <= 0:
-            raise ValueError(f"num_items must be a positive int (the catalogue size), got {num_items!r}")
-        if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
-            raise ValueError(f"k must be a positive int (the length of the recommendation lists), got {k!r}")
-        if k > num_items:
-            raise ValueError(
-                f"k={k} is larger than the catalogue (num_items={num_items}): a list cannot hold more items"
-            )
-        if ties not in _TIES:
-            raise ValueError(f"ties={ties!r} is not valid for {type(self).__name__}: use 'average' or 'first'")
-        if not isinstance(validate_args, bool):
-            raise TypeError(f"validate_args must be a bool, got {type(validate_args).__name__}")
-        if isinstance(chunk_elements, bool) or not isinstance(chunk_elements, int) or chunk_elements <= 0:
-            raise ValueError(f"chunk_elements must be a positive int, got {chunk_elements!r}")
+        check_catalogue_options(self, num_items, (k,), ties, validate_args, chunk_elements)
         self.num_items, self.k, self.ties = num_items, k, ties
         self.validate_args, self.chunk_elements = validate_args, chunk_elements
         self.add_state("total", torch.zeros((), dtype=torch.float64), dist_reduce_fx="sum")

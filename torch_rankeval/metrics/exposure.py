@@ -15,16 +15,13 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from torch_rankeval._choices import TIES
 from torch_rankeval.metrics._hooks import ConfiguredMetric
-from torch_rankeval.metrics._options import check_metric_options
+from torch_rankeval.metrics._options import check_catalogue_options, check_metric_options
 from torch_rankeval.metrics._window import DECAY_PREFIX, WINDOW_PREFIX, WindowMixin
 from torch_rankeval.ranking.catalogue import catalogue_rows
 from torch_rankeval.ranking.topk import DEFAULT_CHUNK_ELEMENTS, boundary_histogram, boundary_sums, topk_view
 
 __all__ = ["ItemExposure"]
-
-_TIES = TIES[:2]  # "average" and "first": the policies the exposure histogram supports
 
 
 class ItemExposure(WindowMixin, ConfiguredMetric):
@@ -166,28 +163,14 @@ class ItemExposure(WindowMixin, ConfiguredMetric):
     ) -> None:
         check_metric_options(self, kwargs)
         super().__init__(**kwargs)
-        if isinstance(num_items, bool) or not isinstance(num_items, int) or num_items <= 0:
-            raise ValueError(f"num_items must be a positive int (the catalogue size), got {num_items!r}")
         ks = tuple(k) if isinstance(k, (tuple, list)) else (k,)
         if not ks:
             raise ValueError("k must be a positive int or a non-empty tuple of them, got ()")
-        for one in ks:
-            if isinstance(one, bool) or not isinstance(one, int) or one <= 0:
-                raise ValueError(f"k must be a positive int (the length of the recommendation lists), got {one!r}")
-            if one > num_items:
-                raise ValueError(
-                    f"k={one} is larger than the catalogue (num_items={num_items}): a list cannot hold more items"
-                )
+        check_catalogue_options(self, num_items, ks, ties, validate_args, chunk_elements)
         if len(set(ks)) != len(ks):
             raise ValueError(f"k={k!r} repeats a cutoff")
         if entropy not in ("natural", "recbole"):
             raise ValueError(f"entropy={entropy!r} is not valid: use 'natural' or 'recbole' (RecBole's ShannonEntropy)")
-        if ties not in _TIES:
-            raise ValueError(f"ties={ties!r} is not valid for ItemExposure: use 'average' or 'first'")
-        if not isinstance(validate_args, bool):
-            raise TypeError(f"validate_args must be a bool, got {type(validate_args).__name__}")
-        if isinstance(chunk_elements, bool) or not isinstance(chunk_elements, int) or chunk_elements <= 0:
-            raise ValueError(f"chunk_elements must be a positive int, got {chunk_elements!r}")
         self.num_items, self.k, self.ties, self.entropy = num_items, k, ties, entropy
         self.cutoffs = ks
         self.validate_args, self.chunk_elements = validate_args, chunk_elements
