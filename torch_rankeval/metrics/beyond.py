@@ -159,7 +159,9 @@ class _TopKListMetric(ConfiguredMetric):
     """Arguments, input checks and the view shared by the per-user beyond-accuracy metrics."""
 
     is_differentiable: bool | None = False
+    higher_is_better: bool | None = True
     full_state_update: bool | None = False
+    plot_lower_bound: float | None = 0.0
     _kept_dtypes: tuple[str, ...] = ("total", "users")
     total: Tensor
     users: Tensor
@@ -325,10 +327,6 @@ class IntraListDiversity(_TopKListMetric):
         0.8333
     """
 
-    higher_is_better: bool | None = True
-    plot_lower_bound: float | None = 0.0
-    key: str
-
     def __init__(
         self,
         num_items: int,
@@ -423,11 +421,6 @@ class Novelty(_TopKListMetric):
         1.5
     """
 
-    higher_is_better: bool | None = True
-    plot_lower_bound: float | None = 0.0
-    key: str
-    total: Tensor
-    users: Tensor
     _kept_dtypes: tuple[str, ...] = ("total", "users", "features")
 
     def __init__(
@@ -536,8 +529,6 @@ class Unexpectedness(_TopKListMetric):
         0.5
     """
 
-    higher_is_better: bool | None = True
-    plot_lower_bound: float | None = 0.0
     _relevance: bool = False
 
     def __init__(
