@@ -93,8 +93,7 @@ class _SingleMetric(RankingMetrics):
 class DCG(_SingleMetric):
     """Mean discounted cumulative gain ``sum_{rank <= k} gain(rel) / log_b(rank + 1)``.
 
-    Conventions: ``gain`` (default ``"exp2"``), ``log_base`` or ``discount``, ``ties`` (default
-    ``"average"``), ``convention`` (a preset). DCG has no empty case: a list without gains scores 0.
+    DCG has no empty case: a list without gains scores 0.
 
     Args:
         k: cutoff: None (whole list), an int, or a sequence of ints (``compute`` then returns one value per cutoff).
@@ -155,11 +154,8 @@ class IDCG(_SingleMetric):
 class NDCG(_SingleMetric):
     """Mean normalised DCG, ``DCG@k / IDCG@k``.
 
-    Conventions: ``gain`` (default ``"exp2"``), ``log_base``/``discount``, ``ties`` (default
-    ``"average"``: exact expectation over tie orders), ``empty_target_action`` for queries whose
-    ideal DCG is 0 (default ``"neg"``: 0, counted), ``convention``. Drop-in for torchmetrics'
-    ``RetrievalNormalizedDCG(top_k=10)``: ``NDCG(k=10, convention="torchmetrics")`` with the same
-    ``update(preds, target, indexes=...)``.
+    Drop-in for torchmetrics' ``RetrievalNormalizedDCG(top_k=10)``: ``NDCG(k=10, convention="torchmetrics")``
+    with the same ``update(preds, target, indexes=...)``.
 
     Args:
         k: cutoff: None (whole list), an int, or a sequence of ints (``compute`` then returns one value per cutoff).
@@ -192,10 +188,8 @@ class NDCG(_SingleMetric):
 class MAP(_SingleMetric):
     """Mean average precision (AP@k averaged over queries).
 
-    Conventions: ``denominator`` (``"all_relevant"``: trec_eval, default; ``"retrieved_relevant"``:
-    torchmetrics; ``"min_k_relevant"``), ``graded`` (gain-weighted AP), ``relevance_threshold``,
-    ``ties``, ``empty_target_action``, ``convention``. With ``n_relevant`` or ``ideal_target`` in
-    ``update``, relevant documents the ranking missed count as misses.
+    With ``n_relevant`` or ``ideal_target`` in ``update``, relevant documents the ranking missed count
+    as misses.
 
     Args:
         k: cutoff: None (whole list), an int, or a sequence of ints (``compute`` then returns one value per cutoff).
@@ -228,8 +222,7 @@ class MAP(_SingleMetric):
 class MRR(_SingleMetric):
     """Mean reciprocal rank of the first relevant document (within the top ``k``).
 
-    Scores of any sign count as retrieved (raw logits work). Conventions: ``relevance_threshold``,
-    ``ties``, ``empty_target_action``, ``convention``.
+    Scores of any sign count as retrieved (raw logits work).
 
     Args:
         k: cutoff: None (whole list), an int, or a sequence of ints (``compute`` then returns one value per cutoff).
