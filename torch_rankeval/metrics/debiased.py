@@ -72,12 +72,9 @@ class PositionDebiasedNDCG(RunningMeanMetric):
         ties: tie policy for equal ``preds`` (library-wide; default ``"average"``).
         keep_per_query: also keep each list's values for :meth:`compute_per_query` (e.g. to
             bootstrap confidence intervals over queries).
-        strata: None (default) or the number of strata ``S``: every ``update`` then takes
-            ``strata=`` (an integer ``0 <= h < S`` per list) and ``compute(stderr=True)`` adds
-            ``"<key>/poststratified"`` and ``"<key>/stratum/<h>"`` with their errors, as
+        strata, stratum_weights: None (default) or the number of strata ``S`` (``update`` then takes
+            ``strata=``, an integer ``0 <= h < S`` per list) and their population shares, as in
             :class:`~torch_rankeval.RankingMetrics`; :meth:`compute_per_stratum` gives the table.
-        stratum_weights: the population share of each stratum (``S`` floats >= 0 summing to 1);
-            None (default): the observed shares.
         validate_args: run the checks that read values (one host sync per ``update``); False
             makes ``update`` free of host syncs (it compiles with ``torch.compile(fullgraph=True)``).
         window, half_life, window_unit: also report the lists of the last ``window`` updates (or
