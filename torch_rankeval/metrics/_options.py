@@ -22,7 +22,7 @@ from typing import Any
 
 from torch_rankeval._choices import TIES
 
-__all__ = ["METRIC_OPTIONS", "check_catalogue_options", "check_metric_options"]
+__all__ = ["METRIC_OPTIONS", "check_catalogue_options", "check_metric_options", "forwarded"]
 
 #: The keyword arguments ``torchmetrics.Metric.__init__`` takes (``tests/test_signatures.py`` checks
 #: that torchmetrics still accepts each of them).
@@ -66,6 +66,22 @@ def check_metric_options(owner: object, options: Mapping[str, Any]) -> None:
         f"{cls.__name__}() got {what}; see help({cls.__name__}) for its arguments "
         f"(torchmetrics' Metric options: {', '.join(METRIC_OPTIONS)})"
     )
+
+
+def forwarded(scope: Mapping[str, Any], *drop: str) -> dict[str, Any]:
+    """The named arguments of an ``__init__``, from its ``locals()`` taken before any other local is
+    bound, to pass on to the parent's: all but ``self``, ``__class__`` (there when the method calls
+    ``super()``), ``kwargs`` (passed on as ``**kwargs`` beside) and the names in ``drop``. So a
+    subclass keeps its explicit signature without listing every argument a second time.
+
+    Example:
+        >>> def init(self, k=None, *, ties=None, clip=None, **kwargs):
+        ...     return forwarded(locals(), "clip")
+        >>> init(None, 3, ties="first", clip=0.1, sync_on_compute=False)
+        {'k': 3, 'ties': 'first'}
+    """
+    skip = {"self", "__class__", "kwargs", *drop}
+    return {name: value for name, value in scope.items() if name not in skip}
 
 
 #: The tie policies of the full-catalogue metrics: each tied item's expected share of the slots left

@@ -322,11 +322,7 @@ class RunningMeanMetric(WindowMixin, StrataMixin, ConfiguredMetric):
                 | self._stratum_results(False)
             )
         means, errors = self._means(stderr=True)
-        out = {}
-        for i, key in enumerate(self.keys):
-            out[key] = means[i]
-            out[key + "/stderr"] = errors[i]
-        return out | self._recent_values(stderr) | self._stratum_results(True)
+        return _keyed(self.keys, means, errors) | self._recent_values(True) | self._stratum_results(True)
 
     def _recent_values(self, stderr: bool) -> dict[str, Tensor]:
         """The window's ``{"window/<key>": mean[, "window/<key>/stderr": error]}`` (the lists of the

@@ -14,6 +14,7 @@ grouped at ``compute``. ``keep_per_query=True`` also keeps one row of values per
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any, Callable, ClassVar
 
@@ -41,6 +42,7 @@ from torch_rankeval.ranking.subtopics import is_subtopic_target
 __all__ = ["RankingMetrics"]
 
 INPUT_FORMATS = ("auto", "padded", "flat")
+_CONVENTION_FIELDS = {f.name for f in dataclasses.fields(Convention)}
 _FLAT_STATES = {  # name -> dtype, fixed so that every rank gathers the same dtype
     "flat_preds": torch.float64,
     "flat_target": torch.float32,
@@ -67,6 +69,22 @@ def _plan(metrics: str | Sequence[str], k: Any, convention: Convention) -> Measu
     if duplicated:
         raise ValueError(f"metrics {duplicated} name different measures with the same key; spell them apart")
     return MeasurePlan(measures, convention)
+
+
+def _input_options(scope: Mapping[str, Any]) -> Convention:
+    """The convention of a metric that reads input as :class:`RankingMetrics` does, from the
+    convention arguments among its ``__init__``'s ``locals()``, after the checks of its input
+    options there: ``input_format``, the bool flags, ``ignore_index``."""
+    convention = resolve_convention(scope["convention"], **{n: v for n, v in scope.items() if n in _CONVENTION_FIELDS})
+    if scope["input_format"] not in INPUT_FORMATS:
+        raise ValueError(f"input_format={scope['input_format']!r} is not valid: use one of {INPUT_FORMATS}")
+    for flag in ("whole_queries", "keep_per_query", "validate_args", "compile"):
+        if flag in scope and not isinstance(scope[flag], bool):
+            raise TypeError(f"{flag} must be a bool, got {type(scope[flag]).__name__}")
+    ignore_index = scope["ignore_index"]
+    if ignore_index is not None and (isinstance(ignore_index, bool) or not isinstance(ignore_index, (int, float))):
+        raise TypeError(f"ignore_index must be an int grade value marking padding, got {ignore_index!r}")
+    return convention
 
 
 def _refuse_top_k(owner: object, kwargs: Mapping[str, Any]) -> None:
@@ -190,30 +208,7 @@ class RankingMetrics(RunningMeanMetric):
         _refuse_top_k(self, kwargs)
         check_metric_options(self, kwargs)
         super().__init__(**kwargs)
-        self.convention = resolve_convention(
-            convention,
-            gain=gain,
-            log_base=log_base,
-            discount=discount,
-            ties=ties,
-            relevance_threshold=relevance_threshold,
-            empty_target_action=empty_target_action,
-            denominator=denominator,
-            graded=graded,
-            adaptive_k=adaptive_k,
-        )
-        if input_format not in INPUT_FORMATS:
-            raise ValueError(f"input_format={input_format!r} is not valid: use one of {INPUT_FORMATS}")
-        for flag, value in (
-            ("whole_queries", whole_queries),
-            ("keep_per_query", keep_per_query),
-            ("validate_args", validate_args),
-            ("compile", compile),
-        ):
-            if not isinstance(value, bool):
-                raise TypeError(f"{flag} must be a bool, got {type(value).__name__}")
-        if ignore_index is not None and (isinstance(ignore_index, bool) or not isinstance(ignore_index, (int, float))):
-            raise TypeError(f"ignore_index must be an int grade value marking padding, got {ignore_index!r}")
+        self.convention = _input_options(locals())
         if (window is not None or half_life is not None) and input_format == "flat" and not whole_queries:
             raise ValueError(
                 "window= and half_life= need the values at each update: flat input without whole_queries=True is "
@@ -244,8 +239,11 @@ class RankingMetrics(RunningMeanMetric):
                 "whole_queries": whole_queries,
             },
         )
+        self._register_tables()
 
-        # Device-resident tables: non-persistent buffers that follow .to(device).
+    # ------------------------------------------------------------------ tables
+    def _register_tables(self) -> None:
+        """Device-resident tables of the convention: non-persistent buffers that follow ``.to(device)``."""
         self.register_buffer(
             "_discounts", discount_table(64, self.convention, dtype=torch.float64, device="cpu"), persistent=False
         )
@@ -256,7 +254,6 @@ class RankingMetrics(RunningMeanMetric):
         else:
             self._gain_keys = self._gain_values = None
 
-    # ------------------------------------------------------------------ tables
     def _discount_table(self, length: int) -> Tensor:
         """The discount table, grown (doubling) when a longer list arrives."""
         if length > self._discounts.shape[0]:

@@ -159,7 +159,9 @@ class _TopKListMetric(ConfiguredMetric):
     """Arguments, input checks and the view shared by the per-user beyond-accuracy metrics."""
 
     is_differentiable: bool | None = False
+    higher_is_better: bool | None = True
     full_state_update: bool | None = False
+    plot_lower_bound: float | None = 0.0
     _kept_dtypes: tuple[str, ...] = ("total", "users")
     total: Tensor
     users: Tensor
@@ -325,8 +327,6 @@ class IntraListDiversity(_TopKListMetric):
         0.8333
     """
 
-    higher_is_better: bool | None = True
-    plot_lower_bound: float | None = 0.0
     key: str
 
     def __init__(
@@ -423,8 +423,6 @@ class Novelty(_TopKListMetric):
         1.5
     """
 
-    higher_is_better: bool | None = True
-    plot_lower_bound: float | None = 0.0
     key: str
     total: Tensor
     users: Tensor
@@ -536,8 +534,6 @@ class Unexpectedness(_TopKListMetric):
         0.5
     """
 
-    higher_is_better: bool | None = True
-    plot_lower_bound: float | None = 0.0
     _relevance: bool = False
 
     def __init__(

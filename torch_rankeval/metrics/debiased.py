@@ -22,7 +22,7 @@ from torch import Tensor
 
 from torch_rankeval.conventions import resolve_convention
 from torch_rankeval.kernels.debiased import NORMALIZE, position_debiased_values
-from torch_rankeval.metrics._options import check_metric_options
+from torch_rankeval.metrics._options import check_metric_options, forwarded
 from torch_rankeval.metrics._running import RunningMeanMetric
 from torch_rankeval.ranking.clicks import check_sources, raise_first, value_problems
 from torch_rankeval.ranking.inputs import parse_k
@@ -72,12 +72,9 @@ class PositionDebiasedNDCG(RunningMeanMetric):
         ties: tie policy for equal ``preds`` (library-wide; default ``"average"``).
         keep_per_query: also keep each list's values for :meth:`compute_per_query` (e.g. to
             bootstrap confidence intervals over queries).
-        strata: None (default) or the number of strata ``S``: every ``update`` then takes
-            ``strata=`` (an integer ``0 <= h < S`` per list) and ``compute(stderr=True)`` adds
-            ``"<key>/poststratified"`` and ``"<key>/stratum/<h>"`` with their errors, as
+        strata, stratum_weights: None (default) or the number of strata ``S`` (``update`` then takes
+            ``strata=``, an integer ``0 <= h < S`` per list) and their population shares, as in
             :class:`~torch_rankeval.RankingMetrics`; :meth:`compute_per_stratum` gives the table.
-        stratum_weights: the population share of each stratum (``S`` floats >= 0 summing to 1);
-            None (default): the observed shares.
         validate_args: run the checks that read values (one host sync per ``update``); False
             makes ``update`` free of host syncs (it compiles with ``torch.compile(fullgraph=True)``).
         window, half_life, window_unit: also report the lists of the last ``window`` updates (or
@@ -341,24 +338,7 @@ class PositionDebiasedDCG(PositionDebiasedNDCG):
         window_unit: str = "updates",
         **kwargs: Any,
     ) -> None:
-        super().__init__(
-            k,
-            clip=clip,
-            eta=eta,
-            propensity_table=propensity_table,
-            affine=affine,
-            normalize="none",
-            empty_target_action="neg",
-            ties=ties,
-            keep_per_query=keep_per_query,
-            strata=strata,
-            stratum_weights=stratum_weights,
-            validate_args=validate_args,
-            window=window,
-            half_life=half_life,
-            window_unit=window_unit,
-            **kwargs,
-        )
+        super().__init__(**forwarded(locals()), normalize="none", empty_target_action="neg", **kwargs)
 
 
 def _check_static_source(*, clip: object, eta: object, propensity_table: object, affine: object) -> None:

@@ -17,18 +17,18 @@ handling for both, no measure plan here.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
 
-from torch_rankeval.conventions import Convention, discount_table, gain_table, resolve_convention
+from torch_rankeval.conventions import Convention
 from torch_rankeval.measures.plan import densified
 from torch_rankeval.measures.reduction import empty_policy
 from torch_rankeval.metrics._options import check_metric_options
 from torch_rankeval.metrics._running import RunningMeanMetric
-from torch_rankeval.metrics.base import _FLAT_STATES, INPUT_FORMATS, RankingMetrics
+from torch_rankeval.metrics.base import _FLAT_STATES, RankingMetrics, _input_options
 from torch_rankeval.ranking.inputs import check_preds_target, prepare, valid_mask
 from torch_rankeval.ranking.sparse import is_sparse
 from torch_rankeval.ranking.view import RankedBatch
@@ -129,6 +129,7 @@ class PositionProfile(RunningMeanMetric):
     _add_flat_batch = RankingMetrics._add_flat_batch
     _pending = RankingMetrics._pending
     _discount_table = RankingMetrics._discount_table
+    _register_tables = RankingMetrics._register_tables
     _gain = RankingMetrics._gain
 
     def _conventions(self) -> list[Convention]:
@@ -160,25 +161,7 @@ class PositionProfile(RunningMeanMetric):
             raise TypeError(f"ideal must be a bool, got {type(ideal).__name__}")
         check_metric_options(self, kwargs)
         super().__init__(**kwargs)
-        self.convention = resolve_convention(
-            convention,
-            gain=gain,
-            log_base=log_base,
-            discount=discount,
-            ties=ties,
-            relevance_threshold=relevance_threshold,
-        )
-        if input_format not in INPUT_FORMATS:
-            raise ValueError(f"input_format={input_format!r} is not valid: use one of {INPUT_FORMATS}")
-        for flag, value in (
-            ("whole_queries", whole_queries),
-            ("keep_per_query", keep_per_query),
-            ("validate_args", validate_args),
-        ):
-            if not isinstance(value, bool):
-                raise TypeError(f"{flag} must be a bool, got {type(value).__name__}")
-        if ignore_index is not None and (isinstance(ignore_index, bool) or not isinstance(ignore_index, (int, float))):
-            raise TypeError(f"ignore_index must be an int grade value marking padding, got {ignore_index!r}")
+        self.convention = _input_options(locals())
         self.ignore_index = ignore_index
         self.input_format = input_format
         self.whole_queries = whole_queries
@@ -201,16 +184,7 @@ class PositionProfile(RunningMeanMetric):
                 "ignore_index": ignore_index,
             },
         )
-        # Device-resident tables: non-persistent buffers that follow .to(device).
-        self.register_buffer(
-            "_discounts", discount_table(64, self.convention, dtype=torch.float64, device="cpu"), persistent=False
-        )
-        if isinstance(self.convention.gain, Mapping):
-            keys, values = gain_table(self.convention.gain)
-            self.register_buffer("_gain_keys", torch.tensor(keys, dtype=torch.float64), persistent=False)
-            self.register_buffer("_gain_values", torch.tensor(values, dtype=torch.float64), persistent=False)
-        else:
-            self._gain_keys = self._gain_values = None
+        self._register_tables()
 
     # ------------------------------------------------------------------ update
     def update(

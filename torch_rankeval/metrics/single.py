@@ -14,6 +14,7 @@ from typing import Any, Callable, Literal, overload
 from torch import Tensor
 
 from torch_rankeval.conventions import Convention
+from torch_rankeval.metrics._options import forwarded
 from torch_rankeval.metrics.base import RankingMetrics
 
 __all__ = ["DCG", "IDCG", "NDCG", "MAP", "MRR", "Precision", "Recall", "HitRate", "RPrecision", "FallOut", "AUROC"]
@@ -56,32 +57,7 @@ class _SingleMetric(RankingMetrics):
         **kwargs: Any,
     ) -> None:
         self._sequence_k = isinstance(k, Sequence)
-        super().__init__(
-            metrics=(self._metric,),
-            k=k,
-            gain=gain,
-            log_base=log_base,
-            discount=discount,
-            ties=ties,
-            relevance_threshold=relevance_threshold,
-            empty_target_action=empty_target_action,
-            denominator=denominator,
-            graded=graded,
-            adaptive_k=adaptive_k,
-            convention=convention,
-            ignore_index=ignore_index,
-            input_format=input_format,
-            whole_queries=whole_queries,
-            keep_per_query=keep_per_query,
-            strata=strata,
-            stratum_weights=stratum_weights,
-            validate_args=validate_args,
-            compile=compile,
-            window=window,
-            half_life=half_life,
-            window_unit=window_unit,
-            **kwargs,
-        )
+        super().__init__(metrics=(self._metric,), **forwarded(locals()), **kwargs)
 
     @overload
     def compute(self, stderr: Literal[False] = False) -> Tensor: ...
@@ -117,12 +93,10 @@ class _SingleMetric(RankingMetrics):
 class DCG(_SingleMetric):
     """Mean discounted cumulative gain ``sum_{rank <= k} gain(rel) / log_b(rank + 1)``.
 
-    Conventions: ``gain`` (default ``"exp2"``), ``log_base`` or ``discount``, ``ties`` (default
-    ``"average"``), ``convention`` (a preset). DCG has no empty case: a list without gains scores 0.
+    DCG has no empty case: a list without gains scores 0.
 
     Args:
-        k: cutoff: None (whole list), an int, or a sequence of ints (``compute`` then returns one
-            value per cutoff).
+        k: cutoff: None (whole list), an int, or a sequence of ints (``compute`` then returns one value per cutoff).
         gain: ``"exp2"`` (default, ``2**rel - 1``), ``"linear"``, a ``{grade: gain}`` mapping or a callable.
         log_base, discount: the rank discount ``1 / log_b(rank + 1)`` (default base 2) or a callable
             of the 1-based rank tensor.
@@ -134,14 +108,8 @@ class DCG(_SingleMetric):
             conventions (:mod:`torch_rankeval.conventions`), which DCG does not read (it has no
             empty case).
         ignore_index, input_format, whole_queries, keep_per_query, strata, stratum_weights, validate_args,
-            compile: as in :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded
-            input, per-query rows, strata and their population shares, value checks,
-            ``torch.compile`` of the update).
-        window, half_life, window_unit: the recent values, as in :class:`~torch_rankeval.RankingMetrics`
-            (the last ``window`` updates or lists, exponential decay); ``compute`` then returns a dict
-            with ``"window/<key>"`` / ``"decay/<key>"`` beside each key.
-        kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
-            other keyword is a ``TypeError``.
+            compile, window, half_life, window_unit, kwargs: as in :class:`~torch_rankeval.RankingMetrics`
+            (with ``window``, ``half_life`` or ``strata``, :meth:`compute` returns a dict).
 
     Example:
         >>> import torch
@@ -161,22 +129,15 @@ class IDCG(_SingleMetric):
     Pass ``ideal_target`` to ``update`` to include judged documents the ranking did not return.
 
     Args:
-        k: cutoff: None (whole list), an int, or a sequence of ints (``compute`` then returns one
-            value per cutoff).
+        k: cutoff: None (whole list), an int, or a sequence of ints (``compute`` then returns one value per cutoff).
         gain, log_base, discount: the gain and the rank discount, as in :class:`DCG`.
         ties: accepted for a uniform signature; the ideal ranking has no ties that matter.
         convention: a preset name or a :class:`~torch_rankeval.conventions.Convention`.
         relevance_threshold, empty_target_action, denominator, graded, adaptive_k: the other
             conventions (:mod:`torch_rankeval.conventions`), not read by IDCG.
         ignore_index, input_format, whole_queries, keep_per_query, strata, stratum_weights, validate_args,
-            compile: as in :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded
-            input, per-query rows, strata and their population shares, value checks,
-            ``torch.compile`` of the update).
-        window, half_life, window_unit: the recent values, as in :class:`~torch_rankeval.RankingMetrics`
-            (the last ``window`` updates or lists, exponential decay); ``compute`` then returns a dict
-            with ``"window/<key>"`` / ``"decay/<key>"`` beside each key.
-        kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
-            other keyword is a ``TypeError``.
+            compile, window, half_life, window_unit, kwargs: as in :class:`~torch_rankeval.RankingMetrics`
+            (with ``window``, ``half_life`` or ``strata``, :meth:`compute` returns a dict).
 
     Example:
         >>> import torch
@@ -193,15 +154,11 @@ class IDCG(_SingleMetric):
 class NDCG(_SingleMetric):
     """Mean normalised DCG, ``DCG@k / IDCG@k``.
 
-    Conventions: ``gain`` (default ``"exp2"``), ``log_base``/``discount``, ``ties`` (default
-    ``"average"``: exact expectation over tie orders), ``empty_target_action`` for queries whose
-    ideal DCG is 0 (default ``"neg"``: 0, counted), ``convention``. Drop-in for torchmetrics'
-    ``RetrievalNormalizedDCG(top_k=10)``: ``NDCG(k=10, convention="torchmetrics")`` with the same
-    ``update(preds, target, indexes=...)``.
+    Drop-in for torchmetrics' ``RetrievalNormalizedDCG(top_k=10)``: ``NDCG(k=10, convention="torchmetrics")``
+    with the same ``update(preds, target, indexes=...)``.
 
     Args:
-        k: cutoff: None (whole list), an int, or a sequence of ints (``compute`` then returns one
-            value per cutoff).
+        k: cutoff: None (whole list), an int, or a sequence of ints (``compute`` then returns one value per cutoff).
         gain: ``"exp2"`` (default), ``"linear"``, a ``{grade: gain}`` mapping or a callable.
         log_base, discount: the rank discount ``1 / log_b(rank + 1)`` (default base 2) or a callable.
         ties: ``"average"`` (default: exact expectation over tie orders), ``"first"``, ``"pessimistic"``,
@@ -213,14 +170,8 @@ class NDCG(_SingleMetric):
         relevance_threshold, denominator, graded, adaptive_k: the other conventions
             (:mod:`torch_rankeval.conventions`), not read by nDCG.
         ignore_index, input_format, whole_queries, keep_per_query, strata, stratum_weights, validate_args,
-            compile: as in :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded
-            input, per-query rows, strata and their population shares, value checks,
-            ``torch.compile`` of the update).
-        window, half_life, window_unit: the recent values, as in :class:`~torch_rankeval.RankingMetrics`
-            (the last ``window`` updates or lists, exponential decay); ``compute`` then returns a dict
-            with ``"window/<key>"`` / ``"decay/<key>"`` beside each key.
-        kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
-            other keyword is a ``TypeError``.
+            compile, window, half_life, window_unit, kwargs: as in :class:`~torch_rankeval.RankingMetrics`
+            (with ``window``, ``half_life`` or ``strata``, :meth:`compute` returns a dict).
 
     Example:
         >>> import torch
@@ -237,14 +188,11 @@ class NDCG(_SingleMetric):
 class MAP(_SingleMetric):
     """Mean average precision (AP@k averaged over queries).
 
-    Conventions: ``denominator`` (``"all_relevant"``: trec_eval, default; ``"retrieved_relevant"``:
-    torchmetrics; ``"min_k_relevant"``), ``graded`` (gain-weighted AP), ``relevance_threshold``,
-    ``ties``, ``empty_target_action``, ``convention``. With ``n_relevant`` or ``ideal_target`` in
-    ``update``, relevant documents the ranking missed count as misses.
+    With ``n_relevant`` or ``ideal_target`` in ``update``, relevant documents the ranking missed count
+    as misses.
 
     Args:
-        k: cutoff: None (whole list), an int, or a sequence of ints (``compute`` then returns one
-            value per cutoff).
+        k: cutoff: None (whole list), an int, or a sequence of ints (``compute`` then returns one value per cutoff).
         denominator: ``"all_relevant"`` (trec_eval, default), ``"retrieved_relevant"``
             (torchmetrics) or ``"min_k_relevant"``.
         graded: gain-weighted AP (default False).
@@ -256,14 +204,8 @@ class MAP(_SingleMetric):
         convention: a preset name or a :class:`~torch_rankeval.conventions.Convention`.
         gain, log_base, discount, adaptive_k: the other conventions; ``gain`` matters with ``graded``.
         ignore_index, input_format, whole_queries, keep_per_query, strata, stratum_weights, validate_args,
-            compile: as in :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded
-            input, per-query rows, strata and their population shares, value checks,
-            ``torch.compile`` of the update).
-        window, half_life, window_unit: the recent values, as in :class:`~torch_rankeval.RankingMetrics`
-            (the last ``window`` updates or lists, exponential decay); ``compute`` then returns a dict
-            with ``"window/<key>"`` / ``"decay/<key>"`` beside each key.
-        kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
-            other keyword is a ``TypeError``.
+            compile, window, half_life, window_unit, kwargs: as in :class:`~torch_rankeval.RankingMetrics`
+            (with ``window``, ``half_life`` or ``strata``, :meth:`compute` returns a dict).
 
     Example:
         >>> import torch
@@ -280,29 +222,17 @@ class MAP(_SingleMetric):
 class MRR(_SingleMetric):
     """Mean reciprocal rank of the first relevant document (within the top ``k``).
 
-    Scores of any sign count as retrieved (raw logits work). Conventions: ``relevance_threshold``,
-    ``ties``, ``empty_target_action``, ``convention``.
+    Scores of any sign count as retrieved (raw logits work).
 
     Args:
-        k: cutoff: None (whole list), an int, or a sequence of ints (``compute`` then returns one
-            value per cutoff).
-        relevance_threshold: relevant when ``target >= threshold`` (default: ``>= 1`` for integer
-            grades, ``> 0`` for float/bool).
-        ties: ``"average"`` (default), ``"first"``, ``"pessimistic"``, ``"optimistic"``.
-        empty_target_action: queries without a relevant document: ``"neg"`` (default: 0),
-            ``"pos"``, ``"skip"``, ``"error"``.
-        convention: a preset name or a :class:`~torch_rankeval.conventions.Convention`.
+        k: cutoff: None (whole list), an int, or a sequence of ints (``compute`` then returns one value per cutoff).
+        relevance_threshold, ties, empty_target_action, convention: as in :class:`MAP` (relevant when
+            ``target >= threshold``; queries without a relevant document score 0 by default).
         gain, log_base, discount, denominator, graded, adaptive_k: the other conventions, not read
             by MRR.
         ignore_index, input_format, whole_queries, keep_per_query, strata, stratum_weights, validate_args,
-            compile: as in :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded
-            input, per-query rows, strata and their population shares, value checks,
-            ``torch.compile`` of the update).
-        window, half_life, window_unit: the recent values, as in :class:`~torch_rankeval.RankingMetrics`
-            (the last ``window`` updates or lists, exponential decay); ``compute`` then returns a dict
-            with ``"window/<key>"`` / ``"decay/<key>"`` beside each key.
-        kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
-            other keyword is a ``TypeError``.
+            compile, window, half_life, window_unit, kwargs: as in :class:`~torch_rankeval.RankingMetrics`
+            (with ``window``, ``half_life`` or ``strata``, :meth:`compute` returns a dict).
 
     Example:
         >>> import torch
@@ -320,25 +250,14 @@ class Precision(_SingleMetric):
     """Mean precision@k; ``k`` beyond the list divides by ``k`` unless ``adaptive_k=True``.
 
     Args:
-        k: cutoff: None (whole list), an int, or a sequence of ints (``compute`` then returns one
-            value per cutoff).
+        k: cutoff: None (whole list), an int, or a sequence of ints (``compute`` then returns one value per cutoff).
         adaptive_k: divide by ``min(k, list length)`` instead of ``k`` (default False).
-        relevance_threshold: relevant when ``target >= threshold`` (default: ``>= 1`` for integer
-            grades, ``> 0`` for float/bool).
-        ties: ``"average"`` (default), ``"first"``, ``"pessimistic"``, ``"optimistic"``.
-        empty_target_action: queries without a relevant document: ``"neg"`` (default: 0),
-            ``"pos"``, ``"skip"``, ``"error"``.
-        convention: a preset name or a :class:`~torch_rankeval.conventions.Convention`.
+        relevance_threshold, ties, empty_target_action, convention: as in :class:`MAP` (relevant when
+            ``target >= threshold``; queries without a relevant document score 0 by default).
         gain, log_base, discount, denominator, graded: the other conventions, not read by precision.
         ignore_index, input_format, whole_queries, keep_per_query, strata, stratum_weights, validate_args,
-            compile: as in :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded
-            input, per-query rows, strata and their population shares, value checks,
-            ``torch.compile`` of the update).
-        window, half_life, window_unit: the recent values, as in :class:`~torch_rankeval.RankingMetrics`
-            (the last ``window`` updates or lists, exponential decay); ``compute`` then returns a dict
-            with ``"window/<key>"`` / ``"decay/<key>"`` beside each key.
-        kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
-            other keyword is a ``TypeError``.
+            compile, window, half_life, window_unit, kwargs: as in :class:`~torch_rankeval.RankingMetrics`
+            (with ``window``, ``half_life`` or ``strata``, :meth:`compute` returns a dict).
 
     Example:
         >>> import torch
@@ -356,25 +275,14 @@ class Recall(_SingleMetric):
     """Mean recall@k over all relevant documents of each query (``n_relevant``/``ideal_target`` or the list).
 
     Args:
-        k: cutoff: None (whole list), an int, or a sequence of ints (``compute`` then returns one
-            value per cutoff).
-        relevance_threshold: relevant when ``target >= threshold`` (default: ``>= 1`` for integer
-            grades, ``> 0`` for float/bool).
-        ties: ``"average"`` (default), ``"first"``, ``"pessimistic"``, ``"optimistic"``.
-        empty_target_action: queries without a relevant document: ``"neg"`` (default: 0),
-            ``"pos"``, ``"skip"``, ``"error"``.
-        convention: a preset name or a :class:`~torch_rankeval.conventions.Convention`.
+        k: cutoff: None (whole list), an int, or a sequence of ints (``compute`` then returns one value per cutoff).
+        relevance_threshold, ties, empty_target_action, convention: as in :class:`MAP` (relevant when
+            ``target >= threshold``; queries without a relevant document score 0 by default).
         gain, log_base, discount, denominator, graded, adaptive_k: the other conventions, not read
             by recall.
         ignore_index, input_format, whole_queries, keep_per_query, strata, stratum_weights, validate_args,
-            compile: as in :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded
-            input, per-query rows, strata and their population shares, value checks,
-            ``torch.compile`` of the update).
-        window, half_life, window_unit: the recent values, as in :class:`~torch_rankeval.RankingMetrics`
-            (the last ``window`` updates or lists, exponential decay); ``compute`` then returns a dict
-            with ``"window/<key>"`` / ``"decay/<key>"`` beside each key.
-        kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
-            other keyword is a ``TypeError``.
+            compile, window, half_life, window_unit, kwargs: as in :class:`~torch_rankeval.RankingMetrics`
+            (with ``window``, ``half_life`` or ``strata``, :meth:`compute` returns a dict).
 
     Example:
         >>> import torch
@@ -392,25 +300,14 @@ class HitRate(_SingleMetric):
     """Share of queries with a relevant document in the top ``k`` (trec_eval ``success.k``).
 
     Args:
-        k: cutoff: None (whole list), an int, or a sequence of ints (``compute`` then returns one
-            value per cutoff).
-        relevance_threshold: relevant when ``target >= threshold`` (default: ``>= 1`` for integer
-            grades, ``> 0`` for float/bool).
-        ties: ``"average"`` (default), ``"first"``, ``"pessimistic"``, ``"optimistic"``.
-        empty_target_action: queries without a relevant document: ``"neg"`` (default: 0),
-            ``"pos"``, ``"skip"``, ``"error"``.
-        convention: a preset name or a :class:`~torch_rankeval.conventions.Convention`.
+        k: cutoff: None (whole list), an int, or a sequence of ints (``compute`` then returns one value per cutoff).
+        relevance_threshold, ties, empty_target_action, convention: as in :class:`MAP` (relevant when
+            ``target >= threshold``; queries without a relevant document score 0 by default).
         gain, log_base, discount, denominator, graded, adaptive_k: the other conventions, not read
             by the hit rate.
         ignore_index, input_format, whole_queries, keep_per_query, strata, stratum_weights, validate_args,
-            compile: as in :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded
-            input, per-query rows, strata and their population shares, value checks,
-            ``torch.compile`` of the update).
-        window, half_life, window_unit: the recent values, as in :class:`~torch_rankeval.RankingMetrics`
-            (the last ``window`` updates or lists, exponential decay); ``compute`` then returns a dict
-            with ``"window/<key>"`` / ``"decay/<key>"`` beside each key.
-        kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
-            other keyword is a ``TypeError``.
+            compile, window, half_life, window_unit, kwargs: as in :class:`~torch_rankeval.RankingMetrics`
+            (with ``window``, ``half_life`` or ``strata``, :meth:`compute` returns a dict).
 
     Example:
         >>> import torch
@@ -428,23 +325,13 @@ class RPrecision(_SingleMetric):
     """Mean R-precision: precision at rank R, the number of relevant documents of the query.
 
     Args:
-        relevance_threshold: relevant when ``target >= threshold`` (default: ``>= 1`` for integer
-            grades, ``> 0`` for float/bool).
-        ties: ``"average"`` (default), ``"first"``, ``"pessimistic"``, ``"optimistic"``.
-        empty_target_action: queries without a relevant document: ``"neg"`` (default: 0),
-            ``"pos"``, ``"skip"``, ``"error"``.
-        convention: a preset name or a :class:`~torch_rankeval.conventions.Convention`.
+        relevance_threshold, ties, empty_target_action, convention: as in :class:`MAP` (relevant when
+            ``target >= threshold``; queries without a relevant document score 0 by default).
         gain, log_base, discount, denominator, graded, adaptive_k: the other conventions, not read
             by R-precision (which has no cutoff ``k``: its depth is each query's R).
         ignore_index, input_format, whole_queries, keep_per_query, strata, stratum_weights, validate_args,
-            compile: as in :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded
-            input, per-query rows, strata and their population shares, value checks,
-            ``torch.compile`` of the update).
-        window, half_life, window_unit: the recent values, as in :class:`~torch_rankeval.RankingMetrics`
-            (the last ``window`` updates or lists, exponential decay); ``compute`` then returns a dict
-            with ``"window/<key>"`` / ``"decay/<key>"`` beside each key.
-        kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
-            other keyword is a ``TypeError``.
+            compile, window, half_life, window_unit, kwargs: as in :class:`~torch_rankeval.RankingMetrics`
+            (with ``window``, ``half_life`` or ``strata``, :meth:`compute` returns a dict).
 
     Example:
         >>> import torch
@@ -483,31 +370,7 @@ class RPrecision(_SingleMetric):
         window_unit: str = "updates",
         **kwargs: Any,
     ) -> None:
-        super().__init__(
-            None,
-            gain=gain,
-            log_base=log_base,
-            discount=discount,
-            ties=ties,
-            relevance_threshold=relevance_threshold,
-            empty_target_action=empty_target_action,
-            denominator=denominator,
-            graded=graded,
-            adaptive_k=adaptive_k,
-            convention=convention,
-            ignore_index=ignore_index,
-            input_format=input_format,
-            whole_queries=whole_queries,
-            keep_per_query=keep_per_query,
-            strata=strata,
-            stratum_weights=stratum_weights,
-            validate_args=validate_args,
-            compile=compile,
-            window=window,
-            half_life=half_life,
-            window_unit=window_unit,
-            **kwargs,
-        )
+        super().__init__(None, **forwarded(locals()), **kwargs)
 
 
 class FallOut(_SingleMetric):
@@ -518,25 +381,15 @@ class FallOut(_SingleMetric):
     ``"average"``): the expected value over the orders of tied documents.
 
     Args:
-        k: cutoff: None (whole list), an int, or a sequence of ints (``compute`` then returns one
-            value per cutoff).
+        k: cutoff: None (whole list), an int, or a sequence of ints (``compute`` then returns one value per cutoff).
         empty_target_action: lists without a non-relevant document: ``"pos"`` (default: 1, as
             torchmetrics), ``"neg"``, ``"skip"``, ``"error"``.
-        relevance_threshold: relevant when ``target >= threshold`` (default: ``>= 1`` for integer
-            grades, ``> 0`` for float/bool).
-        ties: ``"average"`` (default), ``"first"``, ``"pessimistic"``, ``"optimistic"``.
-        convention: a preset name or a :class:`~torch_rankeval.conventions.Convention`.
+        relevance_threshold, ties, convention: as in :class:`MAP`.
         gain, log_base, discount, denominator, graded, adaptive_k: the other conventions, not read
             by fall-out.
         ignore_index, input_format, whole_queries, keep_per_query, strata, stratum_weights, validate_args,
-            compile: as in :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded
-            input, per-query rows, strata and their population shares, value checks,
-            ``torch.compile`` of the update).
-        window, half_life, window_unit: the recent values, as in :class:`~torch_rankeval.RankingMetrics`
-            (the last ``window`` updates or lists, exponential decay); ``compute`` then returns a dict
-            with ``"window/<key>"`` / ``"decay/<key>"`` beside each key.
-        kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
-            other keyword is a ``TypeError``.
+            compile, window, half_life, window_unit, kwargs: as in :class:`~torch_rankeval.RankingMetrics`
+            (with ``window``, ``half_life`` or ``strata``, :meth:`compute` returns a dict).
 
     Example:
         >>> import torch
@@ -576,31 +429,7 @@ class FallOut(_SingleMetric):
         window_unit: str = "updates",
         **kwargs: Any,
     ) -> None:
-        super().__init__(
-            k,
-            gain=gain,
-            log_base=log_base,
-            discount=discount,
-            ties=ties,
-            relevance_threshold=relevance_threshold,
-            empty_target_action=empty_target_action,
-            denominator=denominator,
-            graded=graded,
-            adaptive_k=adaptive_k,
-            convention=convention,
-            ignore_index=ignore_index,
-            input_format=input_format,
-            whole_queries=whole_queries,
-            keep_per_query=keep_per_query,
-            strata=strata,
-            stratum_weights=stratum_weights,
-            validate_args=validate_args,
-            compile=compile,
-            window=window,
-            half_life=half_life,
-            window_unit=window_unit,
-            **kwargs,
-        )
+        super().__init__(**forwarded(locals()), **kwargs)
 
 
 class AUROC(_SingleMetric):
@@ -612,28 +441,19 @@ class AUROC(_SingleMetric):
     AUC over false-positive rates ``[0, max_fpr]``.
 
     Args:
-        k: cutoff: None (whole list), an int, or a sequence of ints (``compute`` then returns one
-            value per cutoff).
+        k: cutoff: None (whole list), an int, or a sequence of ints (``compute`` then returns one value per cutoff).
         max_fpr: None (default: the whole ROC) or the false-positive rate in ``(0, 1]`` up to which
             the McClish-standardised partial AUC is taken.
-        relevance_threshold: relevant when ``target >= threshold`` (default: ``>= 1`` for integer
-            grades, ``> 0`` for float/bool).
         ties: ``"average"`` (default: a tied pair counts 1/2, averaged over which tied documents the
             cutoff keeps), ``"first"``, ``"pessimistic"``, ``"optimistic"``.
         empty_target_action: lists without a relevant document: ``"neg"`` (default: 0), ``"pos"``,
             ``"skip"``, ``"error"``.
-        convention: a preset name or a :class:`~torch_rankeval.conventions.Convention`.
+        relevance_threshold, convention: as in :class:`MAP`.
         gain, log_base, discount, denominator, graded, adaptive_k: the other conventions, not read
             by AUROC.
         ignore_index, input_format, whole_queries, keep_per_query, strata, stratum_weights, validate_args,
-            compile: as in :class:`~torch_rankeval.RankingMetrics` (padding grade, flat or padded
-            input, per-query rows, strata and their population shares, value checks,
-            ``torch.compile`` of the update).
-        window, half_life, window_unit: the recent values, as in :class:`~torch_rankeval.RankingMetrics`
-            (the last ``window`` updates or lists, exponential decay); ``compute`` then returns a dict
-            with ``"window/<key>"`` / ``"decay/<key>"`` beside each key.
-        kwargs: torchmetrics' ``Metric`` options (``process_group``, ``sync_on_compute``, ...); any
-            other keyword is a ``TypeError``.
+            compile, window, half_life, window_unit, kwargs: as in :class:`~torch_rankeval.RankingMetrics`
+            (with ``window``, ``half_life`` or ``strata``, :meth:`compute` returns a dict).
 
     Example:
         >>> import torch
@@ -676,28 +496,4 @@ class AUROC(_SingleMetric):
     ) -> None:
         if max_fpr is not None:
             self._metric = f"auroc(max_fpr={max_fpr!r})"
-        super().__init__(
-            k,
-            gain=gain,
-            log_base=log_base,
-            discount=discount,
-            ties=ties,
-            relevance_threshold=relevance_threshold,
-            empty_target_action=empty_target_action,
-            denominator=denominator,
-            graded=graded,
-            adaptive_k=adaptive_k,
-            convention=convention,
-            ignore_index=ignore_index,
-            input_format=input_format,
-            whole_queries=whole_queries,
-            keep_per_query=keep_per_query,
-            strata=strata,
-            stratum_weights=stratum_weights,
-            validate_args=validate_args,
-            compile=compile,
-            window=window,
-            half_life=half_life,
-            window_unit=window_unit,
-            **kwargs,
-        )
+        super().__init__(**forwarded(locals(), "max_fpr"), **kwargs)
