@@ -44,6 +44,7 @@ from torch import Tensor
 from torchmetrics.utilities.data import dim_zero_cat
 
 from torch_rankeval.conventions import PRESETS, Convention
+from torch_rankeval.metrics._running import _non_empty
 from torch_rankeval.metrics.base import RankingMetrics
 
 __all__ = [
@@ -60,6 +61,7 @@ __all__ = [
 
 Aggregation = Union[Literal["mean", "median", "min", "max"], Callable]
 _EMPTY_ACTIONS = ("error", "skip", "neg", "pos")
+_AGGREGATIONS = ("mean", "median", "min", "max")
 
 
 #: The preset of the installed torchmetrics: ``"torchmetrics"`` (>= 1.8) or ``"torchmetrics_1.7"``
@@ -70,21 +72,9 @@ PRESET = "torchmetrics" if Version(torchmetrics.__version__) >= Version("1.8") e
 
 def _aggregate(values: Tensor, aggregation: Aggregation) -> Tensor:
     """torchmetrics' ``_retrieval_aggregate`` over the 1-D per-query values (a callable gets ``dim=None``)."""
-    if aggregation == "mean":
-        return values.mean()
-    if aggregation == "median":
-        return values.median()
-    if aggregation == "min":
-        return values.min()
-    if aggregation == "max":
-        return values.max()
-    return aggregation(values, dim=None)
-
-
-def _torchmetrics_convention(**by_measure: dict[str, Any]) -> Convention:
-    """The installed torchmetrics' preset (:data:`PRESET`) with some measures' settings replaced."""
-    preset = PRESETS[PRESET]
-    return replace(preset, by_measure={**{key: dict(pairs) for key, pairs in preset.by_measure}, **by_measure})
+    if callable(aggregation):
+        return aggregation(values, dim=None)
+    return getattr(values, aggregation)()  # Tensor.mean, .median, .min or .max (``__init__`` checks the name)
 
 
 class _Retrieval(RankingMetrics):
@@ -107,11 +97,11 @@ class _Retrieval(RankingMetrics):
         ignore_index: int | None = None,
         top_k: int | None = None,
         aggregation: Aggregation = "mean",
-        *,
-        measure: str | None = None,
-        adaptive_k: bool | None = None,
         **kwargs: Any,
     ) -> None:
+        # torchmetrics' signature (most classes inherit it); RetrievalAUROC passes its ``measure`` (``max_fpr``)
+        # and RetrievalPrecision its ``adaptive_k`` among the kwargs
+        measure, adaptive_k = kwargs.pop("measure", None), kwargs.pop("adaptive_k", None)
         if empty_target_action not in _EMPTY_ACTIONS:
             raise ValueError(
                 f"Argument `empty_target_action` received a wrong value `{empty_target_action}`: use one of "
@@ -121,9 +111,7 @@ class _Retrieval(RankingMetrics):
             raise ValueError(f"Argument `ignore_index` must be an integer or None, got {ignore_index!r}")
         if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k <= 0):
             raise ValueError(f"`top_k` has to be a positive integer or None, got {top_k!r}")
-        if not (
-            isinstance(aggregation, str) and aggregation in ("mean", "median", "min", "max") or callable(aggregation)
-        ):
+        if not (isinstance(aggregation, str) and aggregation in _AGGREGATIONS or callable(aggregation)):
             raise ValueError(
                 "Argument `aggregation` must be one of `mean`, `median`, `min`, `max` or a custom callable function "
                 f"which takes a tensor of values, but got {aggregation!r}."
@@ -210,10 +198,6 @@ class _Retrieval(RankingMetrics):
         return _aggregate(values, self.aggregation)
 
 
-def _non_empty(state: list | Tensor) -> bool:
-    return sum(t.shape[0] for t in state) > 0 if isinstance(state, list) else state.shape[0] > 0
-
-
 class RetrievalNormalizedDCG(_Retrieval):
     """nDCG@k as torchmetrics' ``RetrievalNormalizedDCG``: linear gain, tied scores averaged, graded targets.
 
@@ -221,8 +205,7 @@ class RetrievalNormalizedDCG(_Retrieval):
 
     Example:
         >>> import torch
-        >>> # from torchmetrics.retrieval import RetrievalNormalizedDCG
-        >>> from torch_rankeval.compat.torchmetrics import RetrievalNormalizedDCG
+        >>> from torch_rankeval.compat.torchmetrics import RetrievalNormalizedDCG  # replaces torchmetrics.retrieval's
         >>> metric = RetrievalNormalizedDCG(top_k=2)
         >>> metric.update(torch.tensor([0.9, 0.5, 0.5, 0.8]), torch.tensor([0, 2, 1, 1]), torch.tensor([0, 0, 0, 1]))
         >>> metric.compute()
@@ -232,16 +215,6 @@ class RetrievalNormalizedDCG(_Retrieval):
     _measure = "ndcg"
     _binary_target = False
 
-    def __init__(
-        self,
-        empty_target_action: str = "neg",
-        ignore_index: int | None = None,
-        top_k: int | None = None,
-        aggregation: Aggregation = "mean",
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(empty_target_action, ignore_index, top_k, aggregation, **kwargs)
-
 
 class RetrievalMAP(_Retrieval):
     """Mean average precision@k as torchmetrics' ``RetrievalMAP``: AP divided by the relevant documents
@@ -249,8 +222,7 @@ class RetrievalMAP(_Retrieval):
 
     Example:
         >>> import torch
-        >>> # from torchmetrics.retrieval import RetrievalMAP
-        >>> from torch_rankeval.compat.torchmetrics import RetrievalMAP
+        >>> from torch_rankeval.compat.torchmetrics import RetrievalMAP  # replaces torchmetrics.retrieval's
         >>> metric = RetrievalMAP(aggregation="median")
         >>> metric.update(torch.tensor([0.9, 0.2, 0.5, -0.3]), torch.tensor([0, 1, 1, 1]), torch.tensor([0, 0, 1, 1]))
         >>> metric.compute()                      # the score -0.3 does not retrieve its document
@@ -259,24 +231,13 @@ class RetrievalMAP(_Retrieval):
 
     _measure = "map"
 
-    def __init__(
-        self,
-        empty_target_action: str = "neg",
-        ignore_index: int | None = None,
-        top_k: int | None = None,
-        aggregation: Aggregation = "mean",
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(empty_target_action, ignore_index, top_k, aggregation, **kwargs)
-
 
 class RetrievalMRR(_Retrieval):
     """Mean reciprocal rank@k as torchmetrics' ``RetrievalMRR`` (documents scored ``<= 0`` not relevant).
 
     Example:
         >>> import torch
-        >>> # from torchmetrics.retrieval import RetrievalMRR
-        >>> from torch_rankeval.compat.torchmetrics import RetrievalMRR
+        >>> from torch_rankeval.compat.torchmetrics import RetrievalMRR  # replaces torchmetrics.retrieval's
         >>> metric = RetrievalMRR(top_k=1)
         >>> metric.update(torch.tensor([0.9, 0.2, 0.5, 0.3]), torch.tensor([0, 1, 1, 0]), torch.tensor([0, 0, 1, 1]))
         >>> metric.compute()
@@ -285,16 +246,6 @@ class RetrievalMRR(_Retrieval):
 
     _measure = "mrr"
 
-    def __init__(
-        self,
-        empty_target_action: str = "neg",
-        ignore_index: int | None = None,
-        top_k: int | None = None,
-        aggregation: Aggregation = "mean",
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(empty_target_action, ignore_index, top_k, aggregation, **kwargs)
-
 
 class RetrievalPrecision(_Retrieval):
     """Mean precision@k as torchmetrics' ``RetrievalPrecision``: divided by ``top_k`` even beyond the list
@@ -302,8 +253,7 @@ class RetrievalPrecision(_Retrieval):
 
     Example:
         >>> import torch
-        >>> # from torchmetrics.retrieval import RetrievalPrecision
-        >>> from torch_rankeval.compat.torchmetrics import RetrievalPrecision
+        >>> from torch_rankeval.compat.torchmetrics import RetrievalPrecision  # replaces torchmetrics.retrieval's
         >>> preds, target, indexes = torch.tensor([0.9, 0.2, 0.5]), torch.tensor([1, 1, 1]), torch.tensor([0, 0, 1])
         >>> a, b = RetrievalPrecision(top_k=4), RetrievalPrecision(top_k=4, adaptive_k=True)
         >>> a.update(preds, target, indexes); b.update(preds, target, indexes)
@@ -334,8 +284,7 @@ class RetrievalRecall(_Retrieval):
 
     Example:
         >>> import torch
-        >>> # from torchmetrics.retrieval import RetrievalRecall
-        >>> from torch_rankeval.compat.torchmetrics import RetrievalRecall
+        >>> from torch_rankeval.compat.torchmetrics import RetrievalRecall  # replaces torchmetrics.retrieval's
         >>> metric = RetrievalRecall(top_k=2)
         >>> metric.update(torch.tensor([0.9, 0.2, -0.5]), torch.tensor([1, 1, 1]), torch.tensor([0, 0, 0]))
         >>> metric.compute()
@@ -344,24 +293,13 @@ class RetrievalRecall(_Retrieval):
 
     _measure = "recall"
 
-    def __init__(
-        self,
-        empty_target_action: str = "neg",
-        ignore_index: int | None = None,
-        top_k: int | None = None,
-        aggregation: Aggregation = "mean",
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(empty_target_action, ignore_index, top_k, aggregation, **kwargs)
-
 
 class RetrievalHitRate(_Retrieval):
     """Share of queries with a relevant document in the top k, as torchmetrics' ``RetrievalHitRate``.
 
     Example:
         >>> import torch
-        >>> # from torchmetrics.retrieval import RetrievalHitRate
-        >>> from torch_rankeval.compat.torchmetrics import RetrievalHitRate
+        >>> from torch_rankeval.compat.torchmetrics import RetrievalHitRate  # replaces torchmetrics.retrieval's
         >>> metric = RetrievalHitRate(top_k=1)
         >>> metric.update(torch.tensor([0.9, 0.2, 0.5, 0.3]), torch.tensor([0, 1, 1, 0]), torch.tensor([0, 0, 1, 1]))
         >>> metric.compute()
@@ -370,24 +308,13 @@ class RetrievalHitRate(_Retrieval):
 
     _measure = "hit_rate"
 
-    def __init__(
-        self,
-        empty_target_action: str = "neg",
-        ignore_index: int | None = None,
-        top_k: int | None = None,
-        aggregation: Aggregation = "mean",
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(empty_target_action, ignore_index, top_k, aggregation, **kwargs)
-
 
 class RetrievalRPrecision(_Retrieval):
     """Mean R-precision as torchmetrics' ``RetrievalRPrecision`` (precision at rank R, the relevant count).
 
     Example:
         >>> import torch
-        >>> # from torchmetrics.retrieval import RetrievalRPrecision
-        >>> from torch_rankeval.compat.torchmetrics import RetrievalRPrecision
+        >>> from torch_rankeval.compat.torchmetrics import RetrievalRPrecision  # replaces torchmetrics.retrieval's
         >>> metric = RetrievalRPrecision()
         >>> metric.update(torch.tensor([0.9, 0.8, 0.7, 0.6]), torch.tensor([1, 0, 1, 0]), torch.tensor([0, 0, 0, 0]))
         >>> metric.compute()
@@ -412,8 +339,7 @@ class RetrievalFallOut(_Retrieval):
 
     Example:
         >>> import torch
-        >>> # from torchmetrics.retrieval import RetrievalFallOut
-        >>> from torch_rankeval.compat.torchmetrics import RetrievalFallOut
+        >>> from torch_rankeval.compat.torchmetrics import RetrievalFallOut  # replaces torchmetrics.retrieval's
         >>> metric = RetrievalFallOut(top_k=2)
         >>> metric.update(torch.tensor([0.9, 0.8, 0.7, 0.6]), torch.tensor([1, 0, 1, 0]), torch.tensor([0, 0, 0, 0]))
         >>> metric.compute()
@@ -444,8 +370,7 @@ class RetrievalAUROC(_Retrieval):
 
     Example:
         >>> import torch
-        >>> # from torchmetrics.retrieval import RetrievalAUROC
-        >>> from torch_rankeval.compat.torchmetrics import RetrievalAUROC
+        >>> from torch_rankeval.compat.torchmetrics import RetrievalAUROC  # replaces torchmetrics.retrieval's
         >>> metric = RetrievalAUROC()
         >>> metric.update(torch.tensor([0.9, 0.8, 0.8, 0.6]), torch.tensor([1, 0, 1, 0]), torch.tensor([0, 0, 0, 0]))
         >>> metric.compute()
@@ -454,7 +379,9 @@ class RetrievalAUROC(_Retrieval):
 
     _measure = "auroc"
     # torchmetrics' retrieval_auroc: torch.topk's pick of k documents, tied scores among them half a pair
-    _convention = _torchmetrics_convention(auroc={"ties": "torch_topk"})
+    _convention = replace(
+        PRESETS[PRESET], by_measure={**dict(PRESETS[PRESET].by_measure), "auroc": {"ties": "torch_topk"}}
+    )
 
     def __init__(
         self,
