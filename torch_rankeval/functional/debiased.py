@@ -104,20 +104,11 @@ def ips_gains(
         tensor([1., 0., 2., 0.])
     """
     check_clicks(clicks, mask)
-    check_sources(
-        clicks,
-        like_name="clicks",
-        propensities=propensities,
-        logged_positions=logged_positions,
-        eta=eta,
-        propensity_table=propensity_table,
-        affine=affine,
-        clip=clip,
-    )
-    valid = torch.ones_like(clicks, dtype=torch.bool) if mask is None else mask
     sources = dict(
         propensities=propensities, logged_positions=logged_positions, propensity_table=propensity_table, affine=affine
     )
+    check_sources(clicks, like_name="clicks", eta=eta, clip=clip, **sources)
+    valid = torch.ones_like(clicks, dtype=torch.bool) if mask is None else mask
     dtype = work_dtype(clicks, propensities, propensity_table, *_affine_tensors(affine))
     gains = debiased_gains(clicks, valid, dtype=dtype, eta=eta, clip=clip, **sources)
     if validate_args:
@@ -128,27 +119,6 @@ def ips_gains(
 #: The messages of the debiased reduction: what a skipped list lacks, and the advice when none counts.
 NO_CLICK = "have no click (ideal DCG <= 0)"
 NO_CLICK_HINT = "; aggregate clicks per query (aggregate_ips_gains) or use empty_target_action='neg'"
-
-
-def _reduce(
-    values: Tensor,
-    empty: Tensor,
-    *,
-    action: str,
-    reduction: str,
-    validate_args: bool,
-    single: bool,
-    keep_k: bool,
-    name: str,
-) -> Tensor:
-    """The library's one reduction (:class:`~torch_rankeval.measures.reduction.Reduction`) with the
-    click-specific messages, then the caller's shape (one list, one cutoff)."""
-    out = Reduction(action=action, reason=NO_CLICK, hint=NO_CLICK_HINT).reduce(
-        values, empty, reduction=reduction, validate_args=validate_args, name=name, stacklevel=3
-    )
-    if reduction == "none" and single:
-        out = out[0]
-    return out if keep_k else out.squeeze(-1)
 
 
 def position_debiased_ndcg(
@@ -255,16 +225,13 @@ def position_debiased_ndcg(
         validate_args=validate_args,
     )
     name = "position_debiased_ndcg" if normalize == "ideal" else "position_debiased_dcg"
-    return _reduce(
-        values,
-        empty,
-        action=empty_target_action if normalize == "ideal" else "neg",
-        reduction=reduction,
-        validate_args=validate_args,
-        single=preds.ndim == 1,
-        keep_k=keep_k,
-        name=name,
+    action = empty_target_action if normalize == "ideal" else "neg"
+    out = Reduction(action=action, reason=NO_CLICK, hint=NO_CLICK_HINT).reduce(
+        values, empty, reduction=reduction, validate_args=validate_args, name=name, stacklevel=2
     )
+    if reduction == "none" and preds.ndim == 1:
+        out = out[0]
+    return out if keep_k else out.squeeze(-1)
 
 
 def position_debiased_dcg(
@@ -311,22 +278,7 @@ def position_debiased_dcg(
         >>> position_debiased_dcg(preds, clicks, 2, propensities=rho)                   # mean of 3 and 0
         tensor(1.5000)
     """
-    return position_debiased_ndcg(
-        preds,
-        clicks,
-        k,
-        propensities=propensities,
-        logged_positions=logged_positions,
-        eta=eta,
-        propensity_table=propensity_table,
-        affine=affine,
-        clip=clip,
-        normalize="none",
-        mask=mask,
-        ties=ties,
-        reduction=reduction,
-        validate_args=validate_args,
-    )
+    return position_debiased_ndcg(**locals(), normalize="none")
 
 
 def aggregate_ips_gains(
