@@ -149,28 +149,18 @@ def position_debiased_ndcg(
     Aggregate first with :func:`aggregate_ips_gains`, or report :func:`position_debiased_dcg`.
     Only relative propensities ``rho(p) / rho(1)`` matter (the value is scale-invariant).
 
-    Estimates nDCG with linear gain ``gamma = P(click | examined)``; unbiased in the limit only if
-    the position-based model holds, the propensities are right, ``rho > 0`` for every item that can
-    be relevant, and ``clip`` is None (clipping pulls the estimate towards the naive click nDCG).
-    Top-k or stochastic loggers need policy-aware propensities ``E_pi[rho(position)]`` passed as
-    ``propensities=``. Trust bias is not corrected by IPS: use ``affine=(alpha, beta)``.
+    Estimates nDCG with linear gain ``gamma = P(click | examined)``; when it is unbiased in the limit
+    (model, propensities, clipping, top-k loggers, trust bias): :mod:`torch_rankeval.functional.debiased`.
 
     Args:
         preds: scores of the ranker under evaluation, ``(L,)`` or ``(N, L)``; NaN rejected, +-inf ok.
         clicks: 0/1 clicks, counts or rates (>= 0; bool ok), same shape.
         k: cutoff: ``None`` (whole list), an int, or a sequence of ints (trailing dimension);
             ``k`` beyond the list is the whole list.
-        propensities: per-item examination probability in the logged impression, in [0, 1]
-            (0 only for items without clicks). Inverse-propensity *weights* are rejected (> 1).
-        logged_positions: 1-based logged positions, with ``eta`` (``rho = position ** -eta``) or
-            ``propensity_table`` (``rho = table[position - 1]``). Exactly one source is required;
-            there is no default ``eta``.
-        eta: power-law exponent (>= 0; 0 gives the naive click nDCG).
-        propensity_table: 1-D examination probability per logged position.
-        affine: ``(alpha, beta)`` trust-bias correction instead of propensities: gain
-            ``(c - beta) / alpha`` on every real item (tables indexed by ``logged_positions``, or
-            per-item tensors). Gains can be negative, so nDCG can leave [0, 1].
-        clip: ``tau`` in (0, 1]: ``rho <- max(rho, tau)``; weights at most ``1 / tau``; biased.
+        propensities, logged_positions, eta, propensity_table, affine, clip: the propensity source
+            and its clipping, as in :func:`ips_gains`: exactly one source is required, there is no
+            default ``eta`` (``eta=0`` gives the naive click nDCG), inverse-propensity *weights*
+            (> 1) are rejected, and with ``affine`` gains can be negative, so nDCG can leave [0, 1].
         normalize: ``"ideal"`` (nDCG) or ``"none"`` (the debiased DCG, as
             :func:`position_debiased_dcg`).
         mask: bool, False marks padding: never ranked, gain 0.
@@ -255,13 +245,9 @@ def position_debiased_dcg(
     With ``g = c / rho`` (:func:`ips_gains`) this is an **unbiased** estimate of the DCG@k with
     linear gain ``gamma = P(click | examined)`` of the ranking given by ``preds``, for any ranking,
     session by session: the mean over sessions converges to the truth without aggregating clicks
-    (unlike the nDCG). Unbiased only if the position-based model holds, the propensities are right
-    (with relative propensities ``rho(p) / rho(1)`` the unit is "clicks if shown at rank 1"),
-    ``rho > 0`` for every item that can be relevant, and ``clip`` is None. Top-k or stochastic
-    loggers need policy-aware propensities ``E_pi[rho(position)]``. The variance grows like
-    ``1 / rho``; bootstrap over queries (``reduction="none"``) for confidence intervals. Trust bias
-    is not corrected by IPS: ``affine=(alpha, beta)`` uses ``(c - beta) / alpha`` on every real
-    item instead (unbiased for ``P(relevant)`` under the affine click model).
+    (unlike the nDCG). With relative propensities ``rho(p) / rho(1)`` the unit is "clicks if shown
+    at rank 1". The conditions (model, propensities, clipping, top-k loggers, variance, trust bias)
+    are those of :mod:`torch_rankeval.functional.debiased`.
 
     Takes the arguments of :func:`position_debiased_ndcg` except ``normalize`` and
     ``empty_target_action``: a list without clicks (or all padding) has DCG 0 and counts in the
