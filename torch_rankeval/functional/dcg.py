@@ -6,43 +6,13 @@ from typing import Callable, Mapping, Sequence
 
 from torch import Tensor
 
-from torch_rankeval.conventions import Convention, resolve_convention
-from torch_rankeval.measures.plan import evaluate_family
+from torch_rankeval.conventions import Convention
+from torch_rankeval.functional._api import run_family
 
 __all__ = ["dcg", "idcg", "ndcg"]
 
 
 K = int | Sequence[int] | None
-
-
-def _run(
-    which: str,
-    preds: Tensor,
-    target: Tensor,
-    k: K,
-    *,
-    ideal_target: Tensor | None = None,
-    mask,
-    exclude=None,
-    ignore_index,
-    reduction,
-    validate_args,
-    convention,
-    **conv,
-) -> Tensor:  # noqa: ANN001
-    return evaluate_family(
-        which,
-        preds,
-        target,
-        k,
-        convention=resolve_convention(convention, **conv),
-        mask=mask,
-        exclude=exclude,
-        ignore_index=ignore_index,
-        ideal_target=ideal_target,
-        reduction=reduction,
-        validate_args=validate_args,
-    )
 
 
 def dcg(
@@ -98,22 +68,7 @@ def dcg(
         >>> dcg(preds, target, k=[1, 2], gain="linear")
         tensor([0.0000, 1.8928])
     """
-    return _run(
-        "dcg",
-        preds,
-        target,
-        k,
-        mask=mask,
-        exclude=exclude,
-        ignore_index=ignore_index,
-        reduction=reduction,
-        validate_args=validate_args,
-        convention=convention,
-        gain=gain,
-        log_base=log_base,
-        discount=discount,
-        ties=ties,
-    )
+    return run_family("dcg", locals())
 
 
 def idcg(
@@ -148,22 +103,7 @@ def idcg(
         >>> round(idcg(torch.zeros(3), target, ideal_target=torch.tensor([3, 3, 1, 0])).item(), 4)
         11.9165
     """
-    return _run(
-        "idcg",
-        preds,
-        target,
-        k,
-        ideal_target=ideal_target,
-        mask=mask,
-        exclude=exclude,
-        ignore_index=ignore_index,
-        reduction=reduction,
-        validate_args=validate_args,
-        convention=convention,
-        gain=gain,
-        log_base=log_base,
-        discount=discount,
-    )
+    return run_family("idcg", locals())
 
 
 def ndcg(
@@ -207,21 +147,4 @@ def ndcg(
         >>> ndcg(torch.tensor([0.5, 0.5]), torch.tensor([1, 0]), gain="linear")   # tie: mean of 1 and 0.6309
         tensor(0.8155)
     """
-    return _run(
-        "ndcg",
-        preds,
-        target,
-        k,
-        ideal_target=ideal_target,
-        mask=mask,
-        exclude=exclude,
-        ignore_index=ignore_index,
-        reduction=reduction,
-        validate_args=validate_args,
-        convention=convention,
-        gain=gain,
-        log_base=log_base,
-        discount=discount,
-        ties=ties,
-        empty_target_action=empty_target_action,
-    )
+    return run_family("ndcg", locals())

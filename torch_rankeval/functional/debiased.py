@@ -104,20 +104,11 @@ def ips_gains(
         tensor([1., 0., 2., 0.])
     """
     check_clicks(clicks, mask)
-    check_sources(
-        clicks,
-        like_name="clicks",
-        propensities=propensities,
-        logged_positions=logged_positions,
-        eta=eta,
-        propensity_table=propensity_table,
-        affine=affine,
-        clip=clip,
-    )
-    valid = torch.ones_like(clicks, dtype=torch.bool) if mask is None else mask
     sources = dict(
         propensities=propensities, logged_positions=logged_positions, propensity_table=propensity_table, affine=affine
     )
+    check_sources(clicks, like_name="clicks", eta=eta, clip=clip, **sources)
+    valid = torch.ones_like(clicks, dtype=torch.bool) if mask is None else mask
     dtype = work_dtype(clicks, propensities, propensity_table, *_affine_tensors(affine))
     gains = debiased_gains(clicks, valid, dtype=dtype, eta=eta, clip=clip, **sources)
     if validate_args:
@@ -128,27 +119,6 @@ def ips_gains(
 #: The messages of the debiased reduction: what a skipped list lacks, and the advice when none counts.
 NO_CLICK = "have no click (ideal DCG <= 0)"
 NO_CLICK_HINT = "; aggregate clicks per query (aggregate_ips_gains) or use empty_target_action='neg'"
-
-
-def _reduce(
-    values: Tensor,
-    empty: Tensor,
-    *,
-    action: str,
-    reduction: str,
-    validate_args: bool,
-    single: bool,
-    keep_k: bool,
-    name: str,
-) -> Tensor:
-    """The library's one reduction (:class:`~torch_rankeval.measures.reduction.Reduction`) with the
-    click-specific messages, then the caller's shape (one list, one cutoff)."""
-    out = Reduction(action=action, reason=NO_CLICK, hint=NO_CLICK_HINT).reduce(
-        values, empty, reduction=reduction, validate_args=validate_args, name=name, stacklevel=3
-    )
-    if reduction == "none" and single:
-        out = out[0]
-    return out if keep_k else out.squeeze(-1)
 
 
 def position_debiased_ndcg(
@@ -179,28 +149,18 @@ def position_debiased_ndcg(
     Aggregate first with :func:`aggregate_ips_gains`, or report :func:`position_debiased_dcg`.
     Only relative propensities ``rho(p) / rho(1)`` matter (the value is scale-invariant).
 
-    Estimates nDCG with linear gain ``gamma = P(click | examined)``; unbiased in the limit only if
-    the position-based model holds, the propensities are right, ``rho > 0`` for every item that can
-    be relevant, and ``clip`` is None (clipping pulls the estimate towards the naive click nDCG).
-    Top-k or stochastic loggers need policy-aware propensities ``E_pi[rho(position)]`` passed as
-    ``propensities=``. Trust bias is not corrected by IPS: use ``affine=(alpha, beta)``.
+    Estimates nDCG with linear gain ``gamma = P(click | examined)``; when it is unbiased in the limit
+    (model, propensities, clipping, top-k loggers, trust bias): :mod:`torch_rankeval.functional.debiased`.
 
     Args:
         preds: scores of the ranker under evaluation, ``(L,)`` or ``(N, L)``; NaN rejected, +-inf ok.
         clicks: 0/1 clicks, counts or rates (>= 0; bool ok), same shape.
         k: cutoff: ``None`` (whole list), an int, or a sequence of ints (trailing dimension);
             ``k`` beyond the list is the whole list.
-        propensities: per-item examination probability in the logged impression, in [0, 1]
-            (0 only for items without clicks). Inverse-propensity *weights* are rejected (> 1).
-        logged_positions: 1-based logged positions, with ``eta`` (``rho = position ** -eta``) or
-            ``propensity_table`` (``rho = table[position - 1]``). Exactly one source is required;
-            there is no default ``eta``.
-        eta: power-law exponent (>= 0; 0 gives the naive click nDCG).
-        propensity_table: 1-D examination probability per logged position.
-        affine: ``(alpha, beta)`` trust-bias correction instead of propensities: gain
-            ``(c - beta) / alpha`` on every real item (tables indexed by ``logged_positions``, or
-            per-item tensors). Gains can be negative, so nDCG can leave [0, 1].
-        clip: ``tau`` in (0, 1]: ``rho <- max(rho, tau)``; weights at most ``1 / tau``; biased.
+        propensities, logged_positions, eta, propensity_table, affine, clip: the propensity source
+            and its clipping, as in :func:`ips_gains`: exactly one source is required, there is no
+            default ``eta`` (``eta=0`` gives the naive click nDCG), inverse-propensity *weights*
+            (> 1) are rejected, and with ``affine`` gains can be negative, so nDCG can leave [0, 1].
         normalize: ``"ideal"`` (nDCG) or ``"none"`` (the debiased DCG, as
             :func:`position_debiased_dcg`).
         mask: bool, False marks padding: never ranked, gain 0.
@@ -255,16 +215,13 @@ def position_debiased_ndcg(
         validate_args=validate_args,
     )
     name = "position_debiased_ndcg" if normalize == "ideal" else "position_debiased_dcg"
-    return _reduce(
-        values,
-        empty,
-        action=empty_target_action if normalize == "ideal" else "neg",
-        reduction=reduction,
-        validate_args=validate_args,
-        single=preds.ndim == 1,
-        keep_k=keep_k,
-        name=name,
+    action = empty_target_action if normalize == "ideal" else "neg"
+    out = Reduction(action=action, reason=NO_CLICK, hint=NO_CLICK_HINT).reduce(
+        values, empty, reduction=reduction, validate_args=validate_args, name=name, stacklevel=2
     )
+    if reduction == "none" and preds.ndim == 1:
+        out = out[0]
+    return out if keep_k else out.squeeze(-1)
 
 
 def position_debiased_dcg(
@@ -288,13 +245,9 @@ def position_debiased_dcg(
     With ``g = c / rho`` (:func:`ips_gains`) this is an **unbiased** estimate of the DCG@k with
     linear gain ``gamma = P(click | examined)`` of the ranking given by ``preds``, for any ranking,
     session by session: the mean over sessions converges to the truth without aggregating clicks
-    (unlike the nDCG). Unbiased only if the position-based model holds, the propensities are right
-    (with relative propensities ``rho(p) / rho(1)`` the unit is "clicks if shown at rank 1"),
-    ``rho > 0`` for every item that can be relevant, and ``clip`` is None. Top-k or stochastic
-    loggers need policy-aware propensities ``E_pi[rho(position)]``. The variance grows like
-    ``1 / rho``; bootstrap over queries (``reduction="none"``) for confidence intervals. Trust bias
-    is not corrected by IPS: ``affine=(alpha, beta)`` uses ``(c - beta) / alpha`` on every real
-    item instead (unbiased for ``P(relevant)`` under the affine click model).
+    (unlike the nDCG). With relative propensities ``rho(p) / rho(1)`` the unit is "clicks if shown
+    at rank 1". The conditions (model, propensities, clipping, top-k loggers, variance, trust bias)
+    are those of :mod:`torch_rankeval.functional.debiased`.
 
     Takes the arguments of :func:`position_debiased_ndcg` except ``normalize`` and
     ``empty_target_action``: a list without clicks (or all padding) has DCG 0 and counts in the
@@ -311,22 +264,7 @@ def position_debiased_dcg(
         >>> position_debiased_dcg(preds, clicks, 2, propensities=rho)                   # mean of 3 and 0
         tensor(1.5000)
     """
-    return position_debiased_ndcg(
-        preds,
-        clicks,
-        k,
-        propensities=propensities,
-        logged_positions=logged_positions,
-        eta=eta,
-        propensity_table=propensity_table,
-        affine=affine,
-        clip=clip,
-        normalize="none",
-        mask=mask,
-        ties=ties,
-        reduction=reduction,
-        validate_args=validate_args,
-    )
+    return position_debiased_ndcg(**locals(), normalize="none")
 
 
 def aggregate_ips_gains(

@@ -6,8 +6,8 @@ from typing import Sequence
 
 from torch import Tensor
 
-from torch_rankeval.conventions import Convention, resolve_convention
-from torch_rankeval.measures.plan import evaluate_family
+from torch_rankeval.conventions import Convention
+from torch_rankeval.functional._api import run_family
 
 __all__ = ["precision", "recall", "hit_rate", "r_precision"]
 
@@ -49,27 +49,7 @@ def precision(
         >>> precision(preds, target, k=5, adaptive_k=True)
         tensor(0.6667)
     """
-    conv = resolve_convention(
-        convention,
-        adaptive_k=adaptive_k,
-        relevance_threshold=relevance_threshold,
-        ties=ties,
-        empty_target_action=empty_target_action,
-    )
-    return evaluate_family(
-        "precision",
-        preds,
-        target,
-        k,
-        convention=conv,
-        mask=mask,
-        exclude=exclude,
-        ignore_index=ignore_index,
-        ideal_target=ideal_target,
-        n_relevant=n_relevant,
-        reduction=reduction,
-        validate_args=validate_args,
-    )
+    return run_family("precision", locals())
 
 
 def recall(
@@ -106,23 +86,7 @@ def recall(
         >>> recall(preds, target, k=3, n_relevant=torch.tensor(4))    # two relevant docs were never retrieved
         tensor(0.5000)
     """
-    conv = resolve_convention(
-        convention, relevance_threshold=relevance_threshold, ties=ties, empty_target_action=empty_target_action
-    )
-    return evaluate_family(
-        "recall",
-        preds,
-        target,
-        k,
-        convention=conv,
-        mask=mask,
-        exclude=exclude,
-        ignore_index=ignore_index,
-        ideal_target=ideal_target,
-        n_relevant=n_relevant,
-        reduction=reduction,
-        validate_args=validate_args,
-    )
+    return run_family("recall", locals())
 
 
 def hit_rate(
@@ -158,23 +122,7 @@ def hit_rate(
         >>> hit_rate(torch.tensor([0.5, 0.5, 0.5, 0.1]), torch.tensor([0, 1, 0, 0]), k=2)   # 1 - C(2,2)/C(3,2)
         tensor(0.6667)
     """
-    conv = resolve_convention(
-        convention, relevance_threshold=relevance_threshold, ties=ties, empty_target_action=empty_target_action
-    )
-    return evaluate_family(
-        "hit_rate",
-        preds,
-        target,
-        k,
-        convention=conv,
-        mask=mask,
-        exclude=exclude,
-        ignore_index=ignore_index,
-        ideal_target=ideal_target,
-        n_relevant=n_relevant,
-        reduction=reduction,
-        validate_args=validate_args,
-    )
+    return run_family("hit_rate", locals())
 
 
 def r_precision(
@@ -208,20 +156,4 @@ def r_precision(
         >>> r_precision(preds, target)           # R = 2, one relevant in the top 2
         tensor(0.5000)
     """
-    conv = resolve_convention(
-        convention, relevance_threshold=relevance_threshold, ties=ties, empty_target_action=empty_target_action
-    )
-    return evaluate_family(
-        "r_precision",
-        preds,
-        target,
-        None,
-        convention=conv,
-        mask=mask,
-        exclude=exclude,
-        ignore_index=ignore_index,
-        ideal_target=ideal_target,
-        n_relevant=n_relevant,
-        reduction=reduction,
-        validate_args=validate_args,
-    )
+    return run_family("r_precision", locals())

@@ -72,23 +72,15 @@ def position_debiased_values(
         (tensor([0.8262, 0.9448]), tensor([True, True]))
     """
     check_preds_target(preds, clicks, mask, target_name="clicks")
-    check_sources(
-        preds,
-        propensities=propensities,
-        logged_positions=logged_positions,
-        eta=eta,
-        propensity_table=propensity_table,
-        affine=affine,
-        clip=clip,
+    sources = dict(
+        propensities=propensities, logged_positions=logged_positions, propensity_table=propensity_table, affine=affine
     )
+    check_sources(preds, eta=eta, clip=clip, **sources)
     if normalize not in NORMALIZE:
         raise ValueError(
             f"normalize={normalize!r} is not valid: use 'ideal' (nDCG, the ideal from the same debiased gains) or 'none' (DCG)"
         )
     conv = resolve_convention(None, gain="linear", ties=ties)
-    sources = dict(
-        propensities=propensities, logged_positions=logged_positions, propensity_table=propensity_table, affine=affine
-    )
     if preds.ndim == 1:
         preds, clicks, mask = preds.unsqueeze(0), clicks.unsqueeze(0), None if mask is None else mask.unsqueeze(0)
         sources = as_batch(**sources)
