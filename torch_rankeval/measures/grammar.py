@@ -173,15 +173,6 @@ def _unknown(name: str, why: str = "") -> ValueError:
     )
 
 
-def _api_cutoffs(cutoffs: Cutoffs) -> tuple[int | None, ...] | None:
-    if cutoffs is None:
-        return None
-    out = tuple(cutoffs)
-    if not out:
-        raise ValueError("cutoffs is an empty sequence: give at least one cutoff, or (None,) for the whole list")
-    return out
-
-
 def parse_measures(names: str | Iterable[str], *, cutoffs: Cutoffs = None) -> list[Measure]:
     """Parse names (a sequence, or one string) into measures, one per output; nicknames expand.
 
@@ -208,7 +199,9 @@ def parse_measures(names: str | Iterable[str], *, cutoffs: Cutoffs = None) -> li
     """
     if isinstance(names, str):
         names = [names]
-    api = _api_cutoffs(cutoffs)
+    api = None if cutoffs is None else tuple(cutoffs)
+    if api == ():
+        raise ValueError("cutoffs is an empty sequence: give at least one cutoff, or (None,) for the whole list")
     out: list[Measure] = []
     seen: set[tuple[Measure, str]] = set()
     for name in names:
