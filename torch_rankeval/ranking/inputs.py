@@ -407,18 +407,14 @@ def grade_checks(
                 "the grades at 0",
             )
         )
-        limit, dtype = (1024, "float64") if wide else (128, "float32")
+        limit, dtype, wider = (
+            (1024, "float64", "") if wide else (128, "float32", "pass float64 grades (exact up to grade 1023), or ")
+        )
         checks.append(
             (
                 counted(grades >= limit),
-                (
-                    f"{name} has grades >= {limit}, whose gain 2**rel - 1 overflows {dtype} (inf, then NaN in nDCG): "
-                    + (
-                        "use gain='linear' or a gain mapping"
-                        if wide
-                        else "pass float64 grades (exact up to grade 1023), or use gain='linear' or a gain mapping"
-                    )
-                ),
+                f"{name} has grades >= {limit}, whose gain 2**rel - 1 overflows {dtype} (inf, then NaN in nDCG): "
+                f"{wider}use gain='linear' or a gain mapping",
             )
         )
     return checks
