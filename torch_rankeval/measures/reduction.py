@@ -99,10 +99,8 @@ def _scale_stderr(se: Tensor, mean: Tensor, n: Tensor, aggregate: str) -> Tensor
 
 def sample_stderr(values: Tensor, aggregate: str = "mean") -> float:
     """The standard error over queries of the summary of the per-query ``values`` (1-D; NaN entries,
-    i.e. skipped queries, left out), as :meth:`Reduction.stderr` defines it: for a mean
-    ``std(ddof=1) / sqrt(n)`` (``scipy.stats.sem``), for a sum (``num_rel``) ``n`` times that, for a
-    geometric mean (``gm_map``) the delta method ``gm * sem(log(max(v, 1e-5)))``; NaN with fewer
-    than 2 values. Computed in two passes (exact for any values).
+    i.e. skipped queries, left out), as :meth:`Reduction.stderr` defines it (``scipy.stats.sem`` for a
+    mean); NaN with fewer than 2 values. Computed in two passes (exact for any values).
 
     Example:
         >>> round(sample_stderr(torch.tensor([0.2, 0.4, 0.9, float("nan")])), 6)   # scipy.stats.sem([0.2, 0.4, 0.9])

@@ -894,12 +894,7 @@ class Measure:
     def kernel_params(self) -> dict[str, Any]:
         """The parameters the kernel takes as keyword arguments (those that set no convention), with
         their defaults filled in."""
-        out = {}
-        for p in self.family.params:
-            value = self.param(p.name)
-            if p.convention is None and value is not None:
-                out[p.name] = value
-        return out
+        return {p.name: v for p in self.family.params if p.convention is None and (v := self.param(p.name)) is not None}
 
 
 _FIRST_TREC: dict[str, int] = {}
