@@ -47,8 +47,8 @@ from torch_rankeval.measures.registry import (
 
 __all__ = ["NICKNAMES", "check_distinct", "known_names", "parse_measure", "parse_measures"]
 
-#: trec_eval's nicknames (its lists, in its order); names whose family is not registered are skipped.
 _OFFICIAL = tuple("runid num_q num_ret num_rel num_rel_ret map gm_map Rprec bpref recip_rank iprec_at_recall P".split())
+#: trec_eval's nicknames (its lists, in its order); names whose family is not registered are skipped.
 NICKNAMES: dict[str, tuple[str, ...]] = {
     "official": _OFFICIAL,
     "all_trec": (

@@ -202,6 +202,7 @@ def _row(**defaults: Any) -> Callable[..., Family]:
 
 _whole = _row(cutoff=False)  # a measure of the whole ranking: no cutoff
 _count = _row(cutoff=False, params=(REL,), aggregate="sum", oracle="pytrec_eval")  # a count, summed over queries
+# trec_eval's gm_*: a geometric mean over queries, no per-query value
 _gmean = _row(cutoff=False, params=(REL,), aggregate="gmean", per_query=False, oracle="pytrec_eval")
 _set = _row(cutoff=False, params=(REL,), oracle="pytrec_eval")  # trec_eval's set_*: the whole retrieved set
 # trec_eval's gain measures (pytrec_eval checks other gains on relabelled qrels)
