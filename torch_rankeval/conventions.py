@@ -260,6 +260,10 @@ _TORCHMETRICS_BY_MEASURE = {
     key: {**fields_, **({"nonpositive_not_relevant": True} if key in ("map", "mrr", "precision", "recall") else {})}
     for key, fields_ in _TORCHMETRICS_1_7_BY_MEASURE.items()
 }
+# what the two torchmetrics presets share
+_TORCHMETRICS: dict[str, Any] = dict(
+    gain="linear", ties="first", denominator="retrieved_relevant", empty_target_action="neg", all_skipped="zero"
+)
 
 PRESETS: dict[str, Convention] = {
     # trec_eval: linear gain, IDCG and AP denominators from all judged documents (pass
@@ -274,23 +278,9 @@ PRESETS: dict[str, Convention] = {
     # denominator, the empty test) still includes it; AP divides by the relevant documents found
     # in the top k; P@k divides by k unless adaptive_k; with empty_target_action="skip" a mean over
     # no query is 0.0.
-    "torchmetrics": Convention(
-        gain="linear",
-        ties="first",
-        denominator="retrieved_relevant",
-        empty_target_action="neg",
-        by_measure=_TORCHMETRICS_BY_MEASURE,
-        all_skipped="zero",
-    ),
+    "torchmetrics": Convention(**_TORCHMETRICS, by_measure=_TORCHMETRICS_BY_MEASURE),
     # torchmetrics 1.6 and 1.7: the same, but documents scored <= 0 count as relevant everywhere.
-    "torchmetrics_1.7": Convention(
-        gain="linear",
-        ties="first",
-        denominator="retrieved_relevant",
-        empty_target_action="neg",
-        by_measure=_TORCHMETRICS_1_7_BY_MEASURE,
-        all_skipped="zero",
-    ),
+    "torchmetrics_1.7": Convention(**_TORCHMETRICS, by_measure=_TORCHMETRICS_1_7_BY_MEASURE),
     # sklearn.metrics.ndcg_score: linear gain, ties averaged.
     "sklearn": Convention(gain="linear", ties="average", empty_target_action="neg"),
     # LightGBM's ndcg@k and map@k (rank_metric.hpp, map_metric.hpp): 2^rel - 1 gain, a stable sort

@@ -47,73 +47,17 @@ from torch_rankeval.measures.registry import (
 
 __all__ = ["NICKNAMES", "check_distinct", "known_names", "parse_measure", "parse_measures"]
 
+_OFFICIAL = tuple("runid num_q num_ret num_rel num_rel_ret map gm_map Rprec bpref recip_rank iprec_at_recall P".split())
 #: trec_eval's nicknames (its lists, in its order); names whose family is not registered are skipped.
 NICKNAMES: dict[str, tuple[str, ...]] = {
-    "official": (
-        "runid",
-        "num_q",
-        "num_ret",
-        "num_rel",
-        "num_rel_ret",
-        "map",
-        "gm_map",
-        "Rprec",
-        "bpref",
-        "recip_rank",
-        "iprec_at_recall",
-        "P",
-    ),
+    "official": _OFFICIAL,
     "all_trec": (
-        "runid",
-        "num_q",
-        "num_ret",
-        "num_rel",
-        "num_rel_ret",
-        "map",
-        "gm_map",
-        "Rprec",
-        "bpref",
-        "recip_rank",
-        "iprec_at_recall",
-        "P",
-        "relstring",
-        "recall",
-        "unj",
-        "rbp",
-        "rbp_resid",
-        "infAP",
-        "gm_bpref",
-        "utility",
-        "11pt_avg",
-        "ndcg",
-        "relative_P",
-        "Rprec_mult",
-        "success",
-        "map_cut",
-        "ndcg_cut",
-        "ndcg_rel",
-        "Rndcg",
-        "binG",
-        "G",
-        "set_P",
-        "set_recall",
-        "set_relative_P",
-        "set_map",
-        "set_F",
-        "num_nonrel_judged_ret",
+        *_OFFICIAL,
+        *"relstring recall unj rbp rbp_resid infAP gm_bpref utility 11pt_avg ndcg relative_P Rprec_mult success".split(),
+        *"map_cut ndcg_cut ndcg_rel Rndcg binG G set_P set_recall set_relative_P set_map set_F num_nonrel_judged_ret".split(),
     ),
-    "set": (
-        "runid",
-        "num_q",
-        "num_ret",
-        "num_rel",
-        "num_rel_ret",
-        "utility",
-        "set_P",
-        "set_recall",
-        "set_relative_P",
-        "set_map",
-        "set_F",
+    "set": tuple(
+        "runid num_q num_ret num_rel num_rel_ret utility set_P set_recall set_relative_P set_map set_F".split()
     ),
 }
 
@@ -229,15 +173,6 @@ def _unknown(name: str, why: str = "") -> ValueError:
     )
 
 
-def _api_cutoffs(cutoffs: Cutoffs) -> tuple[int | None, ...] | None:
-    if cutoffs is None:
-        return None
-    out = tuple(cutoffs)
-    if not out:
-        raise ValueError("cutoffs is an empty sequence: give at least one cutoff, or (None,) for the whole list")
-    return out
-
-
 def parse_measures(names: str | Iterable[str], *, cutoffs: Cutoffs = None) -> list[Measure]:
     """Parse names (a sequence, or one string) into measures, one per output; nicknames expand.
 
@@ -264,7 +199,9 @@ def parse_measures(names: str | Iterable[str], *, cutoffs: Cutoffs = None) -> li
     """
     if isinstance(names, str):
         names = [names]
-    api = _api_cutoffs(cutoffs)
+    api = None if cutoffs is None else tuple(cutoffs)
+    if api == ():
+        raise ValueError("cutoffs is an empty sequence: give at least one cutoff, or (None,) for the whole list")
     out: list[Measure] = []
     seen: set[tuple[Measure, str]] = set()
     for name in names:
@@ -381,6 +318,14 @@ def _bare(text: str, t: TrecName, api_cutoffs: tuple[int | None, ...] | None) ->
     return [Measure(t.family, params=t.implied, label=t.name)]
 
 
+def _measure(text: str, key: str, *args: Any, **kwargs: Any) -> Measure:
+    """``Measure(key, *args, **kwargs)``, its errors naming the measure as the user wrote it (``text``)."""
+    try:
+        return Measure(key, *args, **kwargs)
+    except ValueError as err:
+        raise ValueError(str(err).replace(f"measure {key!r}", f"measure {text!r}")) from None
+
+
 def _numbers(text: str, t: TrecName, params: str) -> list[float]:
     values = []
     for part in params.split(","):
@@ -407,16 +352,14 @@ def _plain(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else str(x)
 
 
-def _trec_none(text: str, t: TrecName, params: str | None, api_cutoffs) -> list[Measure]:
-    if params is not None:
-        raise ValueError(f"measure {text!r}: trec_eval's {t.name} takes no parameters")
-    return _bare(text, t, api_cutoffs)
+def _trec_none(text: str, t: TrecName, params: str, api_cutoffs) -> list[Measure]:
+    raise ValueError(f"measure {text!r}: trec_eval's {t.name} takes no parameters")
 
 
 def _trec_cutoffs(text: str, t: TrecName, params: str | None, api_cutoffs) -> list[Measure]:
     if params is None:
         if api_cutoffs is not None:  # a bare name takes the API's cutoffs, written name@k (or the whole list)
-            return [Measure(t.family, k, t.implied, label=text if k is None else f"{text}@{k}") for k in api_cutoffs]
+            return _bare(text, t, api_cutoffs)
         return [Measure(t.family, k, t.implied, label=f"{t.name}_{k}") for k in t.defaults]
     cutoffs = set()
     for part in params.split(","):
@@ -432,19 +375,14 @@ def _trec_levels(text: str, t: TrecName, params: str | None, api_cutoffs) -> lis
     levels = t.defaults if params is None else sorted(set(_numbers(text, t, params)))
     out = []
     for v in levels:
-        try:
-            m = Measure(t.family, params=((t.param, v),))
-        except ValueError as err:
-            raise ValueError(str(err).replace(f"measure {t.family!r}", f"measure {text!r}")) from None
+        m = _measure(text, t.family, params=((t.param, v),))
         out.append(m.with_label(t.render(m), t.render(m)))
     return out
 
 
-def _trec_values(text: str, t: TrecName, params: str | None, api_cutoffs) -> list[Measure]:
+def _trec_values(text: str, t: TrecName, params: str, api_cutoffs) -> list[Measure]:
     """One measure whose parameter holds the values (``utility.1,-1,0,0``; one value for a scalar
     parameter, ``set_F.0.5``), printed ``name_PARAMS`` with the parameters as written."""
-    if params is None:
-        return _bare(text, t, api_cutoffs)
     values = _numbers(text, t, params)
     param = FAMILIES[t.family].param(t.param)
     if param is not None and param.kind != "numbers":
@@ -454,15 +392,10 @@ def _trec_values(text: str, t: TrecName, params: str | None, api_cutoffs) -> lis
     else:
         value = tuple(values)
     printed = f"{t.name}_{params}"
-    try:
-        return [Measure(t.family, params=((t.param, value),), label=printed, trec_label=printed)]
-    except ValueError as err:
-        raise ValueError(str(err).replace(f"measure {t.family!r}", f"measure {text!r}")) from None
+    return [_measure(text, t.family, params=((t.param, value),), label=printed, trec_label=printed)]
 
 
-def _trec_gains(text: str, t: TrecName, params: str | None, api_cutoffs) -> list[Measure]:
-    if params is None:
-        return _bare(text, t, api_cutoffs)
+def _trec_gains(text: str, t: TrecName, params: str, api_cutoffs) -> list[Measure]:
     gains: dict[float, float] = {}
     for part in params.split(","):
         grade, eq, value = part.partition("=")
@@ -483,11 +416,9 @@ def _trec_gains(text: str, t: TrecName, params: str | None, api_cutoffs) -> list
     return [Measure(t.family, params=(("gains", gains),), label=printed, trec_label=printed)]
 
 
-def _trec_pairs(text: str, t: TrecName, params: str | None, api_cutoffs) -> list[Measure]:
+def _trec_pairs(text: str, t: TrecName, params: str, api_cutoffs) -> list[Measure]:
     """Named parameters ``name=value,...`` (trec_eval's ``rbp.p=0.8``), the ones in ``t.pairs``, and
     integer grades mapped to gains (``rbp.p=0.8,2=1``) when ``t.pairs`` holds ``"gains"``."""
-    if params is None:
-        return _bare(text, t, api_cutoffs)
     example = f"{t.name}.p=0.8" + (",0=0,1=0.5,2=1" if "gains" in t.pairs else "")
     gains: dict[float, float] = {}
     named: dict[str, float] = {}
@@ -512,14 +443,12 @@ def _trec_pairs(text: str, t: TrecName, params: str | None, api_cutoffs) -> list
             )
     given = {**dict(t.implied), **named, **({"gains": gains} if gains else {})}
     printed = f"{t.name}_{params}"
-    try:
-        return [Measure(t.family, params=tuple(given.items()), label=printed, trec_label=printed)]
-    except ValueError as err:
-        raise ValueError(str(err).replace(f"measure {t.family!r}", f"measure {text!r}")) from None
+    return [_measure(text, t.family, params=tuple(given.items()), label=printed, trec_label=printed)]
 
 
 #: The parser of each of trec_eval's parameter syntaxes (:data:`~.registry.TREC_SYNTAXES`):
-#: ``(text, trec name, parameters after the dot or None, API cutoffs) -> measures``.
+#: ``(text, trec name, parameters after the dot, API cutoffs) -> measures``; ``cutoffs`` and ``levels``
+#: read a bare name too (``None``: their defaults), the others' bare name is :func:`_bare`.
 _TREC_PARSERS = {
     "none": _trec_none,
     "cutoffs": _trec_cutoffs,
@@ -533,6 +462,8 @@ _TREC_PARSERS = {
 def _parse_trec(
     text: str, t: TrecName, params: str | None, api_cutoffs: tuple[int | None, ...] | None
 ) -> list[Measure]:
+    if params is None and t.syntax not in ("cutoffs", "levels"):
+        return _bare(text, t, api_cutoffs)
     return _TREC_PARSERS[t.syntax](text, t, params, api_cutoffs)
 
 
@@ -639,10 +570,7 @@ def _parse_at(text: str, api_cutoffs: tuple[int | None, ...] | None) -> list[Mea
         cutoffs = (cutoff,)
     else:
         cutoffs = api_cutoffs if (api_cutoffs is not None and family.cutoff) else (None,)
-    try:
-        measures = [Measure(family.key, k, tuple({**dict(implied), **params}.items())) for k in cutoffs]
-    except ValueError as err:
-        raise ValueError(str(err).replace(f"measure {family.key!r}", f"measure {text!r}")) from None
+    measures = [_measure(text, family.key, k, tuple({**dict(implied), **params}.items())) for k in cutoffs]
     # The user's spelling, as written; a cutoff that comes from the API's k is appended as @k.
     return [
         m.with_label(text if cutoff_text is not None or m.cutoff is None else f"{text}@{m.cutoff}") for m in measures

@@ -12,7 +12,7 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +44,18 @@ __all__ = [
     "NRBP_BETA",
     "ALPHA_NORM",
 ]
+
+
+#: The numeric kinds: what the error says a value must be, and the test of an int or float value.
+_NUMERIC: dict[str, tuple[str, Callable[[float], bool]]] = {
+    "positive": ("a positive number", lambda v: math.isfinite(v) and v > 0),
+    "nonnegative": ("a number >= 0", lambda v: math.isfinite(v) and v >= 0),
+    "number": ("a finite number", math.isfinite),
+    "count": ("a positive integer", lambda v: math.isfinite(v) and float(v).is_integer() and v >= 1),
+    "probability": ("a number in (0, 1)", lambda v: 0 < v < 1),
+    "unit": ("a number in [0, 1]", lambda v: 0 <= v <= 1),
+    "fraction": ("a number in (0, 1]", lambda v: 0 < v <= 1),
+}
 
 
 @dataclass(frozen=True)
@@ -85,23 +97,12 @@ class Param:
 
     def coerce(self, value: Any, where: str) -> Any:
         """Check ``value`` and return it in a hashable, canonical form; errors name ``where``."""
-        if self.kind in ("positive", "nonnegative", "number", "count"):
-            rule = {
-                "positive": "a positive number",
-                "nonnegative": "a number >= 0",
-                "number": "a finite number",
-                "count": "a positive integer",
-            }[self.kind]
-            ok = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
-            if ok:
-                ok = {
-                    "positive": value > 0,
-                    "nonnegative": value >= 0,
-                    "number": True,
-                    "count": float(value).is_integer() and value >= 1,
-                }[self.kind]
-            if not ok:
+        if self.kind in _NUMERIC:
+            rule, test = _NUMERIC[self.kind]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not test(value):
                 raise ValueError(f"measure {where!r}: {self.name} must be {rule} ({self.doc}), got {value!r}")
+            if self.kind in ("probability", "unit", "fraction"):
+                return float(value)
             if self.kind != "count" and abs(value) >= 2**63:  # beyond int64: a float, which tensors compare with
                 return float(value)
             return int(value) if float(value).is_integer() else float(value)
@@ -118,24 +119,6 @@ class Param:
                     f"measure {where!r}: {self.name} must be {size}finite numbers ({self.doc}), got {value!r}"
                 )
             return tuple(float(v) for v in values)
-        if self.kind == "probability":
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
-                raise ValueError(
-                    f"measure {where!r}: {self.name} must be a number in (0, 1) ({self.doc}), got {value!r}"
-                )
-            return float(value)
-        if self.kind == "unit":
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-                raise ValueError(
-                    f"measure {where!r}: {self.name} must be a number in [0, 1] ({self.doc}), got {value!r}"
-                )
-            return float(value)
-        if self.kind == "fraction":
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
-                raise ValueError(
-                    f"measure {where!r}: {self.name} must be a number in (0, 1] ({self.doc}), got {value!r}"
-                )
-            return float(value)
         if self.kind == "choice":
             if value not in self.choices:
                 raise ValueError(f"measure {where!r}: {self.name} must be one of {list(self.choices)}, got {value!r}")

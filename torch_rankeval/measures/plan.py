@@ -118,16 +118,12 @@ class MeasurePlan:
             calls.setdefault((m.key, kernel_params), []).append((m, j))
         self._groups: list[tuple[Convention, list[_Call]]] = []
         for conv, calls in groups.items():
-            built = []
-            for (key, kparams), members in calls.items():
-                built.append(
-                    _Call(
-                        members[0][0].family,
-                        kparams,
-                        tuple(m.at_value for m, _ in members),
-                        tuple(j for _, j in members),
-                    )
+            built = [
+                _Call(
+                    members[0][0].family, kparams, tuple(m.at_value for m, _ in members), tuple(j for _, j in members)
                 )
+                for (_, kparams), members in calls.items()
+            ]
             self._groups.append((conv, built))
         self._n_unique = len(unique)
         self.uses_gain = any(c.family.needs_gain(conv) for conv, calls in self._groups for c in calls)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from torch_rankeval.conventions import ALL_SKIPPED, EMPTY_TARGET_ACTIONS
+from torch_rankeval.conventions import ALL_SKIPPED, EMPTY_TARGET_ACTIONS, _check_choice
 from torch_rankeval.measures.registry import MIN_GEO_MEAN
 from torch_rankeval.ranking.view import device_constant
 
@@ -99,10 +99,8 @@ def _scale_stderr(se: Tensor, mean: Tensor, n: Tensor, aggregate: str) -> Tensor
 
 def sample_stderr(values: Tensor, aggregate: str = "mean") -> float:
     """The standard error over queries of the summary of the per-query ``values`` (1-D; NaN entries,
-    i.e. skipped queries, left out), as :meth:`Reduction.stderr` defines it: for a mean
-    ``std(ddof=1) / sqrt(n)`` (``scipy.stats.sem``), for a sum (``num_rel``) ``n`` times that, for a
-    geometric mean (``gm_map``) the delta method ``gm * sem(log(max(v, 1e-5)))``; NaN with fewer
-    than 2 values. Computed in two passes (exact for any values).
+    i.e. skipped queries, left out), as :meth:`Reduction.stderr` defines it (``scipy.stats.sem`` for a
+    mean); NaN with fewer than 2 values. Computed in two passes (exact for any values).
 
     Example:
         >>> round(sample_stderr(torch.tensor([0.2, 0.4, 0.9, float("nan")])), 6)   # scipy.stats.sem([0.2, 0.4, 0.9])
@@ -151,11 +149,7 @@ class Reduction:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "aggregates", tuple(self.aggregates))
-        if self.action not in EMPTY_TARGET_ACTIONS:
-            raise ValueError(
-                f"empty_target_action={self.action!r} is not valid: use one of "
-                f"{', '.join(map(repr, EMPTY_TARGET_ACTIONS))}"
-            )
+        _check_choice("empty_target_action", self.action, EMPTY_TARGET_ACTIONS)
         if self.all_skipped not in ALL_SKIPPED:
             raise ValueError(f"all_skipped={self.all_skipped!r} is not valid: use one of {ALL_SKIPPED}")
         bad = [a for a in self.aggregates if a not in _AGGREGATES]
@@ -220,11 +214,7 @@ class Reduction:
         n = counts.to(sums.dtype)
         mean = sums / n
         var = ((squares - sums * mean) / (n - 1)).clamp(min=0.0)
-        se = torch.where(n >= 2, torch.sqrt(var / n), float("nan"))
-        kinds = self.aggregates
-        if not kinds or all(a == "mean" for a in kinds):
-            return se
-        return torch.stack([_scale_stderr(se[..., i], mean[..., i], n[..., i], a) for i, a in enumerate(kinds)], dim=-1)
+        return self._scaled(torch.where(n >= 2, torch.sqrt(var / n), float("nan")), mean, n)
 
     def poststratified(
         self, sums: Tensor, squares: Tensor, counts: Tensor, weights: Tensor | None = None
@@ -262,17 +252,7 @@ class Reduction:
         var_terms = torch.where(used, torch.where(n >= 2, w.square() * var_h / n, nan), 0.0)
         mean = torch.where(total > 0, mean_terms.sum(0), float("nan"))  # no counted query: NaN, as a mean
         se = torch.where(total > 0, torch.sqrt(var_terms.sum(0)), float("nan"))
-        kinds = self.aggregates
-        if not kinds or all(a == "mean" for a in kinds):
-            return mean, se
-        values = torch.stack(
-            [
-                mean[i] * total[i] if a == "sum" else torch.exp(mean[i]) if a == "gmean" else mean[i]
-                for i, a in enumerate(kinds)
-            ]
-        )
-        errors = torch.stack([_scale_stderr(se[i], mean[i], total[i], a) for i, a in enumerate(kinds)])
-        return values, errors
+        return self._summaries(mean * total, mean), self._scaled(se, mean, total)
 
     def weighted_stderr(self, sums: Tensor, squares: Tensor, weights: Tensor, weights_sq: Tensor) -> Tensor:
         """The standard error of each column's weighted summary from the weighted sums
@@ -295,11 +275,26 @@ class Reduction:
         denom = weights - weights_sq / weights
         var = ((squares - sums * mean) / denom).clamp(min=0.0)
         se = torch.where(denom > 1e-9 * weights, torch.sqrt(var * weights_sq) / weights, float("nan"))
-        kinds = self.aggregates
-        if not kinds or all(a == "mean" for a in kinds):
+        return self._scaled(se, mean, weights)
+
+    def _scaled(self, se: Tensor, mean: Tensor, n: Tensor) -> Tensor:
+        """:func:`_scale_stderr` of each column (the last axis) under its aggregate."""
+        if all(a == "mean" for a in self.aggregates):
             return se
         return torch.stack(
-            [_scale_stderr(se[..., i], mean[..., i], weights[..., i], a) for i, a in enumerate(kinds)], dim=-1
+            [_scale_stderr(se[..., i], mean[..., i], n[..., i], a) for i, a in enumerate(self.aggregates)], dim=-1
+        )
+
+    def _summaries(self, sums: Tensor, means: Tensor) -> Tensor:
+        """Each column's summary (the last axis) from its sum and mean: the mean, the sum or the geometric mean."""
+        if all(a == "mean" for a in self.aggregates):
+            return means
+        return torch.stack(
+            [
+                sums[..., i] if a == "sum" else torch.exp(means[..., i]) if a == "gmean" else means[..., i]
+                for i, a in enumerate(self.aggregates)
+            ],
+            dim=-1,
         )
 
     def finish(self, sums: Tensor, counts: Tensor) -> Tensor:
@@ -307,18 +302,7 @@ class Reduction:
         column; a mean over no counted query is NaN, or 0 with ``all_skipped="zero"`` and
         ``action="skip"``."""
         counts = counts.to(sums.dtype) if isinstance(counts, Tensor) else torch.as_tensor(counts, dtype=sums.dtype)
-        means = sums / counts
-        kinds = self.aggregates
-        if all(a == "mean" for a in kinds):
-            out = means
-        else:
-            out = torch.stack(
-                [
-                    sums[..., i] if a == "sum" else torch.exp(means[..., i]) if a == "gmean" else means[..., i]
-                    for i, a in enumerate(kinds)
-                ],
-                dim=-1,
-            )
+        out = self._summaries(sums, sums / counts)
         if self.all_skipped == "zero" and self.action == "skip":
             out = torch.where(counts == 0, torch.zeros((), dtype=out.dtype, device=out.device), out)
         return out

@@ -190,105 +190,64 @@ def _families(*rows: Family) -> dict[str, Family]:
     return {f.key: f for f in rows}
 
 
+def _row(**defaults: Any) -> Callable[..., Family]:
+    """A row builder for a group of families: ``Family(key, kernel, summary, **fields)``, the group's
+    ``defaults`` filling the fields not given."""
+
+    def build(key: str, kernel: Callable[..., Values] | None, summary: str, **fields: Any) -> Family:
+        return Family(key, kernel, summary, **{**defaults, **fields})
+
+    return build
+
+
+_whole = _row(cutoff=False)  # a measure of the whole ranking: no cutoff
+_count = _row(cutoff=False, params=(REL,), aggregate="sum", oracle="pytrec_eval")  # a count, summed over queries
+# trec_eval's gm_*: a geometric mean over queries, no per-query value
+_gmean = _row(cutoff=False, params=(REL,), aggregate="gmean", per_query=False, oracle="pytrec_eval")
+_set = _row(cutoff=False, params=(REL,), oracle="pytrec_eval")  # trec_eval's set_*: the whole retrieved set
+# trec_eval's gain measures (pytrec_eval checks other gains on relabelled qrels)
+_relabelled = _row(cutoff=False, params=(GAINS,), uses_gain="always", oracle="pytrec_eval (gains: on relabelled qrels)")
+_intent_aware = _row(params=(ALPHA, REL), subtopics=True, oracle="pyndeval (ndeval 4.5), brute-force tie orders")
+_peer = _row(params=(REL,), oracle="pytrec_eval, torchmetrics")  # the binary measures both peers compute
+_gains = _row(params=(GAINS, DCG), uses_gain="always")  # DCG and its kin
+_BRUTE = "pytrec_eval, brute-force tie orders"
+_V9 = "pytrec_eval (rounding='v9'), trec_eval 10.0's test outputs"
+_PAIRS = "TF-Ranking's formula, hand-computed"
+
 FAMILIES: dict[str, Family] = _families(
-    Family("runid", None, "the run's tag", aggregate="info", per_query=False, cutoff=False, oracle="trec_eval"),
-    Family(
-        "num_q",
-        num_q_values,
-        "number of queries evaluated",
-        ir="NumQ",
-        cutoff=False,
-        aggregate="sum",
-        per_query=False,
-        oracle="trec_eval",
+    _whole("runid", None, "the run's tag", aggregate="info", per_query=False, oracle="trec_eval"),
+    _count(
+        "num_q", num_q_values, "number of queries evaluated", ir="NumQ", params=(), per_query=False, oracle="trec_eval"
     ),
-    Family(
-        "num_ret",
-        num_ret_values,
-        "number of documents retrieved",
-        ir="NumRet",
-        cutoff=False,
-        aggregate="sum",
-        oracle="pytrec_eval",
-    ),
-    Family(
-        "num_rel",
-        num_rel_values,
-        "number of relevant documents (judged, retrieved or not)",
-        ir="NumRel",
-        cutoff=False,
-        params=(REL,),
-        aggregate="sum",
-        oracle="pytrec_eval",
-    ),
-    Family(
-        "num_rel_ret",
-        num_rel_ret_values,
-        "number of relevant documents retrieved",
-        ir="NumRelRet",
-        cutoff=False,
-        params=(REL,),
-        aggregate="sum",
-        oracle="pytrec_eval",
-    ),
-    Family(
+    _count("num_ret", num_ret_values, "number of documents retrieved", ir="NumRet", params=()),
+    _count("num_rel", num_rel_values, "number of relevant documents (judged, retrieved or not)", ir="NumRel"),
+    _count("num_rel_ret", num_rel_ret_values, "number of relevant documents retrieved", ir="NumRelRet"),
+    _peer(
         "map",
         average_precision_values,
         "average precision (its mean is MAP)",
         ir="AP",
         aliases=("ap", "average_precision"),
-        params=(REL,),
         uses_gain="graded",
-        oracle="pytrec_eval, torchmetrics",
     ),
-    Family(
-        "gm_map",
-        average_precision_values,
-        "geometric mean of average precision over queries",
-        cutoff=False,
-        params=(REL,),
-        aggregate="gmean",
-        per_query=False,
-        uses_gain="graded",
-        oracle="pytrec_eval",
-    ),
-    Family(
+    _gmean("gm_map", average_precision_values, "geometric mean of average precision over queries", uses_gain="graded"),
+    _peer(
         "r_precision",
         r_precision_values,
         "precision at rank R, the number of relevant documents",
         ir="Rprec",
         aliases=("rprec", "rprecision"),
         cutoff=False,
-        params=(REL,),
-        oracle="pytrec_eval, torchmetrics",
     ),
-    Family(
+    _peer(
         "mrr",
         reciprocal_rank_values,
         "reciprocal rank of the first relevant document (its mean is MRR)",
         ir="RR",
         aliases=("rr", "reciprocal_rank", "recip_rank"),
-        params=(REL,),
-        oracle="pytrec_eval, torchmetrics",
     ),
-    Family(
-        "precision",
-        precision_values,
-        "share of the top k that is relevant",
-        ir="P",
-        aliases=("p",),
-        params=(REL,),
-        oracle="pytrec_eval, torchmetrics",
-    ),
-    Family(
-        "recall",
-        recall_values,
-        "share of the relevant documents found in the top k",
-        ir="R",
-        aliases=("r",),
-        params=(REL,),
-        oracle="pytrec_eval, torchmetrics",
-    ),
+    _peer("precision", precision_values, "share of the top k that is relevant", ir="P", aliases=("p",)),
+    _peer("recall", recall_values, "share of the relevant documents found in the top k", ir="R", aliases=("r",)),
     Family(
         "f1",
         f1_values,
@@ -297,148 +256,95 @@ FAMILIES: dict[str, Family] = _families(
         params=(REL,),
         oracle="sklearn's f1_score per query, hand-computed",
     ),
-    Family(
+    _gains(
         "ndcg",
         ndcg_values,
         "normalised discounted cumulative gain",
         ir="nDCG",
-        params=(GAINS, DCG),
-        uses_gain="always",
         oracle="pytrec_eval, sklearn, torchmetrics",
     ),
-    Family(
+    _peer(
         "hit_rate",
         hit_rate_values,
         "whether the top k hold a relevant document",
         ir="Success",
         aliases=("hr", "hitrate", "success"),
-        params=(REL,),
-        oracle="pytrec_eval, torchmetrics",
     ),
-    Family(
-        "dcg",
-        dcg_values,
-        "discounted cumulative gain",
-        params=(GAINS, DCG),
-        uses_gain="always",
-        oracle="hand-computed, sklearn, trec_eval's loop written out",
+    _gains(
+        "dcg", dcg_values, "discounted cumulative gain", oracle="hand-computed, sklearn, trec_eval's loop written out"
     ),
-    Family(
-        "idcg",
-        idcg_values,
-        "ideal DCG",
-        params=(GAINS, DCG),
-        uses_gain="always",
-        oracle="hand-computed, trec_eval's loop written out",
-    ),
+    _gains("idcg", idcg_values, "ideal DCG", oracle="hand-computed, trec_eval's loop written out"),
     # trec_eval's other measures (m_*.c); rows follow trec_eval's names, kernels its definitions.
-    Family(
+    _whole(
         "bpref",
         bpref_values,
         "binary preference: how few judged non-relevant documents rank above the relevant ones",
         ir="Bpref",
-        cutoff=False,
         params=(REL,),
         uses_gain="always",
         gain=JudgedNonRelevant,
         oracle="pytrec_eval, hand-computed tie averages",
     ),
-    Family(
-        "gm_bpref",
-        bpref_values,
-        "geometric mean of bpref over queries",
-        cutoff=False,
-        params=(REL,),
-        aggregate="gmean",
-        per_query=False,
-        uses_gain="always",
-        gain=JudgedNonRelevant,
-        oracle="pytrec_eval",
+    _gmean(
+        "gm_bpref", bpref_values, "geometric mean of bpref over queries", uses_gain="always", gain=JudgedNonRelevant
     ),
-    Family(
+    _whole(
         "infap",
         infap_values,
         "inferred AP: AP estimated from a sampled judgment pool",
         ir="infAP",
-        cutoff=False,
         params=(REL,),
         ties_average=False,
         oracle="pytrec_eval",
     ),
-    Family(
+    _whole(
         "iprec_at_recall",
         iprec_at_recall_values,
         "interpolated precision at a recall level",
         ir="IPrec",
         aliases=("iprec",),
-        cutoff=False,
         params=(RECALL, REL, ROUNDING),
         at="recall",
         ties_average=False,
-        oracle="pytrec_eval (rounding='v9'), trec_eval 10.0's test outputs",
+        oracle=_V9,
     ),
-    Family(
+    _whole(
         "11pt_avg",
         eleven_point_values,
         "interpolated precision averaged over recall levels",
-        cutoff=False,
         params=(LEVELS, REL, ROUNDING),
         ties_average=False,
-        oracle="pytrec_eval (rounding='v9'), trec_eval 10.0's test outputs",
+        oracle=_V9,
     ),
-    Family(
+    _whole(
         "rprec_mult",
         rprec_mult_values,
         "precision at a multiple of R",
         aliases=("r_precision_mult",),
-        cutoff=False,
         params=(MULTIPLE, REL),
         at="multiple",
-        oracle="pytrec_eval, brute-force tie orders",
+        oracle=_BRUTE,
     ),
-    Family(
+    _whole(
         "utility",
         utility_values,
         "linear utility of the retrieved set",
-        cutoff=False,
         params=(COEFFICIENTS, REL),
         oracle="pytrec_eval (default coefficients), its counts (others)",
     ),
-    Family(
+    _whole(
         "bing",
         bing_values,
         "binary G: relevant documents discounted by the non-relevant ones above them",
-        cutoff=False,
         params=(REL,),
-        oracle="pytrec_eval, brute-force tie orders",
+        oracle=_BRUTE,
     ),
-    Family(
-        "g",
-        g_values,
-        "normalised gain G",
-        cutoff=False,
-        params=(GAINS,),
-        uses_gain="always",
-        ties_average=False,
-        oracle="pytrec_eval (gains: on relabelled qrels)",
-    ),
-    Family(
-        "ndcg_rel",
-        ndcg_rel_values,
-        "nDCG averaged over the relevant documents",
-        cutoff=False,
-        params=(GAINS,),
-        uses_gain="always",
-        ties_average=False,
-        oracle="pytrec_eval (gains: on relabelled qrels)",
-    ),
-    Family(
+    _relabelled("g", g_values, "normalised gain G", ties_average=False),
+    _relabelled("ndcg_rel", ndcg_rel_values, "nDCG averaged over the relevant documents", ties_average=False),
+    _relabelled(
         "rndcg",
         rndcg_values,
         "nDCG averaged at the R levels of the ideal ranking",
-        cutoff=False,
-        params=(GAINS,),
-        uses_gain="always",
         oracle="pytrec_eval (gains: on relabelled qrels), brute-force tie orders",
     ),
     Family(
@@ -447,79 +353,32 @@ FAMILIES: dict[str, Family] = _families(
         "relevant documents in the top k over min(k, R)",
         aliases=("relative_p",),
         params=(REL,),
-        oracle="pytrec_eval, brute-force tie orders",
+        oracle=_BRUTE,
     ),
-    Family(
-        "set_precision",
-        set_precision_values,
-        "precision of the whole retrieved set",
-        ir="SetP",
-        aliases=("set_p",),
-        cutoff=False,
-        params=(REL,),
-        oracle="pytrec_eval",
-    ),
-    Family(
+    _set("set_precision", set_precision_values, "precision of the whole retrieved set", ir="SetP", aliases=("set_p",)),
+    _set(
         "set_relative_precision",
         set_relative_precision_values,
         "relevant retrieved over min(retrieved, R)",
         ir="SetRelP",
         aliases=("set_relative_p",),
-        cutoff=False,
-        params=(REL,),
-        oracle="pytrec_eval",
     ),
-    Family(
-        "set_recall",
-        set_recall_values,
-        "recall of the whole retrieved set",
-        ir="SetR",
-        cutoff=False,
-        params=(REL,),
-        oracle="pytrec_eval",
-    ),
-    Family(
-        "set_ap",
-        set_ap_values,
-        "set precision times set recall",
-        ir="SetAP",
-        aliases=("set_map",),
-        cutoff=False,
-        params=(REL,),
-        oracle="pytrec_eval",
-    ),
-    Family(
-        "set_f",
-        set_f_values,
-        "F-measure of set precision and set recall",
-        ir="SetF",
-        cutoff=False,
-        params=(BETA, REL),
-        oracle="pytrec_eval",
-    ),
-    Family(
-        "num_nonrel_judged_ret",
-        num_nonrel_judged_ret_values,
-        "number of judged non-relevant documents retrieved",
-        cutoff=False,
-        params=(REL,),
-        aggregate="sum",
-        oracle="pytrec_eval",
-    ),
-    Family(
+    _set("set_recall", set_recall_values, "recall of the whole retrieved set", ir="SetR"),
+    _set("set_ap", set_ap_values, "set precision times set recall", ir="SetAP", aliases=("set_map",)),
+    _set("set_f", set_f_values, "F-measure of set precision and set recall", ir="SetF", params=(BETA, REL)),
+    _count("num_nonrel_judged_ret", num_nonrel_judged_ret_values, "number of judged non-relevant documents retrieved"),
+    _whole(
         "yaap",
         yaap_values,
         "yet another AP: log((1 + S) / (1 + R - S)), S the sum of precisions at relevant documents",
-        cutoff=False,
         params=(REL,),
         ties_average=False,
         oracle="trec_eval's loop written out",
     ),
-    Family(
+    _whole(
         "relstring",
         None,
         "the grades of the top documents as text (trec_eval -q only)",
-        cutoff=False,
         params=(LENGTH,),
         aggregate="text",
         oracle="trec_eval's test outputs",
@@ -584,93 +443,72 @@ FAMILIES: dict[str, Family] = _families(
         params=(MAX_FPR,),
         oracle="torchmetrics, sklearn",
     ),
-    Family(
+    _whole(
         "opa",
         opa_values,
         "ordered pair accuracy: share of differently graded pairs in the right order",
         aliases=("ordered_pair_accuracy",),
-        cutoff=False,
-        oracle="TF-Ranking's formula, hand-computed",
+        oracle=_PAIRS,
     ),
-    Family(
+    _whole(
         "arp",
         arp_values,
         "average relevance position: mean rank weighted by grade (lower is better)",
         aliases=("average_relevance_position",),
-        cutoff=False,
-        oracle="TF-Ranking's formula, hand-computed",
+        oracle=_PAIRS,
     ),
-    Family(
+    _intent_aware(
         "alpha_dcg",
         alpha_dcg_values,
         "alpha-DCG: novelty-discounted gain over subtopics, over ndeval's ideal-ideal gain (intent-aware)",
         ir="alpha_DCG",
         aliases=("alpha-dcg",),
         params=(ALPHA, ALPHA_NORM, REL),
-        subtopics=True,
         oracle="pyndeval (ndeval 4.5), TF-Ranking's AlphaDCG (hand-computed), brute-force tie orders",
     ),
-    Family(
+    _intent_aware(
         "alpha_ndcg",
         alpha_ndcg_values,
         "alpha-nDCG: alpha-DCG over that of ndeval's greedy ideal ranking (intent-aware)",
         ir="alpha_nDCG",
         aliases=("alpha-ndcg",),
-        params=(ALPHA, REL),
-        subtopics=True,
-        oracle="pyndeval (ndeval 4.5), brute-force tie orders",
     ),
-    Family(
-        "err_ia",
-        err_ia_values,
-        "intent-aware ERR over ndeval's ideal-ideal value",
-        ir="ERR_IA",
-        aliases=("err-ia",),
-        params=(ALPHA, REL),
-        subtopics=True,
-        oracle="pyndeval (ndeval 4.5), brute-force tie orders",
+    _intent_aware(
+        "err_ia", err_ia_values, "intent-aware ERR over ndeval's ideal-ideal value", ir="ERR_IA", aliases=("err-ia",)
     ),
-    Family(
+    _intent_aware(
         "nerr_ia",
         nerr_ia_values,
         "intent-aware ERR over that of ndeval's greedy ideal ranking",
         ir="nERR_IA",
         aliases=("nerr-ia",),
-        params=(ALPHA, REL),
-        subtopics=True,
-        oracle="pyndeval (ndeval 4.5), brute-force tie orders",
     ),
-    Family(
+    _intent_aware(
         "nrbp",
         nrbp_values,
         "novelty- and rank-biased precision (intent-aware), over the whole list",
         ir="NRBP",
         cutoff=False,
         params=(ALPHA, NRBP_BETA, REL),
-        subtopics=True,
-        oracle="pyndeval (ndeval 4.5), brute-force tie orders",
     ),
-    Family(
+    _intent_aware(
         "nnrbp",
         nnrbp_values,
         "NRBP over that of ndeval's greedy ideal ranking",
         ir="nNRBP",
         cutoff=False,
         params=(ALPHA, NRBP_BETA, REL),
-        subtopics=True,
-        oracle="pyndeval (ndeval 4.5), brute-force tie orders",
     ),
-    Family(
+    _intent_aware(
         "p_ia",
         precision_ia_values,
         "intent-aware precision: relevant (document, subtopic) pairs in the top k over k times the subtopics",
         ir="P_IA",
         aliases=("p-ia", "precision_ia"),
         params=(REL,),
-        subtopics=True,
         oracle="pyndeval (ndeval 4.5), TF-Ranking's PrecisionIA (hand-computed), brute-force tie orders",
     ),
-    Family(
+    _intent_aware(
         "ap_ia",
         ap_ia_values,
         "intent-aware average precision: the mean over subtopics of each one's AP",
@@ -678,18 +516,14 @@ FAMILIES: dict[str, Family] = _families(
         aliases=("map-ia", "map_ia"),
         cutoff=False,
         params=(REL,),
-        subtopics=True,
-        oracle="pyndeval (ndeval 4.5), brute-force tie orders",
     ),
-    Family(
+    _intent_aware(
         "strecall",
         subtopic_recall_values,
         "subtopic recall: the share of the query's subtopics covered by the top k",
         ir="StRecall",
         aliases=("strec", "subtopic_recall"),
         params=(REL,),
-        subtopics=True,
-        oracle="pyndeval (ndeval 4.5), brute-force tie orders",
     ),
 )
 
@@ -1061,12 +895,7 @@ class Measure:
     def kernel_params(self) -> dict[str, Any]:
         """The parameters the kernel takes as keyword arguments (those that set no convention), with
         their defaults filled in."""
-        out = {}
-        for p in self.family.params:
-            value = self.param(p.name)
-            if p.convention is None and value is not None:
-                out[p.name] = value
-        return out
+        return {p.name: v for p in self.family.params if p.convention is None and (v := self.param(p.name)) is not None}
 
 
 _FIRST_TREC: dict[str, int] = {}

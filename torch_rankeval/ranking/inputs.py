@@ -14,7 +14,7 @@ from typing import Any, Callable
 import torch
 from torch import Tensor
 
-from torch_rankeval.conventions import REDUCTIONS, Convention
+from torch_rankeval.conventions import REDUCTIONS, Convention, _check_choice
 from torch_rankeval.ranking.view import RankedBatch, relevant
 
 __all__ = [
@@ -66,8 +66,7 @@ def _check_positive_int(v: int, name: str) -> None:
 
 
 def check_reduction(reduction: str) -> None:
-    if reduction not in REDUCTIONS:
-        raise ValueError(f"reduction={reduction!r} is not valid: use one of {', '.join(map(repr, REDUCTIONS))}")
+    _check_choice("reduction", reduction, REDUCTIONS)
 
 
 def _check_tensor(x: Any, name: str) -> None:
@@ -94,8 +93,7 @@ def check_preds_target(preds: Any, target: Any, mask: Any = None, *, target_name
         raise TypeError(
             f"preds must be a floating tensor (float16/bfloat16/float32/float64), got {preds.dtype}; call preds.float()"
         )
-    if target.is_complex() or not (target.is_floating_point() or target.dtype == torch.bool or _is_int(target)):
-        raise TypeError(f"{target_name} must hold bool, integer or float grades, got {target.dtype}")
+    _check_grades(target, target_name)
     if preds.shape != target.shape:
         raise ValueError(
             f"preds and {target_name} must have the same shape, got {tuple(preds.shape)} and {tuple(target.shape)}"
@@ -104,16 +102,23 @@ def check_preds_target(preds: Any, target: Any, mask: Any = None, *, target_name
         raise ValueError(f"preds must be (L,) for one list or (N, L) for a batch of lists, got {preds.ndim} dimensions")
     _same_device(preds, target, target_name)
     if mask is not None:
-        _check_tensor(mask, "mask")
-        if mask.dtype != torch.bool:
-            raise TypeError(f"mask must be a bool tensor (True = real document, False = padding), got {mask.dtype}")
-        if mask.shape != preds.shape:
-            raise ValueError(f"mask must have the shape of preds {tuple(preds.shape)}, got {tuple(mask.shape)}")
-        _same_device(preds, mask, "mask")
+        _check_flags(mask, "mask", "True = real document, False = padding", preds)
 
 
-def _is_int(t: Tensor) -> bool:
-    return t.dtype in (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
+def _check_grades(grades: Tensor, name: str) -> None:
+    integer = grades.dtype in (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
+    if grades.is_complex() or not (grades.is_floating_point() or grades.dtype == torch.bool or integer):
+        raise TypeError(f"{name} must hold bool, integer or float grades, got {grades.dtype}")
+
+
+def _check_flags(flags: Any, name: str, meaning: str, preds: Tensor) -> None:
+    """A bool tensor of the shape and device of ``preds``; ``meaning`` says what True marks."""
+    _check_tensor(flags, name)
+    if flags.dtype != torch.bool:
+        raise TypeError(f"{name} must be a bool tensor ({meaning}), got {flags.dtype}")
+    if flags.shape != preds.shape:
+        raise ValueError(f"{name} must have the shape of preds {tuple(preds.shape)}, got {tuple(flags.shape)}")
+    _same_device(preds, flags, name)
 
 
 def _same_device(preds: Tensor, other: Tensor, name: str) -> None:
@@ -157,21 +162,8 @@ def prepare(
     view ``target`` / ``ideal_target`` are. ``extra_checks``: the caller's own value checks (flag,
     message), resolved in the same host sync (validated calls only)."""
     inputs = _normalize(preds, target, mask, ignore_index, ideal_target, n_relevant, judged, convention)
-    preds, target, valid, ideal_target, ideal_valid, n_relevant, judged, single = inputs
-    ranked = RankedBatch(
-        preds,
-        target,
-        valid,
-        convention,
-        ideal_target=ideal_target,
-        ideal_valid=ideal_valid,
-        n_relevant=n_relevant,
-        judged=judged,
-        discounts=discounts,
-        gain=gain,
-        dtype=work_dtype(preds, target, ideal_target),
-        subtopics=subtopics,
-        ideal_subtopics=ideal_subtopics,
+    ranked = _ranked(
+        inputs, convention, discounts=discounts, gain=gain, subtopics=subtopics, ideal_subtopics=ideal_subtopics
     )
     if validate_args:
         # The checks sync with the host once anyway; the same sync tells whether the batch holds any
@@ -187,7 +179,24 @@ def prepare(
             elif per_list and len(rows) * SPLIT_SHARE <= ranked.n_lists:
                 ranked.assume_no_ties()
                 ranked.split_rows = rows
-    return ranked, single
+    return ranked, inputs[-1]
+
+
+def _ranked(inputs: tuple, convention: Convention, **options: Any) -> RankedBatch:
+    """The ranked batch of :func:`_normalize`'s inputs; ``options``: RankedBatch's gain, discounts, subtopics."""
+    preds, target, valid, ideal_target, ideal_valid, n_relevant, judged, _ = inputs
+    return RankedBatch(
+        preds,
+        target,
+        valid,
+        convention,
+        ideal_target=ideal_target,
+        ideal_valid=ideal_valid,
+        n_relevant=n_relevant,
+        judged=judged,
+        dtype=work_dtype(preds, target, ideal_target),
+        **options,
+    )
 
 
 def check_values(
@@ -218,19 +227,7 @@ def check_values(
     inputs = _normalize(preds, target, mask, ignore_index, ideal_target, n_relevant, judged, convention)
     ranked = None
     if uses_gain or inputs[3] is not None:  # finite gains, ideal_target holding the list: checks of a ranked batch
-        p, t, valid, ideal, ideal_valid, n_rel, jd, _ = inputs
-        ranked = RankedBatch(
-            p,
-            t,
-            valid,
-            convention,
-            ideal_target=ideal,
-            ideal_valid=ideal_valid,
-            n_relevant=n_rel,
-            judged=jd,
-            gain=gain,
-            dtype=work_dtype(p, t, ideal),
-        )
+        ranked = _ranked(inputs, convention, gain=gain)
     _check_normalized(inputs, convention, uses_gain, None, ranked)
 
 
@@ -251,14 +248,7 @@ def _normalize(
     if ignore_index is not None and (isinstance(ignore_index, bool) or not isinstance(ignore_index, (int, float))):
         raise TypeError(f"ignore_index must be an int (or float) grade value marking padding, got {ignore_index!r}")
     if judged is not None:
-        _check_tensor(judged, "judged")
-        if judged.dtype != torch.bool:
-            raise TypeError(
-                f"judged must be a bool tensor (True = the document has a relevance judgment), got {judged.dtype}"
-            )
-        if judged.shape != preds.shape:
-            raise ValueError(f"judged must have the shape of preds {tuple(preds.shape)}, got {tuple(judged.shape)}")
-        _same_device(preds, judged, "judged")
+        _check_flags(judged, "judged", "True = the document has a relevance judgment", preds)
     single = preds.ndim == 1
     if single:
         preds, target = preds.unsqueeze(0), target.unsqueeze(0)
@@ -270,10 +260,7 @@ def _normalize(
     ideal_valid = None
     if ideal_target is not None:
         _check_tensor(ideal_target, "ideal_target")
-        if ideal_target.is_complex() or not (
-            ideal_target.is_floating_point() or ideal_target.dtype == torch.bool or _is_int(ideal_target)
-        ):
-            raise TypeError(f"ideal_target must hold bool, integer or float grades, got {ideal_target.dtype}")
+        _check_grades(ideal_target, "ideal_target")
         if ideal_target.ndim != (1 if single else 2) or (not single and ideal_target.shape[0] != n):
             want = "(M,) for a single list" if single else f"({n}, M), one row of judged grades per list"
             raise ValueError(f"ideal_target must have shape {want}, got {tuple(ideal_target.shape)}")
@@ -420,18 +407,14 @@ def grade_checks(
                 "the grades at 0",
             )
         )
-        limit, dtype = (1024, "float64") if wide else (128, "float32")
+        limit, dtype, wider = (
+            (1024, "float64", "") if wide else (128, "float32", "pass float64 grades (exact up to grade 1023), or ")
+        )
         checks.append(
             (
                 counted(grades >= limit),
-                (
-                    f"{name} has grades >= {limit}, whose gain 2**rel - 1 overflows {dtype} (inf, then NaN in nDCG): "
-                    + (
-                        "use gain='linear' or a gain mapping"
-                        if wide
-                        else "pass float64 grades (exact up to grade 1023), or use gain='linear' or a gain mapping"
-                    )
-                ),
+                f"{name} has grades >= {limit}, whose gain 2**rel - 1 overflows {dtype} (inf, then NaN in nDCG): "
+                f"{wider}use gain='linear' or a gain mapping",
             )
         )
     return checks
