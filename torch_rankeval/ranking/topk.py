@@ -806,13 +806,11 @@ def boundary_sums(
 
     ``features``: ``(L, D)`` per-item vectors (e.g. item embeddings), or ``(L,)`` integer classes in
     ``[0, num_classes)`` (then ``D = num_classes`` and the sums are per-class histograms: the
-    one-hot vectors are never built); ``doc``: optional per-(row, item) weights, a dense ``(N, L)`` tensor or a :class:`SparseTarget` (then only its entries are
-    read, no pass over the scores); ``exclude`` must be the one the view was built with. Works in
-    row chunks (a bool mask and a float64 copy of it per chunk, times ``features``); only the
-    spilled rows are read when the view knows them (:attr:`TopKView.pass_rows`: validated, or
-    unvalidated on the CPU in eager mode), else every row. Used by the beyond-accuracy metrics
-    (``IntraListDiversity``, ``Novelty``, ``Serendipity``) to take the expectation over the orders
-    of the items tied at the cutoff.
+    one-hot vectors are never built); ``doc``: optional per-(row, item) weights, a dense ``(N, L)``
+    tensor or a :class:`SparseTarget` (then only its entries are read, no pass over the scores);
+    ``exclude`` and the rows read as in :func:`boundary_histogram` (its chunks, times ``features``).
+    Used by the beyond-accuracy metrics (``IntraListDiversity``, ``Novelty``, ``Serendipity``) to
+    take the expectation over the orders of the items tied at the cutoff.
 
     Example:
         >>> import torch
