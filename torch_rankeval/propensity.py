@@ -95,11 +95,9 @@ def pbm_propensity(logged_positions: Tensor, eta: float, *, validate_args: bool 
     _check_eta(eta)
     p = logged_positions
     if validate_args:
-        bad = (p < 1) | (
-            ~torch.isfinite(p) | (p != torch.floor(p))
-            if p.is_floating_point()
-            else torch.zeros_like(p, dtype=torch.bool)
-        )
+        bad = p < 1
+        if p.is_floating_point():
+            bad = bad | ~torch.isfinite(p) | (p != torch.floor(p))
         if bool(bad.any()):
             raise ValueError("logged_positions are 1-based integers (the top slot is 1); add 1 to 0-based positions")
     rho = p.to(_out_dtype(p)) ** (-float(eta))
