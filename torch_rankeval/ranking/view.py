@@ -906,13 +906,10 @@ def _rank(
     itself, sorted descending; with padding it is ``-score`` with NaN at the padding, sorted
     ascending (NaN sorts last).
     """
-    if valid is None:
-        key, descending = preds, True
-    else:
-        key, descending = (
-            torch.where(valid, -preds, torch.full((), float("nan"), dtype=preds.dtype, device=preds.device)),
-            False,
-        )
+    descending = valid is None
+    key = preds
+    if valid is not None:
+        key = torch.where(valid, -preds, torch.full((), float("nan"), dtype=preds.dtype, device=preds.device))
     if ties in ("average", "first"):
         # Averaged values do not depend on the order inside a tie group, so the (faster) unstable
         # sort serves them; "first" needs the input order among equal scores.
