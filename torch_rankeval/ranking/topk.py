@@ -70,6 +70,7 @@ from torch_rankeval.ranking.sparse import (
     Check,
     GainSpec,
     SparseTarget,
+    _at,
     _gain_callable,
     check_exclude,
     is_relevant,
@@ -319,14 +320,6 @@ def _boundary_mask(preds: Tensor, ex: Exclude, v: Tensor, on: Tensor, chunk: Ten
     if ex is not None and not isinstance(ex, SparseTarget):
         eq &= ~(ex[span] if span is not None else ex.index_select(0, chunk))
     return eq
-
-
-def _at(x: Tensor, st: SparseTarget) -> Tensor:
-    """``x[st.rows, st.items]`` for an ``(N, L)`` tensor: ``index_select`` on the flat keys when ``x``
-    is contiguous (much faster than advanced indexing on CPU)."""
-    if x.is_contiguous():
-        return x.view(-1).index_select(0, st.keys)
-    return x[st.rows, st.items]
 
 
 def _any_unexcluded(bad: Tensor, ex: Exclude) -> Tensor:
