@@ -72,6 +72,7 @@ from torch_rankeval.ranking.sparse import (
     SparseTarget,
     _at,
     _gain_callable,
+    _is_int,
     check_exclude,
     is_relevant,
     is_sparse,
@@ -222,9 +223,7 @@ def _resolve_target(
             raise TypeError(f"target must be a torch.Tensor (dense or sparse), got {type(target).__name__}")
         if target.layout != torch.strided:
             raise TypeError(f"target has layout {target.layout}; give a dense tensor or a sparse COO / CSR tensor")
-        if target.dtype.is_complex or not (
-            target.is_floating_point() or target.dtype == torch.bool or target.dtype in _INT
-        ):
+        if not (target.is_floating_point() or target.dtype == torch.bool or _is_int(target.dtype)):  # not complex
             raise TypeError(f"target must hold bool, integer or float grades, got {target.dtype}")
     if tuple(target.shape) != tuple(shape):
         raise ValueError(f"target must have the shape of preds {tuple(shape)}, got {tuple(target.shape)}")
@@ -233,9 +232,6 @@ def _resolve_target(
     if isinstance(target, SparseTarget):
         return target.excluding(ex), None
     return None, target
-
-
-_INT = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 
 
 # ---------------------------------------------------------------------------------------- exclusion
