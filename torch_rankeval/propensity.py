@@ -59,9 +59,7 @@ def _check_tensor(x: object, name: str, *, integer: bool = False) -> None:
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
     if integer and x.dtype not in _INT_DTYPES:
         raise TypeError(f"{name} must be an integer tensor, got {x.dtype}")
-    if not integer and (
-        x.is_complex() or not (x.is_floating_point() or x.dtype in _INT_DTYPES or x.dtype == torch.bool)
-    ):
+    if not integer and not (x.is_floating_point() or x.dtype in _INT_DTYPES or x.dtype == torch.bool):  # not complex
         raise TypeError(f"{name} must hold bool, integer or float values, got {x.dtype}")
 
 

@@ -413,9 +413,7 @@ def sparse_target(
         raise ValueError(f"{name} must have the shape of preds {(n, length)}, got {tuple(target.shape)}")
     if device is not None and target.device != torch.device(device):
         raise ValueError(f"{name} is on {target.device} but preds is on {device}: move all inputs to one device")
-    if target.dtype.is_complex or not (
-        target.dtype.is_floating_point or target.dtype == torch.bool or _is_int(target.dtype)
-    ):
+    if not (target.dtype.is_floating_point or target.dtype == torch.bool or _is_int(target.dtype)):  # not complex
         raise TypeError(f"{name} must hold bool, integer or float grades, got {target.dtype}")
     rows, items, values, is_sorted = _entries(target)
     own: list[Check] = []
