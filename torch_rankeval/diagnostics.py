@@ -251,9 +251,7 @@ def inversion_report(
     for upper, lower in pairs:
         (mu, nu), (ml, nl) = _pooled(values, weights, upper), _pooled(values, weights, lower)
         effect = ml - mu
-        extra: dict[str, Any] = {}
-        if per_query:
-            extra = _paired(values, upper, lower, test)
+        extra: dict[str, Any] = _paired(values, upper, lower, test) if per_query else {}
         comparisons.append(
             BandComparison(
                 upper=upper,
@@ -483,15 +481,8 @@ def profile_scalars(
     if missing:
         raise ValueError(f"profile lacks {missing}: pass PositionProfile.compute()'s result")
     out: dict[str, float] = {}
-    series = {s: profile[s].detach().to("cpu", torch.float64).tolist() for s in stats}
-    if ideal:
-        series.update(
-            {
-                f"ideal_{s}": profile[f"ideal_{s}"].detach().to("cpu", torch.float64).tolist()
-                for s in stats
-                if f"ideal_{s}" in profile
-            }
-        )
+    names = [*stats, *(f"ideal_{s}" for s in stats if ideal and f"ideal_{s}" in profile)]
+    series = {s: profile[s].detach().to("cpu", torch.float64).tolist() for s in names}
     positions = len(next(iter(series.values()))) if series else 0
     for name, vals in series.items():
         for p in range(positions):
@@ -505,6 +496,10 @@ def profile_scalars(
 
 
 # ---------------------------------------------------------------------------------------- one run
+#: The fields of a :class:`BandComparison` that :meth:`ProfileSummary.to_dict` writes as they are.
+_COMPARISON_FIELDS = ("stat", "upper_mean", "lower_mean", "effect", "inverted", "n_paired", "standardized", "p_value")
+
+
 @dataclass(frozen=True)
 class ProfileSummary:
     """The "CT scan" of one run (see :func:`profile_from_tensors`).
@@ -529,26 +524,14 @@ class ProfileSummary:
     def to_text(self, query_names: Sequence[str] | None = None) -> str:
         """A plain-text table of the profile, the inversions and the per-query breakdown."""
         p = self.profile
-        cols = [("count", "count")] + [(s, s) for s in PROFILE_STATS]
         has_ideal = "ideal_relevance" in p
-        header = [
-            "pos",
-            "count",
-            "rel",
-            "ideal_rel",
-            "gain",
-            "ideal_gain",
-            "rel_share",
-            "ideal_share",
-            "dcg",
-            "ideal_dcg",
-        ]
+        header = "pos count rel ideal_rel gain ideal_gain rel_share ideal_share dcg ideal_dcg".split()
         if not has_ideal:
             header = ["pos", "count", "rel", "gain", "rel_share", "dcg"]
         lines = ["  ".join(f"{h:>11}" for h in header)]
         for i in range(p["relevance"].shape[0]):
             row = [f"{i + 1:>11}", f"{int(p['count'][i]):>11}"]
-            for stat, _ in cols[1:]:
+            for stat in PROFILE_STATS:
                 row.append(f"{float(p[stat][i]):>11.4f}")
                 if has_ideal:
                     row.append(f"{float(p['ideal_' + stat][i]):>11.4f}")
@@ -567,19 +550,8 @@ class ProfileSummary:
         return {
             "profile": {k: v.tolist() for k, v in self.profile.items()},
             "inversions": [
-                {
-                    "name": c.name,
-                    "upper": list(c.upper),
-                    "lower": list(c.lower),
-                    "stat": c.stat,
-                    "upper_mean": c.upper_mean,
-                    "lower_mean": c.lower_mean,
-                    "effect": c.effect,
-                    "inverted": c.inverted,
-                    "n_paired": c.n_paired,
-                    "standardized": c.standardized,
-                    "p_value": c.p_value,
-                }
+                {"name": c.name, "upper": list(c.upper), "lower": list(c.lower)}
+                | {f: getattr(c, f) for f in _COMPARISON_FIELDS}
                 for c in self.report.comparisons
             ],
             "per_query": {

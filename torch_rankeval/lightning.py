@@ -61,6 +61,10 @@ _TRAIN_RESETS = ("epoch", "never")
 _SHARDING_ACTIONS = ("warn", "error", "ignore")
 _INPUTS = ("preds", "target", "mask", "indexes", "ideal_target", "n_relevant", "exclude")
 _NO_UPDATE_WARNING = r"The ``compute`` method of metric .* was called before the ``update`` method"
+#: How an epoch's values go to ``log_dict``: already synced by the metric, so ``sync_dist=False``.
+_EPOCH_LOG: dict[str, Any] = dict(
+    logger=None, on_step=False, on_epoch=True, sync_dist=False, add_dataloader_idx=False, batch_size=1
+)
 MetricFactory = Callable[[], Metric]
 DEFAULT_METRICS = ("ndcg", "map")
 DEFAULT_K = (5, 10)
@@ -224,15 +228,8 @@ class RankingMetricsCallback(Callback):
             raise ValueError(f"train_reset must be one of {_TRAIN_RESETS}, got {train_reset!r}")
         self.train_reset = train_reset
         self._train_window = {"window": train_window, "half_life": train_half_life, "window_unit": train_window_unit}
-        keys = {
-            "preds": preds_key,
-            "target": target_key,
-            "mask": mask_key,
-            "indexes": indexes_key,
-            "ideal_target": ideal_target_key,
-            "n_relevant": n_relevant_key,
-            "exclude": exclude_key,
-        }
+        given = (preds_key, target_key, mask_key, indexes_key, ideal_target_key, n_relevant_key, exclude_key)
+        keys = dict(zip(_INPUTS, given))
         for name, key in keys.items():
             required = name in ("preds", "target")
             if not (isinstance(key, str) and key) and not (key is None and not required):
@@ -637,16 +634,7 @@ class RankingMetricsCallback(Callback):
             if isinstance(value, Tensor) and value.numel() == 1
         }
         if scalars:
-            pl_module.log_dict(
-                scalars,
-                prog_bar=self.prog_bar,
-                logger=None,
-                on_step=False,
-                on_epoch=True,
-                sync_dist=False,
-                add_dataloader_idx=False,
-                batch_size=1,
-            )
+            pl_module.log_dict(scalars, prog_bar=self.prog_bar, **_EPOCH_LOG)
         if self.position_profile is not None:
             self._log_profile(trainer, pl_module, stage, results)
 
@@ -669,16 +657,7 @@ class RankingMetricsCallback(Callback):
                 (key if key.startswith(head) else prefix + key) + suffix: value
                 for key, value in profile_scalars(profile, report, prefix=head).items()
             }
-            pl_module.log_dict(
-                scalars,
-                prog_bar=False,
-                logger=None,
-                on_step=False,
-                on_epoch=True,
-                sync_dist=False,
-                add_dataloader_idx=False,
-                batch_size=1,
-            )
+            pl_module.log_dict(scalars, prog_bar=False, **_EPOCH_LOG)
             if self.profile_figure and trainer.is_global_zero:
                 self._log_profile_figure(trainer, f"{prefix}position_profile{suffix}", profile, report)
 

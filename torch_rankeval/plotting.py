@@ -236,22 +236,20 @@ def plot_before_after(
     fig = _new_figure((11.0, 4.2), ncols=2)
     left, right = fig.axes
     if profiles:
-        stat = key or "relevance"
-        _check_stat(stat)
-        a, b = _series(before, stat), _series(after, stat)
+        key = key or "relevance"
+        _check_stat(key)
+        a, b = _series(before, key), _series(after, key)
         if len(a) != len(b):
             raise ValueError(f"the profiles have {len(a)} and {len(b)} positions: profile the same positions")
         x = list(range(1, len(a) + 1))
         left.plot(x, a, marker="o", label=labels[0])
         left.plot(x, b, marker="s", label=labels[1])
         left.set_xlabel("rank position")
-        left.set_ylabel(STAT_LABELS[stat])
+        left.set_ylabel(STAT_LABELS[key])
         left.legend()
         delta = [v1 - v0 for v0, v1 in zip(a, b)]
         right.bar(x, delta, color=["tab:green" if d >= 0 else "tab:red" for d in delta])
-        right.axhline(0.0, color="0.3", linewidth=0.8)
         right.set_xlabel("rank position")
-        right.set_ylabel(f"change in {stat} ({labels[1]} - {labels[0]})")
         for axis in (left, right):
             axis.set_xticks(x if len(x) <= 20 else x[:: max(1, len(x) // 10)])
     else:
@@ -265,9 +263,9 @@ def plot_before_after(
         better, worse = sum(d > 0 for d in delta), sum(d < 0 for d in delta)
         left.set_title(f"{len(delta)} queries: {better} better, {worse} worse")
         right.bar(range(len(delta)), delta, width=1.0, color=["tab:green" if d >= 0 else "tab:red" for d in delta])
-        right.axhline(0.0, color="0.3", linewidth=0.8)
         right.set_xlabel("queries, sorted by change")
-        right.set_ylabel(f"change in {key} ({labels[1]} - {labels[0]})")
+    right.axhline(0.0, color="0.3", linewidth=0.8)
+    right.set_ylabel(f"change in {key} ({labels[1]} - {labels[0]})")
     for axis in (left, right):
         axis.grid(alpha=0.3)
     if title:

@@ -59,9 +59,7 @@ def _check_tensor(x: object, name: str, *, integer: bool = False) -> None:
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
     if integer and x.dtype not in _INT_DTYPES:
         raise TypeError(f"{name} must be an integer tensor, got {x.dtype}")
-    if not integer and (
-        x.is_complex() or not (x.is_floating_point() or x.dtype in _INT_DTYPES or x.dtype == torch.bool)
-    ):
+    if not integer and not (x.is_floating_point() or x.dtype in _INT_DTYPES or x.dtype == torch.bool):  # not complex
         raise TypeError(f"{name} must hold bool, integer or float values, got {x.dtype}")
 
 
@@ -95,11 +93,9 @@ def pbm_propensity(logged_positions: Tensor, eta: float, *, validate_args: bool 
     _check_eta(eta)
     p = logged_positions
     if validate_args:
-        bad = (p < 1) | (
-            ~torch.isfinite(p) | (p != torch.floor(p))
-            if p.is_floating_point()
-            else torch.zeros_like(p, dtype=torch.bool)
-        )
+        bad = p < 1
+        if p.is_floating_point():
+            bad = bad | ~torch.isfinite(p) | (p != torch.floor(p))
         if bool(bad.any()):
             raise ValueError("logged_positions are 1-based integers (the top slot is 1); add 1 to 0-based positions")
     rho = p.to(_out_dtype(p)) ** (-float(eta))

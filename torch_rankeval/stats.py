@@ -238,13 +238,13 @@ def randomization_test(
     observed = flat.mean(0)
     if exact is None:
         exact = q <= 62 and 2**q <= n_resamples
+    hits = torch.zeros_like(observed, dtype=torch.int64)
+    step = _step(q, flat.shape[1])
     if exact:
         if q > 24:
             raise ValueError(f"exact=True enumerates 2^Q sign patterns; Q={q} is too many, use exact=False")
-        hits = torch.zeros_like(observed, dtype=torch.int64)
         total = 2**q
         bits = torch.arange(q, device=d.device)
-        step = _step(q, flat.shape[1])
         for start in range(0, total, step):
             codes = torch.arange(start, min(total, start + step), device=d.device)
             signs = 1.0 - 2.0 * ((codes.unsqueeze(1) >> bits) & 1).to(torch.float64)
@@ -252,8 +252,6 @@ def randomization_test(
         pvalue = hits.to(torch.float64) / total
     else:
         generator = torch.Generator(device=d.device).manual_seed(seed)
-        hits = torch.zeros_like(observed, dtype=torch.int64)
-        step = _step(q, flat.shape[1])
         for start in range(0, n_resamples, step):
             b = min(step, n_resamples - start)
             signs = torch.randint(0, 2, (b, q), generator=generator, device=d.device).to(torch.float64) * 2 - 1

@@ -76,9 +76,7 @@ def check_clicks(clicks: object, mask: object) -> None:
     """Type and shape checks of ``clicks`` and ``mask`` when there is no ``preds`` (any shape)."""
     if not isinstance(clicks, Tensor):
         raise TypeError(f"clicks must be a torch.Tensor, got {type(clicks).__name__}")
-    if clicks.is_complex() or not (
-        clicks.is_floating_point() or clicks.dtype == torch.bool or clicks.dtype in _INT_DTYPES
-    ):
+    if not (clicks.is_floating_point() or clicks.dtype == torch.bool or clicks.dtype in _INT_DTYPES):  # not complex
         raise TypeError(f"clicks must hold bool, integer or float clicks (counts, rates), got {clicks.dtype}")
     if mask is not None:
         if not isinstance(mask, Tensor) or mask.dtype != torch.bool:

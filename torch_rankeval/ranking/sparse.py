@@ -242,8 +242,7 @@ class SparseTarget:
 
     def n_relevant(self, threshold: float | None = None) -> Tensor:
         """``(N,)`` int64: relevant entries per row that count (excluded items are not counted)."""
-        out = torch.zeros(self.shape[0], dtype=torch.int64, device=self.device)
-        return out.index_add_(0, self.rows, self.relevant(threshold).to(torch.int64))
+        return self.row_sum(self.relevant(threshold).to(torch.int64))
 
     def row_sum(self, values: Tensor) -> Tensor:
         """``(N,)`` per-row sums of per-entry ``values`` (``(nnz,)``)."""
@@ -298,11 +297,7 @@ class SparseTarget:
         elif is_sparse(exclude):
             excluded = check_exclude(exclude, self.shape, self.device).lookup(self.items, rows=self.rows)
         else:
-            excluded = (
-                exclude.reshape(-1).index_select(0, self.keys)
-                if exclude.is_contiguous()
-                else exclude[self.rows, self.items]
-            )
+            excluded = _at(exclude, self)
         counted = ~excluded if self.counted is None else self.counted & ~excluded
         return dataclasses.replace(self, counted=counted)
 
@@ -321,6 +316,14 @@ class SparseTarget:
         # Entries that do not count add 0 (with accumulate, a duplicate key never overwrites its first entry).
         grades = torch.where(self.counted, self.grades, torch.zeros_like(self.grades))
         return out.index_put_((self.keys,), grades, accumulate=True).view(n, length)
+
+
+def _at(x: Tensor, st: SparseTarget) -> Tensor:
+    """``x[st.rows, st.items]`` for an ``(N, L)`` tensor: ``index_select`` on the flat keys when ``x``
+    is contiguous (much faster than advanced indexing on CPU)."""
+    if x.is_contiguous():
+        return x.view(-1).index_select(0, st.keys)
+    return x[st.rows, st.items]
 
 
 def _gain_callable(gain: GainSpec) -> Callable[[Tensor], Tensor]:
@@ -410,9 +413,7 @@ def sparse_target(
         raise ValueError(f"{name} must have the shape of preds {(n, length)}, got {tuple(target.shape)}")
     if device is not None and target.device != torch.device(device):
         raise ValueError(f"{name} is on {target.device} but preds is on {device}: move all inputs to one device")
-    if target.dtype.is_complex or not (
-        target.dtype.is_floating_point or target.dtype == torch.bool or _is_int(target.dtype)
-    ):
+    if not (target.dtype.is_floating_point or target.dtype == torch.bool or _is_int(target.dtype)):  # not complex
         raise TypeError(f"{name} must hold bool, integer or float grades, got {target.dtype}")
     rows, items, values, is_sorted = _entries(target)
     own: list[Check] = []

@@ -70,7 +70,9 @@ from torch_rankeval.ranking.sparse import (
     Check,
     GainSpec,
     SparseTarget,
+    _at,
     _gain_callable,
+    _is_int,
     check_exclude,
     is_relevant,
     is_sparse,
@@ -213,31 +215,23 @@ def _resolve_target(
     """(sparse canonical target with exclusion, dense target): one of them, or both None."""
     if target is None:
         return None, None
-    if isinstance(target, SparseTarget):
-        if tuple(target.shape) != tuple(shape):
-            raise ValueError(f"target must have the shape of preds {tuple(shape)}, got {tuple(target.shape)}")
-        if target.device != device:
-            raise ValueError(f"target is on {target.device} but preds is on {device}: move all inputs to one device")
-        return target.excluding(ex), None
     if is_sparse(target):
         st = sparse_target(target, shape, device=device, validate_args=validate_args, checks=checks, grade_checks=False)
         return st.excluding(ex), None
-    if not isinstance(target, Tensor):
-        raise TypeError(f"target must be a torch.Tensor (dense or sparse), got {type(target).__name__}")
-    if target.layout != torch.strided:
-        raise TypeError(f"target has layout {target.layout}; give a dense tensor or a sparse COO / CSR tensor")
-    if target.dtype.is_complex or not (
-        target.is_floating_point() or target.dtype == torch.bool or target.dtype in _INT
-    ):
-        raise TypeError(f"target must hold bool, integer or float grades, got {target.dtype}")
+    if not isinstance(target, SparseTarget):
+        if not isinstance(target, Tensor):
+            raise TypeError(f"target must be a torch.Tensor (dense or sparse), got {type(target).__name__}")
+        if target.layout != torch.strided:
+            raise TypeError(f"target has layout {target.layout}; give a dense tensor or a sparse COO / CSR tensor")
+        if not (target.is_floating_point() or target.dtype == torch.bool or _is_int(target.dtype)):  # not complex
+            raise TypeError(f"target must hold bool, integer or float grades, got {target.dtype}")
     if tuple(target.shape) != tuple(shape):
         raise ValueError(f"target must have the shape of preds {tuple(shape)}, got {tuple(target.shape)}")
     if target.device != device:
         raise ValueError(f"target is on {target.device} but preds is on {device}: move all inputs to one device")
+    if isinstance(target, SparseTarget):
+        return target.excluding(ex), None
     return None, target
-
-
-_INT = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 
 
 # ---------------------------------------------------------------------------------------- exclusion
@@ -314,12 +308,14 @@ def _chunks(rows: Tensor | None, n: int, length: int, chunk_elements: int, devic
             yield rows[a : a + size], None
 
 
-def _at(x: Tensor, st: SparseTarget) -> Tensor:
-    """``x[st.rows, st.items]`` for an ``(N, L)`` tensor: ``index_select`` on the flat keys when ``x``
-    is contiguous (much faster than advanced indexing on CPU)."""
-    if x.is_contiguous():
-        return x.view(-1).index_select(0, st.keys)
-    return x[st.rows, st.items]
+def _boundary_mask(preds: Tensor, ex: Exclude, v: Tensor, on: Tensor, chunk: Tensor, span: slice | None) -> Tensor:
+    """``(R, L)`` bool for one chunk: the items scored ``v`` of their row (none in a row where ``on`` is
+    False: NaN equals nothing), less those of a dense ``exclude`` (a sparse one is the caller's)."""
+    block = preds[span] if span is not None else preds.index_select(0, chunk)
+    eq = block == torch.where(on.index_select(0, chunk), v.index_select(0, chunk), torch.nan).unsqueeze(-1)
+    if ex is not None and not isinstance(ex, SparseTarget):
+        eq &= ~(ex[span] if span is not None else ex.index_select(0, chunk))
+    return eq
 
 
 def _any_unexcluded(bad: Tensor, ex: Exclude) -> Tensor:
@@ -683,13 +679,7 @@ def _row_pass(
     done, sizes, replaced = [], [], []
     sums: list[list[Tensor]] = [[], [], []]
     for chunk, span in _chunks(rows, n, length, chunk_elements, device):
-        block = preds[span] if span is not None else preds.index_select(0, chunk)
-        has_c = has.index_select(0, chunk)
-        eq = block == torch.where(has_c, v.index_select(0, chunk), torch.nan).unsqueeze(
-            -1
-        )  # NaN: no row without valid items
-        if ex is not None and not isinstance(ex, SparseTarget):
-            eq &= ~(ex[span] if span is not None else ex.index_select(0, chunk))
+        eq = _boundary_mask(preds, ex, v, has, chunk, span)
         count = eq.sum(-1, dtype=torch.int32).to(torch.int64)
         if ex_eq is not None:
             count -= ex_eq_count.index_select(0, chunk)
@@ -713,7 +703,7 @@ def _row_pass(
         elif ties in ("pessimistic", "optimistic"):
             replaced.append(_sorted_rows(_key_rows(preds, ex, chunk), chunk, dense, st, ties, width, dtype))
         done.append(chunk)
-        del block, eq
+        del eq
     if not done:
         return None
     cat = torch.cat
@@ -778,12 +768,9 @@ def boundary_histogram(
     v = view.boundary_value
     w = torch.where(view.spilled & has, weights.to(torch.float64), torch.zeros((), dtype=torch.float64, device=device))
     for chunk, span in _chunks(rows, n, length, chunk_elements, device):
-        block = preds[span] if span is not None else preds.index_select(0, chunk)
-        eq = block == torch.where(has.index_select(0, chunk), v.index_select(0, chunk), torch.nan).unsqueeze(-1)
-        if ex is not None and not isinstance(ex, SparseTarget):
-            eq &= ~(ex[span] if span is not None else ex.index_select(0, chunk))
+        eq = _boundary_mask(preds, ex, v, has, chunk, span)
         hist += w.index_select(0, chunk) @ eq.to(torch.float64)
-        del block, eq
+        del eq
     if isinstance(ex, SparseTarget) and ex.nnz:  # excluded items tied with v: take their share back
         tied = ex.counted_mask() & (_at(preds, ex) == v.index_select(0, ex.rows)) & has.index_select(0, ex.rows)
         # w is 0 outside the spilled rows, all of which were read
@@ -808,13 +795,11 @@ def boundary_sums(
 
     ``features``: ``(L, D)`` per-item vectors (e.g. item embeddings), or ``(L,)`` integer classes in
     ``[0, num_classes)`` (then ``D = num_classes`` and the sums are per-class histograms: the
-    one-hot vectors are never built); ``doc``: optional per-(row, item) weights, a dense ``(N, L)`` tensor or a :class:`SparseTarget` (then only its entries are
-    read, no pass over the scores); ``exclude`` must be the one the view was built with. Works in
-    row chunks (a bool mask and a float64 copy of it per chunk, times ``features``); only the
-    spilled rows are read when the view knows them (:attr:`TopKView.pass_rows`: validated, or
-    unvalidated on the CPU in eager mode), else every row. Used by the beyond-accuracy metrics
-    (``IntraListDiversity``, ``Novelty``, ``Serendipity``) to take the expectation over the orders
-    of the items tied at the cutoff.
+    one-hot vectors are never built); ``doc``: optional per-(row, item) weights, a dense ``(N, L)``
+    tensor or a :class:`SparseTarget` (then only its entries are read, no pass over the scores);
+    ``exclude`` and the rows read as in :func:`boundary_histogram` (its chunks, times ``features``).
+    Used by the beyond-accuracy metrics (``IntraListDiversity``, ``Novelty``, ``Serendipity``) to
+    take the expectation over the orders of the items tied at the cutoff.
 
     Example:
         >>> import torch
@@ -854,10 +839,7 @@ def boundary_sums(
     if rows is not None and rows.numel() == 0:
         return out
     for chunk, span in _chunks(rows, n, length, chunk_elements, device):
-        block = preds[span] if span is not None else preds.index_select(0, chunk)
-        eq = block == torch.where(on.index_select(0, chunk), v.index_select(0, chunk), torch.nan).unsqueeze(-1)
-        if ex is not None and not isinstance(ex, SparseTarget):
-            eq &= ~(ex[span] if span is not None else ex.index_select(0, chunk))
+        eq = _boundary_mask(preds, ex, v, on, chunk, span)
         if doc is None:
             w = eq.to(torch.float64)
         else:
@@ -869,7 +851,7 @@ def boundary_sums(
             out.index_copy_(
                 0, chunk, torch.zeros(w.shape[0], width, dtype=torch.float64, device=device).index_add_(1, classes, w)
             )
-        del block, eq, w
+        del eq, w
     if isinstance(ex, SparseTarget) and ex.nnz:  # excluded items tied with v: take them back out
         tied = ex.counted_mask() & on.index_select(0, ex.rows) & (_at(preds, ex) == v.index_select(0, ex.rows))
         w = torch.where(tied, torch.ones((), dtype=torch.float64, device=device), zero)
@@ -926,8 +908,7 @@ def _boundary_sums(preds, st: SparseTarget, v, has, gain_f, dtype, threshold) ->
     if st.nnz == 0:
         z = torch.zeros(n, dtype=dtype, device=preds.device)
         return [z, z, z]
-    entry_scores = _at(preds, st)
-    eq = st.counted_mask() & (entry_scores == v.index_select(0, st.rows)) & has.index_select(0, st.rows)
+    eq = st.counted_mask() & (_at(preds, st) == v.index_select(0, st.rows)) & has.index_select(0, st.rows)
     g = torch.where(eq, st.gains(gain_f, dtype), torch.zeros((), dtype=dtype, device=preds.device))
     return [st.row_sum((st.relevant(threshold) & eq).to(dtype)), st.row_sum(g), st.row_sum(g * g)]
 
@@ -950,23 +931,18 @@ def _row_target_stats(
         rel = is_relevant(grades, threshold)
         g = gain_f(grades.to(dtype))
         inside = slots < n_valid.index_select(0, chunk).unsqueeze(-1)
-        if ex is not None:
-            mask = _excluded_rows(ex, chunk, n, length)
+        mask = None if ex is None else _excluded_rows(ex, chunk, n, length)
+
+        def without(fill: float) -> Tensor:  # the gains with `fill` at the excluded items
+            return g if mask is None else g.masked_fill(mask, fill)
+
+        if mask is not None:
             rel = rel & ~mask
-            if gain_sums:
-                totals.append(g.masked_fill(mask, 0).sum(-1))
-            if bottom:
-                lows.append(
-                    torch.where(
-                        inside, torch.topk(g.masked_fill(mask, float("inf")), width, largest=False).values, zero
-                    )
-                )
-            g = g.masked_fill(mask, float("-inf"))
-        else:
-            if gain_sums:
-                totals.append(g.sum(-1))
-            if bottom:
-                lows.append(torch.where(inside, torch.topk(g, width, largest=False).values, zero))
+        if gain_sums:
+            totals.append(without(0).sum(-1))
+        if bottom:
+            lows.append(torch.where(inside, torch.topk(without(float("inf")), width, largest=False).values, zero))
+        g = without(float("-inf"))
         counts.append(rel.sum(-1).to(dtype))
         ideals.append(torch.where(inside, torch.topk(g, width, dim=-1).values, zero))
     if not counts:

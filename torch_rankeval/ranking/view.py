@@ -71,16 +71,22 @@ _INDEX_CACHE: dict[tuple, Tensor] = {}
 _DISCOUNT_HEADS: dict[int, tuple[weakref.ref, dict]] = {}  # id(table) -> (table, {(width, dtype): head})
 
 
-def _constant(values: tuple, dtype: torch.dtype, device: torch.device) -> Tensor:
+def _cached(key: tuple, build: Callable[[], Tensor]) -> Tensor:
+    """``build()``, kept per ``key`` in this process (built afresh under ``torch.compile``)."""
     if torch.compiler.is_compiling():
-        return torch.tensor(values, dtype=dtype, device=device)
-    key = (values, dtype, str(device))
+        return build()
     t = _INDEX_CACHE.get(key)
     if t is None:
         if len(_INDEX_CACHE) > 4096:
             _INDEX_CACHE.clear()
-        t = _INDEX_CACHE[key] = _to_device(torch.tensor(values, dtype=dtype), device)
+        t = _INDEX_CACHE[key] = build()
     return t
+
+
+def _constant(values: tuple, dtype: torch.dtype, device: torch.device) -> Tensor:
+    if torch.compiler.is_compiling():
+        return torch.tensor(values, dtype=dtype, device=device)
+    return _cached((values, dtype, str(device)), lambda: _to_device(torch.tensor(values, dtype=dtype), device))
 
 
 def _to_device(t: Tensor, device: torch.device) -> Tensor:
@@ -106,15 +112,7 @@ def device_constant(values: tuple[float, ...], dtype: torch.dtype, device: torch
 def _table(kind: str, n: int, dtype: torch.dtype, device: torch.device) -> Tensor:
     """Cached per-position tables of length ``n``: ``"arange"`` (0..n-1), ``"inverse_ranks"``
     (1/1..1/n), ``"countdown"`` (n..1)."""
-    if torch.compiler.is_compiling():
-        return _build_table(kind, n, dtype, device)
-    key = (kind, n, dtype, str(device))
-    t = _INDEX_CACHE.get(key)
-    if t is None:
-        if len(_INDEX_CACHE) > 4096:
-            _INDEX_CACHE.clear()
-        t = _INDEX_CACHE[key] = _build_table(kind, n, dtype, device)
-    return t
+    return _cached((kind, n, dtype, str(device)), lambda: _build_table(kind, n, dtype, device))
 
 
 def _build_table(kind: str, n: int, dtype: torch.dtype, device: torch.device) -> Tensor:
@@ -582,8 +580,7 @@ class RankedBatch:
     def any_tie(self) -> Tensor:
         """Whether two real documents of a list share a score, over the batch: a 0-d bool tensor (no
         host sync; NaN padding never equals anything)."""
-        key = self._sorted_key
-        return (key[:, 1:] == key[:, :-1]).any()
+        return self.tied_lists().any()
 
     def tied_lists(self) -> Tensor:
         """``(N,)`` bool: whether two real documents of each list share a score (no host sync)."""
@@ -909,13 +906,10 @@ def _rank(
     itself, sorted descending; with padding it is ``-score`` with NaN at the padding, sorted
     ascending (NaN sorts last).
     """
-    if valid is None:
-        key, descending = preds, True
-    else:
-        key, descending = (
-            torch.where(valid, -preds, torch.full((), float("nan"), dtype=preds.dtype, device=preds.device)),
-            False,
-        )
+    descending = valid is None
+    key = preds
+    if valid is not None:
+        key = torch.where(valid, -preds, torch.full((), float("nan"), dtype=preds.dtype, device=preds.device))
     if ties in ("average", "first"):
         # Averaged values do not depend on the order inside a tie group, so the (faster) unstable
         # sort serves them; "first" needs the input order among equal scores.

@@ -534,14 +534,7 @@ def _columns(a: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.nd
     """Tokens as a NUL-padded ``(W, n)`` uint8 matrix (one contiguous row per character
     position, so that the per-position loops below are plain vector operations) and their lengths."""
     lengths = ends - starts
-    width = int(lengths.max()) if len(lengths) else 1
-    out = np.empty((width, len(starts)), dtype=np.uint8)
-    last = len(a) - 1
-    for j in range(width):
-        col = a[np.minimum(starts + j, last)]
-        col[lengths <= j] = 0
-        out[j] = col
-    return out, lengths
+    return split_columns(a, starts, lengths, int(lengths.max()) if len(lengths) else 1)[0], lengths
 
 
 def _decimal(cols: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

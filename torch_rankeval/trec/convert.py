@@ -21,8 +21,10 @@ docno descending). :func:`as_measures` takes names, parsed measures and ir_measu
 objects (``str(measure)`` is the name the grammar parses).
 
 Example:
-    >>> rows = [("q1", "d1", 2), ("q1", "d2", 0)]
-    >>> as_qrels({"q1": {"d1": 2, "d2": 0}}).to_dict() == as_qrels(_Rows(rows)).to_dict()
+    >>> from collections import namedtuple
+    >>> Qrel = namedtuple("Qrel", "query_id doc_id relevance")  # a stand-in for ir_measures.Qrel
+    >>> rows = [Qrel("q1", "d1", 2), Qrel("q1", "d2", 0)]
+    >>> as_qrels({"q1": {"d1": 2, "d2": 0}}).to_dict() == as_qrels(rows).to_dict()
     True
     >>> as_run({"q1": {"d1": 0.5, "d2": 0.5}}, tag="bm25").tag
     'bm25'
@@ -60,16 +62,6 @@ def _forms(kind: str) -> str:
     if kind == "qrels":
         return _FORMS.format(cls="Qrels", cols="query_id/doc_id/relevance or qid/docno/rel", value="grade", row="Qrel")
     return _FORMS.format(cls="Run", cols="query_id/doc_id/score or qid/docno/score", value="score", row="ScoredDoc")
-
-
-class _Rows:
-    """Rows ``(query_id, doc_id, value)`` as attribute objects (the doctest's stand-in for namedtuples)."""
-
-    def __init__(self, rows: Iterable[tuple[Any, Any, Any]], value: str = "relevance") -> None:
-        self.rows = [type("Row", (), {"query_id": q, "doc_id": d, value: v})() for q, d, v in rows]
-
-    def __iter__(self):
-        return iter(self.rows)
 
 
 def _is_dataframe(obj: object) -> bool:

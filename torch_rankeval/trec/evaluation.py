@@ -3,6 +3,7 @@ printed lines."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -404,15 +405,8 @@ def evaluate(
         rows = batch.rows
         if max_docs is not None and batch.preds.shape[-1] > max_docs:
             keep = slice(0, int(max_docs))
-            batch = TrecBatch(
-                batch.qids,
-                batch.preds[:, keep],
-                batch.target[:, keep],
-                batch.mask[:, keep],
-                batch.ideal_target,
-                batch.retrieved,
-                batch.runid,
-                rows,
+            batch = dataclasses.replace(
+                batch, preds=batch.preds[:, keep], target=batch.target[:, keep], mask=batch.mask[:, keep]
             )
         for name, length in lengths.items():
             for i, line in zip(rows.tolist(), relstrings(batch, length)):
