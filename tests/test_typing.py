@@ -75,7 +75,9 @@ VERIFYTYPES_MIN_SCORE = 0.98
 def test_pyright_verifytypes_completeness(tmp_path):
     import json
 
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    # pyright finds the packages through the first `python` on PATH: make that this interpreter (a venv not activated)
+    path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PATH": path}
     out = subprocess.run(
         [sys.executable, "-m", "pyright", "--verifytypes", "torch_rankeval", "--ignoreexternal", "--outputjson"],
         cwd=REPO,
