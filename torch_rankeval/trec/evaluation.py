@@ -18,7 +18,7 @@ from torch_rankeval.measures import NICKNAMES, Measure, compute, parse_measures,
 from torch_rankeval.measures.grammar import check_distinct
 from torch_rankeval.measures.reduction import sample_stderr
 from torch_rankeval.measures.registry import TREC_BY_NAME
-from torch_rankeval.trec._tables import csv_text, latex_escape, latex_number, require_pandas
+from torch_rankeval.trec._tables import csv_text, latex_escape, latex_number, latex_table, require_pandas
 from torch_rankeval.trec.convert import as_measures, as_qrels, as_run
 from torch_rankeval.trec.diversity import SubtopicQrels, intent_aware_values, read_subtopic_qrels
 from torch_rankeval.trec.io import PathLike, Qrels, Run
@@ -157,19 +157,8 @@ class Evaluation:
             \end{tabular}
             \end{table}
         """
-        names = list(self.summary)
-        lines = [r"\begin{table}", r"\centering"]
-        if caption is not None:
-            lines.append(rf"\caption{{{latex_escape(caption)}}}")
-        if label is not None:
-            lines.append(rf"\label{{{label}}}")
-        lines += [r"\begin{tabular}{l" + "r" * len(names) + "}", r"\toprule"]
-        lines.append(" & ".join(["Run", *map(latex_escape, names)]) + r" \\")
-        lines.append(r"\midrule")
-        cells = [latex_number(self.summary[n], decimals) for n in names]
-        lines.append(" & ".join([latex_escape(self.runid), *cells]) + r" \\")
-        lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
-        return "\n".join(lines)
+        cells = [latex_number(v, decimals) for v in self.summary.values()]
+        return latex_table(list(self.summary), [[latex_escape(self.runid), *cells]], caption, label)
 
     def to_pandas(self, *, per_query: bool = False) -> Any:
         """A pandas DataFrame: the summary as one row indexed by the run (``per_query=False``), or a
@@ -185,8 +174,7 @@ class Evaluation:
         """
         pd = require_pandas()
         if per_query:
-            frame = pd.DataFrame(self._per_query_lists(), index=pd.Index(self.qids, name="qid"))
-            return frame
+            return pd.DataFrame(self._per_query_lists(), index=pd.Index(self.qids, name="qid"))
         return pd.DataFrame([self.summary], index=pd.Index([self.run], name="run"))
 
     def stderr(self) -> dict[str, float]:
@@ -514,12 +502,9 @@ def _evaluate_diversity(
             summary[m.label] = summary_ia[m.label]
         elif adhoc is not None:
             outputs.extend(o for o in adhoc.outputs if o.name == m.label)
-            if m.label in adhoc.per_query:
-                per_query[m.label] = adhoc.per_query[m.label]
-            if m.label in adhoc.summary:
-                summary[m.label] = adhoc.summary[m.label]
-            if m.label in adhoc.info:
-                info[m.label] = adhoc.info[m.label]
+            for mine, theirs in ((per_query, adhoc.per_query), (summary, adhoc.summary), (info, adhoc.info)):
+                if m.label in theirs:
+                    mine[m.label] = theirs[m.label]
     retrieved = torch.tensor([q in set(run.qids) for q in qids], dtype=torch.bool)
     return Evaluation(
         run.path or "run",
