@@ -232,11 +232,7 @@ class Evaluation:
 
 def _fmt(value: float | str) -> str:
     """A value as trec_eval prints it: ``%6.4f`` (``nan`` padded to 6), counts as integers."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, int):
-        return str(value)
-    return f"{value:6.4f}"
+    return str(value) if isinstance(value, (str, int)) else f"{value:6.4f}"
 
 
 def trec_measures(measures: Sequence[str | Measure] | str, *, trec_eval_version: str = "10.0") -> list[Measure]:
@@ -265,9 +261,9 @@ def trec_measures(measures: Sequence[str | Measure] | str, *, trec_eval_version:
     for m in measures:
         parsed = [m] if isinstance(m, Measure) else parse_measures([m])
         if isinstance(m, str) and (m.strip() in NICKNAMES or m.strip() in TREC_BY_NAME):
-            parsed = [p for p in parsed if _trec(p) not in with_params]
+            parsed = [p for p in parsed if getattr(p.trec_spelling(), "name", None) not in with_params]
         if trec_eval_version == "9.0.8" and isinstance(m, str) and m.strip() in NICKNAMES:
-            parsed = [p for p in parsed if _since(p) != "10.0"]
+            parsed = [p for p in parsed if getattr(p.trec_spelling(), "since", "9.0.8") != "10.0"]
         for p in parsed:
             if (
                 trec_eval_version == "9.0.8"
@@ -279,16 +275,6 @@ def trec_measures(measures: Sequence[str | Measure] | str, *, trec_eval_version:
                 out.append(p)
     check_distinct(out)  # two different measures under one name: one result would be lost
     return out
-
-
-def _trec(m: Measure) -> str | None:
-    t = m.trec_spelling()
-    return None if t is None else t.name
-
-
-def _since(m: Measure) -> str:
-    t = m.trec_spelling()
-    return "9.0.8" if t is None else t.since
 
 
 def relstrings(batch: TrecBatch, length: int) -> list[str]:
