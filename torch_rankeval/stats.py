@@ -170,13 +170,9 @@ def paired_t_test(x: Tensor, y: Tensor, *, alternative: str = "two-sided") -> Te
         values = torch.where(constant, placeholder, d.cpu()).numpy()
     result = scipy_stats.ttest_rel(values, values * 0.0, axis=0, alternative=alternative)
     signed = torch.where(mean == 0, 0.0, torch.sign(mean) * math.inf)
-    const_p = {
-        "two-sided": torch.where(mean == 0, 1.0, 0.0),
-        "greater": torch.where(mean > 0, 0.0, 1.0),
-        "less": torch.where(mean < 0, 0.0, 1.0),
-    }[alternative].to(torch.float64)
+    reached = {"two-sided": mean != 0, "greater": mean > 0, "less": mean < 0}[alternative]  # by a constant difference
     statistic = torch.where(constant, signed, torch.as_tensor(result.statistic, dtype=torch.float64))
-    pvalue = torch.where(constant, const_p, torch.as_tensor(result.pvalue, dtype=torch.float64))
+    pvalue = torch.where(constant, (~reached).to(torch.float64), torch.as_tensor(result.pvalue, dtype=torch.float64))
     return TestResult(statistic.to(d.device), pvalue.to(d.device))
 
 

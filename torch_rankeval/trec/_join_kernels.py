@@ -200,13 +200,12 @@ def padded_join(
         ``(duplicate, run_flat, qrels_flat)``: two run positions with the same docno in one query
         (or ``None``), and the flat positions of each retrieved-and-judged pair.
     """
-    n, length = run_keys.shape
+    length = run_keys.shape[1]
     all_valid = bool(run_valid.all())
     keys = torch.from_numpy(run_keys if all_valid else np.where(run_valid, run_keys, _PAD))
     sorted_keys, perm = torch.sort(keys, dim=1)
     sorted_keys, perm = sorted_keys.numpy(), perm.numpy()
     sorted_valid = run_valid if all_valid else np.take_along_axis(run_valid, perm, 1)
-    row_base = (np.arange(n, dtype=np.int64) * length)[:, None]
 
     duplicate = None
     equal = sorted_keys[:, 1:] == sorted_keys[:, :-1]
@@ -214,14 +213,14 @@ def padded_join(
         equal &= sorted_valid[:, 1:] & sorted_valid[:, :-1]
     rows, cols = np.nonzero(equal)
     if len(rows):
-        a = row_base[rows, 0] + perm[rows, cols]
-        b = row_base[rows, 0] + perm[rows, cols + 1]
+        a = rows * length + perm[rows, cols]
+        b = rows * length + perm[rows, cols + 1]
         real = np.ones(len(a), dtype=bool) if confirm_run is None else confirm_run(a, b)
         if real.any():
             i = int(np.flatnonzero(real)[0])
             duplicate = (int(min(a[i], b[i])), int(max(a[i], b[i])))
         elif confirm_run is not None:  # neighbours that only share a hash: check all pairs of each run
-            duplicate = _scan_duplicates(sorted_keys, sorted_valid, perm, row_base, rows, cols, confirm_run)
+            duplicate = _scan_duplicates(sorted_keys, sorted_valid, perm, rows, cols, confirm_run)
 
     qrels_width = qrels_keys.shape[1]
     pos = torch.searchsorted(torch.from_numpy(sorted_keys), torch.from_numpy(np.ascontiguousarray(qrels_keys))).numpy()
@@ -245,7 +244,7 @@ def padded_join(
     return duplicate, np.concatenate(run_flat), np.concatenate(qrels_flat)
 
 
-def _scan_duplicates(sorted_keys, sorted_valid, perm, row_base, rows, cols, confirm) -> tuple[int, int] | None:
+def _scan_duplicates(sorted_keys, sorted_valid, perm, rows, cols, confirm) -> tuple[int, int] | None:
     """Pairs beyond neighbours inside runs of equal hashes (only after a hash collision)."""
     for r, c in zip(rows.tolist(), cols.tolist()):
         end = c + 1
@@ -253,7 +252,7 @@ def _scan_duplicates(sorted_keys, sorted_valid, perm, row_base, rows, cols, conf
             end + 1 < sorted_keys.shape[1] and sorted_keys[r, end + 1] == sorted_keys[r, c] and sorted_valid[r, end + 1]
         ):
             end += 1
-        members = row_base[r, 0] + perm[r, c : end + 1]
+        members = r * perm.shape[1] + perm[r, c : end + 1]
         for i in range(len(members)):
             others = members[i + 1 :]
             same = confirm(np.full(len(others), members[i]), others)
