@@ -333,9 +333,8 @@ class QueryBreakdown:
             >>> b.scalars("val/")
             {'val/mrr/mean': 0.75, 'val/mrr/q50': 0.75}
         """
-        out = {f"{prefix}{self.key}/mean": self.mean}
-        out.update({f"{prefix}{self.key}/q{q * 100:g}": v for q, v in self.quantiles.items()})
-        return out
+        head = f"{prefix}{self.key}/"
+        return {head + "mean": self.mean} | {f"{head}q{q * 100:g}": v for q, v in self.quantiles.items()}
 
     def __str__(self) -> str:
         qs = "  ".join(f"q{q * 100:g}={v:.4f}" for q, v in self.quantiles.items())
@@ -517,8 +516,7 @@ class ProfileSummary:
         p = self.profile
         has_ideal = "ideal_relevance" in p
         header = "pos count rel ideal_rel gain ideal_gain rel_share ideal_share dcg ideal_dcg".split()
-        if not has_ideal:
-            header = ["pos", "count", "rel", "gain", "rel_share", "dcg"]
+        header = [h for h in header if has_ideal or not h.startswith("ideal_")]
         lines = ["  ".join(f"{h:>11}" for h in header)]
         for i in range(p["relevance"].shape[0]):
             row = [f"{i + 1:>11}", f"{int(p['count'][i]):>11}"]

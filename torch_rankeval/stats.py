@@ -964,8 +964,7 @@ def compare_runs(
     means = table.mean(1)  # (R, M)
     difference = means[second].T - means[first].T  # (M, P)
     significant = (adjusted < alpha) & (difference != 0)
-    winner = torch.where(difference > 0, second, first).expand_as(difference)
-    winner = torch.where(significant, winner, torch.full_like(winner, -1))
+    winner = torch.where(significant, torch.where(difference > 0, second, first), -1)
     return RunComparison(
         runs=tuple(run_names),
         measures=tuple(measure_names),

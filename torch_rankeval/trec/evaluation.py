@@ -348,6 +348,7 @@ def evaluate(
         >>> evaluate(qrels, run, ["num_ret", "P.2"], max_docs=1).summary
         {'num_ret': 1, 'P_2': 0.5}
     """
+    settings = {k: v for k, v in locals().items() if k not in ("qrels", "run", "measures")}  # for the diversity path
     if (
         isinstance(relevance_level, bool)
         or not isinstance(relevance_level, (int, np.integer))
@@ -365,7 +366,7 @@ def evaluate(
         )
     parsed = trec_measures(measures, trec_eval_version=trec_eval_version)
     if isinstance(qrels, SubtopicQrels) or any(m.family.subtopics for m in parsed):
-        return _evaluate_diversity(qrels, run, parsed, relevance_level, complete, max_docs, trec_eval_version, device)
+        return _evaluate_diversity(qrels, run, parsed, settings)
     qrels = as_qrels(qrels, argument="qrels")
     run = as_run(run, argument="run")
     lengths = {m.label: int(m.param("length")) for m in parsed if m.family.aggregate == "text"}
@@ -402,11 +403,7 @@ def evaluate(
                 values[name] = v
             else:
                 values.setdefault(name, v.new_zeros(n))[rows] = v
-    outputs: list[Output] = []
-    texts: list[Output] = []
-    per_query: dict[str, Tensor] = {}
-    summary: dict[str, float | int] = {}
-    info: dict[str, str] = {}
+    outputs, texts, per_query, summary, info = [], [], {}, {}, {}
     for m in parsed:
         out = Output(m, 0, m.label, m.trec_label)
         if m.family.aggregate == "text":
@@ -436,17 +433,10 @@ def evaluate(
 
 
 def _evaluate_diversity(
-    qrels: object,
-    run: Run | PathLike,
-    parsed: list[Measure],
-    relevance_level: int,
-    complete: bool,
-    max_docs: int | None,
-    trec_eval_version: str,
-    device: torch.device | str | None,
+    qrels: object, run: Run | PathLike, parsed: list[Measure], settings: dict[str, Any]
 ) -> Evaluation:
-    """:func:`evaluate` on diversity qrels: the intent-aware measures on every judgment
-    (:func:`~torch_rankeval.trec.diversity.intent_aware_values`), the others on the ad-hoc view."""
+    """:func:`evaluate` (``settings``: its keyword arguments) on diversity qrels: the intent-aware measures on
+    every judgment (:func:`~torch_rankeval.trec.diversity.intent_aware_values`), the others on the ad-hoc view."""
     if not isinstance(qrels, SubtopicQrels):
         if isinstance(qrels, Qrels) or not isinstance(qrels, (str, os.PathLike)):
             raise TypeError(
@@ -457,26 +447,13 @@ def _evaluate_diversity(
     run = as_run(run, argument="run")
     aware = [m for m in parsed if m.family.subtopics]
     rest = [m for m in parsed if not m.family.subtopics]
-    if relevance_level != 1 and aware:
+    if settings["relevance_level"] != 1 and aware:
         raise ValueError(
             "relevance_level applies to ad-hoc measures; ndeval's subtopic judgments are binary (> 0 is relevant)"
         )
-    adhoc = (
-        evaluate(
-            qrels.adhoc(),
-            run,
-            rest,
-            relevance_level=relevance_level,
-            complete=complete,
-            max_docs=max_docs,
-            trec_eval_version=trec_eval_version,
-            device=device,
-        )
-        if rest
-        else None
-    )
+    adhoc = evaluate(qrels.adhoc(), run, rest, **settings) if rest else None
     qids, per_query_ia, summary_ia = intent_aware_values(
-        aware, qrels, run, complete=complete, max_docs=max_docs, device=device
+        aware, qrels, run, complete=settings["complete"], max_docs=settings["max_docs"], device=settings["device"]
     )
     if adhoc is not None and adhoc.qids != qids:  # pragma: no cover - both join the same query sets
         raise AssertionError("the ad-hoc and intent-aware evaluations disagree on the queries")
@@ -502,6 +479,6 @@ def _evaluate_diversity(
         retrieved,
         adhoc.texts if adhoc is not None else [],
         adhoc.text if adhoc is not None else {},
-        trec_eval_version,
+        settings["trec_eval_version"],
         info,
     )
