@@ -282,12 +282,10 @@ class Order:
 
     def apply(self, x: np.ndarray | Strings, *, tie_invariant: bool = False) -> np.ndarray | Strings:
         """``x`` in this order. ``tie_invariant``: ``x`` is equal within ties (scores)."""
-        if isinstance(x, Strings):
-            if self.full is not None:
-                return x.take(self.full)
-            return x if self.positions is None else x.replaced(self.positions, self.sources)
         if self.full is not None:
-            return x[self.full]
+            return x.take(self.full)  # (x is 1-D)
+        if isinstance(x, Strings):
+            return x if self.positions is None else x.replaced(self.positions, self.sources)
         if self.positions is None or tie_invariant:
             return x
         out = x.copy()

@@ -1,11 +1,9 @@
 """The join of a run with its qrels: padded tensors in trec_eval's ranking order.
 
-:func:`to_tensors` joins a run with its qrels into padded tensors in trec_eval's ranking order
-(score descending, ties by docno descending, so that the ranking core's stable sort,
-``ties="first"``, keeps it) together with the grades of every judged document (trec_eval's IDCG
-and relevant counts). :func:`to_batches` gives the same rows in length buckets, each padded only
-to its own longest query, so that memory follows the number of documents however skewed the
-query lengths are (one query of a million documents among thousands of ten).
+:func:`to_tensors` pads every query to the longest (see :class:`TrecBatch`, :mod:`torch_rankeval.trec`);
+:func:`to_batches` gives the same rows in length buckets, each padded only to its own longest query, so
+that memory follows the number of documents however skewed the query lengths are (one query of a
+million documents among thousands of ten).
 """
 
 from __future__ import annotations
