@@ -605,9 +605,8 @@ class RunComparison:
         """
         from torch_rankeval.trec._tables import csv_text
 
-        records = self.records()
-        header = list(records[0])
-        return csv_text(header, [[r[h] for h in header] for r in records], path)
+        records = self.records()  # every record has the same keys, in the same order
+        return csv_text(list(records[0]), [list(r.values()) for r in records], path)
 
     def to_pandas(self, what: str = "pairs") -> Any:
         """A pandas DataFrame: :meth:`records` (``what="pairs"``, a row per measure and pair) or the
