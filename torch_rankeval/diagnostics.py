@@ -246,18 +246,7 @@ def inversion_report(
         effect = ml - mu
         extra: dict[str, Any] = _paired(values, upper, lower, test) if per_query else {}
         comparisons.append(
-            BandComparison(
-                upper=upper,
-                lower=lower,
-                stat=stat,
-                upper_mean=mu,
-                lower_mean=ml,
-                effect=effect,
-                inverted=bool(effect > min_effect),
-                n_upper=nu,
-                n_lower=nl,
-                **extra,
-            )
+            BandComparison(upper, lower, stat, mu, ml, effect, bool(effect > min_effect), nu, nl, **extra)
         )
     return InversionReport(stat=stat, comparisons=tuple(comparisons), min_effect=float(min_effect))
 

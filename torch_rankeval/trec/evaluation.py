@@ -213,12 +213,10 @@ class Evaluation:
         printed = self.printed
         lines = []
         if per_query:
-            columns = []
+            numbers, columns = self._per_query_lists(), []
             for o in outputs:
-                if o.name in self.per_query:
-                    values = self.per_query[o.name].tolist()
-                    integer = o.measure.family.integer
-                    columns.append((o, [_fmt(round(v) if integer else v) for v in values]))
+                if o.name in numbers:
+                    columns.append((o, [_fmt(v) for v in numbers[o.name]]))
                 elif o.name in self.text:
                     columns.append((o, [f"'{s}'" for s in self.text[o.name]]))
             shown = self.retrieved.tolist() if self.version == "9.0.8" else [True] * len(self.qids)
