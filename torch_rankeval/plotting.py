@@ -231,10 +231,9 @@ def plot_before_after(
     """
     if len(labels) != 2:
         raise ValueError(f"labels must name the two runs, got {labels!r}")
-    profiles = "count" in before and "count" in after
     fig = _new_figure((11.0, 4.2), ncols=2)
     left, right = fig.axes
-    if profiles:
+    if "count" in before and "count" in after:  # two position profiles
         key = key or "relevance"
         _check_stat(key)
         a, b = _series(before, key), _series(after, key)
