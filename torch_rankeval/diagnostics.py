@@ -96,12 +96,8 @@ def default_bands(positions: int, n_bands: int = 4) -> list[Band]:
         raise ValueError(f"positions must be a positive int, got {positions!r}")
     n = min(n_bands, positions)
     size, extra = divmod(positions, n)
-    bands, start = [], 1
-    for i in range(n):
-        end = start + size + (1 if i < extra else 0) - 1
-        bands.append((start, end))
-        start = end + 1
-    return bands
+    ends = [i * size + min(i, extra) for i in range(n + 1)]  # the first `extra` bands are one longer
+    return [(ends[i] + 1, ends[i + 1]) for i in range(n)]
 
 
 # ---------------------------------------------------------------------------------------- inversions
@@ -168,13 +164,10 @@ class InversionReport:
     def __str__(self) -> str:
         lines = [f"relevance inversions ({self.stat}: mean over the documents in each band; effect = lower - upper)"]
         for c in self.comparisons:
-            flag = "INVERTED" if c.inverted else "ok"
-            extra = ""
-            if c.p_value is not None:
-                extra = f"  d_z={c.standardized:.3f}  p={c.p_value:.4g}  n={c.n_paired}"
+            extra = "" if c.p_value is None else f"  d_z={c.standardized:.3f}  p={c.p_value:.4g}  n={c.n_paired}"
             lines.append(
                 f"  {_band_name(c.upper):>7} vs {_band_name(c.lower):<7} {c.upper_mean:8.4f} {c.lower_mean:8.4f} "
-                f"effect={c.effect:+.4f}{extra}  {flag}"
+                f"effect={c.effect:+.4f}{extra}  {'INVERTED' if c.inverted else 'ok'}"
             )
         return "\n".join(lines)
 
@@ -253,18 +246,7 @@ def inversion_report(
         effect = ml - mu
         extra: dict[str, Any] = _paired(values, upper, lower, test) if per_query else {}
         comparisons.append(
-            BandComparison(
-                upper=upper,
-                lower=lower,
-                stat=stat,
-                upper_mean=mu,
-                lower_mean=ml,
-                effect=effect,
-                inverted=bool(effect > min_effect),
-                n_upper=nu,
-                n_lower=nl,
-                **extra,
-            )
+            BandComparison(upper, lower, stat, mu, ml, effect, bool(effect > min_effect), nu, nl, **extra)
         )
     return InversionReport(stat=stat, comparisons=tuple(comparisons), min_effect=float(min_effect))
 
@@ -340,9 +322,8 @@ class QueryBreakdown:
             >>> b.scalars("val/")
             {'val/mrr/mean': 0.75, 'val/mrr/q50': 0.75}
         """
-        out = {f"{prefix}{self.key}/mean": self.mean}
-        out.update({f"{prefix}{self.key}/q{q * 100:g}": v for q, v in self.quantiles.items()})
-        return out
+        head = f"{prefix}{self.key}/"
+        return {head + "mean": self.mean} | {f"{head}q{q * 100:g}": v for q, v in self.quantiles.items()}
 
     def __str__(self) -> str:
         qs = "  ".join(f"q{q * 100:g}={v:.4f}" for q, v in self.quantiles.items())
@@ -480,18 +461,16 @@ def profile_scalars(
     missing = [s for s in stats if s not in profile]
     if missing:
         raise ValueError(f"profile lacks {missing}: pass PositionProfile.compute()'s result")
-    out: dict[str, float] = {}
     names = [*stats, *(f"ideal_{s}" for s in stats if ideal and f"ideal_{s}" in profile)]
-    series = {s: profile[s].detach().to("cpu", torch.float64).tolist() for s in names}
-    positions = len(next(iter(series.values()))) if series else 0
-    for name, vals in series.items():
-        for p in range(positions):
-            if not math.isnan(vals[p]):
-                out[f"{prefix}{name}@{p + 1}"] = vals[p]
-    if report is not None:
-        out.update({k: v for k, v in report.scalars().items() if not math.isnan(v)})
-    if breakdown is not None:
-        out.update({k: v for k, v in breakdown.scalars().items() if not math.isnan(v)})
+    out = {
+        f"{prefix}{name}@{p + 1}": v
+        for name in names
+        for p, v in enumerate(profile[name].detach().to("cpu", torch.float64).tolist())
+        if not math.isnan(v)
+    }
+    for extra in (report, breakdown):
+        if extra is not None:
+            out.update({k: v for k, v in extra.scalars().items() if not math.isnan(v)})
     return out
 
 
@@ -526,8 +505,7 @@ class ProfileSummary:
         p = self.profile
         has_ideal = "ideal_relevance" in p
         header = "pos count rel ideal_rel gain ideal_gain rel_share ideal_share dcg ideal_dcg".split()
-        if not has_ideal:
-            header = ["pos", "count", "rel", "gain", "rel_share", "dcg"]
+        header = [h for h in header if has_ideal or not h.startswith("ideal_")]
         lines = ["  ".join(f"{h:>11}" for h in header)]
         for i in range(p["relevance"].shape[0]):
             row = [f"{i + 1:>11}", f"{int(p['count'][i]):>11}"]
@@ -601,19 +579,12 @@ def profile_from_tensors(
         >>> [round(v, 4) for v in s.profile["relevance"].tolist()], round(s.breakdown.mean, 4)
         ([0.0, 1.0, 2.0], 0.5869)
     """
+    settings = dict(locals())  # positions, bands, stat, ...: passed on as they are
+    for name in ("preds", "target", "mask", "ideal_target", "query_ids", "conventions"):
+        del settings[name]
     n = preds.shape[0] if preds.ndim == 2 else 1
     ids = torch.arange(n, device=preds.device) if query_ids is None else query_ids
-    return profile_from_batches(
-        [(preds, target, mask, ideal_target, ids)],
-        positions=positions,
-        bands=bands,
-        stat=stat,
-        worst=worst,
-        test=test,
-        convention=convention,
-        ignore_index=ignore_index,
-        **conventions,
-    )
+    return profile_from_batches([(preds, target, mask, ideal_target, ids)], **settings, **conventions)
 
 
 def profile_from_batches(

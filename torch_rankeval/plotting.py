@@ -44,10 +44,9 @@ def _new_figure(figsize: tuple[float, float], ncols: int = 1) -> Any:
     return fig
 
 
-def _target(ax: Any, figsize: tuple[float, float]) -> tuple[Any, Any]:
+def _target(ax: Any) -> tuple[Any, Any]:
     if ax is None:
-        fig = _new_figure(figsize)
-        return fig, fig.axes[0]
+        ax = _new_figure((6.4, 4.0)).axes[0]
     return ax.figure, ax
 
 
@@ -110,7 +109,7 @@ def plot_position_profile(
         ('rank position', 'mean relevance (grade)', ['model', 'ideal ranking'])
     """
     _check_stat(stat)
-    fig, ax = _target(ax, (6.4, 4.0))
+    fig, ax = _target(ax)
     values = _series(profile, stat)
     x = list(range(1, len(values) + 1))
     ax.plot(x, values, marker="o", label=labels[0])
@@ -179,7 +178,7 @@ def plot_query_histogram(
         >>> ax.get_xlabel(), ax.get_ylabel()
         ('per-query ndcg@3', 'queries')
     """
-    fig, ax = _target(ax, (6.4, 4.0))
+    fig, ax = _target(ax)
     first = per_query_breakdown(per_query, key, bins=bins, range=range, quantiles=(), worst=0)
     ax.stairs(first.counts, first.edges, fill=True, alpha=0.5, label=f"{labels[0]} (mean {first.mean:.3f})")
     ax.axvline(first.mean, color="C0", linewidth=1.5)
@@ -232,10 +231,9 @@ def plot_before_after(
     """
     if len(labels) != 2:
         raise ValueError(f"labels must name the two runs, got {labels!r}")
-    profiles = "count" in before and "count" in after
     fig = _new_figure((11.0, 4.2), ncols=2)
     left, right = fig.axes
-    if profiles:
+    if "count" in before and "count" in after:  # two position profiles
         key = key or "relevance"
         _check_stat(key)
         a, b = _series(before, key), _series(after, key)

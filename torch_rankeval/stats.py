@@ -86,9 +86,9 @@ class TestResult:
     __test__ = False  # not a pytest test class
 
 
-def _differences(x: Tensor, y: Tensor | None, name: str = "x") -> Tensor:
+def _differences(x: Tensor, y: Tensor | None) -> Tensor:
     if not isinstance(x, Tensor):
-        raise TypeError(f"{name} must be a tensor of per-query values, got {type(x).__name__}")
+        raise TypeError(f"x must be a tensor of per-query values, got {type(x).__name__}")
     if y is not None:
         if not isinstance(y, Tensor):
             raise TypeError(f"y must be a tensor of per-query values, got {type(y).__name__}")
@@ -169,16 +169,10 @@ def paired_t_test(x: Tensor, y: Tensor, *, alternative: str = "two-sided") -> Te
         placeholder = (torch.arange(d.shape[0], dtype=torch.float64) % 2).reshape((-1,) + (1,) * (d.ndim - 1))
         values = torch.where(constant, placeholder, d.cpu()).numpy()
     result = scipy_stats.ttest_rel(values, values * 0.0, axis=0, alternative=alternative)
-    statistic = torch.as_tensor(result.statistic, dtype=torch.float64)
-    pvalue = torch.as_tensor(result.pvalue, dtype=torch.float64)
-    signed = torch.sign(mean) * math.inf
-    const_p = {
-        "two-sided": torch.where(mean == 0, 1.0, 0.0),
-        "greater": torch.where(mean > 0, 0.0, 1.0),
-        "less": torch.where(mean < 0, 0.0, 1.0),
-    }[alternative].to(torch.float64)
-    statistic = torch.where(constant, torch.where(mean == 0, torch.zeros_like(mean), signed), statistic)
-    pvalue = torch.where(constant, const_p, pvalue)
+    signed = torch.where(mean == 0, 0.0, torch.sign(mean) * math.inf)
+    reached = {"two-sided": mean != 0, "greater": mean > 0, "less": mean < 0}[alternative]  # by a constant difference
+    statistic = torch.where(constant, signed, torch.as_tensor(result.statistic, dtype=torch.float64))
+    pvalue = torch.where(constant, (~reached).to(torch.float64), torch.as_tensor(result.pvalue, dtype=torch.float64))
     return TestResult(statistic.to(d.device), pvalue.to(d.device))
 
 
@@ -422,21 +416,17 @@ def _histogram_pass(
     offsets = torch.arange(0, size, _BINS, device=device).unsqueeze(1)
     lo, hi = lo.unsqueeze(1), hi.unsqueeze(1)
     start, width = (None, None) if pilot else (lo, hi - lo)
-
-    def add(values: Tensor) -> None:
+    for values in _blocks(slices, col):
+        if start is None:  # the pilot: the first block's range (values beyond it go to the end bins)
+            start = values.min(1, keepdim=True).values
+            end = values.max(1, keepdim=True).values
+            width = torch.where(end > start, end - start, torch.ones_like(end))
         slot = ((values - start) / width * _BINS).floor_().clamp_(0, _BINS - 1).to(torch.int64) + offsets
         slot = torch.where((values >= lo) & (values < hi), slot, size).view(-1)
         values = values.view(-1)
         counts.scatter_add_(0, slot, torch.ones_like(slot))
         mins.scatter_reduce_(0, slot, values, "amin")
         maxs.scatter_reduce_(0, slot, values, "amax")
-
-    for values in _blocks(slices, col):
-        if start is None:  # the pilot: the first block's range (values beyond it go to the end bins)
-            start = values.min(1, keepdim=True).values
-            end = values.max(1, keepdim=True).values
-            width = torch.where(end > start, end - start, torch.ones_like(end))
-        add(values)
     shape = (n_tracks, _BINS)
     return counts[:size].view(shape), mins[:size].view(shape), maxs[:size].view(shape)
 
@@ -508,12 +498,9 @@ def adjust_pvalues(pvalues: Tensor, method: str = "holm") -> Tensor:
         >>> adjust_pvalues(torch.tensor([0.02, 0.5]), "none")
         tensor([0.0200, 0.5000], dtype=torch.float64)
     """
-    if method == "holm":
-        return holm(pvalues)
-    if method == "bonferroni":
-        return bonferroni(pvalues)
-    if method == "none":
-        return _check_pvalues(pvalues)
+    adjust = {"holm": holm, "bonferroni": bonferroni, "none": _check_pvalues}.get(method)
+    if adjust is not None:
+        return adjust(pvalues)
     raise ValueError(f"correction={method!r} is not valid: use one of {', '.join(map(repr, CORRECTIONS))}")
 
 
@@ -578,11 +565,9 @@ class RunComparison:
             >>> c.beats(1, 0), c.beats(0, 0)
             ([0], [])
         """
-        found = []
-        for p, (i, j) in enumerate(self.pairs):
-            if int(self.winner[measure, p]) == run:
-                found.append(j if run == i else i)
-        return sorted(found)
+        return sorted(
+            j if run == i else i for p, (i, j) in enumerate(self.pairs) if int(self.winner[measure, p]) == run
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """Plain Python: the settings, ``means`` (``{run: {measure: mean}}``) and ``comparisons``
@@ -620,9 +605,8 @@ class RunComparison:
         """
         from torch_rankeval.trec._tables import csv_text
 
-        records = self.records()
-        header = list(records[0])
-        return csv_text(header, [[r[h] for h in header] for r in records], path)
+        records = self.records()  # every record has the same keys, in the same order
+        return csv_text(list(records[0]), [list(r.values()) for r in records], path)
 
     def to_pandas(self, what: str = "pairs") -> Any:
         """A pandas DataFrame: :meth:`records` (``what="pairs"``, a row per measure and pair) or the
@@ -672,18 +656,11 @@ class RunComparison:
             \par\smallskip\footnotesize Superscripts mark a significant improvement over the run of that letter: paired randomization test (10000 resamples), Holm correction over the 1 pair of runs of each measure, $\alpha = 0.05$; best of each column in bold.
             \end{table}
         """
-        from torch_rankeval.trec._tables import latex_escape, latex_number
+        from torch_rankeval.trec._tables import latex_escape, latex_number, latex_table
 
         letters = [_letter(i) for i in range(len(self.runs))]
         means = self.means.tolist()
-        lines = [r"\begin{table}", r"\centering"]
-        if caption is not None:
-            lines.append(rf"\caption{{{latex_escape(caption)}}}")
-        if label is not None:
-            lines.append(rf"\label{{{label}}}")
-        lines += [r"\begin{tabular}{l" + "r" * len(self.measures) + "}", r"\toprule"]
-        lines.append(" & ".join(["Run", *map(latex_escape, self.measures)]) + r" \\")
-        lines.append(r"\midrule")
+        rows = []
         best = [max(row[m] for row in means) for m in range(len(self.measures))]
         for i, run in enumerate(self.runs):
             cells = [f"({letters[i]}) {latex_escape(run)}"]
@@ -695,24 +672,19 @@ class RunComparison:
                 if beaten:
                     cell += "$^{" + "".join(letters[j] for j in beaten) + "}$"
                 cells.append(cell)
-            lines.append(" & ".join(cells) + r" \\")
-        lines += [r"\bottomrule", r"\end{tabular}"]
+            rows.append(cells)
+        test = "paired t-test"
         if self.test == "randomization":
             test = f"paired randomization test ({self.n_resamples} resamples)"
-        else:
-            test = "paired t-test"
-        n_pairs = len(self.pairs)
-        pairs = f"{n_pairs} pair{'s' if n_pairs != 1 else ''} of runs"
+        pairs = f"{len(self.pairs)} pair{'s' if len(self.pairs) != 1 else ''} of runs"
+        correction = f"{self.correction.capitalize()} correction over the {pairs} of each measure"
         if self.correction == "none":
             correction = "no correction for multiple comparisons"
-        else:
-            correction = f"{self.correction.capitalize()} correction over the {pairs} of each measure"
-        lines.append(
+        note = (
             r"\par\smallskip\footnotesize Superscripts mark a significant improvement over the run of that letter: "
             + f"{test}, {correction}, $\\alpha = {self.alpha:g}$; best of each column in bold."
         )
-        lines.append(r"\end{table}")
-        return "\n".join(lines)
+        return latex_table(self.measures, rows, caption, label, note)
 
     def records(self) -> list[dict[str, Any]]:
         """One dict per measure and pair: names, means, difference, interval, p-values, significance, winner.
@@ -836,7 +808,7 @@ def _score_table(
                 columns.append(torch.stack(parts, -1) if parts else None)
                 measures = names
             elif isinstance(value, Tensor):
-                columns.append(value if value.ndim == 2 else value.unsqueeze(-1) if value.ndim == 1 else value)
+                columns.append(value.unsqueeze(-1) if value.ndim == 1 else value)
             else:
                 raise TypeError(f"scores[{run!r}] must be a tensor (Q,) / (Q, M) or a mapping measure -> (Q,) tensor")
         if not columns or any(c is None for c in columns):
@@ -991,8 +963,7 @@ def compare_runs(
     means = table.mean(1)  # (R, M)
     difference = means[second].T - means[first].T  # (M, P)
     significant = (adjusted < alpha) & (difference != 0)
-    winner = torch.where(difference > 0, second, first).expand_as(difference)
-    winner = torch.where(significant, winner, torch.full_like(winner, -1))
+    winner = torch.where(significant, torch.where(difference > 0, second, first), -1)
     return RunComparison(
         runs=tuple(run_names),
         measures=tuple(measure_names),

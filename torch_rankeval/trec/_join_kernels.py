@@ -21,7 +21,6 @@ import torch
 from torch_rankeval.trec._text import Strings
 
 __all__ = [
-    "order_keys",
     "lexsort",
     "sort_by_docno",
     "sorted_by_query_and_docno",
@@ -36,15 +35,6 @@ _SIGN = np.uint64(1 << 63)
 _M1 = np.uint64(0x9E3779B97F4A7C15)
 _M2 = np.uint64(0xBF58476D1CE4E5B9)
 _M3 = np.uint64(0x94D049BB133111EB)
-
-
-def order_keys(docno: np.ndarray, columns: int | None = None) -> np.ndarray:
-    """``(n, C)`` int64 keys, 8 docno bytes per column (most significant first) whose tuple order
-    is the docnos' byte order; ``columns`` pads with zero (padding) columns."""
-    keys = np.ascontiguousarray(docno).view(">u8").astype(np.uint64)
-    if columns is not None and columns > keys.shape[1]:
-        keys = np.concatenate([keys, np.zeros((len(keys), columns - keys.shape[1]), dtype=np.uint64)], axis=1)
-    return (keys ^ _SIGN).view(np.int64)
 
 
 def lexsort(keys: list[np.ndarray]) -> np.ndarray:
@@ -71,7 +61,8 @@ def sort_by_docno(
     tied, so the cost follows the tied bytes and never the longest docno.
     """
     head = docno.head if rows is None else docno.head[rows]
-    keys = order_keys(head)
+    # int64 keys, 8 docno bytes per column (most significant first): their tuple order is the byte order
+    keys = (np.ascontiguousarray(head).view(">u8").astype(np.uint64) ^ _SIGN).view(np.int64)
     cols = list(prefix) + [~keys[:, c] for c in range(keys.shape[1])]
     order = lexsort(cols)
     same = np.ones(max(len(order) - 1, 0), dtype=bool)
@@ -133,8 +124,7 @@ def _hash(docno: Strings) -> np.ndarray:
     w = np.ascontiguousarray(docno.head).view(np.uint64)
     h = np.zeros(len(w), dtype=np.uint64)
     for c in range(w.shape[1]):
-        col = w[:, c]
-        h = _mix(h, col, first=c == 0)
+        h = _mix(h, w[:, c], first=c == 0)
     if docno.has_tail:
         rows = docno.long
         words = docno.n_words(rows)
@@ -210,13 +200,12 @@ def padded_join(
         ``(duplicate, run_flat, qrels_flat)``: two run positions with the same docno in one query
         (or ``None``), and the flat positions of each retrieved-and-judged pair.
     """
-    n, length = run_keys.shape
+    length = run_keys.shape[1]
     all_valid = bool(run_valid.all())
     keys = torch.from_numpy(run_keys if all_valid else np.where(run_valid, run_keys, _PAD))
     sorted_keys, perm = torch.sort(keys, dim=1)
     sorted_keys, perm = sorted_keys.numpy(), perm.numpy()
     sorted_valid = run_valid if all_valid else np.take_along_axis(run_valid, perm, 1)
-    row_base = (np.arange(n, dtype=np.int64) * length)[:, None]
 
     duplicate = None
     equal = sorted_keys[:, 1:] == sorted_keys[:, :-1]
@@ -224,14 +213,14 @@ def padded_join(
         equal &= sorted_valid[:, 1:] & sorted_valid[:, :-1]
     rows, cols = np.nonzero(equal)
     if len(rows):
-        a = row_base[rows, 0] + perm[rows, cols]
-        b = row_base[rows, 0] + perm[rows, cols + 1]
+        a = rows * length + perm[rows, cols]
+        b = rows * length + perm[rows, cols + 1]
         real = np.ones(len(a), dtype=bool) if confirm_run is None else confirm_run(a, b)
         if real.any():
             i = int(np.flatnonzero(real)[0])
             duplicate = (int(min(a[i], b[i])), int(max(a[i], b[i])))
         elif confirm_run is not None:  # neighbours that only share a hash: check all pairs of each run
-            duplicate = _scan_duplicates(sorted_keys, sorted_valid, perm, row_base, rows, cols, confirm_run)
+            duplicate = _scan_duplicates(sorted_keys, sorted_valid, perm, rows, cols, confirm_run)
 
     qrels_width = qrels_keys.shape[1]
     pos = torch.searchsorted(torch.from_numpy(sorted_keys), torch.from_numpy(np.ascontiguousarray(qrels_keys))).numpy()
@@ -255,7 +244,7 @@ def padded_join(
     return duplicate, np.concatenate(run_flat), np.concatenate(qrels_flat)
 
 
-def _scan_duplicates(sorted_keys, sorted_valid, perm, row_base, rows, cols, confirm) -> tuple[int, int] | None:
+def _scan_duplicates(sorted_keys, sorted_valid, perm, rows, cols, confirm) -> tuple[int, int] | None:
     """Pairs beyond neighbours inside runs of equal hashes (only after a hash collision)."""
     for r, c in zip(rows.tolist(), cols.tolist()):
         end = c + 1
@@ -263,7 +252,7 @@ def _scan_duplicates(sorted_keys, sorted_valid, perm, row_base, rows, cols, conf
             end + 1 < sorted_keys.shape[1] and sorted_keys[r, end + 1] == sorted_keys[r, c] and sorted_valid[r, end + 1]
         ):
             end += 1
-        members = row_base[r, 0] + perm[r, c : end + 1]
+        members = r * perm.shape[1] + perm[r, c : end + 1]
         for i in range(len(members)):
             others = members[i + 1 :]
             same = confirm(np.full(len(others), members[i]), others)
@@ -282,10 +271,6 @@ class Order:
         self.positions: np.ndarray | None = None
         self.sources: np.ndarray | None = None
 
-    @property
-    def identity(self) -> bool:
-        return self.full is None and self.positions is None
-
     def index(self) -> np.ndarray:
         """The permutation as an index array."""
         if self.full is not None:
@@ -297,12 +282,10 @@ class Order:
 
     def apply(self, x: np.ndarray | Strings, *, tie_invariant: bool = False) -> np.ndarray | Strings:
         """``x`` in this order. ``tie_invariant``: ``x`` is equal within ties (scores)."""
-        if isinstance(x, Strings):
-            if self.full is not None:
-                return x.take(self.full)
-            return x if self.positions is None else x.replaced(self.positions, self.sources)
         if self.full is not None:
-            return x[self.full]
+            return x.take(self.full)  # (x is 1-D)
+        if isinstance(x, Strings):
+            return x if self.positions is None else x.replaced(self.positions, self.sources)
         if self.positions is None or tie_invariant:
             return x
         out = x.copy()
@@ -332,25 +315,15 @@ def ranking_order(qid: np.ndarray, score: np.ndarray, docno: Strings) -> tuple[O
         same_query = q[1:] == q[:-1]
     tie = same_query & (s[1:] == s[:-1])
     if tie.any():
-        member = np.zeros(n, dtype=bool)
-        member[1:] |= tie
-        member[:-1] |= tie
+        member, group = _segments(tie, n)
         positions = np.flatnonzero(member)
-        starts = np.ones(len(positions), dtype=bool)
-        starts[1:] = ~tie[positions[1:] - 1]
-        group = np.cumsum(starts)
         rows = positions if order.full is None else order.full[positions]
-        sorted_rows = rows[sort_by_docno([group], docno, rows)[0]]
+        sorted_rows = rows[sort_by_docno([group[positions]], docno, rows)[0]]
         if order.full is None:
             order.positions, order.sources = positions, sorted_rows
         else:
             order.full[positions] = sorted_rows
-    group_starts = (
-        np.concatenate([np.zeros(1, dtype=np.int64), np.flatnonzero(~same_query) + 1])
-        if n
-        else np.zeros(0, dtype=np.int64)
-    )
-    return order, group_starts
+    return order, np.flatnonzero(np.concatenate([[n > 0], ~same_query]))
 
 
 def _descending_score_key(score: np.ndarray) -> np.ndarray:

@@ -10,7 +10,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["csv_text", "latex_escape", "latex_number", "require_pandas"]
+__all__ = ["csv_text", "latex_escape", "latex_number", "latex_table", "require_pandas"]
 
 
 def require_pandas() -> Any:
@@ -84,3 +84,25 @@ def latex_number(value: float | int, decimals: int) -> str:
     if isinstance(value, int):
         return str(value)
     return "--" if math.isnan(value) else f"{value:.{decimals}f}"
+
+
+def latex_table(
+    columns: Sequence[str], rows: Sequence[Sequence[str]], caption: str | None, label: str | None, note: str = ""
+) -> str:
+    r"""A booktabs table of runs: a ``Run`` column, then ``columns`` (escaped); ``rows`` hold LaTeX
+    cells, ``note`` (when given) is a line after the tabular.
+
+    Example:
+        >>> print(latex_table(["P_1"], [["bm25", "0.5"]], None, None).splitlines()[4:7])
+        ['Run & P\\_1 \\\\', '\\midrule', 'bm25 & 0.5 \\\\']
+    """
+    lines = [r"\begin{table}", r"\centering"]
+    if caption is not None:
+        lines.append(rf"\caption{{{latex_escape(caption)}}}")
+    if label is not None:
+        lines.append(rf"\label{{{label}}}")
+    lines += [r"\begin{tabular}{l" + "r" * len(columns) + "}", r"\toprule"]
+    lines += [" & ".join(["Run", *map(latex_escape, columns)]) + r" \\", r"\midrule"]
+    lines += [" & ".join(row) + r" \\" for row in rows]
+    lines += [r"\bottomrule", r"\end{tabular}", *([note] if note else []), r"\end{table}"]
+    return "\n".join(lines)

@@ -75,9 +75,7 @@ def _ids(values: Any, what: str, argument: str) -> list[str]:
         return [str(v) for v in array.tolist()]
     out = array.tolist()
     for v in out:
-        if not isinstance(v, str):
-            if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
-                continue
+        if isinstance(v, bool) or not isinstance(v, (str, int, np.integer)):
             raise TypeError(f"{argument}: every {what} must be a str (or an int), got {type(v).__name__} {v!r}")
     return [v if isinstance(v, str) else str(v) for v in out]
 

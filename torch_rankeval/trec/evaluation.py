@@ -18,7 +18,7 @@ from torch_rankeval.measures import NICKNAMES, Measure, compute, parse_measures,
 from torch_rankeval.measures.grammar import check_distinct
 from torch_rankeval.measures.reduction import sample_stderr
 from torch_rankeval.measures.registry import TREC_BY_NAME
-from torch_rankeval.trec._tables import csv_text, latex_escape, latex_number, require_pandas
+from torch_rankeval.trec._tables import csv_text, latex_escape, latex_number, latex_table, require_pandas
 from torch_rankeval.trec.convert import as_measures, as_qrels, as_run
 from torch_rankeval.trec.diversity import SubtopicQrels, intent_aware_values, read_subtopic_qrels
 from torch_rankeval.trec.io import PathLike, Qrels, Run
@@ -157,19 +157,8 @@ class Evaluation:
             \end{tabular}
             \end{table}
         """
-        names = list(self.summary)
-        lines = [r"\begin{table}", r"\centering"]
-        if caption is not None:
-            lines.append(rf"\caption{{{latex_escape(caption)}}}")
-        if label is not None:
-            lines.append(rf"\label{{{label}}}")
-        lines += [r"\begin{tabular}{l" + "r" * len(names) + "}", r"\toprule"]
-        lines.append(" & ".join(["Run", *map(latex_escape, names)]) + r" \\")
-        lines.append(r"\midrule")
-        cells = [latex_number(self.summary[n], decimals) for n in names]
-        lines.append(" & ".join([latex_escape(self.runid), *cells]) + r" \\")
-        lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
-        return "\n".join(lines)
+        cells = [latex_number(v, decimals) for v in self.summary.values()]
+        return latex_table(list(self.summary), [[latex_escape(self.runid), *cells]], caption, label)
 
     def to_pandas(self, *, per_query: bool = False) -> Any:
         """A pandas DataFrame: the summary as one row indexed by the run (``per_query=False``), or a
@@ -185,8 +174,7 @@ class Evaluation:
         """
         pd = require_pandas()
         if per_query:
-            frame = pd.DataFrame(self._per_query_lists(), index=pd.Index(self.qids, name="qid"))
-            return frame
+            return pd.DataFrame(self._per_query_lists(), index=pd.Index(self.qids, name="qid"))
         return pd.DataFrame([self.summary], index=pd.Index([self.run], name="run"))
 
     def stderr(self) -> dict[str, float]:
@@ -225,12 +213,10 @@ class Evaluation:
         printed = self.printed
         lines = []
         if per_query:
-            columns = []
+            numbers, columns = self._per_query_lists(), []
             for o in outputs:
-                if o.name in self.per_query:
-                    values = self.per_query[o.name].tolist()
-                    integer = o.measure.family.integer
-                    columns.append((o, [_fmt(round(v) if integer else v) for v in values]))
+                if o.name in numbers:
+                    columns.append((o, [_fmt(v) for v in numbers[o.name]]))
                 elif o.name in self.text:
                     columns.append((o, [f"'{s}'" for s in self.text[o.name]]))
             shown = self.retrieved.tolist() if self.version == "9.0.8" else [True] * len(self.qids)
@@ -244,11 +230,7 @@ class Evaluation:
 
 def _fmt(value: float | str) -> str:
     """A value as trec_eval prints it: ``%6.4f`` (``nan`` padded to 6), counts as integers."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, int):
-        return str(value)
-    return f"{value:6.4f}"
+    return str(value) if isinstance(value, (str, int)) else f"{value:6.4f}"
 
 
 def trec_measures(measures: Sequence[str | Measure] | str, *, trec_eval_version: str = "10.0") -> list[Measure]:
@@ -277,9 +259,9 @@ def trec_measures(measures: Sequence[str | Measure] | str, *, trec_eval_version:
     for m in measures:
         parsed = [m] if isinstance(m, Measure) else parse_measures([m])
         if isinstance(m, str) and (m.strip() in NICKNAMES or m.strip() in TREC_BY_NAME):
-            parsed = [p for p in parsed if _trec(p) not in with_params]
+            parsed = [p for p in parsed if getattr(p.trec_spelling(), "name", None) not in with_params]
         if trec_eval_version == "9.0.8" and isinstance(m, str) and m.strip() in NICKNAMES:
-            parsed = [p for p in parsed if _since(p) != "10.0"]
+            parsed = [p for p in parsed if getattr(p.trec_spelling(), "since", "9.0.8") != "10.0"]
         for p in parsed:
             if (
                 trec_eval_version == "9.0.8"
@@ -291,16 +273,6 @@ def trec_measures(measures: Sequence[str | Measure] | str, *, trec_eval_version:
                 out.append(p)
     check_distinct(out)  # two different measures under one name: one result would be lost
     return out
-
-
-def _trec(m: Measure) -> str | None:
-    t = m.trec_spelling()
-    return None if t is None else t.name
-
-
-def _since(m: Measure) -> str:
-    t = m.trec_spelling()
-    return "9.0.8" if t is None else t.since
 
 
 def relstrings(batch: TrecBatch, length: int) -> list[str]:
@@ -374,6 +346,7 @@ def evaluate(
         >>> evaluate(qrels, run, ["num_ret", "P.2"], max_docs=1).summary
         {'num_ret': 1, 'P_2': 0.5}
     """
+    settings = {k: v for k, v in locals().items() if k not in ("qrels", "run", "measures")}  # for the diversity path
     if (
         isinstance(relevance_level, bool)
         or not isinstance(relevance_level, (int, np.integer))
@@ -391,7 +364,7 @@ def evaluate(
         )
     parsed = trec_measures(measures, trec_eval_version=trec_eval_version)
     if isinstance(qrels, SubtopicQrels) or any(m.family.subtopics for m in parsed):
-        return _evaluate_diversity(qrels, run, parsed, relevance_level, complete, max_docs, trec_eval_version, device)
+        return _evaluate_diversity(qrels, run, parsed, settings)
     qrels = as_qrels(qrels, argument="qrels")
     run = as_run(run, argument="run")
     lengths = {m.label: int(m.param("length")) for m in parsed if m.family.aggregate == "text"}
@@ -428,11 +401,7 @@ def evaluate(
                 values[name] = v
             else:
                 values.setdefault(name, v.new_zeros(n))[rows] = v
-    outputs: list[Output] = []
-    texts: list[Output] = []
-    per_query: dict[str, Tensor] = {}
-    summary: dict[str, float | int] = {}
-    info: dict[str, str] = {}
+    outputs, texts, per_query, summary, info = [], [], {}, {}, {}
     for m in parsed:
         out = Output(m, 0, m.label, m.trec_label)
         if m.family.aggregate == "text":
@@ -462,17 +431,10 @@ def evaluate(
 
 
 def _evaluate_diversity(
-    qrels: object,
-    run: Run | PathLike,
-    parsed: list[Measure],
-    relevance_level: int,
-    complete: bool,
-    max_docs: int | None,
-    trec_eval_version: str,
-    device: torch.device | str | None,
+    qrels: object, run: Run | PathLike, parsed: list[Measure], settings: dict[str, Any]
 ) -> Evaluation:
-    """:func:`evaluate` on diversity qrels: the intent-aware measures on every judgment
-    (:func:`~torch_rankeval.trec.diversity.intent_aware_values`), the others on the ad-hoc view."""
+    """:func:`evaluate` (``settings``: its keyword arguments) on diversity qrels: the intent-aware measures on
+    every judgment (:func:`~torch_rankeval.trec.diversity.intent_aware_values`), the others on the ad-hoc view."""
     if not isinstance(qrels, SubtopicQrels):
         if isinstance(qrels, Qrels) or not isinstance(qrels, (str, os.PathLike)):
             raise TypeError(
@@ -483,26 +445,13 @@ def _evaluate_diversity(
     run = as_run(run, argument="run")
     aware = [m for m in parsed if m.family.subtopics]
     rest = [m for m in parsed if not m.family.subtopics]
-    if relevance_level != 1 and aware:
+    if settings["relevance_level"] != 1 and aware:
         raise ValueError(
             "relevance_level applies to ad-hoc measures; ndeval's subtopic judgments are binary (> 0 is relevant)"
         )
-    adhoc = (
-        evaluate(
-            qrels.adhoc(),
-            run,
-            rest,
-            relevance_level=relevance_level,
-            complete=complete,
-            max_docs=max_docs,
-            trec_eval_version=trec_eval_version,
-            device=device,
-        )
-        if rest
-        else None
-    )
+    adhoc = evaluate(qrels.adhoc(), run, rest, **settings) if rest else None
     qids, per_query_ia, summary_ia = intent_aware_values(
-        aware, qrels, run, complete=complete, max_docs=max_docs, device=device
+        aware, qrels, run, complete=settings["complete"], max_docs=settings["max_docs"], device=settings["device"]
     )
     if adhoc is not None and adhoc.qids != qids:  # pragma: no cover - both join the same query sets
         raise AssertionError("the ad-hoc and intent-aware evaluations disagree on the queries")
@@ -514,12 +463,9 @@ def _evaluate_diversity(
             summary[m.label] = summary_ia[m.label]
         elif adhoc is not None:
             outputs.extend(o for o in adhoc.outputs if o.name == m.label)
-            if m.label in adhoc.per_query:
-                per_query[m.label] = adhoc.per_query[m.label]
-            if m.label in adhoc.summary:
-                summary[m.label] = adhoc.summary[m.label]
-            if m.label in adhoc.info:
-                info[m.label] = adhoc.info[m.label]
+            for mine, theirs in ((per_query, adhoc.per_query), (summary, adhoc.summary), (info, adhoc.info)):
+                if m.label in theirs:
+                    mine[m.label] = theirs[m.label]
     retrieved = torch.tensor([q in set(run.qids) for q in qids], dtype=torch.bool)
     return Evaluation(
         run.path or "run",
@@ -531,6 +477,6 @@ def _evaluate_diversity(
         retrieved,
         adhoc.texts if adhoc is not None else [],
         adhoc.text if adhoc is not None else {},
-        trec_eval_version,
+        settings["trec_eval_version"],
         info,
     )

@@ -1,11 +1,9 @@
 """The join of a run with its qrels: padded tensors in trec_eval's ranking order.
 
-:func:`to_tensors` joins a run with its qrels into padded tensors in trec_eval's ranking order
-(score descending, ties by docno descending, so that the ranking core's stable sort,
-``ties="first"``, keeps it) together with the grades of every judged document (trec_eval's IDCG
-and relevant counts). :func:`to_batches` gives the same rows in length buckets, each padded only
-to its own longest query, so that memory follows the number of documents however skewed the
-query lengths are (one query of a million documents among thousands of ten).
+:func:`to_tensors` pads every query to the longest (see :class:`TrecBatch`, :mod:`torch_rankeval.trec`);
+:func:`to_batches` gives the same rows in length buckets, each padded only to its own longest query, so
+that memory follows the number of documents however skewed the query lengths are (one query of a
+million documents among thousands of ten).
 """
 
 from __future__ import annotations
@@ -260,7 +258,11 @@ class _Join:
         relevance = self.qrels.relevance[self.judged_rows]
         preds = torch.from_numpy(layout.scatter(pick(self.score, pos), 0.0, np.float64))
         target = np.full(k * layout.width, -1, dtype=np.int64)
-        target[run_flat] = _run_grades(relevance[judged(qrels_flat)])
+        # Retrieved documents in the qrels with a negative grade become POOLED_UNJUDGED (-2: in the judgment
+        # pool but not judged, trec_eval's RELVALUE_UNJUDGED); documents absent from the qrels stay -1
+        # (RELVALUE_NONPOOL). infAP and relstring tell the two apart.
+        grades = relevance[judged(qrels_flat)]
+        target[run_flat] = np.where(grades < 0, POOLED_UNJUDGED, grades)
         ideal = ideal_layout.scatter(np.maximum(pick(relevance, jpos), -1), -1, np.int64)
         return TrecBatch(
             [self.qids[i] for i in rows.tolist()] if not everything else list(self.qids),
@@ -272,13 +274,6 @@ class _Join:
             self.run.tag,
             torch.from_numpy(np.asarray(rows, dtype=np.int64)),
         )
-
-
-def _run_grades(relevance: np.ndarray) -> np.ndarray:
-    """The grades of retrieved documents found in the qrels: a negative grade becomes ``POOLED_UNJUDGED``
-    (-2: in the judgment pool but not judged, trec_eval's RELVALUE_UNJUDGED); documents absent from
-    the qrels stay -1 (RELVALUE_NONPOOL). infAP and relstring tell the two apart."""
-    return np.where(relevance < 0, POOLED_UNJUDGED, relevance)
 
 
 def to_tensors(qrels: Qrels, run: Run, *, complete: bool = False) -> TrecBatch:
