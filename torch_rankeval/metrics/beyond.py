@@ -59,16 +59,15 @@ def _item_similarity(
     - otherwise ``features`` ``(L,)`` int64, each item's class in ``[0, classes)`` (``x`` its
       one-hot vector, never built), and ``table`` the ``(classes, classes)`` similarity of the
       classes (None: the identity, for category labels)."""
-    given = [name for name, x in (("embeddings", embeddings), ("categories", categories), ("similarity", similarity))
-             if x is not None]  # fmt: skip
+    given = {name: x for name, x in (("embeddings", embeddings), ("categories", categories), ("similarity", similarity))
+             if x is not None}  # fmt: skip
     if len(given) != 1:
         raise ValueError(
             "give exactly one item similarity: embeddings= (num_items, d) for cosine, categories= "
             "(num_items,) labels or (num_items, C) bool sets, or similarity= (num_items, num_items); "
-            f"got {given or 'none'}"
+            f"got {list(given) or 'none'}"
         )
-    name = given[0]
-    x = {"embeddings": embeddings, "categories": categories, "similarity": similarity}[name]
+    [(name, x)] = given.items()
     if not isinstance(x, Tensor) or x.layout != torch.strided or x.dtype.is_complex:
         raise TypeError(f"{name} must be a dense real torch.Tensor, got {type(x).__name__}")
     x = x.detach()

@@ -226,9 +226,8 @@ class SparseTarget:
             rows = torch.arange(self.shape[0], device=items.device).unsqueeze(-1).expand_as(items)
         found, pos = self._find(rows.reshape(-1) * self.shape[1] + items.reshape(-1))
         grades = self.grades.index_select(0, pos) if self.nnz else torch.zeros_like(pos, dtype=self.grades.dtype)
-        return torch.where(found, grades, torch.zeros((), dtype=self.grades.dtype, device=grades.device)).reshape(
-            items.shape
-        )
+        zero = torch.zeros((), dtype=self.grades.dtype, device=grades.device)
+        return torch.where(found, grades, zero).reshape(items.shape)
 
     def _find(self, keys: Tensor) -> tuple[Tensor, Tensor]:
         """(found, entry position) of flat keys: found only where an entry exists and counts."""
