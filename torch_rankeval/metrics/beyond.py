@@ -325,6 +325,8 @@ class IntraListDiversity(_TopKListMetric):
         0.8333
     """
 
+    key: str
+
     def __init__(
         self,
         num_items: int,
@@ -418,6 +420,9 @@ class Novelty(_TopKListMetric):
         1.5
     """
 
+    key: str
+    total: Tensor
+    users: Tensor
     _kept_dtypes: tuple[str, ...] = ("total", "users", "features")
 
     def __init__(

@@ -555,14 +555,13 @@ def topk_view(
         boundary = _boundary_sums(preds, st, v, has, gain_f, dtype, relevance_threshold) if st is not None else None
         out = []
         for i, table in enumerate(tables):
-            per_position = table.gather(1, gid)
             if boundary is not None:
                 b = boundary[i]
             else:  # dense target: the view's sums, replaced by the row pass where it ran
                 b = table.gather(1, gid.gather(1, last.unsqueeze(-1))).squeeze(-1)
                 if row_stats is not None:
                     b = b.index_copy(0, row_stats[0], row_stats[2][i])
-            out.append(torch.where(in_boundary, b.unsqueeze(-1), per_position))
+            out.append(torch.where(in_boundary, b.unsqueeze(-1), table.gather(1, gid)))
         view.group_relevant, view.group_gain, view.group_gain_sq = out
         view.relevant_before = (tables[0].cumsum(-1) - tables[0]).gather(1, gid)
         view.gain_before = (tables[1].cumsum(-1) - tables[1]).gather(1, gid)
