@@ -76,20 +76,6 @@ _F64 = torch.float64
 GREEDY_BLOCK = 1 << 19
 
 
-def _depth(rb: RankedView, ks: tuple[int | None, ...]) -> int:
-    """The deepest rank the cutoffs read (``None``: the list length); may exceed the list."""
-    return max(rb.length if k is None else k for k in ks)
-
-
-def _cut(rb: RankedView, ks: tuple[int | None, ...]) -> Tensor:
-    """0-based index of each cutoff's last rank per query, ``(N, K)`` int64: ``k - 1``, or the list's
-    last real document for ``k=None`` (so that padding never changes a value)."""
-    last = (rb.n_valid.to(torch.int64) - 1).clamp(min=0).unsqueeze(-1)
-    fixed = rb.constant([0 if k is None else k - 1 for k in ks], torch.int64)
-    whole = rb.constant([k is None for k in ks], torch.bool)
-    return torch.where(whole, last, fixed)
-
-
 def _novelty_gains(rel: Tensor, alpha: float) -> Tensor:
     """``g(r) = sum_j rel_j(r) (1 - alpha)^c_j(r)`` for ranked ``rel`` ``(N, W, S)`` float64 -> ``(N, W)``
     (the powers from a table of ``(1 - alpha)^c``, ``c < W``)."""
@@ -215,16 +201,6 @@ def _finish(rb: RankedView, values: Tensor, a: Tensor) -> tuple[Tensor, Tensor]:
     return torch.where(empty, torch.zeros((), dtype=_F64, device=values.device), values).to(rb.dtype), empty
 
 
-def _ndeval_discount(depth: int, device: torch.device) -> Tensor:
-    """ndeval's ``log(2) / log(r + 1)`` for ranks ``r = 1..depth``, float64."""
-    r = torch.arange(depth, dtype=_F64, device=device)
-    return math.log(2.0) / torch.log(r + 2.0)
-
-
-def _inverse_rank(depth: int, device: torch.device) -> Tensor:
-    return 1.0 / torch.arange(1, depth + 1, dtype=_F64, device=device)
-
-
 def _ideal_ideal(a: Tensor, weights: Tensor, alpha: float, idx: Tensor) -> Tensor:
     """``A sum_{r<=k} (1 - alpha)^(r-1) w(r)`` at each cutoff index ``idx`` ``(N, K)``; 1 at ``k = 1``
     (ndeval leaves its first rank undivided)."""
@@ -238,9 +214,14 @@ def _ideal_ideal(a: Tensor, weights: Tensor, alpha: float, idx: Tensor) -> Tenso
 def _discounted(
     rb: RankedView, ks: tuple[int | None, ...], alpha: float, kind: str, normalise: str
 ) -> tuple[Tensor, Tensor]:
-    depth = _depth(rb, ks)
-    idx = _cut(rb, ks)
-    weights = _ndeval_discount(depth, rb.device) if kind == "dcg" else _inverse_rank(depth, rb.device)
+    depth = max(rb.length if k is None else k for k in ks)  # may exceed the list
+    # 0-based index of each cutoff's last rank per query, (N, K): k - 1, or the list's last real document
+    # for k=None (so that padding never changes a value)
+    last = (rb.n_valid.to(torch.int64) - 1).clamp(min=0).unsqueeze(-1)
+    fixed = rb.constant([0 if k is None else k - 1 for k in ks], torch.int64)
+    idx = torch.where(rb.constant([k is None for k in ks], torch.bool), last, fixed)
+    ranks = torch.arange(1, depth + 1, dtype=_F64, device=rb.device)
+    weights = math.log(2.0) / torch.log(ranks + 1.0) if kind == "dcg" else 1.0 / ranks  # ndeval's discounts
     raw = (_run_gains(rb, depth, alpha) * weights).cumsum(-1).gather(-1, idx)
     a = _n_subtopics(rb)
     if normalise == "none":
@@ -371,11 +352,6 @@ def nnrbp_values(
     return _finish(rb, raw / torch.where(ideal > 0, ideal, 1.0), a)
 
 
-def _per_document_count(rb: RankedView) -> Tensor:
-    """Relevant subtopics of each document, input order ``(N, L)`` float64."""
-    return rb.cached("ia_doc_count", lambda: document_subtopics(rb).sum(-1, dtype=_F64))
-
-
 def precision_ia_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, Tensor]:
     """P-IA@k: relevant (document, subtopic) pairs in the top ``k`` over ``k A``, ``(N, K)``;
     the exact expectation under averaged ties. ``k=None``: the list's length; the convention's
@@ -389,7 +365,7 @@ def precision_ia_values(rb: RankedView, ks: tuple[int | None, ...], conv: Conven
         tensor([[0.3750, 0.5000]])
     """
     a = _n_subtopics(rb)
-    doc = _per_document_count(rb)
+    doc = rb.cached("ia_doc_count", lambda: document_subtopics(rb).sum(-1, dtype=_F64))  # per document, input order
     width = rb.span(ks)
     idx = rb.cutoff_index(ks)
     head = rb.ranked(doc, width)

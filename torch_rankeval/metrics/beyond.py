@@ -59,16 +59,15 @@ def _item_similarity(
     - otherwise ``features`` ``(L,)`` int64, each item's class in ``[0, classes)`` (``x`` its
       one-hot vector, never built), and ``table`` the ``(classes, classes)`` similarity of the
       classes (None: the identity, for category labels)."""
-    given = [name for name, x in (("embeddings", embeddings), ("categories", categories), ("similarity", similarity))
-             if x is not None]  # fmt: skip
+    given = {name: x for name, x in (("embeddings", embeddings), ("categories", categories), ("similarity", similarity))
+             if x is not None}  # fmt: skip
     if len(given) != 1:
         raise ValueError(
             "give exactly one item similarity: embeddings= (num_items, d) for cosine, categories= "
             "(num_items,) labels or (num_items, C) bool sets, or similarity= (num_items, num_items); "
-            f"got {given or 'none'}"
+            f"got {list(given) or 'none'}"
         )
-    name = given[0]
-    x = {"embeddings": embeddings, "categories": categories, "similarity": similarity}[name]
+    [(name, x)] = given.items()
     if not isinstance(x, Tensor) or x.layout != torch.strided or x.dtype.is_complex:
         raise TypeError(f"{name} must be a dense real torch.Tensor, got {type(x).__name__}")
     x = x.detach()
@@ -225,7 +224,7 @@ class _TopKListMetric(ConfiguredMetric):
     def _view(self, preds: Tensor, exclude: Any) -> tuple[TopKView, Tensor, Tensor, Tensor, Tensor, Tensor]:
         """``(view, fixed, group, kk, m, n)``: the positions ranked for sure (``(N, W)`` bool), the view's
         positions of the tied group at the cutoff, ``k' = min(k, n_valid)``, the slots ``m`` left to
-        that group and its whole size ``n`` (per row; ``m = n = 0`` under ``ties="first"``)."""
+        that group and its whole size ``n`` (per row, float64; ``m = n = 0`` under ``ties="first"``)."""
         view = topk_view(
             preds, self.k, exclude=exclude, ties=self.ties, validate_args=self.validate_args,
             chunk_elements=self.chunk_elements,
@@ -234,14 +233,13 @@ class _TopKListMetric(ConfiguredMetric):
         positions = torch.arange(view.k, device=preds.device)
         valid = positions < kk.unsqueeze(-1)
         if self.ties == "first":
-            zero = torch.zeros_like(kk)
+            zero = torch.zeros_like(kk, dtype=torch.float64)
             return view, valid, torch.zeros_like(valid), kk, zero, zero
         s = torch.minimum(view.boundary_start, kk)
         fixed = positions < s.unsqueeze(-1)
-        group = valid & ~fixed
         m = kk - s
         n = torch.where(view.spilled, view.boundary_size, m)
-        return view, fixed, group, kk, m, n
+        return view, fixed, valid & ~fixed, kk, m.to(torch.float64), n.to(torch.float64)
 
     def _sums(
         self, preds: Tensor, view: TopKView, exclude: Any, fixed: Tensor, group: Tensor,
@@ -365,7 +363,6 @@ class IntraListDiversity(_TopKListMetric):
         ff = ((_times(u, table) * u).sum(-1) - own_u) / 2
         fg = (_times(u, table) * g).sum(-1)
         gg = ((_times(g, table) * g).sum(-1) - own_g) / 2
-        m, n = m.to(torch.float64), n.to(torch.float64)
         one = torch.ones((), dtype=torch.float64, device=preds.device)
         p1 = torch.where(n > 0, m / torch.maximum(n, one), 0.0)
         p2 = torch.where(n > 1, m * (m - 1) / torch.maximum(n * (n - 1), one), 0.0)
@@ -485,7 +482,6 @@ class Novelty(_TopKListMetric):
             return
         view, fixed, group, kk, m, n = self._view(preds, exclude)
         u, g = self._sums(preds, view, exclude, fixed, group)
-        m, n = m.to(torch.float64), n.to(torch.float64)
         share = torch.where(n > 0, m / n.clamp(min=1), 0.0)
         self.total += (u[:, 0] + share * g[:, 0]).sum()
         self.users += kk.sum(dtype=torch.float64)
@@ -587,12 +583,10 @@ class Unexpectedness(_TopKListMetric):
         rel = None if target is None else self._user_input(target, "target", preds, bool_only=False)
         v, size = self._history(history, preds)
         view, fixed, group, kk, m, n = self._view(preds, exclude)
-        m, n = m.to(torch.float64), n.to(torch.float64)
         share = torch.where(n > 0, m / n.clamp(min=1), 0.0)
-        kk64 = kk.to(torch.float64)
         counted = (kk > 0) & (size > 0)
         safe_size = torch.where(size > 0, size, 1.0)
-        safe_kk = torch.where(kk > 0, kk64, 1.0)
+        safe_kk = torch.where(kk > 0, kk.to(torch.float64), 1.0)
         f = self.features
 
         def expected(doc: Any, doc_view: Tensor | None) -> Tensor:
@@ -604,12 +598,9 @@ class Unexpectedness(_TopKListMetric):
 
         self._add(expected(None, None), counted)
         if rel is not None:
-            if isinstance(rel, SparseTarget):
-                at = rel.lookup(view.items).to(torch.float64)
-            else:
-                at = rel.gather(1, view.items).to(torch.float64)
+            at = rel.lookup(view.items) if isinstance(rel, SparseTarget) else rel.gather(1, view.items)
             zero = torch.zeros((), dtype=torch.float64, device=preds.device)
-            at = torch.where(view.valid, at, zero)
+            at = torch.where(view.valid, at.to(torch.float64), zero)
             self.serendipity += torch.where(counted, expected(rel, at), zero).sum()
 
     def update(self, preds: Tensor, history: Tensor, exclude: Tensor | None = None) -> None:

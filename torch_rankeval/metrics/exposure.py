@@ -274,15 +274,11 @@ class ItemExposure(WindowMixin, ConfiguredMetric):
             if decayed is not None and rows is not None:
                 decayed[j].index_add_(0, view.items.reshape(-1), (weights * rows.unsqueeze(-1)).reshape(-1))
             if tail_col is not None:
-                in_tail = (
-                    weights * self.tail.to(torch.float64).index_select(0, view.items.reshape(-1)).view_as(weights)
-                ).sum(-1)
+                in_tail = (weights * tail_col.index_select(0, view.items.reshape(-1)).view_as(weights)).sum(-1)
                 if spill is not None:
                     if tail_group is None:  # the tail items of each spilled boundary group (one pass)
-                        tail_group = boundary_sums(preds, view, tail_col, exclude, chunk_elements=self.chunk_elements)[
-                            :, 0
-                        ]
-                    in_tail = in_tail + torch.where(spill, share * tail_group, zero)
+                        tail_group = boundary_sums(preds, view, tail_col, exclude, chunk_elements=self.chunk_elements)
+                    in_tail = in_tail + torch.where(spill, share * tail_group[:, 0], zero)
                 listed = kk > 0
                 self.tail_sum[j] += torch.where(listed, in_tail / kk.clamp(min=1).to(torch.float64), zero).sum()
                 self.tail_users[j] += listed.sum(dtype=torch.float64)

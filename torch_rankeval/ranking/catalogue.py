@@ -202,11 +202,9 @@ class TopKRankedBatch(RankedBatch):
             )
         preds = self._scores
         n, length = preds.shape
-        ex = (
-            None
-            if self._exclude is None
-            else check_exclude(self._exclude, (n, length), preds.device, validate_args=False)
-        )
+        ex = self._exclude
+        if ex is not None:
+            ex = check_exclude(ex, (n, length), preds.device, validate_args=False)
         out = []
         for chunk, span in _chunks(None, n, length, DEFAULT_CHUNK_ELEMENTS, preds.device):
             same = preds[span] == value[span].unsqueeze(-1)
@@ -501,11 +499,9 @@ def _depth(preds: Tensor, target: Any, exclude: Any, chunk_elements: int) -> Ten
     inf = torch.full((), float("inf"), dtype=preds.dtype, device=preds.device)
     ex = None if exclude is None else check_exclude(exclude, (n, length), preds.device, validate_args=False)
     if _sparse(target):
-        st = (  # its value checks are the view's (topk_view), resolved in the view's one sync
-            target
-            if isinstance(target, SparseTarget)
-            else sparse_target(target, (n, length), device=preds.device, validate_args=False)
-        )
+        st = target  # its value checks are the view's (topk_view), resolved in the view's one sync
+        if not isinstance(st, SparseTarget):
+            st = sparse_target(target, (n, length), device=preds.device, validate_args=False)
         st = st.excluding(ex)
         keep = st.counted_mask() & (st.grades != 0)
         scores = torch.where(keep, preds.reshape(-1).index_select(0, st.keys), inf)

@@ -226,9 +226,8 @@ class SparseTarget:
             rows = torch.arange(self.shape[0], device=items.device).unsqueeze(-1).expand_as(items)
         found, pos = self._find(rows.reshape(-1) * self.shape[1] + items.reshape(-1))
         grades = self.grades.index_select(0, pos) if self.nnz else torch.zeros_like(pos, dtype=self.grades.dtype)
-        return torch.where(found, grades, torch.zeros((), dtype=self.grades.dtype, device=grades.device)).reshape(
-            items.shape
-        )
+        zero = torch.zeros((), dtype=self.grades.dtype, device=grades.device)
+        return torch.where(found, grades, zero).reshape(items.shape)
 
     def _find(self, keys: Tensor) -> tuple[Tensor, Tensor]:
         """(found, entry position) of flat keys: found only where an entry exists and counts."""
@@ -430,10 +429,8 @@ def sparse_target(
             own.append(
                 (
                     (values < 0).any(),
-                    (
-                        f"{name} has negative grades; a sparse {name} treats absent items as grade 0, so its grades "
-                        "must be >= 0 (use a dense target for negative grades)"
-                    ),
+                    f"{name} has negative grades; a sparse {name} treats absent items as grade 0, so its grades "
+                    "must be >= 0 (use a dense target for negative grades)",
                 )
             )
     st = _assemble(n, length, rows, items, values, counted=None, sort=not is_sorted)
@@ -443,10 +440,8 @@ def sparse_target(
             own.append(
                 (
                     duplicate.any(),
-                    (
-                        f"{name} has duplicate entries for the same (row, item); coalesce() would sum their grades -- "
-                        "keep one entry per item (e.g. take the maximum grade before building the tensor)"
-                    ),
+                    f"{name} has duplicate entries for the same (row, item); coalesce() would sum their grades -- "
+                    "keep one entry per item (e.g. take the maximum grade before building the tensor)",
                 )
             )
         # Unvalidated: the first entry (input order: the sort is stable) counts, the later ones do not.
@@ -561,10 +556,8 @@ def sparse_from_ids(
     keep = ids != pad
     rows = torch.arange(n, device=ids.device).unsqueeze(-1).expand_as(ids)[keep]  # host sync: the entry count
     items = ids[keep].to(torch.int64)
-    values = torch.ones_like(items) if grades is None else grades[keep]
-    keys = rows * num_items + items
-    order = torch.sort(keys, stable=True).indices
-    keys, rows, items, values = keys[order], rows[order], items[order], values[order]
+    st = _assemble(n, num_items, rows, items, torch.ones_like(items) if grades is None else grades[keep], counted=None)
+    rows, items, values, keys = st.rows, st.items, st.grades, st.keys
     if validate_args and items.numel():
         flags = torch.stack([((items < 0) | (items >= num_items)).any(), (keys[1:] == keys[:-1]).any()]).tolist()
         if flags[0]:
@@ -576,7 +569,6 @@ def sparse_from_ids(
         return torch.sparse_coo_tensor(
             torch.stack([rows, items]), values, size, is_coalesced=True, check_invariants=False
         )
-    crow = torch.searchsorted(keys, torch.arange(n + 1, device=ids.device, dtype=torch.int64) * num_items)
     with warnings.catch_warnings():  # torch's one-time "CSR support is in beta state" notice
         warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
-        return torch.sparse_csr_tensor(crow, items, values, size, check_invariants=False)
+        return torch.sparse_csr_tensor(st.crow, items, values, size, check_invariants=False)

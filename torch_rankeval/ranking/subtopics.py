@@ -118,21 +118,21 @@ def subtopic_target(
     return torch.sparse_coo_tensor(index, grade, size=tuple(shape), check_invariants=False).coalesce()
 
 
-def _dense(t: Tensor, name: str) -> Tensor:
+def _split(t: Tensor, name: str, one_list: bool) -> tuple[Tensor, Tensor, Tensor | None]:
+    """(a document's grade for the whole query: its largest subtopic grade, the dense subtopic grades
+    ``(N, L, S)``, its smallest subtopic grade or None for bool grades), the grades in one pass."""
     if t.layout == torch.sparse_coo:
-        return t.to_dense()
-    if t.layout != torch.strided:
+        t = t.to_dense()
+    elif t.layout != torch.strided:
         raise TypeError(f"a subtopic {name} must be dense or torch sparse COO, got layout {t.layout}")
-    return t
-
-
-def _collapse(t: Tensor) -> tuple[Tensor, Tensor | None]:
-    """A document's grade for the whole query (its largest subtopic grade) and its smallest subtopic
-    grade (None for bool grades), in one pass."""
     if t.dtype == torch.bool:
-        return t.any(-1), None
-    low, high = torch.aminmax(t, dim=-1)
-    return high, low
+        high, low = t.any(-1), None
+    else:
+        low, high = torch.aminmax(t, dim=-1)
+    sub = t.unsqueeze(0) if one_list else t
+    if sub.shape[1] == 0:  # lists without documents: one padding slot, as the ranking stage makes them
+        sub = sub.new_zeros(sub.shape[0], 1, sub.shape[2])
+    return high, sub, low
 
 
 class SubtopicSplit(NamedTuple):
@@ -211,12 +211,7 @@ def split_subtopics(preds: Tensor, target: Tensor, ideal_target: Tensor | None =
         )
     if target.shape[-1] == 0:
         raise ValueError("the subtopic axis of target is empty (S = 0): give at least one subtopic")
-    sub = _dense(target, "target")
-    adhoc, low = _collapse(sub)
-    if preds.ndim == 1:
-        sub = sub.unsqueeze(0)
-    if sub.shape[1] == 0:  # lists without documents: one padding slot, as the ranking stage makes them
-        sub = sub.new_zeros(sub.shape[0], 1, sub.shape[2])
+    adhoc, sub, low = _split(target, "target", preds.ndim == 1)
     ideal_adhoc = ideal_sub = ideal_low = None
     if ideal_target is not None:
         if not isinstance(ideal_target, Tensor):
@@ -229,12 +224,7 @@ def split_subtopics(preds: Tensor, target: Tensor, ideal_target: Tensor | None =
             )
         if ideal_target.is_complex():
             raise TypeError(f"ideal_target must hold bool, integer or float grades, got {ideal_target.dtype}")
-        ideal_sub = _dense(ideal_target, "ideal_target")
-        ideal_adhoc, ideal_low = _collapse(ideal_sub)
-        if preds.ndim == 1:
-            ideal_sub = ideal_sub.unsqueeze(0)
-        if ideal_sub.shape[1] == 0:
-            ideal_sub = ideal_sub.new_zeros(ideal_sub.shape[0], 1, ideal_sub.shape[2])
+        ideal_adhoc, ideal_sub, ideal_low = _split(ideal_target, "ideal_target", preds.ndim == 1)
     return SubtopicSplit(adhoc, sub, ideal_adhoc, ideal_sub, low, ideal_low)
 
 

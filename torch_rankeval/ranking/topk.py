@@ -203,12 +203,6 @@ def _check_scores(scores: Any) -> None:
         raise ValueError("preds has an empty item dimension: each row needs at least one item")
 
 
-def _check_k(k: Any, name: str = "k") -> int:
-    if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
-        raise ValueError(f"{name} must be a positive int (the largest cutoff), got {k!r}")
-    return k
-
-
 def _resolve_target(
     target: Any, shape: tuple[int, int], device: torch.device, ex: Exclude, validate_args: bool, checks: list[Check]
 ) -> tuple[SparseTarget | None, Tensor | None]:
@@ -281,9 +275,8 @@ def _scatter_rows(out: Tensor, rows: Tensor, n: int, st: SparseTarget, values: T
     chunk_row = where_row.index_select(0, st.rows)
     inside = mask & (chunk_row >= 0)
     flat = torch.where(inside, chunk_row * length + st.items, torch.zeros_like(chunk_row))
-    out.view(-1).index_put_(
-        (flat,), torch.where(inside, values, torch.zeros((), dtype=out.dtype, device=out.device)), accumulate=True
-    )
+    zero = torch.zeros((), dtype=out.dtype, device=out.device)
+    out.view(-1).index_put_((flat,), torch.where(inside, values, zero), accumulate=True)
     return out
 
 
@@ -392,7 +385,8 @@ def topk_view(
         (tensor([[4, 0, 2]]), tensor([4]), tensor([3]))
     """
     _check_scores(preds)
-    k = _check_k(k)
+    if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
+        raise ValueError(f"k must be a positive int (the largest cutoff), got {k!r}")
     if ties not in TIES:
         raise ValueError(f"ties={ties!r} is not valid: use one of {', '.join(map(repr, TIES))}")
     if isinstance(chunk_elements, bool) or not isinstance(chunk_elements, int) or chunk_elements <= 0:
@@ -445,9 +439,13 @@ def topk_view(
         )
     if validate_args:
         if st is not None or dense is not None:
-            wide = dtype == torch.float64
-            checks += _target_checks(st, dense, ex, gain, gain_f, dtype, device, uses_gain, stats[2], wide)
-        host = _resolve(checks, _score_screen(preds), n_excluded.max().reshape(1) if n else n_excluded.new_zeros(1))
+            checks += _target_checks(st, dense, ex, gain, gain_f, dtype, device, uses_gain, stats[2])
+        # The one host sync: [score screen, each check's flag..., largest excluded count], the screen first so
+        # that the checks raise in the dense path's order. The screen is one reduction that is non-finite
+        # whenever a score is (or the sum overflows: re-checked exactly).
+        screen = ~torch.isfinite(preds.sum(dtype=torch.float64 if preds.dtype == torch.float64 else torch.float32))
+        flags = [screen, *(flag for flag, _ in checks), n_excluded.max() if n else n_excluded.new_zeros(())]
+        host = resolve_checks([], extra=torch.cat([f.reshape(1).to(device, torch.int64) for f in flags]))
         if bool(host[0]) and bool(_any_unexcluded(~torch.isfinite(preds), ex)):
             raise ValueError(SCORES_NOT_FINITE)
         for flag, (_, message) in zip(host[1:].tolist(), checks):
@@ -534,8 +532,12 @@ def topk_view(
     )
     averaged = ties == "average"
     if averaged:
+        # per position: the group's start and its WHOLE size (the row pass's for the boundary group)
         gid = _group_ids(top, valid)
-        view.group_start, view.group_size = _group_positions(gid, valid, last, has, size)
+        in_boundary = (gid == gid.gather(1, last.unsqueeze(-1))) & valid & has.unsqueeze(-1)
+        sizes = _group_table(gid, valid.to(torch.int64))
+        view.group_start = torch.where(valid, (sizes.cumsum(-1) - sizes).gather(1, gid), view.group_start)
+        view.group_size = torch.where(in_boundary, size.unsqueeze(-1), sizes.gather(1, gid) * valid)
     if st is None and dense is None:
         return view
 
@@ -551,17 +553,15 @@ def topk_view(
     else:
         tables = [_group_table(gid, x) for x in (rel, gains, gains * gains)]
         boundary = _boundary_sums(preds, st, v, has, gain_f, dtype, relevance_threshold) if st is not None else None
-        in_boundary = (gid == gid.gather(1, last.unsqueeze(-1))) & valid & has.unsqueeze(-1)
         out = []
         for i, table in enumerate(tables):
-            per_position = table.gather(1, gid)
             if boundary is not None:
                 b = boundary[i]
             else:  # dense target: the view's sums, replaced by the row pass where it ran
                 b = table.gather(1, gid.gather(1, last.unsqueeze(-1))).squeeze(-1)
                 if row_stats is not None:
                     b = b.index_copy(0, row_stats[0], row_stats[2][i])
-            out.append(torch.where(in_boundary, b.unsqueeze(-1), per_position))
+            out.append(torch.where(in_boundary, b.unsqueeze(-1), table.gather(1, gid)))
         view.group_relevant, view.group_gain, view.group_gain_sq = out
         view.relevant_before = (tables[0].cumsum(-1) - tables[0]).gather(1, gid)
         view.gain_before = (tables[1].cumsum(-1) - tables[1]).gather(1, gid)
@@ -579,21 +579,6 @@ def _top_skipping(preds: Tensor, ex: Tensor | SparseTarget, width: int, keep: in
     return vals.gather(1, order), idx.gather(1, order)
 
 
-def _score_screen(preds: Tensor) -> Tensor:
-    """One reduction that is non-finite whenever a score is (or the sum overflows: re-checked exactly)."""
-    acc = torch.float64 if preds.dtype == torch.float64 else torch.float32
-    return ~torch.isfinite(preds.sum(dtype=acc))
-
-
-def _resolve(checks: list[Check], screen: Tensor, extra: Tensor) -> Tensor:
-    """The one host sync of a validated view: ``[screen, each check's flag..., extra...]`` as int64 on
-    the host (the score screen first, so the checks raise in the dense path's order)."""
-    flags = [screen.reshape(1).to(torch.int64)] + [flag.reshape(1).to(torch.int64) for flag, _ in checks]
-    return resolve_checks(
-        [], extra=torch.cat([f.to(screen.device) for f in flags] + [extra.reshape(-1).to(screen.device)])
-    )
-
-
 def _target_checks(
     st: SparseTarget | None,
     dense: Tensor | None,
@@ -604,12 +589,12 @@ def _target_checks(
     device: torch.device,
     uses_gain: bool,
     gain_sums: Tensor | None,
-    wide: bool,
 ) -> list[Check]:
     """The dense path's grade checks (:func:`~torch_rankeval.ranking.inputs.grade_checks`, same
     messages) over the items that count, then what a sparse target adds: gains ``>= 0`` and
     ``gain(0) == 0`` (absent items are grade 0). The gain checks only when a measure reads gains."""
     exp2 = uses_gain and isinstance(gain, str) and gain == "exp2"
+    wide = dtype == torch.float64
     if dense is not None:
         checks = grade_checks(dense, lambda bad: _any_unexcluded(bad, ex), name="target", exp2=exp2, wide=wide)
     else:
@@ -619,25 +604,18 @@ def _target_checks(
         return checks
     if st is not None:
         zero = gain_f(torch.zeros(1, dtype=dtype, device=device))
-        checks.append(
+        checks += [
             (
                 (zero != 0).any(),
-                (
-                    "a sparse target treats absent items as grade 0, so the gain must map grade 0 to 0; "
-                    "use a gain with gain(0) == 0 or a dense target"
-                ),
-            )
-        )
-        if st.nnz:
-            checks.append(
-                (
-                    (st.gains(gain_f, dtype) < 0).any(),
-                    (
-                        "the gains of a sparse target's grades must be >= 0: a sparse target treats absent items as "
-                        "grade 0 (gain 0), which would outrank them in the ideal ranking; use a dense target"
-                    ),
-                )
-            )
+                "a sparse target treats absent items as grade 0, so the gain must map grade 0 to 0; "
+                "use a gain with gain(0) == 0 or a dense target",
+            ),
+            (
+                (st.gains(gain_f, dtype) < 0).any(),
+                "the gains of a sparse target's grades must be >= 0: a sparse target treats absent items as "
+                "grade 0 (gain 0), which would outrank them in the ideal ranking; use a dense target",
+            ),
+        ]
     if gain_sums is not None:
         checks.append((~torch.isfinite(gain_sums).all(), GAINS_NOT_FINITE))
     return checks
@@ -688,13 +666,9 @@ def _row_pass(
             grades = dense[span] if span is not None else dense.index_select(0, chunk)
             members = eq if ex_eq is None else eq & ~_excluded_rows(ex, chunk, n, length)
             g = torch.where(members, gain_f(grades.to(dtype)), torch.zeros((), dtype=dtype, device=device))
-            chunk_sums = [
-                (is_relevant(grades, threshold) & members).sum(-1, dtype=torch.int32).to(dtype),
-                g.sum(-1),
-                (g * g).sum(-1),
-            ]
-            for i, cs in enumerate(chunk_sums):
-                sums[i].append(cs)
+            n_rel = (is_relevant(grades, threshold) & members).sum(-1, dtype=torch.int32).to(dtype)
+            for out, chunk_sum in zip(sums, (n_rel, g.sum(-1), (g * g).sum(-1))):
+                out.append(chunk_sum)
             del g
         if ties == "first":
             replaced.append(
@@ -720,14 +694,8 @@ def _first_members(eq: Tensor, chunk: Tensor, ex: Exclude, start: Tensor, ordere
     reverse = torch.arange(length, 0, -1, device=eq.device, dtype=key_dtype)  # L - index: larger = earlier
     key = torch.where(eq, reverse, torch.zeros((), dtype=key_dtype, device=eq.device))
     if isinstance(ex, SparseTarget):  # excluded items sink below every candidate (eq was taken on the raw scores)
-        _scatter_rows(
-            key,
-            chunk,
-            ex.shape[0],
-            ex,
-            torch.full((ex.nnz,), -length - 1, dtype=key_dtype, device=eq.device),
-            ex.counted_mask(),
-        )
+        below = torch.full((ex.nnz,), -length - 1, dtype=key_dtype, device=eq.device)
+        _scatter_rows(key, chunk, ex.shape[0], ex, below, ex.counted_mask())
     members = torch.topk(key, width, dim=-1).indices
     p = torch.arange(width, device=eq.device).expand_as(members)
     from_group = members.gather(1, (p - start.unsqueeze(-1)).clamp(min=0))
@@ -889,18 +857,6 @@ def _group_table(gid: Tensor, x: Tensor) -> Tensor:
     return torch.zeros_like(x).scatter_add_(1, gid, x)
 
 
-def _group_positions(
-    gid: Tensor, valid: Tensor, last: Tensor, has: Tensor, boundary_size: Tensor
-) -> tuple[Tensor, Tensor]:
-    """(group start, whole-group size) per view position under ``ties="average"``."""
-    sizes = _group_table(gid, valid.to(torch.int64))
-    starts = (sizes.cumsum(-1) - sizes).gather(1, gid)
-    positions = torch.arange(gid.shape[1], device=gid.device).expand_as(gid)
-    in_boundary = (gid == gid.gather(1, last.unsqueeze(-1))) & valid & has.unsqueeze(-1)
-    size = torch.where(in_boundary, boundary_size.unsqueeze(-1), sizes.gather(1, gid))
-    return torch.where(valid, starts, positions), torch.where(valid, size, torch.zeros_like(size))
-
-
 def _boundary_sums(preds, st: SparseTarget, v, has, gain_f, dtype, threshold) -> list[Tensor]:
     """Relevant count, gain sum and squared-gain sum of each row's entries scored ``v`` (the whole
     boundary group's, from the sparse entries: ``(nnz,)`` work)."""
@@ -957,7 +913,5 @@ def _excluded_rows(ex: Exclude, rows: Tensor, n: int, length: int) -> Tensor:
     if not isinstance(ex, SparseTarget):
         return ex.index_select(0, rows)
     mask = torch.zeros(rows.shape[0], length, dtype=torch.uint8, device=rows.device)
-    return (
-        _scatter_rows(mask, rows, n, ex, torch.ones(ex.nnz, dtype=torch.uint8, device=rows.device), ex.counted_mask())
-        > 0
-    )
+    ones = torch.ones(ex.nnz, dtype=torch.uint8, device=rows.device)
+    return _scatter_rows(mask, rows, n, ex, ones, ex.counted_mask()) > 0
