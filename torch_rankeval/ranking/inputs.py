@@ -344,9 +344,7 @@ def _nonpositive_not_relevant(
     relevant count taken before that, from the list, unless ``n_relevant`` / ``ideal_target`` give it."""
     counted = judged if valid is None else (valid if judged is None else valid & judged)
     if n_relevant is None and ideal_target is None:
-        thr = convention.relevance_threshold
-        floating = target.is_floating_point() or target.dtype == torch.bool
-        rel = target >= thr if thr is not None else (target > 0 if floating else target >= 1)
+        rel = relevant(target, convention)
         n_relevant = (rel if counted is None else rel & counted).sum(-1)
     positive = preds > 0
     return (positive if counted is None else positive & counted), n_relevant
