@@ -33,13 +33,10 @@ import math
 import torch
 from torch import Tensor
 
+from torch_rankeval.ranking.clicks import _INT_DTYPES
+from torch_rankeval.ranking.inputs import work_dtype
+
 __all__ = ["pbm_propensity", "relative_propensity_from_randomized", "fit_eta", "pbm_em"]
-
-_INT_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
-
-
-def _out_dtype(*tensors: Tensor) -> torch.dtype:
-    return torch.float64 if any(t.dtype == torch.float64 for t in tensors) else torch.float32
 
 
 def _check_eta(eta: object) -> None:
@@ -98,7 +95,7 @@ def pbm_propensity(logged_positions: Tensor, eta: float, *, validate_args: bool 
             bad = bad | ~torch.isfinite(p) | (p != torch.floor(p))
         if bool(bad.any()):
             raise ValueError("logged_positions are 1-based integers (the top slot is 1); add 1 to 0-based positions")
-    rho = p.to(_out_dtype(p)) ** (-float(eta))
+    rho = p.to(work_dtype(p)) ** (-float(eta))
     if validate_args and bool((rho == 0).any()):
         deepest = int(p.max())
         raise ValueError(
@@ -187,7 +184,7 @@ def relative_propensity_from_randomized(
                 "position 1 has no clicks, so the ratios CTR(k) / CTR(1) are undefined: collect more randomised impressions"
             )
     ctr = clicked / shown
-    return (ctr / ctr[0]).to(_out_dtype(clicks))
+    return (ctr / ctr[0]).to(work_dtype(clicks))
 
 
 def fit_eta(relative_propensities: Tensor) -> float:
@@ -308,5 +305,5 @@ def pbm_em(
         rel = c + no_click * (1 - t) * g / denom
         theta = torch.zeros_like(theta).index_add_(0, pos, exam) / shown_pos
         gamma = torch.zeros_like(gamma).index_add_(0, items, rel) / shown_item
-    out = _out_dtype(clicks, *(() if impressions is None else (impressions,)))
+    out = work_dtype(clicks, impressions)
     return (theta / theta[0]).to(out), (gamma * theta[0]).to(out)
