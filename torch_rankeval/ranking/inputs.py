@@ -267,7 +267,7 @@ def _normalize(
         _same_device(preds, ideal_target, "ideal_target")
         if single:
             ideal_target = ideal_target.unsqueeze(0)
-        ideal_valid = valid_mask(ideal_target, None, ignore_index) if ignore_index is not None else None
+        ideal_valid = valid_mask(ideal_target, None, ignore_index)
         if ideal_target.shape[-1] == 0:  # no judged document
             ideal_target, _, ideal_valid, _ = _one_padding_slot(ideal_target, ideal_target, None)
     if n_relevant is not None:

@@ -629,7 +629,7 @@ class RankedBatch:
         width = self.length if width is None else min(width, self.length)
         for w in (self.length, width):  # reuse the full-length copy when there is one
             hit = self._cache.get(f"head_{name}_{w}")
-            if hit is not None and w >= width:
+            if hit is not None:
                 return hit if w == width else hit[:, :width]
         return self.cached(f"head_{name}_{width}", lambda: self._make_head(name, width))
 
