@@ -34,7 +34,7 @@ import torch
 from torch import Tensor
 
 from torch_rankeval.ranking.clicks import _INT_DTYPES
-from torch_rankeval.ranking.inputs import work_dtype
+from torch_rankeval.ranking.inputs import check_like, work_dtype
 
 __all__ = ["pbm_propensity", "relative_propensity_from_randomized", "fit_eta", "pbm_em"]
 
@@ -58,13 +58,6 @@ def _check_tensor(x: object, name: str, *, integer: bool = False) -> None:
         raise TypeError(f"{name} must be an integer tensor, got {x.dtype}")
     if not integer and not (x.is_floating_point() or x.dtype in _INT_DTYPES or x.dtype == torch.bool):  # not complex
         raise TypeError(f"{name} must hold bool, integer or float values, got {x.dtype}")
-
-
-def _check_same(x: Tensor, ref: Tensor, name: str, ref_name: str) -> None:
-    if x.shape != ref.shape:
-        raise ValueError(f"{name} must have the shape of {ref_name} {tuple(ref.shape)}, got {tuple(x.shape)}")
-    if x.device != ref.device:
-        raise ValueError(f"{name} is on {x.device} but {ref_name} is on {ref.device}: move all inputs to one device")
 
 
 def pbm_propensity(logged_positions: Tensor, eta: float, *, validate_args: bool = True) -> Tensor:
@@ -156,12 +149,12 @@ def relative_propensity_from_randomized(
     """
     _check_tensor(clicks, "clicks")
     _check_tensor(positions, "positions")
-    _check_same(positions, clicks, "positions", "clicks")
+    check_like(positions, clicks, "positions", "clicks")
     _check_positive_int(num_positions, "num_positions")
     keep = torch.ones_like(clicks, dtype=torch.bool) if mask is None else mask
     if mask is not None:
         _check_tensor(mask, "mask")
-        _check_same(mask, clicks, "mask", "clicks")
+        check_like(mask, clicks, "mask", "clicks")
         if mask.dtype != torch.bool:
             raise TypeError(f"mask must be a bool tensor (False = padding), got {mask.dtype}")
     c = torch.where(keep, clicks.to(torch.float64), torch.zeros((), dtype=torch.float64, device=clicks.device))
@@ -270,11 +263,11 @@ def pbm_em(
     _check_tensor(item_ids, "item_ids", integer=True)
     _check_tensor(positions, "positions")
     _check_tensor(clicks, "clicks")
-    _check_same(positions, item_ids, "positions", "item_ids")
-    _check_same(clicks, item_ids, "clicks", "item_ids")
+    check_like(positions, item_ids, "positions", "item_ids")
+    check_like(clicks, item_ids, "clicks", "item_ids")
     if impressions is not None:
         _check_tensor(impressions, "impressions")
-        _check_same(impressions, item_ids, "impressions", "item_ids")
+        check_like(impressions, item_ids, "impressions", "item_ids")
     _check_positive_int(num_items, "num_items")
     _check_positive_int(num_positions, "num_positions")
     _check_positive_int(iters, "iters")

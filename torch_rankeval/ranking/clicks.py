@@ -24,6 +24,8 @@ from typing import Any, Sequence
 import torch
 from torch import Tensor
 
+from torch_rankeval.ranking.inputs import _same_device, check_like
+
 __all__ = [
     "check_sources",
     "check_clicks",
@@ -53,10 +55,7 @@ def _per_item(x: object, name: str, like: Tensor, like_name: str, *, positions: 
             raise TypeError(f"{name} must hold integer (or integral float) 1-based positions, got {x.dtype}")
     elif not x.is_floating_point():
         raise TypeError(f"{name} must be a floating tensor of probabilities, got {x.dtype}; call .float()")
-    if x.shape != like.shape:
-        raise ValueError(f"{name} must have the shape of {like_name} {tuple(like.shape)}, got {tuple(x.shape)}")
-    if x.device != like.device:
-        raise ValueError(f"{name} is on {x.device} but {like_name} is on {like.device}: move all inputs to one device")
+    check_like(x, like, name, like_name)
 
 
 def _table(x: object, name: str, like: Tensor, like_name: str) -> None:
@@ -68,8 +67,7 @@ def _table(x: object, name: str, like: Tensor, like_name: str) -> None:
         raise ValueError(
             f"{name} must be a non-empty 1-D tensor (entry p - 1 is for logged position p), got shape {tuple(x.shape)}"
         )
-    if x.device != like.device:
-        raise ValueError(f"{name} is on {x.device} but {like_name} is on {like.device}: move all inputs to one device")
+    _same_device(like, x, name, like_name)
 
 
 def check_clicks(clicks: object, mask: object) -> None:
@@ -81,12 +79,7 @@ def check_clicks(clicks: object, mask: object) -> None:
     if mask is not None:
         if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
             raise TypeError("mask must be a bool tensor (True = real item, False = padding)")
-        if mask.shape != clicks.shape:
-            raise ValueError(f"mask must have the shape of clicks {tuple(clicks.shape)}, got {tuple(mask.shape)}")
-        if mask.device != clicks.device:
-            raise ValueError(
-                f"mask is on {mask.device} but clicks is on {clicks.device}: move all inputs to one device"
-            )
+        check_like(mask, clicks, "mask", "clicks")
 
 
 def as_batch(

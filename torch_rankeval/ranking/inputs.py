@@ -116,14 +116,21 @@ def _check_flags(flags: Any, name: str, meaning: str, preds: Tensor) -> None:
     _check_tensor(flags, name)
     if flags.dtype != torch.bool:
         raise TypeError(f"{name} must be a bool tensor ({meaning}), got {flags.dtype}")
-    if flags.shape != preds.shape:
-        raise ValueError(f"{name} must have the shape of preds {tuple(preds.shape)}, got {tuple(flags.shape)}")
-    _same_device(preds, flags, name)
+    check_like(flags, preds, name)
 
 
-def _same_device(preds: Tensor, other: Tensor, name: str) -> None:
+def check_like(x: Tensor, like: Tensor, name: str, like_name: str = "preds") -> None:
+    """``x`` has the shape and the device of ``like``."""
+    if x.shape != like.shape:
+        raise ValueError(f"{name} must have the shape of {like_name} {tuple(like.shape)}, got {tuple(x.shape)}")
+    _same_device(like, x, name, like_name)
+
+
+def _same_device(preds: Tensor, other: Tensor, name: str, like_name: str = "preds") -> None:
     if other.device != preds.device:
-        raise ValueError(f"{name} is on {other.device} but preds is on {preds.device}: move all inputs to one device")
+        raise ValueError(
+            f"{name} is on {other.device} but {like_name} is on {preds.device}: move all inputs to one device"
+        )
 
 
 def valid_mask(target: Tensor, mask: Tensor | None, ignore_index: int | float | None) -> Tensor | None:
