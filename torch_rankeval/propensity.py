@@ -33,7 +33,7 @@ import math
 import torch
 from torch import Tensor
 
-from torch_rankeval.ranking.clicks import _INT_DTYPES
+from torch_rankeval.ranking.clicks import _INT_DTYPES, _not_positions
 from torch_rankeval.ranking.inputs import check_like, work_dtype
 
 __all__ = ["pbm_propensity", "relative_propensity_from_randomized", "fit_eta", "pbm_em"]
@@ -82,12 +82,8 @@ def pbm_propensity(logged_positions: Tensor, eta: float, *, validate_args: bool 
     _check_tensor(logged_positions, "logged_positions")
     _check_eta(eta)
     p = logged_positions
-    if validate_args:
-        bad = p < 1
-        if p.is_floating_point():
-            bad = bad | ~torch.isfinite(p) | (p != torch.floor(p))
-        if bool(bad.any()):
-            raise ValueError("logged_positions are 1-based integers (the top slot is 1); add 1 to 0-based positions")
+    if validate_args and bool(_not_positions(p).any()):
+        raise ValueError("logged_positions are 1-based integers (the top slot is 1); add 1 to 0-based positions")
     rho = p.to(work_dtype(p)) ** (-float(eta))
     if validate_args and bool((rho == 0).any()):
         deepest = int(p.max())
@@ -99,16 +95,11 @@ def pbm_propensity(logged_positions: Tensor, eta: float, *, validate_args: bool 
 
 
 def _position_index(positions: Tensor, num_positions: int, name: str, validate_args: bool) -> Tensor:
-    if validate_args:
-        p = positions
-        bad = (p < 1) | (p > num_positions)
-        if p.is_floating_point():
-            bad = bad | ~torch.isfinite(p) | (p != torch.floor(p))
-        if bool(bad.any()):
-            raise ValueError(
-                f"{name} must be 1-based integer positions in 1..num_positions={num_positions}; add 1 to 0-based "
-                "positions, drop deeper rows or raise num_positions"
-            )
+    if validate_args and bool((_not_positions(positions) | (positions > num_positions)).any()):
+        raise ValueError(
+            f"{name} must be 1-based integer positions in 1..num_positions={num_positions}; add 1 to 0-based "
+            "positions, drop deeper rows or raise num_positions"
+        )
     return (positions.long() - 1).clamp(0, num_positions - 1)
 
 

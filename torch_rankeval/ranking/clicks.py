@@ -70,6 +70,12 @@ def _table(x: object, name: str, like: Tensor, like_name: str) -> None:
     _same_device(like, x, name, like_name)
 
 
+def _not_positions(p: Tensor) -> Tensor:
+    """True where ``p`` is not a 1-based integer position (below 1; a NaN, infinite or fractional float)."""
+    bad = p < 1
+    return bad | ~torch.isfinite(p) | (p != torch.floor(p)) if p.is_floating_point() else bad
+
+
 def check_clicks(clicks: object, mask: object) -> None:
     """Type and shape checks of ``clicks`` and ``mask`` when there is no ``preds`` (any shape)."""
     if not isinstance(clicks, Tensor):
@@ -193,13 +199,9 @@ def value_problems(
         )
     if logged_positions is not None:
         p = logged_positions
-        if p.is_floating_point():
-            bad = ~torch.isfinite(p) | (p != torch.floor(p)) | (p < 1)
-        else:
-            bad = p < 1
         problems.append(
             (
-                (valid & bad).any(),
+                (valid & _not_positions(p)).any(),
                 "logged_positions are 1-based integers (the top slot is 1) at unmasked positions; "
                 "add 1 to 0-based positions and mask padding with mask=False",
             )

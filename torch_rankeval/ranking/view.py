@@ -83,12 +83,6 @@ def _cached(key: tuple, build: Callable[[], Tensor]) -> Tensor:
     return t
 
 
-def _constant(values: tuple, dtype: torch.dtype, device: torch.device) -> Tensor:
-    if torch.compiler.is_compiling():
-        return torch.tensor(values, dtype=dtype, device=device)
-    return _cached((values, dtype, str(device)), lambda: _to_device(torch.tensor(values, dtype=dtype), device))
-
-
 def _to_device(t: Tensor, device: torch.device) -> Tensor:
     """A small host-built tensor on ``device`` without a host sync: through pinned memory and a
     non-blocking copy on CUDA (a plain copy from pageable memory synchronises the stream)."""
@@ -106,7 +100,10 @@ def device_constant(values: tuple[float, ...], dtype: torch.dtype, device: torch
         >>> device_constant((1, 5, 10), torch.int64, torch.device("cpu"))
         tensor([ 1,  5, 10])
     """
-    return _constant(tuple(values), dtype, device)
+    if torch.compiler.is_compiling():
+        return torch.tensor(values, dtype=dtype, device=device)
+    values = tuple(values)
+    return _cached((values, dtype, str(device)), lambda: _to_device(torch.tensor(values, dtype=dtype), device))
 
 
 _TABLES: dict[str, Callable[[int, torch.dtype, torch.device], Tensor]] = {
@@ -133,7 +130,7 @@ def take_columns(x: Tensor, idx: list[int]) -> Tensor:
         return x[:, idx[0] : idx[-1] + 1]
     if torch.compiler.is_compiling():
         return x[:, list(idx)]
-    return x.index_select(-1, _constant(tuple(idx), torch.int64, x.device))
+    return x.index_select(-1, device_constant(tuple(idx), torch.int64, x.device))
 
 
 def prefix_sums(x: Tensor, idx: list[int]) -> Tensor:
@@ -860,7 +857,7 @@ class RankedBatch:
     def constant(self, values: list[float] | list[int], dtype: torch.dtype | None = None) -> Tensor:
         """A small constant tensor (cutoffs, cutoff positions) on the batch's device, built once per
         process and device rather than per call."""
-        return _constant(tuple(values), dtype or self.dtype, self.device)
+        return device_constant(tuple(values), dtype or self.dtype, self.device)
 
     def cached(self, name: str, fn: Callable[[], Tensor]) -> Tensor:
         if name not in self._cache:
