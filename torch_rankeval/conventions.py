@@ -398,11 +398,6 @@ def mapped_gain(t: Tensor, keys: Tensor, values: Tensor) -> Tensor:
     return torch.where(keys[idx] == t, values[idx], t)
 
 
-def _compiling() -> bool:
-    is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)  # torch >= 2.3
-    return bool(is_compiling()) if is_compiling is not None else False
-
-
 def discount_table(length: int, convention: Convention, *, dtype: torch.dtype, device: torch.device | str) -> Tensor:
     """Discounts of ranks ``1..length``: ``1 / log_b(rank + 1)`` or the convention's callable.
 
@@ -416,7 +411,7 @@ def discount_table(length: int, convention: Convention, *, dtype: torch.dtype, d
         if not isinstance(table, Tensor) or table.shape != ranks.shape:
             raise ValueError("discount callable must return a tensor of the same shape as its rank argument")
         # A user callable is checked where it is built (a host sync, skipped inside torch.compile).
-        if not _compiling() and not bool((torch.isfinite(table) & (table >= 0)).all()):
+        if not torch.compiler.is_compiling() and not bool((torch.isfinite(table) & (table >= 0)).all()):
             raise ValueError("discount callable must return finite, non-negative discounts for ranks 1, 2, ...")
         return table.to(dtype)
     return math.log(convention.log_base) / torch.log1p(ranks)

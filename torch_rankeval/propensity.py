@@ -33,13 +33,10 @@ import math
 import torch
 from torch import Tensor
 
+from torch_rankeval.ranking.clicks import _INT_DTYPES, _not_positions
+from torch_rankeval.ranking.inputs import check_like, work_dtype
+
 __all__ = ["pbm_propensity", "relative_propensity_from_randomized", "fit_eta", "pbm_em"]
-
-_INT_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
-
-
-def _out_dtype(*tensors: Tensor) -> torch.dtype:
-    return torch.float64 if any(t.dtype == torch.float64 for t in tensors) else torch.float32
 
 
 def _check_eta(eta: object) -> None:
@@ -61,13 +58,6 @@ def _check_tensor(x: object, name: str, *, integer: bool = False) -> None:
         raise TypeError(f"{name} must be an integer tensor, got {x.dtype}")
     if not integer and not (x.is_floating_point() or x.dtype in _INT_DTYPES or x.dtype == torch.bool):  # not complex
         raise TypeError(f"{name} must hold bool, integer or float values, got {x.dtype}")
-
-
-def _check_same(x: Tensor, ref: Tensor, name: str, ref_name: str) -> None:
-    if x.shape != ref.shape:
-        raise ValueError(f"{name} must have the shape of {ref_name} {tuple(ref.shape)}, got {tuple(x.shape)}")
-    if x.device != ref.device:
-        raise ValueError(f"{name} is on {x.device} but {ref_name} is on {ref.device}: move all inputs to one device")
 
 
 def pbm_propensity(logged_positions: Tensor, eta: float, *, validate_args: bool = True) -> Tensor:
@@ -92,13 +82,9 @@ def pbm_propensity(logged_positions: Tensor, eta: float, *, validate_args: bool 
     _check_tensor(logged_positions, "logged_positions")
     _check_eta(eta)
     p = logged_positions
-    if validate_args:
-        bad = p < 1
-        if p.is_floating_point():
-            bad = bad | ~torch.isfinite(p) | (p != torch.floor(p))
-        if bool(bad.any()):
-            raise ValueError("logged_positions are 1-based integers (the top slot is 1); add 1 to 0-based positions")
-    rho = p.to(_out_dtype(p)) ** (-float(eta))
+    if validate_args and bool(_not_positions(p).any()):
+        raise ValueError("logged_positions are 1-based integers (the top slot is 1); add 1 to 0-based positions")
+    rho = p.to(work_dtype(p)) ** (-float(eta))
     if validate_args and bool((rho == 0).any()):
         deepest = int(p.max())
         raise ValueError(
@@ -109,16 +95,11 @@ def pbm_propensity(logged_positions: Tensor, eta: float, *, validate_args: bool 
 
 
 def _position_index(positions: Tensor, num_positions: int, name: str, validate_args: bool) -> Tensor:
-    if validate_args:
-        p = positions
-        bad = (p < 1) | (p > num_positions)
-        if p.is_floating_point():
-            bad = bad | ~torch.isfinite(p) | (p != torch.floor(p))
-        if bool(bad.any()):
-            raise ValueError(
-                f"{name} must be 1-based integer positions in 1..num_positions={num_positions}; add 1 to 0-based "
-                "positions, drop deeper rows or raise num_positions"
-            )
+    if validate_args and bool((_not_positions(positions) | (positions > num_positions)).any()):
+        raise ValueError(
+            f"{name} must be 1-based integer positions in 1..num_positions={num_positions}; add 1 to 0-based "
+            "positions, drop deeper rows or raise num_positions"
+        )
     return (positions.long() - 1).clamp(0, num_positions - 1)
 
 
@@ -159,12 +140,12 @@ def relative_propensity_from_randomized(
     """
     _check_tensor(clicks, "clicks")
     _check_tensor(positions, "positions")
-    _check_same(positions, clicks, "positions", "clicks")
+    check_like(positions, clicks, "positions", "clicks")
     _check_positive_int(num_positions, "num_positions")
     keep = torch.ones_like(clicks, dtype=torch.bool) if mask is None else mask
     if mask is not None:
         _check_tensor(mask, "mask")
-        _check_same(mask, clicks, "mask", "clicks")
+        check_like(mask, clicks, "mask", "clicks")
         if mask.dtype != torch.bool:
             raise TypeError(f"mask must be a bool tensor (False = padding), got {mask.dtype}")
     c = torch.where(keep, clicks.to(torch.float64), torch.zeros((), dtype=torch.float64, device=clicks.device))
@@ -187,7 +168,7 @@ def relative_propensity_from_randomized(
                 "position 1 has no clicks, so the ratios CTR(k) / CTR(1) are undefined: collect more randomised impressions"
             )
     ctr = clicked / shown
-    return (ctr / ctr[0]).to(_out_dtype(clicks))
+    return (ctr / ctr[0]).to(work_dtype(clicks))
 
 
 def fit_eta(relative_propensities: Tensor) -> float:
@@ -273,11 +254,11 @@ def pbm_em(
     _check_tensor(item_ids, "item_ids", integer=True)
     _check_tensor(positions, "positions")
     _check_tensor(clicks, "clicks")
-    _check_same(positions, item_ids, "positions", "item_ids")
-    _check_same(clicks, item_ids, "clicks", "item_ids")
+    check_like(positions, item_ids, "positions", "item_ids")
+    check_like(clicks, item_ids, "clicks", "item_ids")
     if impressions is not None:
         _check_tensor(impressions, "impressions")
-        _check_same(impressions, item_ids, "impressions", "item_ids")
+        check_like(impressions, item_ids, "impressions", "item_ids")
     _check_positive_int(num_items, "num_items")
     _check_positive_int(num_positions, "num_positions")
     _check_positive_int(iters, "iters")
@@ -308,5 +289,5 @@ def pbm_em(
         rel = c + no_click * (1 - t) * g / denom
         theta = torch.zeros_like(theta).index_add_(0, pos, exam) / shown_pos
         gamma = torch.zeros_like(gamma).index_add_(0, items, rel) / shown_item
-    out = _out_dtype(clicks, *(() if impressions is None else (impressions,)))
+    out = work_dtype(clicks, impressions)
     return (theta / theta[0]).to(out), (gamma * theta[0]).to(out)

@@ -33,10 +33,6 @@ from torch_rankeval.ranking.view import RankedBatch, RankedView, log_comb  # noq
 __all__ = ["err_grade_checks", "err_values"]
 
 
-def _levels(rb: RankedView, max_grade: int) -> Tensor:
-    return judged_grades(rb).clamp(max=max_grade).floor()
-
-
 def err_grade_checks(rb: RankedView, *, max_grade: int = 4) -> list[tuple[Tensor, str]]:
     """Value checks (flag, message) for ERR's grades, resolved by the caller in its one host sync."""
     t = rb.target
@@ -60,7 +56,7 @@ def err_values(
         tensor([[0.0000, 0.4688, 0.4727]])
     """
     m_top = int(max_grade)
-    level = _levels(rb, m_top)
+    level = judged_grades(rb).clamp(max=m_top).floor()
     stop = (torch.exp2(level) - 1) / 2.0**m_top
     log_keep = torch.log1p(-stop)  # log(1 - R) >= -max_grade * log(2): finite
     width = rb.span(ks)

@@ -28,12 +28,7 @@ def _positive_ideal(rb: RankedView, width: int | None = None) -> Tensor:
     ranking ends at its first gain ``<= 0``), ``(N, width)`` (default: every judged document),
     zero-padded."""
     ideal = rb.ideal_top((None,)).clamp(min=0)
-    m = ideal.shape[-1]
-    if width is None or width == m:
-        return ideal
-    if width < m:
-        return ideal[:, :width]
-    return torch.cat([ideal, ideal.new_zeros(ideal.shape[0], width - m)], dim=-1)
+    return ideal if width is None else torch.constant_pad_nd(ideal, (0, width - ideal.shape[-1]))
 
 
 def bing_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, Tensor]:
@@ -152,7 +147,7 @@ def rndcg_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -
     idcg = _dcg_prefix(rb, ideal)
     ranks = torch.arange(1, m + 1, device=rb.device).clamp(max=rb.length)
     dcg_at = dcg.index_select(-1, ranks - 1)  # DCG@t for t = 1..M (ranks beyond the list add nothing)
-    following = torch.cat([ideal[:, 1:], ideal.new_zeros(ideal.shape[0], 1)], dim=-1)
+    following = torch.constant_pad_nd(ideal[:, 1:], (0, 1))
     point = (following != ideal) & (ideal > 0)  # the ideal gain changes after rank t
     ratio = torch.where(point & (idcg > 0), dcg_at / torch.where(idcg > 0, idcg, 1.0), torch.zeros_like(idcg))
     n_positive = (ideal > 0).sum(-1)

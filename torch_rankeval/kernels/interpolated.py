@@ -141,18 +141,15 @@ def rprec_mult_values(rb: RankedView, ks: tuple[int | None, ...], conv: Conventi
         >>> out                                              # R = 2: P@1, P@2, P@8
         {'Rprec_mult_0.50': tensor([0.], dtype=torch.float64), 'Rprec_mult_1.00': tensor([0.5000], dtype=torch.float64), 'Rprec_mult_4.00': tensor([0.2500], dtype=torch.float64)}
     """
-    c = torch.trunc(rb.constant(list(ks), torch.float64) * rb.n_relevant.to(torch.float64).unsqueeze(-1) + 0.9).to(
-        rb.dtype
-    )
+    c = relevant_counts(tuple(ks), rb.n_relevant, "v9").to(rb.dtype)
     end = c.clamp(min=1, max=rb.length)
     index = end.long() - 1
     rel = rb.rel
     if rb.averaged:
         g = rb.groups()
-        start, size = g.start, g.size
         inside, above = group_sums(rb, rel)
-        share = inside.gather(-1, index) / size.gather(-1, index)
-        found = above.gather(-1, index) + (end - start.gather(-1, index)) * share
+        share = inside.gather(-1, index) / g.size.gather(-1, index)
+        found = above.gather(-1, index) + (end - g.start.gather(-1, index)) * share
     else:
         found = rel.cumsum(-1).gather(-1, index)
     values = torch.where(c >= 1, found / c.clamp(min=1), torch.zeros_like(found))

@@ -144,11 +144,9 @@ def _score_runs(x: Tensor) -> tuple[Tensor, Tensor]:
     inside a tie."""
     n, length = x.shape
     pos = torch.arange(length, device=x.device).expand(n, length)
-    new = torch.ones_like(x, dtype=torch.bool)
-    new[:, 1:] = x[:, 1:] != x[:, :-1]
+    new = torch.constant_pad_nd(x[:, 1:] != x[:, :-1], (1, 0), True)
     start = torch.where(new, pos, torch.zeros_like(pos)).cummax(-1).values
-    following = torch.where(new, pos, torch.full_like(pos, length))[:, 1:]
-    following = torch.cat([following, torch.full_like(pos[:, :1], length)], dim=-1)
+    following = torch.constant_pad_nd(torch.where(new, pos, torch.full_like(pos, length))[:, 1:], (0, 1), length)
     return start, following.flip(-1).cummin(-1).values.flip(-1)
 
 
@@ -249,9 +247,7 @@ def opa_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> 
         grades = grades.gather(-1, order)
         # lower-graded documents of one's own group = first slot of one's grade in the group - group start
         pos = torch.arange(rb.length, device=rb.device).expand(rb.n_lists, -1)
-        new_run = torch.ones_like(keep)
-        new_run[:, 1:] = grades[:, 1:] != grades[:, :-1]
-        new_run = new_run | (start == pos)
+        new_run = torch.constant_pad_nd(grades[:, 1:] != grades[:, :-1], (1, 0), True) | (start == pos)
         run_start = torch.where(new_run, pos, torch.zeros_like(pos)).cummax(-1).values
         lower = (run_start - start).to(f64)
         tied_pairs = torch.where(torch.isfinite(grades), lower, torch.zeros_like(lower)).sum(-1)

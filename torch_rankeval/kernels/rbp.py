@@ -84,15 +84,13 @@ def utilities(rb: RankedView, *, rel: float | None = None, gains: Mapping[float,
     grades = judged_grades(rb)
     if rel is not None:
         return (judged & (rb.target >= rel)).to(torch.float64)
-    top = _top_grade(rb, grades)
     g = grades
     if gains is not None:
         keys = device_constant(tuple(float(k) for k in gains), torch.float64, rb.device)
         vals = device_constant(tuple(float(gains[k]) for k in gains), torch.float64, rb.device)
         hit = grades.unsqueeze(-1) == keys
         g = torch.where(hit.any(-1), (hit * vals).sum(-1), grades)
-    lo, hi = _levels_range(top, gains)
-    lo, hi = lo.unsqueeze(-1), hi.unsqueeze(-1)
+    lo, hi = (t.unsqueeze(-1) for t in _levels_range(_top_grade(rb, grades), gains))
     rescale = (lo < 0) | (hi > 1)
     scaled = (g - lo) / torch.where(hi > lo, hi - lo, torch.ones_like(hi))
     return torch.where(judged, torch.where(rescale, scaled, g), torch.zeros_like(g))

@@ -24,6 +24,8 @@ from typing import Any, Sequence
 import torch
 from torch import Tensor
 
+from torch_rankeval.ranking.inputs import _same_device, check_like
+
 __all__ = [
     "check_sources",
     "check_clicks",
@@ -53,10 +55,7 @@ def _per_item(x: object, name: str, like: Tensor, like_name: str, *, positions: 
             raise TypeError(f"{name} must hold integer (or integral float) 1-based positions, got {x.dtype}")
     elif not x.is_floating_point():
         raise TypeError(f"{name} must be a floating tensor of probabilities, got {x.dtype}; call .float()")
-    if x.shape != like.shape:
-        raise ValueError(f"{name} must have the shape of {like_name} {tuple(like.shape)}, got {tuple(x.shape)}")
-    if x.device != like.device:
-        raise ValueError(f"{name} is on {x.device} but {like_name} is on {like.device}: move all inputs to one device")
+    check_like(x, like, name, like_name)
 
 
 def _table(x: object, name: str, like: Tensor, like_name: str) -> None:
@@ -68,8 +67,13 @@ def _table(x: object, name: str, like: Tensor, like_name: str) -> None:
         raise ValueError(
             f"{name} must be a non-empty 1-D tensor (entry p - 1 is for logged position p), got shape {tuple(x.shape)}"
         )
-    if x.device != like.device:
-        raise ValueError(f"{name} is on {x.device} but {like_name} is on {like.device}: move all inputs to one device")
+    _same_device(like, x, name, like_name)
+
+
+def _not_positions(p: Tensor) -> Tensor:
+    """True where ``p`` is not a 1-based integer position (below 1; a NaN, infinite or fractional float)."""
+    bad = p < 1
+    return bad | ~torch.isfinite(p) | (p != torch.floor(p)) if p.is_floating_point() else bad
 
 
 def check_clicks(clicks: object, mask: object) -> None:
@@ -81,12 +85,7 @@ def check_clicks(clicks: object, mask: object) -> None:
     if mask is not None:
         if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
             raise TypeError("mask must be a bool tensor (True = real item, False = padding)")
-        if mask.shape != clicks.shape:
-            raise ValueError(f"mask must have the shape of clicks {tuple(clicks.shape)}, got {tuple(mask.shape)}")
-        if mask.device != clicks.device:
-            raise ValueError(
-                f"mask is on {mask.device} but clicks is on {clicks.device}: move all inputs to one device"
-            )
+        check_like(mask, clicks, "mask", "clicks")
 
 
 def as_batch(
@@ -171,10 +170,6 @@ def check_sources(
         _table(propensity_table, "propensity_table", like, like_name)
 
 
-def _any(x: Tensor) -> Tensor:
-    return x.any()
-
-
 def value_problems(
     clicks: Tensor,
     valid: Tensor,
@@ -188,7 +183,7 @@ def value_problems(
     c = clicks if clicks.is_floating_point() else clicks.to(torch.float32)
     problems = [
         (
-            _any(valid & ~(torch.isfinite(c) & (c >= 0))),
+            (valid & ~(torch.isfinite(c) & (c >= 0))).any(),
             "clicks must be finite and >= 0 at unmasked positions (0/1 clicks, click counts or click rates); "
             "mask padding with mask=False",
         ),
@@ -197,20 +192,16 @@ def value_problems(
     if affine is not None:
         problems.append(
             (
-                _any(valid & (c > 1)),
+                (valid & (c > 1)).any(),
                 "clicks must be 0/1 clicks or click-through rates in [0, 1] with affine=(alpha, beta): "
                 "the affine correction (c - beta) / alpha is per impression; divide counts by impressions",
             )
         )
     if logged_positions is not None:
         p = logged_positions
-        if p.is_floating_point():
-            bad = ~torch.isfinite(p) | (p != torch.floor(p)) | (p < 1)
-        else:
-            bad = p < 1
         problems.append(
             (
-                _any(valid & bad),
+                (valid & _not_positions(p)).any(),
                 "logged_positions are 1-based integers (the top slot is 1) at unmasked positions; "
                 "add 1 to 0-based positions and mask padding with mask=False",
             )
@@ -221,7 +212,7 @@ def value_problems(
         for table, name in tables:
             problems.append(
                 (
-                    _any(valid & (p > table.shape[0])),
+                    (valid & (p > table.shape[0])).any(),
                     f"logged_positions go beyond {name} (length {table.shape[0]}); extend the table to "
                     "the deepest logged position (it is not extrapolated)",
                 )
@@ -233,7 +224,7 @@ def value_problems(
         idx = _table_index(logged_positions, valid, propensity_table.shape[0])
         problems.append(
             (
-                _any(clicked & (_lookup(propensity_table, idx) == 0)),
+                (clicked & (_lookup(propensity_table, idx) == 0)).any(),
                 "propensity_table is 0 at the logged position of a clicked item: a click implies the item "
                 "was examined, so the table (or the click log) is wrong",
             )
@@ -242,7 +233,7 @@ def value_problems(
         problems += _probability_problems(propensities, valid, "propensities")
         problems.append(
             (
-                _any(clicked & (propensities == 0)),
+                (clicked & (propensities == 0)).any(),
                 "propensities is 0 for a clicked item: a click implies the item was examined, so the "
                 "propensity model (or the click log) is wrong",
             )
@@ -252,15 +243,15 @@ def value_problems(
         where = torch.ones_like(alpha, dtype=torch.bool) if logged_positions is not None else valid
         problems += [
             (
-                _any(where & ~(torch.isfinite(alpha) & (alpha > 0) & (alpha <= 1 + TOLERANCE))),
+                (where & ~(torch.isfinite(alpha) & (alpha > 0) & (alpha <= 1 + TOLERANCE))).any(),
                 "affine alpha must be in (0, 1]: alpha = P(click | relevant) - P(click | not relevant) at that position",
             ),
             (
-                _any(where & ~(torch.isfinite(beta) & (beta >= 0) & (beta < 1))),
+                (where & ~(torch.isfinite(beta) & (beta >= 0) & (beta < 1))).any(),
                 "affine beta must be in [0, 1): beta = P(click | not relevant) at that position",
             ),
             (
-                _any(where & (alpha + beta > 1 + TOLERANCE)),
+                (where & (alpha + beta > 1 + TOLERANCE)).any(),
                 "affine alpha + beta must be <= 1: it is P(click | relevant) at that position",
             ),
         ]
@@ -285,17 +276,17 @@ def gain_problems(gains: Tensor, valid: Tensor, *, eta: float | None, clip: floa
             f"{underflow}a propensity is too small or a click count too large for {dtype}; bound the weights with "
             "clip=, pass float64 clicks / positions / propensities, or check the propensity model"
         )
-    return [(_any(~torch.isfinite(total)), f"the debiased gains c / rho are not finite: {cause}")]
+    return [((~torch.isfinite(total)).any(), f"the debiased gains c / rho are not finite: {cause}")]
 
 
 def _probability_problems(x: Tensor, where: Tensor, name: str) -> list[tuple[Tensor, str]]:
     return [
         (
-            _any(where & ~(torch.isfinite(x) & (x >= 0))),
+            (where & ~(torch.isfinite(x) & (x >= 0))).any(),
             f"{name} must be finite probabilities in [0, 1] (NaN, inf or negative values found)",
         ),
         (
-            _any(where & (x > 1 + TOLERANCE)),
+            (where & (x > 1 + TOLERANCE)).any(),
             f"{name} must be probabilities in [0, 1], found values > 1; if you have inverse-propensity weights, "
             "pass 1/weights",
         ),

@@ -62,8 +62,7 @@ def group_sums(rb: RankedBatch, x: Tensor) -> tuple[Tensor, Tensor]:
 
 def prefix(x: Tensor) -> Tensor:
     """Exclusive prefix sums ``(N, L + 1)`` in float64: ``out[:, i] = x[:, :i].sum(-1)``."""
-    c = x.to(torch.float64).cumsum(-1)
-    return torch.cat([torch.zeros_like(c[:, :1]), c], dim=-1)
+    return torch.constant_pad_nd(x.to(torch.float64).cumsum(-1), (1, 0))
 
 
 def between(cs: Tensor, lo: Tensor, hi: Tensor) -> Tensor:

@@ -116,14 +116,21 @@ def _check_flags(flags: Any, name: str, meaning: str, preds: Tensor) -> None:
     _check_tensor(flags, name)
     if flags.dtype != torch.bool:
         raise TypeError(f"{name} must be a bool tensor ({meaning}), got {flags.dtype}")
-    if flags.shape != preds.shape:
-        raise ValueError(f"{name} must have the shape of preds {tuple(preds.shape)}, got {tuple(flags.shape)}")
-    _same_device(preds, flags, name)
+    check_like(flags, preds, name)
 
 
-def _same_device(preds: Tensor, other: Tensor, name: str) -> None:
+def check_like(x: Tensor, like: Tensor, name: str, like_name: str = "preds") -> None:
+    """``x`` has the shape and the device of ``like``."""
+    if x.shape != like.shape:
+        raise ValueError(f"{name} must have the shape of {like_name} {tuple(like.shape)}, got {tuple(x.shape)}")
+    _same_device(like, x, name, like_name)
+
+
+def _same_device(preds: Tensor, other: Tensor, name: str, like_name: str = "preds") -> None:
     if other.device != preds.device:
-        raise ValueError(f"{name} is on {other.device} but preds is on {preds.device}: move all inputs to one device")
+        raise ValueError(
+            f"{name} is on {other.device} but {like_name} is on {preds.device}: move all inputs to one device"
+        )
 
 
 def valid_mask(target: Tensor, mask: Tensor | None, ignore_index: int | float | None) -> Tensor | None:
@@ -267,7 +274,7 @@ def _normalize(
         _same_device(preds, ideal_target, "ideal_target")
         if single:
             ideal_target = ideal_target.unsqueeze(0)
-        ideal_valid = valid_mask(ideal_target, None, ignore_index) if ignore_index is not None else None
+        ideal_valid = valid_mask(ideal_target, None, ignore_index)
         if ideal_target.shape[-1] == 0:  # no judged document
             ideal_target, _, ideal_valid, _ = _one_padding_slot(ideal_target, ideal_target, None)
     if n_relevant is not None:
@@ -344,9 +351,7 @@ def _nonpositive_not_relevant(
     relevant count taken before that, from the list, unless ``n_relevant`` / ``ideal_target`` give it."""
     counted = judged if valid is None else (valid if judged is None else valid & judged)
     if n_relevant is None and ideal_target is None:
-        thr = convention.relevance_threshold
-        floating = target.is_floating_point() or target.dtype == torch.bool
-        rel = target >= thr if thr is not None else (target > 0 if floating else target >= 1)
+        rel = relevant(target, convention)
         n_relevant = (rel if counted is None else rel & counted).sum(-1)
     positive = preds > 0
     return (positive if counted is None else positive & counted), n_relevant

@@ -83,12 +83,6 @@ def _cached(key: tuple, build: Callable[[], Tensor]) -> Tensor:
     return t
 
 
-def _constant(values: tuple, dtype: torch.dtype, device: torch.device) -> Tensor:
-    if torch.compiler.is_compiling():
-        return torch.tensor(values, dtype=dtype, device=device)
-    return _cached((values, dtype, str(device)), lambda: _to_device(torch.tensor(values, dtype=dtype), device))
-
-
 def _to_device(t: Tensor, device: torch.device) -> Tensor:
     """A small host-built tensor on ``device`` without a host sync: through pinned memory and a
     non-blocking copy on CUDA (a plain copy from pageable memory synchronises the stream)."""
@@ -106,23 +100,25 @@ def device_constant(values: tuple[float, ...], dtype: torch.dtype, device: torch
         >>> device_constant((1, 5, 10), torch.int64, torch.device("cpu"))
         tensor([ 1,  5, 10])
     """
-    return _constant(tuple(values), dtype, device)
+    if torch.compiler.is_compiling():
+        return torch.tensor(values, dtype=dtype, device=device)
+    values = tuple(values)
+    return _cached((values, dtype, str(device)), lambda: _to_device(torch.tensor(values, dtype=dtype), device))
+
+
+_TABLES: dict[str, Callable[[int, torch.dtype, torch.device], Tensor]] = {
+    "arange": lambda n, dtype, device: torch.arange(n, dtype=dtype, device=device),
+    "countdown": lambda n, dtype, device: torch.arange(n, 0, -1, dtype=dtype, device=device),
+    "inverse_ranks": lambda n, dtype, device: (
+        1.0 / torch.arange(1, n + 1, dtype=torch.float64, device=device).to(dtype)
+    ),
+}
 
 
 def _table(kind: str, n: int, dtype: torch.dtype, device: torch.device) -> Tensor:
     """Cached per-position tables of length ``n``: ``"arange"`` (0..n-1), ``"inverse_ranks"``
     (1/1..1/n), ``"countdown"`` (n..1)."""
-    return _cached((kind, n, dtype, str(device)), lambda: _build_table(kind, n, dtype, device))
-
-
-def _build_table(kind: str, n: int, dtype: torch.dtype, device: torch.device) -> Tensor:
-    if kind == "arange":
-        return torch.arange(n, dtype=dtype, device=device)
-    if kind == "countdown":
-        return torch.arange(n, 0, -1, dtype=dtype, device=device)
-    if kind == "inverse_ranks":
-        return 1.0 / torch.arange(1, n + 1, dtype=torch.float64, device=device).to(dtype)
-    raise ValueError(kind)
+    return _cached((kind, n, dtype, str(device)), lambda: _TABLES[kind](n, dtype, device))
 
 
 def take_columns(x: Tensor, idx: list[int]) -> Tensor:
@@ -134,7 +130,7 @@ def take_columns(x: Tensor, idx: list[int]) -> Tensor:
         return x[:, idx[0] : idx[-1] + 1]
     if torch.compiler.is_compiling():
         return x[:, list(idx)]
-    return x.index_select(-1, _constant(tuple(idx), torch.int64, x.device))
+    return x.index_select(-1, device_constant(tuple(idx), torch.int64, x.device))
 
 
 def prefix_sums(x: Tensor, idx: list[int]) -> Tensor:
@@ -332,7 +328,9 @@ class TieGroups:
         """Statistic ``name``: cached; else sliced from a wider TieGroups of the batch that holds it
         already (whole-group statistics do not depend on the width); else computed here."""
         if name not in self._cache:
-            wider = self.rb._wider_with(name, self.width)
+            wider = next(
+                (g._cache[name] for w, g in self.rb._groups.items() if w > self.width and name in g._cache), None
+            )
             if wider is not None:
                 self._cache[name] = wider[:, : self.width]
             else:
@@ -628,7 +626,7 @@ class RankedBatch:
         width = self.length if width is None else min(width, self.length)
         for w in (self.length, width):  # reuse the full-length copy when there is one
             hit = self._cache.get(f"head_{name}_{w}")
-            if hit is not None and w >= width:
+            if hit is not None:
                 return hit if w == width else hit[:, :width]
         return self.cached(f"head_{name}_{width}", lambda: self._make_head(name, width))
 
@@ -725,12 +723,6 @@ class RankedBatch:
             g = self._groups[width] = TieGroups(self, width)
         return g
 
-    def _wider_with(self, name: str, width: int) -> Tensor | None:
-        for w, g in self._groups.items():
-            if w > width and name in g._cache:
-                return g._cache[name]
-        return None
-
     def expected(self, x: Tensor, upto: int | None = None, doc: Tensor | None = None) -> Tensor:
         """Expected value of a ranked-order ``x`` ``(N, L)`` at each of the first ``upto`` positions
         over the orders of tied documents (the mean of its tie group). ``doc``: the same quantity per
@@ -798,12 +790,6 @@ class RankedBatch:
         """``(N, M)`` bool, the real entries of :attr:`ideal_target`; None when every entry is (or none given)."""
         return self._ideal_valid
 
-    @property
-    def _ideal_valid_mask(self) -> Tensor | None:
-        if self._ideal_target is None:
-            return self._valid_in
-        return self._ideal_valid
-
     def ideal_top(self, ks: tuple[int | None, ...]) -> Tensor:
         """Judged gains in decreasing order, truncated to the largest finite cutoff when possible.
 
@@ -813,7 +799,7 @@ class RankedBatch:
         top = m if None in ks else min(max(ks), m)
 
         def make() -> Tensor:
-            gains, valid = self.ideal_gains, self._ideal_valid_mask
+            gains, valid = self.ideal_gains, self._valid_in if self._ideal_target is None else self._ideal_valid
             if valid is not None:
                 gains = torch.where(valid, gains, torch.full((), float("-inf"), dtype=self.dtype, device=self.device))
             best = gains.sort(-1, descending=True).values if top == m else gains.topk(top, dim=-1).values
@@ -871,7 +857,7 @@ class RankedBatch:
     def constant(self, values: list[float] | list[int], dtype: torch.dtype | None = None) -> Tensor:
         """A small constant tensor (cutoffs, cutoff positions) on the batch's device, built once per
         process and device rather than per call."""
-        return _constant(tuple(values), dtype or self.dtype, self.device)
+        return device_constant(tuple(values), dtype or self.dtype, self.device)
 
     def cached(self, name: str, fn: Callable[[], Tensor]) -> Tensor:
         if name not in self._cache:
