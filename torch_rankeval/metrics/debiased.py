@@ -247,11 +247,9 @@ class PositionDebiasedNDCG(RunningMeanMetric):
             ties=self.ties,
             validate_args=self.validate_args,
         )
-        ids = None
-        if indexes is not None:
-            ids = _list_ids(indexes, values.shape[0], preds)
+        ids = None if indexes is None else _list_ids(indexes, values.shape[0], preds)
         strata = self._check_update_strata(strata, values.shape[0], preds, validate=self.validate_args)
-        self._accumulate(values, empty, ids if self.keep_per_query else None, strata)
+        self._accumulate(values, empty, ids, strata)
 
     @overload
     def compute(self, stderr: Literal[False] = False) -> Tensor: ...
