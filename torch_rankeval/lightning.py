@@ -332,15 +332,15 @@ class RankingMetricsCallback(Callback):
             validate_args=template.validate_args,
         )
 
-    def _new_slot(self) -> dict[str, Metric]:
-        slot: dict[str, Metric] = {"": self.build_metrics()}
+    def _new_slot(self, device: Any) -> dict[str, Metric]:
+        slot: dict[str, Metric] = {"": self.build_metrics().to(device)}
         for name, factory in self.extra_metrics.items():
             metric = factory()
             if not isinstance(metric, Metric):
                 raise TypeError(
                     f"extra_metrics[{name!r}]() must return a torchmetrics Metric, got {type(metric).__name__}"
                 )
-            slot[name] = metric
+            slot[name] = metric.to(device)
         return slot
 
     @property
@@ -502,7 +502,7 @@ class RankingMetricsCallback(Callback):
         n_loaders = len(trainer.num_val_batches if stage == "validate" else trainer.num_test_batches)
         slots = self._slots[stage]
         while len(slots) < max(n_loaders, 1):
-            slots.append(self._new_slot())
+            slots.append(self._new_slot(pl_module.device))
         for slot in slots:
             for metric in slot.values():
                 metric.to(pl_module.device)
@@ -547,12 +547,8 @@ class RankingMetricsCallback(Callback):
         if stage not in self.stages:
             return
         slots = self._slots[stage]
-        if dataloader_idx >= len(slots):  # a loader Lightning did not announce; keep it consistent anyway
-            while len(slots) <= dataloader_idx:
-                slot = self._new_slot()
-                for metric in slot.values():
-                    metric.to(pl_module.device)
-                slots.append(slot)
+        while len(slots) <= dataloader_idx:  # a loader Lightning did not announce; keep it consistent anyway
+            slots.append(self._new_slot(pl_module.device))
         slot = slots[dataloader_idx]
         inputs = self._inputs(stage, outputs, batch, slot[""].sums.device)
         preds, target = inputs.pop("preds"), inputs.pop("target")
