@@ -280,14 +280,11 @@ class RunningMeanMetric(WindowMixin, StrataMixin, ConfiguredMetric):
     def _moments(self) -> tuple[Tensor, Tensor, Tensor]:
         """The running sums, sums of squares and counts plus the values computed at ``compute`` time
         (``_pending``)."""
-        sums, squares, counts = self.sums.clone(), self.squares.clone(), self.counts.clone()
         pending = self._pending()
-        if pending is not None:
-            *_, total, square, count = self._sums(pending[0], pending[1])
-            sums += total
-            squares += square
-            counts += count
-        return sums, squares, counts
+        if pending is None:
+            return self.sums.clone(), self.squares.clone(), self.counts.clone()
+        *_, total, square, count = self._sums(pending[0], pending[1])
+        return self.sums + total, self.squares + square, self.counts + count
 
     def _means(self, stderr: bool = False) -> Tensor | tuple[Tensor, Tensor]:
         """Each value's summary (its mean, by default) over the counted lists, in ``self.dtype``;

@@ -88,15 +88,6 @@ def _input_options(scope: Mapping[str, Any]) -> Convention:
     return convention
 
 
-def _refuse_top_k(owner: object, kwargs: Mapping[str, Any]) -> None:
-    """``top_k=`` is torchmetrics' spelling: a TypeError naming ``k=`` and the compat module."""
-    if "top_k" in kwargs:
-        raise TypeError(
-            f"{type(owner).__name__} takes the cutoff as k= (e.g. k=10), not top_k=; for torchmetrics' signatures and "
-            "numbers use torch_rankeval.compat.torchmetrics (RetrievalNormalizedDCG(top_k=10), RetrievalMAP, ...)"
-        )
-
-
 class RankingMetrics(RunningMeanMetric):
     """Many ranking metrics at many cutoffs from one ranking per update, as a streaming torchmetrics Metric.
 
@@ -206,7 +197,11 @@ class RankingMetrics(RunningMeanMetric):
         window_unit: str = "updates",
         **kwargs: Any,
     ) -> None:
-        _refuse_top_k(self, kwargs)
+        if "top_k" in kwargs:  # torchmetrics' spelling
+            raise TypeError(
+                f"{type(self).__name__} takes the cutoff as k= (e.g. k=10), not top_k=; for torchmetrics' signatures and "
+                "numbers use torch_rankeval.compat.torchmetrics (RetrievalNormalizedDCG(top_k=10), RetrievalMAP, ...)"
+            )
         check_metric_options(self, kwargs)
         super().__init__(**kwargs)
         self.convention = _input_options(locals())
