@@ -303,7 +303,14 @@ class RankingMetricsCallback(Callback):
                     f"RankingMetricsCallback: the metrics factory must return a RankingMetrics, got {type(metric).__name__}"
                     " (other metrics go to extra_metrics={name: factory})"
                 )
-        return _with_options(metric, overrides)
+        unknown = sorted(set(overrides) - set(METRIC_OPTIONS))
+        if unknown:
+            raise TypeError(
+                f"RankingMetricsCallback.build_metrics: {unknown} cannot override a configured RankingMetrics; only "
+                f"torchmetrics' Metric options ({', '.join(METRIC_OPTIONS)}) can. Configure the metric itself."
+            )
+        set_metric_options(metric, overrides)
+        return metric
 
     def build_train_metrics(self) -> RankingMetrics:
         """A new, empty metric for the training batches (stage ``"train"``): built from the metric
@@ -693,18 +700,6 @@ def _should_log(trainer: pl.Trainer) -> bool:
 def _cutoffs(k: Any) -> Any:
     """``k`` comparable with :data:`DEFAULT_K` (a config file gives lists)."""
     return tuple(k) if isinstance(k, (list, tuple)) else k
-
-
-def _with_options(metric: RankingMetrics, options: Mapping[str, Any]) -> RankingMetrics:
-    """Set torchmetrics' ``Metric`` options on a built metric (``build_metrics`` of a configured one)."""
-    unknown = sorted(set(options) - set(METRIC_OPTIONS))
-    if unknown:
-        raise TypeError(
-            f"RankingMetricsCallback.build_metrics: {unknown} cannot override a configured RankingMetrics; only "
-            f"torchmetrics' Metric options ({', '.join(METRIC_OPTIONS)}) can. Configure the metric itself."
-        )
-    set_metric_options(metric, options)
-    return metric
 
 
 def _feed(metric: Metric, preds: Tensor, target: Tensor, inputs: dict[str, Any]) -> None:
