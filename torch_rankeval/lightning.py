@@ -303,7 +303,14 @@ class RankingMetricsCallback(Callback):
                     f"RankingMetricsCallback: the metrics factory must return a RankingMetrics, got {type(metric).__name__}"
                     " (other metrics go to extra_metrics={name: factory})"
                 )
-        return _with_options(metric, overrides)
+        unknown = sorted(set(overrides) - set(METRIC_OPTIONS))
+        if unknown:
+            raise TypeError(
+                f"RankingMetricsCallback.build_metrics: {unknown} cannot override a configured RankingMetrics; only "
+                f"torchmetrics' Metric options ({', '.join(METRIC_OPTIONS)}) can. Configure the metric itself."
+            )
+        set_metric_options(metric, overrides)
+        return metric
 
     def build_train_metrics(self) -> RankingMetrics:
         """A new, empty metric for the training batches (stage ``"train"``): built from the metric
@@ -332,15 +339,15 @@ class RankingMetricsCallback(Callback):
             validate_args=template.validate_args,
         )
 
-    def _new_slot(self) -> dict[str, Metric]:
-        slot: dict[str, Metric] = {"": self.build_metrics()}
+    def _new_slot(self, device: Any) -> dict[str, Metric]:
+        slot: dict[str, Metric] = {"": self.build_metrics().to(device)}
         for name, factory in self.extra_metrics.items():
             metric = factory()
             if not isinstance(metric, Metric):
                 raise TypeError(
                     f"extra_metrics[{name!r}]() must return a torchmetrics Metric, got {type(metric).__name__}"
                 )
-            slot[name] = metric
+            slot[name] = metric.to(device)
         return slot
 
     @property
@@ -502,7 +509,7 @@ class RankingMetricsCallback(Callback):
         n_loaders = len(trainer.num_val_batches if stage == "validate" else trainer.num_test_batches)
         slots = self._slots[stage]
         while len(slots) < max(n_loaders, 1):
-            slots.append(self._new_slot())
+            slots.append(self._new_slot(pl_module.device))
         for slot in slots:
             for metric in slot.values():
                 metric.to(pl_module.device)
@@ -547,12 +554,8 @@ class RankingMetricsCallback(Callback):
         if stage not in self.stages:
             return
         slots = self._slots[stage]
-        if dataloader_idx >= len(slots):  # a loader Lightning did not announce; keep it consistent anyway
-            while len(slots) <= dataloader_idx:
-                slot = self._new_slot()
-                for metric in slot.values():
-                    metric.to(pl_module.device)
-                slots.append(slot)
+        while len(slots) <= dataloader_idx:  # a loader Lightning did not announce; keep it consistent anyway
+            slots.append(self._new_slot(pl_module.device))
         slot = slots[dataloader_idx]
         inputs = self._inputs(stage, outputs, batch, slot[""].sums.device)
         preds, target = inputs.pop("preds"), inputs.pop("target")
@@ -697,18 +700,6 @@ def _should_log(trainer: pl.Trainer) -> bool:
 def _cutoffs(k: Any) -> Any:
     """``k`` comparable with :data:`DEFAULT_K` (a config file gives lists)."""
     return tuple(k) if isinstance(k, (list, tuple)) else k
-
-
-def _with_options(metric: RankingMetrics, options: Mapping[str, Any]) -> RankingMetrics:
-    """Set torchmetrics' ``Metric`` options on a built metric (``build_metrics`` of a configured one)."""
-    unknown = sorted(set(options) - set(METRIC_OPTIONS))
-    if unknown:
-        raise TypeError(
-            f"RankingMetricsCallback.build_metrics: {unknown} cannot override a configured RankingMetrics; only "
-            f"torchmetrics' Metric options ({', '.join(METRIC_OPTIONS)}) can. Configure the metric itself."
-        )
-    set_metric_options(metric, options)
-    return metric
 
 
 def _feed(metric: Metric, preds: Tensor, target: Tensor, inputs: dict[str, Any]) -> None:

@@ -41,10 +41,8 @@ import torch
 import torchmetrics
 from packaging.version import Version
 from torch import Tensor
-from torchmetrics.utilities.data import dim_zero_cat
 
 from torch_rankeval.conventions import PRESETS, Convention
-from torch_rankeval.metrics._running import _non_empty
 from torch_rankeval.metrics.base import RankingMetrics
 
 __all__ = [
@@ -68,13 +66,6 @@ _AGGREGATIONS = ("mean", "median", "min", "max")
 #: (1.3.2-1.7, which counted documents scored <= 0 as relevant), so the classes give the numbers of
 #: the torchmetrics they replace.
 PRESET = "torchmetrics" if Version(torchmetrics.__version__) >= Version("1.8") else "torchmetrics_1.7"
-
-
-def _aggregate(values: Tensor, aggregation: Aggregation) -> Tensor:
-    """torchmetrics' ``_retrieval_aggregate`` over the 1-D per-query values (a callable gets ``dim=None``)."""
-    if callable(aggregation):
-        return aggregation(values, dim=None)
-    return getattr(values, aggregation)()  # Tensor.mean, .median, .min or .max (``__init__`` checks the name)
 
 
 class _Retrieval(RankingMetrics):
@@ -166,20 +157,6 @@ class _Retrieval(RankingMetrics):
         target = target if target.is_floating_point() else target.long()
         super().update(preds.to(torch.float32), target, indexes)
 
-    def _query_values(self) -> Tensor:
-        """The counted queries' values in query-id order (synced, when called inside ``compute``)."""
-        values = [dim_zero_cat(self.query_values)] if _non_empty(self.query_values) else []
-        ids = [dim_zero_cat(self.query_ids)] if _non_empty(self.query_ids) else []
-        pending = self._pending()
-        if pending is not None:
-            values.append(self._policy(pending[0], pending[1])[0])
-            ids.append(pending[2])
-        if not values:
-            return torch.zeros(0, dtype=self.dtype, device=self.sums.device)
-        per_query = torch.cat(values)[:, 0]
-        per_query = per_query[torch.argsort(torch.cat(ids), stable=True)]
-        return per_query[~torch.isnan(per_query)].to(self.dtype)  # NaN: skipped
-
     def compute(self) -> Tensor:  # type: ignore[override]
         """The aggregated value over the counted queries; 0.0 when none was counted (as torchmetrics).
 
@@ -190,12 +167,15 @@ class _Retrieval(RankingMetrics):
             tensor(0.)
         """
         if self.aggregation == "mean":
-            sums, counts = self._totals()
+            sums, _, counts = self._moments()
             return torch.where(counts > 0, sums / counts.clamp(min=1), 0.0)[0].to(self.dtype)
-        values = self._query_values()
+        per_query = self._kept_rows()[0][:, 0]  # in query-id order, synced (compute syncs)
+        values = per_query[~torch.isnan(per_query)]  # NaN: skipped
         if values.numel() == 0:
             return torch.zeros((), dtype=self.dtype, device=values.device)
-        return _aggregate(values, self.aggregation)
+        if callable(self.aggregation):  # torchmetrics' _retrieval_aggregate: a callable gets dim=None
+            return self.aggregation(values, dim=None)
+        return getattr(values, self.aggregation)()  # Tensor.mean, .median, .min or .max (``__init__`` checks the name)
 
 
 class RetrievalNormalizedDCG(_Retrieval):

@@ -150,7 +150,7 @@ class ConfiguredMetric(Metric):
         if fields is None:
             lines = [
                 f"  state from:  an unknown configuration (fingerprint {digest})",
-                f"  this metric: {_render_config(mine)}",
+                "  this metric: " + ", ".join(f"{name}={_shorten(value)}" for name, value in mine.items()),
             ]
         else:
             lines = [
@@ -444,11 +444,6 @@ def _unquote(value: Any) -> str:
 def _shorten(value: Any, width: int = 300) -> str:
     text = str(value)
     return text if len(text) <= width else text[: width - 3] + "..."
-
-
-def _render_config(fields: Mapping[str, str]) -> str:
-    """A one-line description of a configuration for error messages (long values shortened)."""
-    return ", ".join(f"{name}={_shorten(value)}" for name, value in fields.items())
 
 
 def _describe(x: Any) -> str:

@@ -41,7 +41,7 @@ from torch import Tensor
 from torchmetrics.utilities.data import dim_zero_cat
 
 from torch_rankeval.measures.reduction import Reduction, counted_squares, counted_sums
-from torch_rankeval.metrics._hooks import ConfiguredMetric
+from torch_rankeval.metrics._hooks import ConfiguredMetric, _size
 from torch_rankeval.metrics._strata import STRATUM_STATES, StrataMixin, check_strata_options
 from torch_rankeval.metrics._window import DECAY_PREFIX, WINDOW_PREFIX, WindowMixin
 
@@ -256,7 +256,7 @@ class RunningMeanMetric(WindowMixin, StrataMixin, ConfiguredMetric):
             if ids is None:
                 ids = self._generate_ids(policed.shape[0], policed.device)
             self.query_values.append(policed)
-            self.query_ids.append(ids.to(torch.int64))
+            self.query_ids.append(ids.reshape(-1).to(torch.int64))
 
     def _add_moments(
         self, total: Tensor, squares: Tensor, count: Tensor, lists: int, rows: Tensor | None = None
@@ -280,19 +280,11 @@ class RunningMeanMetric(WindowMixin, StrataMixin, ConfiguredMetric):
     def _moments(self) -> tuple[Tensor, Tensor, Tensor]:
         """The running sums, sums of squares and counts plus the values computed at ``compute`` time
         (``_pending``)."""
-        sums, squares, counts = self.sums.clone(), self.squares.clone(), self.counts.clone()
         pending = self._pending()
-        if pending is not None:
-            *_, total, square, count = self._sums(pending[0], pending[1])
-            sums += total
-            squares += square
-            counts += count
-        return sums, squares, counts
-
-    def _totals(self) -> tuple[Tensor, Tensor]:
-        """The running sums and counts plus the values computed at ``compute`` time (``_pending``)."""
-        sums, _, counts = self._moments()
-        return sums, counts
+        if pending is None:
+            return self.sums.clone(), self.squares.clone(), self.counts.clone()
+        *_, total, square, count = self._sums(pending[0], pending[1])
+        return self.sums + total, self.squares + square, self.counts + count
 
     def _means(self, stderr: bool = False) -> Tensor | tuple[Tensor, Tensor]:
         """Each value's summary (its mean, by default) over the counted lists, in ``self.dtype``;
@@ -314,15 +306,8 @@ class RunningMeanMetric(WindowMixin, StrataMixin, ConfiguredMetric):
         each key (what ``compute(stderr=...)`` of the dict-returning metrics returns)."""
         if not isinstance(stderr, bool):
             raise TypeError(f"stderr must be a bool, got {type(stderr).__name__}")
-        if not stderr:
-            means = self._means()
-            return (
-                {key: means[i] for i, key in enumerate(self.keys)}
-                | self._recent_values(False)
-                | self._stratum_results(False)
-            )
-        means, errors = self._means(stderr=True)
-        return _keyed(self.keys, means, errors) | self._recent_values(True) | self._stratum_results(True)
+        means, errors = self._means(stderr=True) if stderr else (self._means(), None)
+        return _keyed(self.keys, means, errors) | self._recent_values(stderr) | self._stratum_results(stderr)
 
     def _recent_values(self, stderr: bool) -> dict[str, Tensor]:
         """The window's ``{"window/<key>": mean[, "window/<key>/stderr": error]}`` (the lists of the
@@ -367,22 +352,26 @@ class RunningMeanMetric(WindowMixin, StrataMixin, ConfiguredMetric):
         if not self.keep_per_query:
             raise ValueError("compute_per_query needs keep_per_query=True when the metric is created")
         with self._synced():
-            values = [dim_zero_cat(self.query_values)] if _non_empty(self.query_values) else []
-            ids = [dim_zero_cat(self.query_ids)] if _non_empty(self.query_ids) else []
-            pending = self._pending()
-            if pending is not None:
-                values.append(self._policy(pending[0], pending[1])[0])
-                ids.append(pending[2])
+            values, ids, order = self._kept_rows()
             strata = self._kept_strata()
-        if not values:
-            empty = torch.zeros(0, device=self.sums.device)
-            out = {"query_id": empty.long(), **{key: empty.to(self.dtype) for key in self.keys}}
-            return out if strata is None else {**out, "stratum": empty.long()}
-        values_t, ids_t = torch.cat(values), torch.cat(ids)
-        order = torch.argsort(ids_t, stable=True)
-        values_t, ids_t = values_t[order].to(self.dtype), ids_t[order]
-        out = {"query_id": ids_t, **{key: values_t[:, i] for i, key in enumerate(self.keys)}}
+        out = {"query_id": ids, **{key: values[:, i] for i, key in enumerate(self.keys)}}
         return out if strata is None else {**out, "stratum": strata[order]}
+
+    def _kept_rows(self) -> tuple[Tensor, Tensor, Tensor]:
+        """The kept per-query rows and the values computed at ``compute`` time, sorted by query id:
+        ``(values (Q, V) in self.dtype, ids (Q,), the sorting order)``; call it inside ``_synced``."""
+        values = [dim_zero_cat(self.query_values)] if _size(self.query_values) else []
+        ids = [dim_zero_cat(self.query_ids)] if _size(self.query_ids) else []
+        pending = self._pending()
+        if pending is not None:
+            values.append(self._policy(pending[0], pending[1])[0])
+            ids.append(pending[2])
+        if not values:
+            empty = torch.zeros(0, dtype=torch.int64, device=self.sums.device)
+            return torch.zeros(0, len(self.keys), dtype=self.dtype, device=self.sums.device), empty, empty
+        ids_t = torch.cat(ids)
+        order = torch.argsort(ids_t, stable=True)
+        return torch.cat(values)[order].to(self.dtype), ids_t[order], order
 
 
 def _keyed(keys: list[str], means: Tensor, errors: Tensor | None) -> dict[str, Tensor]:
@@ -392,13 +381,3 @@ def _keyed(keys: list[str], means: Tensor, errors: Tensor | None) -> dict[str, T
         if errors is not None:
             out[key + "/stderr"] = errors[i]
     return out
-
-
-def _size(state: list | Tensor) -> int:
-    if isinstance(state, list):
-        return sum(t.shape[0] for t in state)
-    return state.shape[0]
-
-
-def _non_empty(state: list | Tensor) -> bool:
-    return _size(state) > 0

@@ -103,6 +103,17 @@ def check_strata_options(strata: Any, stratum_weights: Any) -> tuple[int | None,
     return strata, weights
 
 
+def check_integer_tensor(name: str, value: Any, like: Tensor, holds: str, integer: str) -> None:
+    """``value`` (the argument ``name``) must be an integer tensor on ``like``'s device (``holds`` and
+    ``integer`` say what it holds in the messages)."""
+    if not isinstance(value, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of {holds}, got {type(value).__name__}")
+    if value.is_floating_point() or value.is_complex() or value.dtype == torch.bool:
+        raise TypeError(f"{name} must be an integer tensor {integer}, got {value.dtype}; use .long()")
+    if value.device != like.device:
+        raise ValueError(f"{name} is on {value.device} but preds is on {like.device}: move all inputs to one device")
+
+
 class StrataMixin:
     """Per-stratum running states and the post-stratified results of a running-mean metric."""
 
@@ -161,14 +172,7 @@ class StrataMixin:
                 f"this {name} was created with strata={self.strata}: pass strata= (one integer stratum per list) to "
                 "every update, so that the plain and the post-stratified means count the same lists"
             )
-        if not isinstance(strata, Tensor):
-            raise TypeError(f"strata must be a torch.Tensor of integer strata, got {type(strata).__name__}")
-        if strata.is_floating_point() or strata.is_complex() or strata.dtype == torch.bool:
-            raise TypeError(f"strata must be an integer tensor (one stratum per list), got {strata.dtype}; use .long()")
-        if strata.device != like.device:
-            raise ValueError(
-                f"strata is on {strata.device} but preds is on {like.device}: move all inputs to one device"
-            )
+        check_integer_tensor("strata", strata, like, "integer strata", "(one stratum per list)")
         if strata.numel() != n or strata.ndim > 1:
             raise ValueError(f"strata holds one stratum per list: shape ({n},), got {tuple(strata.shape)}")
         strata = strata.reshape(-1).long()
@@ -266,9 +270,7 @@ class StrataMixin:
                 f"compute_per_stratum needs strata=S when the {type(self).__name__} is created (and strata= in update)"
             )
         with self._synced():  # type: ignore[attr-defined]
-            sums = self.stratum_sums.clone()
-            squares = self.stratum_squares.clone()
-            counts = self.stratum_counts.clone()
+            sums, squares, counts = (getattr(self, name).clone() for name in STRATUM_STATES)
         reduction, dtype = self._reduction, self.dtype  # type: ignore[attr-defined]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

@@ -293,9 +293,8 @@ class WindowMixin:
             slot = torch.arange(w, device=total.device)
             # the entry now in slot s: the last one u < total with u % w == s (u < 0: none)
             u = slot + w * torch.div(total - 1 - slot, w, rounding_mode="floor")
-            from_new = (u >= c_old).unsqueeze(-1)
+            from_new = (u >= c_old).reshape(w, 1, 1)
             source = (u - c_old).remainder(w)
-            from_new = from_new.unsqueeze(-1)  # (window, 1, 1)
             out["window_entries"] = torch.where(
                 from_new, newer["window_entries"].index_select(0, source), older["window_entries"]
             )

@@ -34,6 +34,7 @@ from torch_rankeval.measures import MeasurePlan, parse_measures
 from torch_rankeval.metrics._compiled import compiled_kernel
 from torch_rankeval.metrics._options import check_metric_options
 from torch_rankeval.metrics._running import RunningMeanMetric
+from torch_rankeval.metrics._strata import check_integer_tensor
 from torch_rankeval.ranking.flat import group_by_query_buckets
 from torch_rankeval.ranking.inputs import SCORES_NOT_FINITE, check_preds_target, check_values, parse_k
 from torch_rankeval.ranking.sparse import is_sparse
@@ -85,15 +86,6 @@ def _input_options(scope: Mapping[str, Any]) -> Convention:
     if ignore_index is not None and (isinstance(ignore_index, bool) or not isinstance(ignore_index, (int, float))):
         raise TypeError(f"ignore_index must be an int grade value marking padding, got {ignore_index!r}")
     return convention
-
-
-def _refuse_top_k(owner: object, kwargs: Mapping[str, Any]) -> None:
-    """``top_k=`` is torchmetrics' spelling: a TypeError naming ``k=`` and the compat module."""
-    if "top_k" in kwargs:
-        raise TypeError(
-            f"{type(owner).__name__} takes the cutoff as k= (e.g. k=10), not top_k=; for torchmetrics' signatures and "
-            "numbers use torch_rankeval.compat.torchmetrics (RetrievalNormalizedDCG(top_k=10), RetrievalMAP, ...)"
-        )
 
 
 class RankingMetrics(RunningMeanMetric):
@@ -205,7 +197,11 @@ class RankingMetrics(RunningMeanMetric):
         window_unit: str = "updates",
         **kwargs: Any,
     ) -> None:
-        _refuse_top_k(self, kwargs)
+        if "top_k" in kwargs:  # torchmetrics' spelling
+            raise TypeError(
+                f"{type(self).__name__} takes the cutoff as k= (e.g. k=10), not top_k=; for torchmetrics' signatures and "
+                "numbers use torch_rankeval.compat.torchmetrics (RetrievalNormalizedDCG(top_k=10), RetrievalMAP, ...)"
+            )
         check_metric_options(self, kwargs)
         super().__init__(**kwargs)
         self.convention = _input_options(locals())
@@ -343,14 +339,7 @@ class RankingMetrics(RunningMeanMetric):
 
     def _is_flat(self, preds: Tensor, indexes: Tensor | None) -> bool:
         if indexes is not None:
-            if not isinstance(indexes, Tensor):
-                raise TypeError(f"indexes must be a torch.Tensor of integer query ids, got {type(indexes).__name__}")
-            if indexes.is_floating_point() or indexes.is_complex() or indexes.dtype == torch.bool:
-                raise TypeError(f"indexes must be an integer tensor of query ids, got {indexes.dtype}; use .long()")
-            if indexes.device != preds.device:
-                raise ValueError(
-                    f"indexes is on {indexes.device} but preds is on {preds.device}: move all inputs to one device"
-                )
+            check_integer_tensor("indexes", indexes, preds, "integer query ids", "of query ids")
         if self.input_format == "flat" or (self.input_format == "auto" and preds.ndim == 1 and indexes is not None):
             if preds.ndim != 1:
                 raise ValueError(
@@ -381,8 +370,6 @@ class RankingMetrics(RunningMeanMetric):
             self._compiled_update(preds, target, mask, ideal_target, n_relevant, judged, ids, strata)
             return
         values, empty = self._batch(preds, target, mask, ideal_target, n_relevant, judged, exclude)
-        if self.keep_per_query:
-            ids = self._generate_ids(values.shape[0], values.device) if ids is None else ids.reshape(-1).long()
         self._accumulate(values, empty, ids, strata)
 
     def _batch(self, preds, target, mask, ideal_target, n_relevant, judged=None, exclude=None) -> tuple[Tensor, Tensor]:  # noqa: ANN001
@@ -474,8 +461,6 @@ class RankingMetrics(RunningMeanMetric):
             self._add_moments(out[0], out[1], out[2], preds.shape[0] if preds.ndim > 1 else 1)
             return
         values, empty = out
-        if self.keep_per_query:
-            ids = self._generate_ids(values.shape[0], values.device) if ids is None else ids.reshape(-1).long()
         self._accumulate(values, empty, ids, strata)
 
     def _update_flat(self, preds: Tensor, target: Tensor, indexes: Tensor, strata: Tensor | None = None) -> None:
@@ -548,17 +533,9 @@ class RankingMetrics(RunningMeanMetric):
     # ------------------------------------------------------------------ results
     def _pending(self) -> tuple[Tensor, Tensor, Tensor] | None:
         """Values of the flat documents kept for ``compute`` (grouped now, over all updates/ranks)."""
-        preds = self.flat_preds
-        if isinstance(preds, list):
-            if not preds:
-                return None
-            preds, target, indexes = (
-                dim_zero_cat(preds),
-                dim_zero_cat(self.flat_target),
-                dim_zero_cat(self.flat_indexes),
-            )
-        else:
-            target, indexes = self.flat_target, self.flat_indexes
+        if isinstance(self.flat_preds, list) and not self.flat_preds:
+            return None
+        preds, target, indexes = (dim_zero_cat(s) for s in (self.flat_preds, self.flat_target, self.flat_indexes))
         if preds.numel() == 0:
             return None
         return self._add_flat_batch(preds, target, indexes.long(), accumulate=False)

@@ -153,10 +153,7 @@ class PositionDebiasedNDCG(RunningMeanMetric):
         table = None if propensity_table is None else propensity_table.detach().to(self.device).clone()
         alpha, beta = (None, None) if affine is None else (t.detach().to(self.device).clone() for t in affine)
         for name, value in (("_propensity_table", table), ("_affine_alpha", alpha), ("_affine_beta", beta)):
-            if value is None:
-                setattr(self, name, None)
-            else:
-                self.register_buffer(name, value, persistent=False)
+            self.register_buffer(name, value, persistent=False)  # None: no table
         prefix = self._name if normalize == "ideal" else "position_debiased_dcg"
         self._add_running_states(
             [prefix if c is None else f"{prefix}@{c}" for c in self._ks],
@@ -247,11 +244,9 @@ class PositionDebiasedNDCG(RunningMeanMetric):
             ties=self.ties,
             validate_args=self.validate_args,
         )
-        ids = None
-        if indexes is not None:
-            ids = _list_ids(indexes, values.shape[0], preds)
+        ids = None if indexes is None else _list_ids(indexes, values.shape[0], preds)
         strata = self._check_update_strata(strata, values.shape[0], preds, validate=self.validate_args)
-        self._accumulate(values, empty, ids if self.keep_per_query else None, strata)
+        self._accumulate(values, empty, ids, strata)
 
     @overload
     def compute(self, stderr: Literal[False] = False) -> Tensor: ...

@@ -224,10 +224,7 @@ class PositionProfile(RunningMeanMetric):
             self._update_flat(preds, target, indexes)
             return
         values, empty = self._batch(preds, target, mask, ideal_target, None)
-        ids = indexes
-        if self.keep_per_query:
-            ids = self._generate_ids(values.shape[0], values.device) if ids is None else ids.reshape(-1).long()
-        self._accumulate(values, empty, ids)
+        self._accumulate(values, empty, indexes)
 
     def _batch(self, preds, target, mask, ideal_target, n_relevant, judged=None, exclude=None) -> tuple[Tensor, Tensor]:  # noqa: ANN001
         """Per-query per-position statistics (not the registry's measures: the profile's own values)."""
@@ -249,10 +246,7 @@ class PositionProfile(RunningMeanMetric):
             grades = ideal_target.unsqueeze(0) if single else ideal_target
             judged = valid_mask(grades, None, self.ignore_index)
             judged = torch.ones_like(grades, dtype=torch.bool) if judged is None else judged
-            ideal = (
-                torch.where(judged, grades.to(rb.dtype), torch.zeros((), dtype=rb.dtype, device=grades.device)),
-                judged,
-            )
+            ideal = (torch.where(judged, grades.to(rb.dtype), 0.0), judged)
         return self._values(rb, ideal)
 
     def _values(self, rb: RankedBatch, ideal: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor]:
@@ -292,7 +286,7 @@ class PositionProfile(RunningMeanMetric):
     # ------------------------------------------------------------------ results
     def compute(self) -> dict[str, Tensor]:
         """The profile over all queries (all processes, after sync); see the class docstring."""
-        sums, counts = self._totals()
+        sums, _, counts = self._moments()
         p = self.positions
         sums, counts = sums.view(len(self.blocks), p), counts.view(len(self.blocks), p)
         n_queries = counts[self.stats.index(_PRESENT)][0]
@@ -331,11 +325,7 @@ class PositionProfile(RunningMeanMetric):
         for block in self.blocks:
             if block.endswith(_PRESENT):
                 continue
-            out[block] = (
-                torch.stack([flat[f"{block}@{i}"] for i in range(1, p + 1)], dim=-1)
-                if flat["query_id"].numel()
-                else (torch.zeros(0, p, dtype=self.dtype, device=flat["query_id"].device))
-            )
+            out[block] = torch.stack([flat[f"{block}@{i}"] for i in range(1, p + 1)], dim=-1)
         return out
 
     def plot(self, *args: Any, **kwargs: Any) -> Any:
