@@ -63,10 +63,7 @@ NICKNAMES: dict[str, tuple[str, ...]] = {
 
 _AT_SYNTAX = re.compile(r"^(?P<name>[A-Za-z0-9_]+)(?:\((?P<params>.*)\))?(?:@(?P<cutoff>[^@()]*))?$")
 _BY_IR: dict[str, Family] = {f.ir: f for f in FAMILIES.values() if f.ir}
-_BY_ALIAS: dict[str, Family] = {}
-for _family in FAMILIES.values():
-    for _alias in (_family.key, *_family.aliases):
-        _BY_ALIAS[_alias.lower()] = _family
+_BY_ALIAS: dict[str, Family] = {a.lower(): f for f in FAMILIES.values() for a in (f.key, *f.aliases)}
 
 Cutoffs = Sequence[int | None] | None
 
@@ -95,7 +92,6 @@ PEER_REFUSED: dict[str, str] = {
         "is ranx's count of relevant documents in the top k, which is k * P@k (not a measure here): use "
         "'P@k' and multiply by k, or 'num_rel_ret' with max_docs=k in trec.evaluate"
     ),
-    "rbp": "",  # filled below: ranx's rbp.X spelling
     "itemcoverage": _EXPOSURE.replace("(coverage@k", "(coverage@k: RecBole's ItemCoverage"),
     "giniindex": _EXPOSURE.replace("gini@k", "gini@k: RecBole's GiniIndex"),
     "shannonentropy": (
@@ -108,7 +104,6 @@ PEER_REFUSED: dict[str, str] = {
         "torch_rankeval.metrics.ItemExposure(num_items, k, popularity=counts, tail_ratio=...) (tail_percentage@k)"
     ),
 }
-del PEER_REFUSED["rbp"]
 _RANX_RBP = re.compile(r"^rbp\.([0-9]+)$")
 
 
@@ -398,16 +393,14 @@ def _trec_values(text: str, t: TrecName, params: str, api_cutoffs) -> list[Measu
 def _trec_gains(text: str, t: TrecName, params: str, api_cutoffs) -> list[Measure]:
     gains: dict[float, float] = {}
     for part in params.split(","):
-        grade, eq, value = part.partition("=")
-        v = _number(value)
+        grade, _, value = part.partition("=")
+        v = _number(value)  # None without '='
         if _INTEGER.fullmatch(grade.strip()) is None or v is None:
             cut = f" (for cutoffs use {t.name}_cut.10)" if f"{t.name}_cut" in TREC_BY_NAME else ""
             raise ValueError(
                 f"measure {text!r}: gain {part!r} is not 'grade=gain' with an integer grade; write e.g. "
                 f"{t.name}.0=0,1=1,2=3{cut}"
             )
-        if not eq:
-            raise ValueError(f"measure {text!r}: gain {part!r} is not 'grade=gain'")
         g = float(int(grade))
         if g in gains:
             raise ValueError(f"measure {text!r}: grade {grade.strip()} is given twice; give each grade one gain")

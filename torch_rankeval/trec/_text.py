@@ -164,12 +164,7 @@ class Strings:
 
     def item(self, i: int) -> bytes:
         """The string of row ``i``."""
-        out = self.head[i].tobytes().rstrip(b"\0")
-        if self.has_tail:
-            pos, member = self._tail_rows(np.array([i]))
-            if member[0]:
-                out += self.tail[self.tail_offsets[pos[0]] : self.tail_offsets[pos[0] + 1]].tobytes()
-        return out
+        return self.take(np.array([i])).tolist()[0]
 
     def tolist(self) -> list[bytes]:
         """Every string, as bytes."""
