@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import bz2
 import gzip
-import io
 import lzma
 import math
 import os
@@ -259,11 +258,7 @@ def read_letor(
         block[row, column] = value
         blocks.append(block)
         label_parts.append(labels.astype(np.float32))
-        for q in qids:
-            code = qid_code.get(q)
-            if code is None:
-                code = qid_code[q] = len(qid_code)
-            codes.append(code)
+        codes.extend(qid_code.setdefault(q, len(qid_code)) for q in qids)
 
     chunk = _Chunk()
     for number, line in lines:
@@ -344,7 +339,7 @@ def write_letor(destination: str | os.PathLike[str] | IO[str], data: QueryDatase
     if isinstance(destination, (str, os.PathLike)):
         with _open(destination, "wt") as f:
             _write(f, data, sparse)
-    elif isinstance(destination, io.TextIOBase) or hasattr(destination, "write"):
+    elif hasattr(destination, "write"):  # an open text file
         _write(destination, data, sparse)
     else:
         raise TypeError(f"destination must be a path or an open text file, got {type(destination).__name__}")

@@ -353,22 +353,19 @@ def progress_bar(
         enabled = total is not None and total >= PROGRESS_MIN_BYTES and sys.stderr.isatty()
     if not enabled:
         return (lambda n: None), (lambda: None)
-    try:
+    with contextlib.suppress(ImportError):
         from tqdm.auto import tqdm
 
         bar = tqdm(total=total, desc=desc, unit="B", unit_scale=True, unit_divisor=1024, leave=False, file=sys.stderr)
         return bar.update, bar.close
-    except ImportError:
-        pass
-    try:
+    with contextlib.suppress(ImportError):
         from rich.progress import Progress
 
         progress = Progress(transient=True)
         progress.start()
         task = progress.add_task(desc, total=total)
         return (lambda n: progress.advance(task, n)), progress.stop
-    except ImportError:
-        return (lambda n: None), (lambda: None)
+    return (lambda n: None), (lambda: None)
 
 
 class _Prefixed(io.RawIOBase):
