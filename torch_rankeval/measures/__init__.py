@@ -148,13 +148,9 @@ def compute(
 
 
 def _name(m: Measure, style: str | None) -> str:
-    if style is None:
-        return m.label
-    if style == "trec":
-        return m.trec_label
-    if style == "ir":
-        return m.ir_name()
-    raise ValueError(f"style must be None, 'trec' or 'ir', got {style!r}")
+    if style not in (None, "trec", "ir"):
+        raise ValueError(f"style must be None, 'trec' or 'ir', got {style!r}")
+    return m.label if style is None else m.trec_label if style == "trec" else m.ir_name()
 
 
 def summarize(measure: Measure, values: Tensor) -> float | int:

@@ -96,9 +96,7 @@ class MeasurePlan:
         self.labels = [m.label for m in measures]
         self.aggregates = [m.family.aggregate for m in measures]
         self.convention = convention
-        unique: dict[Measure, int] = {}
-        for m in measures:
-            unique.setdefault(m, len(unique))
+        unique = {m: j for j, m in enumerate(dict.fromkeys(measures))}
         self._columns = [unique[m] for m in measures]  # output column -> unique measure
         self._identity = self._columns == list(range(len(measures)))
         groups: dict[Convention, dict[tuple, list[tuple[Measure, int]]]] = {}

@@ -769,11 +769,8 @@ class Measure:
 
     def param(self, name: str) -> Any:
         """The parameter's value (its default when not given)."""
-        given = dict(self.params)
-        if name in given:
-            return given[name]
         p = self.family.param(name)
-        return None if p is None else p.default
+        return dict(self.params).get(name, None if p is None else p.default)
 
     def differing(self, defaults: tuple[tuple[str, Any], ...] = ()) -> list[tuple[str, Any]]:
         """The parameters whose values differ from what a spelling implies (``defaults`` over the
