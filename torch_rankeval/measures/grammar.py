@@ -197,8 +197,7 @@ def parse_measures(names: str | Iterable[str], *, cutoffs: Cutoffs = None) -> li
     api = None if cutoffs is None else tuple(cutoffs)
     if api == ():
         raise ValueError("cutoffs is an empty sequence: give at least one cutoff, or (None,) for the whole list")
-    out: list[Measure] = []
-    seen: set[tuple[Measure, str]] = set()
+    out: dict[tuple[Measure, str], Measure] = {}  # exact duplicates (same measure, same name) once
     for name in names:
         if not isinstance(name, str):
             raise TypeError(f"a measure name must be a str, got {type(name).__name__} ({name!r})")
@@ -206,11 +205,10 @@ def parse_measures(names: str | Iterable[str], *, cutoffs: Cutoffs = None) -> li
         expanded = (name,) if nickname is None else tuple(n for n in nickname if n in TREC_BY_NAME)
         for text in expanded:
             for m in _parse(text, None if nickname else api):
-                if (m, m.label) not in seen:
-                    seen.add((m, m.label))
-                    out.append(m)
-    check_distinct(out)
-    return out
+                out.setdefault((m, m.label), m)
+    measures = list(out.values())
+    check_distinct(measures)
+    return measures
 
 
 def check_distinct(measures: Sequence[Measure], names: Sequence[str] | None = None) -> None:
@@ -233,8 +231,7 @@ def check_distinct(measures: Sequence[Measure], names: Sequence[str] | None = No
     for m, name in zip(measures, names):
         other = first.setdefault(name, m)
         if other != m:
-            clash = [x for x, n in zip(measures, names) if n == name]
-            distinct = list(dict.fromkeys(clash))
+            distinct = list(dict.fromkeys(x for x, n in zip(measures, names) if n == name))
             raise ValueError(
                 f"{len(distinct)} different measures are named {name!r} ({', '.join(x.ir_name() for x in distinct)}), "
                 "and results are keyed by name: spell them apart (e.g. IPrec@0.1 and IPrec@0.101 instead of levels "

@@ -510,10 +510,7 @@ def _tokenize(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nda
         bounds = np.concatenate([np.zeros(1, dtype=bounds.dtype), bounds])
     starts, ends = bounds[0::2], bounds[1::2]
     newlines = np.flatnonzero(a == 10)
-    line_starts = np.empty(len(newlines), dtype=np.int64)
-    line_starts[0] = 0
-    line_starts[1:] = newlines[:-1] + 1
-    first = np.searchsorted(starts, line_starts)
+    first = np.searchsorted(starts, np.concatenate([[0], newlines[:-1] + 1]))  # the first token of each line
     counts = np.diff(first, append=len(starts))
     return starts, ends, counts, first, newlines
 
