@@ -405,12 +405,9 @@ def densified(preds: Tensor, target: Any, mask: Tensor | None, exclude: Any) -> 
     if _is_sparse(target):
         if preds.ndim != 2:
             raise ValueError(f"a sparse target needs (N, L) preds, got preds of shape {tuple(preds.shape)}")
-        st = (
-            target
-            if isinstance(target, SparseTarget)
-            else sparse_target(target, tuple(preds.shape), device=preds.device)
-        )
-        target = st.to_dense()
+        if not isinstance(target, SparseTarget):
+            target = sparse_target(target, tuple(preds.shape), device=preds.device)
+        target = target.to_dense()
     if exclude is not None:
         if preds.ndim == 1 and isinstance(exclude, Tensor) and not is_sparse(exclude) and exclude.ndim == 1:
             exclude = exclude.unsqueeze(0)  # one list: (L,) like preds
