@@ -365,11 +365,8 @@ def _trec_cutoffs(text: str, t: TrecName, params: str | None, api_cutoffs) -> li
 def _trec_levels(text: str, t: TrecName, params: str | None, api_cutoffs) -> list[Measure]:
     """One measure per level (sorted, deduplicated), printed ``name_%3.2f`` as trec_eval prints."""
     levels = t.defaults if params is None else sorted(set(_numbers(text, t, params)))
-    out = []
-    for v in levels:
-        m = _measure(text, t.family, params=((t.param, v),))
-        out.append(m.with_label(t.render(m), t.render(m)))
-    return out
+    measures = [_measure(text, t.family, params=((t.param, v),)) for v in levels]
+    return [m.with_label(t.render(m), t.render(m)) for m in measures]
 
 
 def _trec_values(text: str, t: TrecName, params: str, api_cutoffs) -> list[Measure]:

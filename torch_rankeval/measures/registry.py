@@ -609,11 +609,9 @@ def _render_level(t: TrecName, m: Measure) -> str:
 
 def _render_gains(t: TrecName, m: Measure) -> str:
     gains = _given(m).get("gains")
-    return (
-        t.name
-        if gains is None
-        else f"{t.name}_" + ",".join(f"{number_text(g)}={number_text(v)}" for g, v in gains.items())
-    )
+    if gains is None:
+        return t.name
+    return f"{t.name}_" + ",".join(f"{number_text(g)}={number_text(v)}" for g, v in gains.items())
 
 
 def _render_values(t: TrecName, m: Measure) -> str:
@@ -784,12 +782,7 @@ class Measure:
 
     def _render(self, name: str, implied: tuple[tuple[str, Any], ...] = ()) -> str:
         family = self.family
-        at = family.at
-        params = ",".join(
-            f"{n}={family.param(n).render(v)}"
-            for n, v in self.differing(implied)
-            if n != at  # type: ignore[union-attr]
-        )
+        params = ",".join(f"{n}={family.param(n).render(v)}" for n, v in self.differing(implied) if n != family.at)  # type: ignore[union-attr]
         where = self.at_value
         return name + (f"({params})" if params else "") + ("" if where is None else f"@{number_text(where)}")
 
