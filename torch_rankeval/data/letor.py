@@ -274,8 +274,7 @@ def read_letor(
     if chunk.counts:
         flush(chunk)
 
-    n_docs = len(codes)
-    features = np.zeros((n_docs, width), dtype=np.float32)
+    features = np.zeros((len(codes), width), dtype=np.float32)
     start = 0
     for block in blocks:  # earlier chunks may be narrower: their missing columns are 0
         features[start : start + block.shape[0], : block.shape[1]] = block
@@ -287,8 +286,7 @@ def read_letor(
         order = np.argsort(code_arr, kind="stable")
         features, target, code_arr = features[order], target[order], code_arr[order]
     counts = np.bincount(code_arr, minlength=len(qid_code))
-    offsets = torch.zeros(len(qid_code) + 1, dtype=torch.int64)
-    offsets[1:] = torch.from_numpy(np.cumsum(counts))
+    offsets = torch.from_numpy(np.concatenate([[0], np.cumsum(counts)]))
     return QueryDataset(torch.from_numpy(features), torch.from_numpy(target), offsets, list(qid_code))
 
 

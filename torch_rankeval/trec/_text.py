@@ -743,11 +743,10 @@ def read_table(
         words=sum(p[4][1] for p in parts),
         sizes=np.unique(np.concatenate([p[4][2] for p in parts])),
     )
-    docno = Strings.concat([p[1].rewidth(width) for p in parts])
     return Table(
         qid=np.concatenate([p[0] for p in parts]),
         qid_names=list(qid_ids),
-        docno=docno,
+        docno=Strings.concat([p[1].rewidth(width) for p in parts]),
         value=np.concatenate([p[2] for p in parts]),
         line=np.concatenate([p[3] for p in parts]),
         tag=tag,
