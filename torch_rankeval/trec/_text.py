@@ -400,11 +400,8 @@ def _sniffed(raw: BinaryIO, path: str) -> tuple[bytes, BinaryIO]:
         start = None
     try:
         magic = raw.read(2)
-        while 0 < len(magic) < 2:  # a pipe may deliver one byte at a time
-            more = raw.read(2 - len(magic))
-            if not more:
-                break
-            magic += more
+        if len(magic) == 1:  # a pipe may deliver one byte at a time
+            magic += raw.read(1) or b""
         if start is not None:
             raw.seek(start)
             return magic, raw
