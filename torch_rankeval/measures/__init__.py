@@ -197,9 +197,7 @@ def markdown_table() -> str:
     for t in TREC_NAMES:
         if not t.active:
             continue
-        placeholder = TREC_SYNTAXES[t.syntax].placeholder
-        if t.syntax == "values":
-            placeholder = t.param.upper()
+        placeholder = t.param.upper() if t.syntax == "values" else TREC_SYNTAXES[t.syntax].placeholder
         trec.setdefault(t.family, []).append(f"`{t.name}`" + (f".{placeholder}" if placeholder else ""))
     lines = [
         "| measure (key) | what | trec_eval | ir_measures | other names | @ | parameters | oracle in the tests |",
