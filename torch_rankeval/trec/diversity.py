@@ -183,8 +183,7 @@ def subtopic_tensors(
         grades = judged.setdefault((qrels.qids[q], d), np.zeros(n_sub, dtype=np.int64))
         grades[column[s]] = g
     by_query: dict[str, list[tuple[str, float]]] = {}
-    docs = run.docnos()
-    for q, d, score in zip(run.qid.tolist(), docs, run.score.tolist()):
+    for q, d, score in zip(run.qid.tolist(), run.docnos(), run.score.tolist()):
         by_query.setdefault(run.qids[q], []).append((d, score))
     in_qrels = set(qrels.qids)
     qids = sorted(in_qrels if complete else in_qrels & set(by_query), key=lambda s: s.encode())
