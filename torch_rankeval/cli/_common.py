@@ -25,7 +25,6 @@ if TYPE_CHECKING:  # pragma: no cover
 PROG = "torch-rankeval"
 INT64_MAX = 2**63 - 1  # the largest grade (and relevance level) the readers hold
 
-EXIT_OK = 0
 EXIT_FAILURE = 1  # a failure that is not the input's: out of memory, an internal error
 EXIT_BAD_INPUT = 2  # bad input or usage: a file, an option, a missing optional dependency
 EXIT_INTERRUPTED = 130

@@ -133,9 +133,10 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
 
 def _json(c: RunComparison, results: list[Evaluation]) -> dict:
     tags = labels(len(c.runs))
-    comparisons = []
-    for record, (i, j) in zip(c.records(), [p for _ in c.measures for p in c.pairs]):
-        comparisons.append({**record, "label_a": tags[i], "label_b": tags[j]})
+    comparisons = [
+        {**record, "label_a": tags[i], "label_b": tags[j]}
+        for record, (i, j) in zip(c.records(), [p for _ in c.measures for p in c.pairs])
+    ]
     order = [
         "measure", "run_a", "run_b", "label_a", "label_b", "mean_a", "mean_b", "difference", "ci_low", "ci_high",
         "t_statistic", "t_pvalue", "randomization_pvalue", "pvalue_adjusted", "significant", "winner",

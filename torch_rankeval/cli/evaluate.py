@@ -105,15 +105,14 @@ def _table(results: list[Evaluation], per_query: bool, width: int) -> list[str]:
     """
     paths = [r.run for r in results]
     names = [o.name for o in results[0].outputs]
+    runs, legend = run_column(paths)
     if not per_query:
         cells = [[fmt(r.printed[n]) for n in names] for r in results]
-        runs, legend = run_column(paths)
         wide = table(["run", *names], [[name, *c] for name, c in zip(runs, cells)])
         if fits(wide, width):
             return [*legend, ""] + wide if legend else wide
         return transposed(paths, names, cells, corner="measure", width=width)
     cols = [n for n in names if n in results[0].per_query]
-    runs, legend = run_column(paths)
     rows = []
     for name, r in zip(runs, results):
         values = {n: r.per_query[n].tolist() for n in cols}

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import bz2
 import gzip
-import io
 import lzma
 import math
 import os
@@ -259,11 +258,7 @@ def read_letor(
         block[row, column] = value
         blocks.append(block)
         label_parts.append(labels.astype(np.float32))
-        for q in qids:
-            code = qid_code.get(q)
-            if code is None:
-                code = qid_code[q] = len(qid_code)
-            codes.append(code)
+        codes.extend(qid_code.setdefault(q, len(qid_code)) for q in qids)
 
     chunk = _Chunk()
     for number, line in lines:
@@ -279,8 +274,7 @@ def read_letor(
     if chunk.counts:
         flush(chunk)
 
-    n_docs = len(codes)
-    features = np.zeros((n_docs, width), dtype=np.float32)
+    features = np.zeros((len(codes), width), dtype=np.float32)
     start = 0
     for block in blocks:  # earlier chunks may be narrower: their missing columns are 0
         features[start : start + block.shape[0], : block.shape[1]] = block
@@ -292,8 +286,7 @@ def read_letor(
         order = np.argsort(code_arr, kind="stable")
         features, target, code_arr = features[order], target[order], code_arr[order]
     counts = np.bincount(code_arr, minlength=len(qid_code))
-    offsets = torch.zeros(len(qid_code) + 1, dtype=torch.int64)
-    offsets[1:] = torch.from_numpy(np.cumsum(counts))
+    offsets = torch.from_numpy(np.concatenate([[0], np.cumsum(counts)]))
     return QueryDataset(torch.from_numpy(features), torch.from_numpy(target), offsets, list(qid_code))
 
 
@@ -344,7 +337,7 @@ def write_letor(destination: str | os.PathLike[str] | IO[str], data: QueryDatase
     if isinstance(destination, (str, os.PathLike)):
         with _open(destination, "wt") as f:
             _write(f, data, sparse)
-    elif isinstance(destination, io.TextIOBase) or hasattr(destination, "write"):
+    elif hasattr(destination, "write"):  # an open text file
         _write(destination, data, sparse)
     else:
         raise TypeError(f"destination must be a path or an open text file, got {type(destination).__name__}")

@@ -111,6 +111,5 @@ def synthetic_ltr(
     shift = torch.repeat_interleave(query_shift * torch.randn(n_queries, generator=g, dtype=torch.float64), lengths)
     z = teacher(x) + shift + noise * torch.randn(n_docs, generator=g, dtype=torch.float64)
     grades = torch.bucketize(z, thresholds).to(torch.float32)
-    offsets = torch.zeros(n_queries + 1, dtype=torch.int64)
-    offsets[1:] = lengths.cumsum(0)
+    offsets = torch.cat([torch.zeros(1, dtype=torch.int64), lengths.cumsum(0)])
     return QueryDataset(x.to(torch.float32), grades, offsets, [f"{seed}-{i}" for i in range(n_queries)])

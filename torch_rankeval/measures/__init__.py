@@ -148,13 +148,9 @@ def compute(
 
 
 def _name(m: Measure, style: str | None) -> str:
-    if style is None:
-        return m.label
-    if style == "trec":
-        return m.trec_label
-    if style == "ir":
-        return m.ir_name()
-    raise ValueError(f"style must be None, 'trec' or 'ir', got {style!r}")
+    if style not in (None, "trec", "ir"):
+        raise ValueError(f"style must be None, 'trec' or 'ir', got {style!r}")
+    return m.label if style is None else m.trec_label if style == "trec" else m.ir_name()
 
 
 def summarize(measure: Measure, values: Tensor) -> float | int:
@@ -201,9 +197,7 @@ def markdown_table() -> str:
     for t in TREC_NAMES:
         if not t.active:
             continue
-        placeholder = TREC_SYNTAXES[t.syntax].placeholder
-        if t.syntax == "values":
-            placeholder = t.param.upper()
+        placeholder = t.param.upper() if t.syntax == "values" else TREC_SYNTAXES[t.syntax].placeholder
         trec.setdefault(t.family, []).append(f"`{t.name}`" + (f".{placeholder}" if placeholder else ""))
     lines = [
         "| measure (key) | what | trec_eval | ir_measures | other names | @ | parameters | oracle in the tests |",

@@ -63,10 +63,7 @@ NICKNAMES: dict[str, tuple[str, ...]] = {
 
 _AT_SYNTAX = re.compile(r"^(?P<name>[A-Za-z0-9_]+)(?:\((?P<params>.*)\))?(?:@(?P<cutoff>[^@()]*))?$")
 _BY_IR: dict[str, Family] = {f.ir: f for f in FAMILIES.values() if f.ir}
-_BY_ALIAS: dict[str, Family] = {}
-for _family in FAMILIES.values():
-    for _alias in (_family.key, *_family.aliases):
-        _BY_ALIAS[_alias.lower()] = _family
+_BY_ALIAS: dict[str, Family] = {a.lower(): f for f in FAMILIES.values() for a in (f.key, *f.aliases)}
 
 Cutoffs = Sequence[int | None] | None
 
@@ -95,7 +92,6 @@ PEER_REFUSED: dict[str, str] = {
         "is ranx's count of relevant documents in the top k, which is k * P@k (not a measure here): use "
         "'P@k' and multiply by k, or 'num_rel_ret' with max_docs=k in trec.evaluate"
     ),
-    "rbp": "",  # filled below: ranx's rbp.X spelling
     "itemcoverage": _EXPOSURE.replace("(coverage@k", "(coverage@k: RecBole's ItemCoverage"),
     "giniindex": _EXPOSURE.replace("gini@k", "gini@k: RecBole's GiniIndex"),
     "shannonentropy": (
@@ -108,7 +104,6 @@ PEER_REFUSED: dict[str, str] = {
         "torch_rankeval.metrics.ItemExposure(num_items, k, popularity=counts, tail_ratio=...) (tail_percentage@k)"
     ),
 }
-del PEER_REFUSED["rbp"]
 _RANX_RBP = re.compile(r"^rbp\.([0-9]+)$")
 
 
@@ -202,8 +197,7 @@ def parse_measures(names: str | Iterable[str], *, cutoffs: Cutoffs = None) -> li
     api = None if cutoffs is None else tuple(cutoffs)
     if api == ():
         raise ValueError("cutoffs is an empty sequence: give at least one cutoff, or (None,) for the whole list")
-    out: list[Measure] = []
-    seen: set[tuple[Measure, str]] = set()
+    out: dict[tuple[Measure, str], Measure] = {}  # exact duplicates (same measure, same name) once
     for name in names:
         if not isinstance(name, str):
             raise TypeError(f"a measure name must be a str, got {type(name).__name__} ({name!r})")
@@ -211,11 +205,10 @@ def parse_measures(names: str | Iterable[str], *, cutoffs: Cutoffs = None) -> li
         expanded = (name,) if nickname is None else tuple(n for n in nickname if n in TREC_BY_NAME)
         for text in expanded:
             for m in _parse(text, None if nickname else api):
-                if (m, m.label) not in seen:
-                    seen.add((m, m.label))
-                    out.append(m)
-    check_distinct(out)
-    return out
+                out.setdefault((m, m.label), m)
+    measures = list(out.values())
+    check_distinct(measures)
+    return measures
 
 
 def check_distinct(measures: Sequence[Measure], names: Sequence[str] | None = None) -> None:
@@ -238,8 +231,7 @@ def check_distinct(measures: Sequence[Measure], names: Sequence[str] | None = No
     for m, name in zip(measures, names):
         other = first.setdefault(name, m)
         if other != m:
-            clash = [x for x, n in zip(measures, names) if n == name]
-            distinct = list(dict.fromkeys(clash))
+            distinct = list(dict.fromkeys(x for x, n in zip(measures, names) if n == name))
             raise ValueError(
                 f"{len(distinct)} different measures are named {name!r} ({', '.join(x.ir_name() for x in distinct)}), "
                 "and results are keyed by name: spell them apart (e.g. IPrec@0.1 and IPrec@0.101 instead of levels "
@@ -373,11 +365,8 @@ def _trec_cutoffs(text: str, t: TrecName, params: str | None, api_cutoffs) -> li
 def _trec_levels(text: str, t: TrecName, params: str | None, api_cutoffs) -> list[Measure]:
     """One measure per level (sorted, deduplicated), printed ``name_%3.2f`` as trec_eval prints."""
     levels = t.defaults if params is None else sorted(set(_numbers(text, t, params)))
-    out = []
-    for v in levels:
-        m = _measure(text, t.family, params=((t.param, v),))
-        out.append(m.with_label(t.render(m), t.render(m)))
-    return out
+    measures = [_measure(text, t.family, params=((t.param, v),)) for v in levels]
+    return [m.with_label(t.render(m), t.render(m)) for m in measures]
 
 
 def _trec_values(text: str, t: TrecName, params: str, api_cutoffs) -> list[Measure]:
@@ -398,16 +387,14 @@ def _trec_values(text: str, t: TrecName, params: str, api_cutoffs) -> list[Measu
 def _trec_gains(text: str, t: TrecName, params: str, api_cutoffs) -> list[Measure]:
     gains: dict[float, float] = {}
     for part in params.split(","):
-        grade, eq, value = part.partition("=")
-        v = _number(value)
+        grade, _, value = part.partition("=")
+        v = _number(value)  # None without '='
         if _INTEGER.fullmatch(grade.strip()) is None or v is None:
             cut = f" (for cutoffs use {t.name}_cut.10)" if f"{t.name}_cut" in TREC_BY_NAME else ""
             raise ValueError(
                 f"measure {text!r}: gain {part!r} is not 'grade=gain' with an integer grade; write e.g. "
                 f"{t.name}.0=0,1=1,2=3{cut}"
             )
-        if not eq:
-            raise ValueError(f"measure {text!r}: gain {part!r} is not 'grade=gain'")
         g = float(int(grade))
         if g in gains:
             raise ValueError(f"measure {text!r}: grade {grade.strip()} is given twice; give each grade one gain")

@@ -96,9 +96,7 @@ class MeasurePlan:
         self.labels = [m.label for m in measures]
         self.aggregates = [m.family.aggregate for m in measures]
         self.convention = convention
-        unique: dict[Measure, int] = {}
-        for m in measures:
-            unique.setdefault(m, len(unique))
+        unique = {m: j for j, m in enumerate(dict.fromkeys(measures))}
         self._columns = [unique[m] for m in measures]  # output column -> unique measure
         self._identity = self._columns == list(range(len(measures)))
         groups: dict[Convention, dict[tuple, list[tuple[Measure, int]]]] = {}
@@ -407,12 +405,9 @@ def densified(preds: Tensor, target: Any, mask: Tensor | None, exclude: Any) -> 
     if _is_sparse(target):
         if preds.ndim != 2:
             raise ValueError(f"a sparse target needs (N, L) preds, got preds of shape {tuple(preds.shape)}")
-        st = (
-            target
-            if isinstance(target, SparseTarget)
-            else sparse_target(target, tuple(preds.shape), device=preds.device)
-        )
-        target = st.to_dense()
+        if not isinstance(target, SparseTarget):
+            target = sparse_target(target, tuple(preds.shape), device=preds.device)
+        target = target.to_dense()
     if exclude is not None:
         if preds.ndim == 1 and isinstance(exclude, Tensor) and not is_sparse(exclude) and exclude.ndim == 1:
             exclude = exclude.unsqueeze(0)  # one list: (L,) like preds

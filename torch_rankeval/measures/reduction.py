@@ -81,9 +81,7 @@ def counted_squares(values: Tensor, counted: Tensor | None) -> Tensor:
         tensor([10., 16.], dtype=torch.float64)
     """
     squares = values.to(torch.float64).square()
-    if counted is None:
-        return squares.sum(0)
-    return torch.where(counted, squares, 0.0).sum(0)
+    return (squares if counted is None else torch.where(counted, squares, 0.0)).sum(0)
 
 
 def _scale_stderr(se: Tensor, mean: Tensor, n: Tensor, aggregate: str) -> Tensor:

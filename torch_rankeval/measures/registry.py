@@ -186,10 +186,6 @@ class Family:
         return self.uses_gain == "always" or (self.uses_gain == "graded" and conv.graded)
 
 
-def _families(*rows: Family) -> dict[str, Family]:
-    return {f.key: f for f in rows}
-
-
 def _row(**defaults: Any) -> Callable[..., Family]:
     """A row builder for a group of families: ``Family(key, kernel, summary, **fields)``, the group's
     ``defaults`` filling the fields not given."""
@@ -214,7 +210,7 @@ _BRUTE = "pytrec_eval, brute-force tie orders"
 _V9 = "pytrec_eval (rounding='v9'), trec_eval 10.0's test outputs"
 _PAIRS = "TF-Ranking's formula, hand-computed"
 
-FAMILIES: dict[str, Family] = _families(
+_ROWS = (
     _whole("runid", None, "the run's tag", aggregate="info", per_query=False, oracle="trec_eval"),
     _count(
         "num_q", num_q_values, "number of queries evaluated", ir="NumQ", params=(), per_query=False, oracle="trec_eval"
@@ -526,6 +522,7 @@ FAMILIES: dict[str, Family] = _families(
         params=(REL,),
     ),
 )
+FAMILIES: dict[str, Family] = {f.key: f for f in _ROWS}
 
 
 # ----------------------------------------------------------------------------- trec_eval's names
@@ -612,11 +609,9 @@ def _render_level(t: TrecName, m: Measure) -> str:
 
 def _render_gains(t: TrecName, m: Measure) -> str:
     gains = _given(m).get("gains")
-    return (
-        t.name
-        if gains is None
-        else f"{t.name}_" + ",".join(f"{number_text(g)}={number_text(v)}" for g, v in gains.items())
-    )
+    if gains is None:
+        return t.name
+    return f"{t.name}_" + ",".join(f"{number_text(g)}={number_text(v)}" for g, v in gains.items())
 
 
 def _render_values(t: TrecName, m: Measure) -> str:
@@ -772,31 +767,22 @@ class Measure:
 
     def param(self, name: str) -> Any:
         """The parameter's value (its default when not given)."""
-        given = dict(self.params)
-        if name in given:
-            return given[name]
         p = self.family.param(name)
-        return None if p is None else p.default
+        return dict(self.params).get(name, None if p is None else p.default)
 
     def differing(self, defaults: tuple[tuple[str, Any], ...] = ()) -> list[tuple[str, Any]]:
         """The parameters whose values differ from what a spelling implies (``defaults`` over the
         family's defaults), sorted by name: what that spelling must write out."""
         implied = dict(defaults)
-        out = []
-        for p in sorted(self.family.params, key=lambda q: q.name):
-            value = self.param(p.name)
-            if value is not None and value != implied.get(p.name, p.default):
-                out.append((p.name, value))
-        return out
+        return [
+            (p.name, v)
+            for p in sorted(self.family.params, key=lambda q: q.name)
+            if (v := self.param(p.name)) is not None and v != implied.get(p.name, p.default)
+        ]
 
     def _render(self, name: str, implied: tuple[tuple[str, Any], ...] = ()) -> str:
         family = self.family
-        at = family.at
-        params = ",".join(
-            f"{n}={family.param(n).render(v)}"
-            for n, v in self.differing(implied)
-            if n != at  # type: ignore[union-attr]
-        )
+        params = ",".join(f"{n}={family.param(n).render(v)}" for n, v in self.differing(implied) if n != family.at)  # type: ignore[union-attr]
         where = self.at_value
         return name + (f"({params})" if params else "") + ("" if where is None else f"@{number_text(where)}")
 
@@ -824,11 +810,7 @@ class Measure:
                 continue
             shown = {n for n, _ in self.differing(t.implied) if self.family.param(n).trec}  # type: ignore[union-attr]
             expressible = (
-                set(t.pairs)
-                if t.syntax == "pairs"
-                else {t.param}
-                if t.syntax in ("levels", "gains", "values")
-                else set()
+                set(t.pairs) if t.syntax == "pairs" else set() if t.syntax in ("none", "cutoffs") else {t.param}
             )
             if shown - expressible:
                 continue
@@ -898,9 +880,7 @@ class Measure:
         return {p.name: v for p in self.family.params if p.convention is None and (v := self.param(p.name)) is not None}
 
 
-_FIRST_TREC: dict[str, int] = {}
-for _i, _t in enumerate(TREC_NAMES):
-    _FIRST_TREC.setdefault(_t.family, _i)
+_FIRST_TREC: dict[str, int] = {t.family: i for i, t in reversed(list(enumerate(TREC_NAMES)))}  # the first row of each
 
 
 def literal_params(text: str, where: str) -> dict[str, Any]:

@@ -164,12 +164,7 @@ class Strings:
 
     def item(self, i: int) -> bytes:
         """The string of row ``i``."""
-        out = self.head[i].tobytes().rstrip(b"\0")
-        if self.has_tail:
-            pos, member = self._tail_rows(np.array([i]))
-            if member[0]:
-                out += self.tail[self.tail_offsets[pos[0]] : self.tail_offsets[pos[0] + 1]].tobytes()
-        return out
+        return self.take(np.array([i])).tolist()[0]
 
     def tolist(self) -> list[bytes]:
         """Every string, as bytes."""
@@ -249,14 +244,13 @@ class Strings:
         return Strings(head, long.astype(np.int64), np.concatenate([p.tail for p in parts]), offsets)
 
 
-def words_of(lengths: np.ndarray) -> np.ndarray:
-    """8-byte words of strings of these lengths (at least one)."""
-    return np.maximum((lengths + 7) // 8, 1)
-
-
-def word_sizes(words: np.ndarray) -> np.ndarray:
-    """The distinct values of ``words`` (small non-negative ints), ascending: a bincount, not a sort."""
-    return np.flatnonzero(np.bincount(words)) if len(words) else words[:0]
+def word_stats(lengths: np.ndarray) -> tuple[int, int, np.ndarray]:
+    """``(n, words, sizes)`` of strings of these lengths: how many, their 8-byte words in all (at
+    least one each) and the distinct sizes in words, ascending (a bincount, not a sort)."""
+    if not len(lengths) or lengths.max() <= 8:  # the common case: one word each
+        return len(lengths), len(lengths), _ONE_WORD
+    words = np.maximum((lengths + 7) // 8, 1)
+    return len(words), int(words.sum()), np.flatnonzero(np.bincount(words))
 
 
 def head_width(
@@ -271,10 +265,7 @@ def head_width(
         (16, 24)
     """
     if lengths is not None:
-        if not len(lengths) or lengths.max() <= 8:
-            return 8
-        w = words_of(lengths)
-        n, words, sizes = len(w), int(w.sum()), word_sizes(w)
+        n, words, sizes = word_stats(lengths)
     if n == 0 or sizes is None or not len(sizes):
         return 8
     fits = sizes[sizes * n <= 2 * words]
@@ -362,22 +353,19 @@ def progress_bar(
         enabled = total is not None and total >= PROGRESS_MIN_BYTES and sys.stderr.isatty()
     if not enabled:
         return (lambda n: None), (lambda: None)
-    try:
+    with contextlib.suppress(ImportError):
         from tqdm.auto import tqdm
 
         bar = tqdm(total=total, desc=desc, unit="B", unit_scale=True, unit_divisor=1024, leave=False, file=sys.stderr)
         return bar.update, bar.close
-    except ImportError:
-        pass
-    try:
+    with contextlib.suppress(ImportError):
         from rich.progress import Progress
 
         progress = Progress(transient=True)
         progress.start()
         task = progress.add_task(desc, total=total)
         return (lambda n: progress.advance(task, n)), progress.stop
-    except ImportError:
-        return (lambda n: None), (lambda: None)
+    return (lambda n: None), (lambda: None)
 
 
 class _Prefixed(io.RawIOBase):
@@ -412,11 +400,8 @@ def _sniffed(raw: BinaryIO, path: str) -> tuple[bytes, BinaryIO]:
         start = None
     try:
         magic = raw.read(2)
-        while 0 < len(magic) < 2:  # a pipe may deliver one byte at a time
-            more = raw.read(2 - len(magic))
-            if not more:
-                break
-            magic += more
+        if len(magic) == 1:  # a pipe may deliver one byte at a time
+            magic += raw.read(1) or b""
         if start is not None:
             raw.seek(start)
             return magic, raw
@@ -522,19 +507,9 @@ def _tokenize(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nda
         bounds = np.concatenate([np.zeros(1, dtype=bounds.dtype), bounds])
     starts, ends = bounds[0::2], bounds[1::2]
     newlines = np.flatnonzero(a == 10)
-    line_starts = np.empty(len(newlines), dtype=np.int64)
-    line_starts[0] = 0
-    line_starts[1:] = newlines[:-1] + 1
-    first = np.searchsorted(starts, line_starts)
+    first = np.searchsorted(starts, np.concatenate([[0], newlines[:-1] + 1]))  # the first token of each line
     counts = np.diff(first, append=len(starts))
     return starts, ends, counts, first, newlines
-
-
-def _columns(a: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Tokens as a NUL-padded ``(W, n)`` uint8 matrix (one contiguous row per character
-    position, so that the per-position loops below are plain vector operations) and their lengths."""
-    lengths = ends - starts
-    return split_columns(a, starts, lengths, int(lengths.max()) if len(lengths) else 1)[0], lengths
 
 
 def _decimal(cols: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -575,11 +550,6 @@ class _LineError(Exception):
     def __init__(self, line: int, message: str, text: bytes | None = None) -> None:
         super().__init__(message)
         self.line, self.message, self.text = line, message, text
-
-
-def _line_text(a: np.ndarray, newlines: np.ndarray, i: int) -> bytes:
-    start = 0 if i == 0 else int(newlines[i - 1]) + 1
-    return a[start : int(newlines[i])].tobytes()
 
 
 def _token(cols: np.ndarray, lengths: np.ndarray, i: int) -> bytes:
@@ -670,19 +640,20 @@ def _parse_block(kind: _Kind, block: bytes) -> tuple[tuple | None, int]:
         i = int(content[np.flatnonzero(bad)[0]])
         found = int(counts[i])
         want = f"{kind.exact}" if kind.exact is not None else f"at least {kind.minimum}"
-        raise _LineError(i + 1, f"expected {want} fields {kind.fields}, found {found}", _line_text(a, newlines, i))
+        start = 0 if i == 0 else int(newlines[i - 1]) + 1
+        raise _LineError(
+            i + 1, f"expected {want} fields {kind.fields}, found {found}", a[start : newlines[i]].tobytes()
+        )
     lines = content + 1
     base = first[content]
     q_start, q_len = starts[base], ends[base] - starts[base]
     qm, q_long, q_tail, q_offsets = split_columns(a, q_start, q_len, head_width(q_len))
     d_start, d_len = starts[base + 2], ends[base + 2] - starts[base + 2]
-    if d_len.max() <= 8:  # the common case: one word each
-        d_stats = (len(d_len), len(d_len), _ONE_WORD)
-    else:
-        d_words = words_of(d_len)
-        d_stats = (len(d_words), int(d_words.sum()), word_sizes(d_words))
+    d_stats = word_stats(d_len)
     docno = split_strings(a, d_start, d_len, head_width(n=d_stats[0], words=d_stats[1], sizes=d_stats[2]))
-    vm, vlen = _columns(a, starts[base + kind.value_field], ends[base + kind.value_field])
+    v_start = starts[base + kind.value_field]
+    vlen = ends[base + kind.value_field] - v_start
+    vm = split_columns(a, v_start, vlen, int(vlen.max()))[0]  # the values as (W, n) columns
     values = _parse_values(kind, vm, vlen, lines)
 
     # Query ids: only the first line of each run of equal qids is looked up.
@@ -769,11 +740,10 @@ def read_table(
         words=sum(p[4][1] for p in parts),
         sizes=np.unique(np.concatenate([p[4][2] for p in parts])),
     )
-    docno = Strings.concat([p[1].rewidth(width) for p in parts])
     return Table(
         qid=np.concatenate([p[0] for p in parts]),
         qid_names=list(qid_ids),
-        docno=docno,
+        docno=Strings.concat([p[1].rewidth(width) for p in parts]),
         value=np.concatenate([p[2] for p in parts]),
         line=np.concatenate([p[3] for p in parts]),
         tag=tag,

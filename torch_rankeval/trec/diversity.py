@@ -45,7 +45,7 @@ import torch
 from torch_rankeval.conventions import resolve_convention
 from torch_rankeval.measures import Measure, MeasurePlan, summarize
 from torch_rankeval.trec._text import Strings, TrecFormatError, decode, read_table, table_from_rows
-from torch_rankeval.trec.io import PathLike, Qrels, Run, _sorted_qids, _two_lines
+from torch_rankeval.trec.io import PathLike, Qrels, Run, _DescendingBytes, _sorted_qids, _two_lines
 
 __all__ = ["SubtopicQrels", "intent_aware_values", "read_subtopic_qrels", "subtopic_tensors"]
 
@@ -183,8 +183,7 @@ def subtopic_tensors(
         grades = judged.setdefault((qrels.qids[q], d), np.zeros(n_sub, dtype=np.int64))
         grades[column[s]] = g
     by_query: dict[str, list[tuple[str, float]]] = {}
-    docs = run.docnos()
-    for q, d, score in zip(run.qid.tolist(), docs, run.score.tolist()):
+    for q, d, score in zip(run.qid.tolist(), run.docnos(), run.score.tolist()):
         by_query.setdefault(run.qids[q], []).append((d, score))
     in_qrels = set(qrels.qids)
     qids = sorted(in_qrels if complete else in_qrels & set(by_query), key=lambda s: s.encode())
@@ -201,7 +200,7 @@ def subtopic_tensors(
     target = np.zeros((n, length, n_sub), dtype=np.int64)
     ideal = np.zeros((n, width, n_sub), dtype=np.int64)
     for i, q in enumerate(qids):
-        ranked = sorted(by_query.get(q, ()), key=lambda x: (-x[1], _Descending(x[0])))[:length]
+        ranked = sorted(by_query.get(q, ()), key=lambda x: (-x[1], _DescendingBytes(x[0])))[:length]
         for r, (d, score) in enumerate(ranked):
             preds[i, r], mask[i, r] = score, True
             grades = judged.get((q, d))
@@ -210,21 +209,6 @@ def subtopic_tensors(
         for c, d in enumerate(sorted(per_query_judged.get(q, ()), key=str.encode)):
             ideal[i, c] = judged[(q, d)]
     return qids, torch.from_numpy(preds), torch.from_numpy(target), torch.from_numpy(mask), torch.from_numpy(ideal)
-
-
-class _Descending:
-    """A sort key that orders docnos by descending bytes (trec_eval's tie order)."""
-
-    __slots__ = ("b",)
-
-    def __init__(self, docno: str) -> None:
-        self.b = docno.encode()
-
-    def __lt__(self, other: _Descending) -> bool:
-        return self.b > other.b
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Descending) and self.b == other.b
 
 
 def intent_aware_values(

@@ -224,11 +224,7 @@ def read_run(path: PathLike, *, progress: bool | None = None) -> Run:
 
 
 def _open_text(path: PathLike):
-    return (
-        gzip.open(path, "wt", encoding="utf-8", errors="surrogateescape")
-        if str(path).endswith(".gz")
-        else open(path, "w", encoding="utf-8", errors="surrogateescape")
-    )
+    return (gzip.open if str(path).endswith(".gz") else open)(path, "wt", encoding="utf-8", errors="surrogateescape")
 
 
 # Bytes up to 0x20 (the readers' field separators: whitespace and control characters) and any
