@@ -1,5 +1,4 @@
-"""``evaluate``: many measures by name from one ranking, through one plan (:class:`torch_rankeval.measures.MeasurePlan`),
-and :func:`run_family`, the body of the one-measure functions."""
+"""``evaluate``: many measures by name from one ranking, through one plan (:class:`torch_rankeval.measures.MeasurePlan`)."""
 
 from __future__ import annotations
 
@@ -10,35 +9,9 @@ from torch import Tensor
 
 from torch_rankeval.conventions import Convention, resolve_convention
 from torch_rankeval.measures import MeasurePlan, parse_measures
-from torch_rankeval.measures.plan import evaluate_family
 from torch_rankeval.ranking.inputs import check_reduction, parse_k
 
 __all__ = ["evaluate"]
-
-#: The arguments of a one-measure function that are not convention arguments: the call's own, and
-#: the per-list inputs handed to the plan as they are.
-_CALL = ("preds", "target", "k", "reduction", "validate_args")
-_INPUTS = ("mask", "exclude", "ignore_index", "ideal_target", "n_relevant")
-
-
-def run_family(key: str, args: dict[str, Any], name: str = "") -> Tensor:
-    """The body of a public one-measure function (:func:`ndcg`, :func:`precision`, ...): its
-    arguments ``args`` (its ``locals()``) split into the per-list inputs and the convention
-    arguments (resolved over ``convention``), then one
-    :func:`~torch_rankeval.measures.plan.evaluate_family` of the family ``key``."""
-    conv = {n: v for n, v in args.items() if n not in _CALL}
-    inputs = {n: conv.pop(n) for n in _INPUTS if n in conv}
-    return evaluate_family(
-        key,
-        args["preds"],
-        args["target"],
-        args.get("k"),
-        convention=resolve_convention(conv.pop("convention"), **conv),
-        reduction=args["reduction"],
-        validate_args=args["validate_args"],
-        name=name,
-        **inputs,
-    )
 
 
 def evaluate(

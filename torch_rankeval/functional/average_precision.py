@@ -7,7 +7,7 @@ from typing import Callable, Mapping, Sequence
 from torch import Tensor
 
 from torch_rankeval.conventions import Convention
-from torch_rankeval.functional._api import run_family
+from torch_rankeval.measures.plan import run_family
 
 __all__ = ["average_precision"]
 

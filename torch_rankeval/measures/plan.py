@@ -27,7 +27,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from torch_rankeval.conventions import Convention
+from torch_rankeval.conventions import Convention, resolve_convention
 from torch_rankeval.measures.reduction import Reduction
 from torch_rankeval.measures.registry import Family, Measure
 from torch_rankeval.ranking.catalogue import (
@@ -43,7 +43,7 @@ from torch_rankeval.ranking.sparse import SparseTarget, check_exclude, is_sparse
 from torch_rankeval.ranking.subtopics import NEEDS_SUBTOPICS, is_subtopic_target, split_subtopics
 from torch_rankeval.ranking.view import RankedBatch, _to_device, device_constant
 
-__all__ = ["MeasurePlan", "densified", "evaluate_family"]
+__all__ = ["MeasurePlan", "densified", "evaluate_family", "run_family"]
 
 
 @dataclass(frozen=True)
@@ -489,3 +489,38 @@ def evaluate_family(
     plan = MeasurePlan([Measure(key, c) for c in ks], convention)
     out = plan.evaluate(preds, target, reduction=reduction, validate_args=validate_args, name=name or key, **inputs)
     return out if keep_k else out.squeeze(-1)
+
+
+#: The arguments of a one-measure function that are not convention arguments: the call's own, and
+#: the per-list inputs handed to the plan as they are.
+_CALL = ("preds", "target", "k", "reduction", "validate_args")
+_INPUTS = ("mask", "exclude", "ignore_index", "ideal_target", "n_relevant")
+
+
+def run_family(key: str, args: dict[str, Any], name: str = "") -> Tensor:
+    """The body of a public one-measure function (:func:`~torch_rankeval.functional.ndcg`, ...): its
+    arguments ``args`` (its ``locals()``) split into the per-list inputs and the convention
+    arguments (resolved over ``convention``), then one :func:`evaluate_family` of the family
+    ``key``. Here, in the plan, so that a public function reaches its kernel through the plan and
+    the registry row alone.
+
+    Example:
+        >>> import torch
+        >>> def ndcg(preds, target, k=None, *, gain=None, convention=None, reduction="mean", validate_args=True):
+        ...     return run_family("ndcg", locals())
+        >>> ndcg(torch.tensor([0.9, 0.8]), torch.tensor([0, 1]), k=2, gain="linear")
+        tensor(0.6309)
+    """
+    conv = {n: v for n, v in args.items() if n not in _CALL}
+    inputs = {n: conv.pop(n) for n in _INPUTS if n in conv}
+    return evaluate_family(
+        key,
+        args["preds"],
+        args["target"],
+        args.get("k"),
+        convention=resolve_convention(conv.pop("convention"), **conv),
+        reduction=args["reduction"],
+        validate_args=args["validate_args"],
+        name=name,
+        **inputs,
+    )
