@@ -160,14 +160,9 @@ def _samplers(loader: Any) -> list[Any]:
     """The index samplers a loader draws from (its ``sampler``, and a batch sampler's ``sampler``)."""
     if not isinstance(loader, DataLoader):
         return [loader]
-    found = []
-    batch_sampler = getattr(loader, "batch_sampler", None)
-    inner = getattr(batch_sampler, "sampler", None)
-    if inner is not None:
-        found.append(inner)
-    if loader.sampler is not None and all(loader.sampler is not s for s in found):
-        found.append(loader.sampler)
-    return found
+    inner = getattr(loader.batch_sampler, "sampler", None)
+    outer = loader.sampler if loader.sampler is not inner else None
+    return [s for s in (inner, outer) if s is not None]
 
 
 def sharding_problem(loader: DataLoader[Any] | Sampler[Any], world_size: int) -> ShardingProblem | None:
