@@ -343,10 +343,9 @@ def _write(f: IO[str], data: QueryDataset, sparse: bool) -> None:
             raise ValueError(f"query id {qid!r} cannot be written: it must be non-empty, without spaces or '#'")
     features = data.features.detach().cpu().to(torch.float32).numpy()
     target = data.target.detach().cpu().to(torch.float64).numpy()
-    offsets = data.offsets.tolist()
     width = features.shape[1]
     prefixes = [f"{c + 1}:" for c in range(width)]
-    qid_of = np.repeat(np.arange(len(data.qids)), np.diff(np.asarray(offsets)))
+    qid_of = np.repeat(np.arange(len(data.qids)), np.diff(data.offsets.tolist()))
     block = 4096
     for start in range(0, features.shape[0], block):  # format a block of documents at once
         rows = features[start : start + block]
