@@ -299,11 +299,8 @@ def write_run(path: PathLike, run: Run | Mapping[str, Mapping[str, float]], tag:
         q1 Q0 d2 2 0.5 demo
         q1 Q0 d1 3 0.5 demo
     """
-    if isinstance(run, Run):
-        data, tag = run.to_dict(), tag or run.tag
-    else:
-        data = run
-    tag = _field("tag", tag or "torch_rankeval", "")
+    data = run.to_dict() if isinstance(run, Run) else run
+    tag = _field("tag", tag or (run.tag if isinstance(run, Run) else "") or "torch_rankeval", "")
     for q, docs in data.items():  # everything is checked before the file is touched
         q = _field("query id", q, "")
         for d, s in docs.items():
