@@ -141,8 +141,7 @@ class UnpaddedDistributedSampler(DistributedSampler[int]):
     def __iter__(self) -> Iterator[int]:
         n = self.total_size
         if self.shuffle:
-            g = torch.Generator()
-            g.manual_seed(self.seed + self.epoch)
+            g = torch.Generator().manual_seed(self.seed + self.epoch)
             indices = torch.randperm(n, generator=g).tolist()
         else:
             indices = range(n)
