@@ -192,14 +192,13 @@ def _text(c: RunComparison, width: int) -> list[str]:
             f"{tags[j]} - {tags[i]}",
             f"{record['difference']:+.4f}",
             f"[{record['ci_low']:+.4f}, {record['ci_high']:+.4f}]",
-            *(_p(record[k]) for k in ("t_pvalue", "randomization_pvalue", "pvalue_adjusted")),
+            *(
+                "n/a" if record[k] is None else f"{record[k]:.4f}"
+                for k in ("t_pvalue", "randomization_pvalue", "pvalue_adjusted")
+            ),
             "*" if record["significant"] else "",
         ]
         for record, (i, j) in zip(c.records(), c.pairs * len(c.measures))
     ]
     lines += table(["measure", "pair", "diff", ci, "t-test p", "rand. p", "adj. p", "sig"], detail, keys=2, width=width)
     return lines
-
-
-def _p(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.4f}"

@@ -37,9 +37,7 @@ def _two_lines(path: str | None, lines: tuple[int, int]) -> str:
 def _sorted_qids(names: list[bytes]) -> tuple[list[str], np.ndarray]:
     """Query ids sorted as trec_eval sorts them (byte order) and the rank of each input id."""
     order = sorted(range(len(names)), key=names.__getitem__)
-    rank = np.empty(len(names), dtype=np.int64)
-    rank[order] = np.arange(len(names))
-    return [decode(names[i]) for i in order], rank
+    return [decode(names[i]) for i in order], np.argsort(np.asarray(order, dtype=np.int64))
 
 
 class _Judgments:
