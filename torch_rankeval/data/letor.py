@@ -287,9 +287,7 @@ def read_letor(
 def _number(value: float) -> str:
     """A grade as text: an integer without decimals."""
     value = float(value)
-    if value.is_integer() and abs(value) < 1e15:
-        return str(int(value))
-    return repr(value)
+    return str(int(value)) if value.is_integer() and abs(value) < 1e15 else repr(value)
 
 
 def _shortest(values: np.ndarray) -> list[str]:

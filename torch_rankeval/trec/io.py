@@ -84,7 +84,12 @@ class Qrels(_Judgments):
         (2, ['q1'], {'q1': {'d2': 0, 'd1': 1}})
     """
 
+    path: str | None
+    qids: list[str]
+    qid: np.ndarray
+    docno: Strings
     relevance: np.ndarray
+    line: np.ndarray
 
     def __init__(self, table: Table, path: str | None = None) -> None:
         self.path = path
@@ -140,7 +145,12 @@ class Run(_Judgments):
         ('bm25', [0.5, 1.5])
     """
 
+    path: str | None
+    qids: list[str]
+    qid: np.ndarray
+    docno: Strings
     score: np.ndarray
+    line: np.ndarray
     tag: str
 
     def __init__(self, table: Table, path: str | None = None) -> None:
