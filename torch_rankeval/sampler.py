@@ -141,8 +141,7 @@ class UnpaddedDistributedSampler(DistributedSampler[int]):
     def __iter__(self) -> Iterator[int]:
         n = self.total_size
         if self.shuffle:
-            g = torch.Generator()
-            g.manual_seed(self.seed + self.epoch)
+            g = torch.Generator().manual_seed(self.seed + self.epoch)
             indices = torch.randperm(n, generator=g).tolist()
         else:
             indices = range(n)
@@ -160,14 +159,9 @@ def _samplers(loader: Any) -> list[Any]:
     """The index samplers a loader draws from (its ``sampler``, and a batch sampler's ``sampler``)."""
     if not isinstance(loader, DataLoader):
         return [loader]
-    found = []
-    batch_sampler = getattr(loader, "batch_sampler", None)
-    inner = getattr(batch_sampler, "sampler", None)
-    if inner is not None:
-        found.append(inner)
-    if loader.sampler is not None and all(loader.sampler is not s for s in found):
-        found.append(loader.sampler)
-    return found
+    inner = getattr(loader.batch_sampler, "sampler", None)
+    outer = loader.sampler if loader.sampler is not inner else None
+    return [s for s in (inner, outer) if s is not None]
 
 
 def sharding_problem(loader: DataLoader[Any] | Sampler[Any], world_size: int) -> ShardingProblem | None:

@@ -20,6 +20,7 @@ and matplotlib are imported inside ``run``), so ``--help`` and ``--version`` ans
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import os
 import sys
@@ -178,8 +179,9 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError:  # e.g. `torch-rankeval evaluate ... | head`: the reader left, nothing to say
         take_notes()
-        if out is sys.stdout:
-            _silence_stdout()
+        if out is sys.stdout:  # point stdout at /dev/null so that Python's exit flush does not complain
+            with contextlib.suppress(OSError, ValueError, AttributeError):  # no file descriptor (e.g. a StringIO)
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_BROKEN_PIPE
     except Exception as exc:
         if os.environ.get(TRACEBACK_VARIABLE, "") not in ("", "0"):
@@ -191,12 +193,3 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     for line in take_notes():
         print(line, file=sys.stderr)
     return status
-
-
-def _silence_stdout() -> None:
-    """After a broken pipe: point stdout at /dev/null so that Python's exit flush does not complain."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError, AttributeError):  # pragma: no cover - no file descriptor (e.g. a StringIO)
-        pass

@@ -222,9 +222,7 @@ def fmt(value: float | str, decimals: int = 4) -> str:
         >>> fmt(0.25), fmt(3), fmt("STANDARD")
         ('0.2500', '3', 'STANDARD')
     """
-    if isinstance(value, str):
-        return value
-    if isinstance(value, int):
+    if isinstance(value, (str, int)):
         return str(value)
     return f"{value:.{decimals}f}"
 
@@ -328,11 +326,9 @@ def table(header: list[str], rows: list[list[str]], *, keys: int = 1, width: int
             used = sum(widths[k] + 2 for k in key_columns) - 2
         blocks[-1].append(i)
         used += 2 + widths[i]
-    lines: list[str] = []
-    for block in blocks:
-        if lines:
-            lines.append("")
-        lines += render(key_columns + block)
+    lines = render(key_columns + blocks[0])
+    for block in blocks[1:]:
+        lines += ["", *render(key_columns + block)]
     return lines
 
 

@@ -135,7 +135,7 @@ def _json(c: RunComparison, results: list[Evaluation]) -> dict:
     tags = labels(len(c.runs))
     comparisons = [
         {**record, "label_a": tags[i], "label_b": tags[j]}
-        for record, (i, j) in zip(c.records(), [p for _ in c.measures for p in c.pairs])
+        for record, (i, j) in zip(c.records(), c.pairs * len(c.measures))
     ]
     order = [
         "measure", "run_a", "run_b", "label_a", "label_b", "mean_a", "mean_b", "difference", "ci_low", "ci_high",
@@ -171,13 +171,11 @@ def _text(c: RunComparison, width: int) -> list[str]:
     test_text = "randomization test" if c.test == "randomization" else "paired t-test"
     settings = f"{test_text}, {c.correction} correction over {len(c.pairs)} pair(s) per measure, alpha {c.alpha:g}"
     lines = [*textwrap.wrap(f"{c.n_queries} queries; {settings}", width), ""]
-    cells = []
-    for k in range(len(c.runs)):
-        row = []
-        for m in range(len(c.measures)):
-            beaten = "".join(tags[b] for b in c.beats(k, m))
-            row.append(f"{float(c.means[k, m]):.4f}" + (f"^{beaten}" if beaten else ""))
-        cells.append(row)
+    beaten = [["".join(tags[b] for b in c.beats(k, m)) for m in range(len(c.measures))] for k in range(len(c.runs))]
+    cells = [
+        [f"{float(c.means[k, m]):.4f}" + (f"^{b}" if b else "") for m, b in enumerate(row)]
+        for k, row in enumerate(beaten)
+    ]
     names = run_names(c.runs)
     wide = table(["", "run", *c.measures], [[t, n, *row] for t, n, row in zip(tags, names, cells)], keys=2)
     if fits(wide, width):
@@ -188,23 +186,19 @@ def _text(c: RunComparison, width: int) -> list[str]:
         lines += [*legend, "", *body]
     lines += ["", "x^ab: significantly better than runs a and b", ""]
     ci = f"{round(c.confidence * 100, 2):g}% CI"
-    detail = []
-    for record, (i, j) in zip(c.records(), [p for _ in c.measures for p in c.pairs]):
-        detail.append(
-            [
-                record["measure"],
-                f"{tags[j]} - {tags[i]}",
-                f"{record['difference']:+.4f}",
-                f"[{record['ci_low']:+.4f}, {record['ci_high']:+.4f}]",
-                _p(record["t_pvalue"]),
-                _p(record["randomization_pvalue"]),
-                _p(record["pvalue_adjusted"]),
-                "*" if record["significant"] else "",
-            ]
-        )
+    detail = [
+        [
+            record["measure"],
+            f"{tags[j]} - {tags[i]}",
+            f"{record['difference']:+.4f}",
+            f"[{record['ci_low']:+.4f}, {record['ci_high']:+.4f}]",
+            *(
+                "n/a" if record[k] is None else f"{record[k]:.4f}"
+                for k in ("t_pvalue", "randomization_pvalue", "pvalue_adjusted")
+            ),
+            "*" if record["significant"] else "",
+        ]
+        for record, (i, j) in zip(c.records(), c.pairs * len(c.measures))
+    ]
     lines += table(["measure", "pair", "diff", ci, "t-test p", "rand. p", "adj. p", "sig"], detail, keys=2, width=width)
     return lines
-
-
-def _p(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.4f}"

@@ -71,12 +71,10 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
             if lines:
                 out.write("\n".join(lines) + "\n")
         return 0
-    if args.format == "json":
-        text = _json(results, args.per_query)
-    elif args.format == "csv":
-        text = _csv(results, args.per_query)
-    else:
+    if args.format == "table":
         text = "\n".join(_table(results, args.per_query, terminal_width()))
+    else:
+        text = {"json": _json, "csv": _csv}[args.format](results, args.per_query)
     out.write(text + "\n")
     return 0
 

@@ -21,13 +21,10 @@ import argparse
 import importlib.util
 import json
 import os
-from typing import TYPE_CHECKING, TextIO
+from typing import TextIO
 
 from torch_rankeval._choices import GAINS, INVERSION_STATS, PRESET_NAMES, TIES
 from torch_rankeval.cli._common import CommandError, json_safe, note
-
-if TYPE_CHECKING:  # pragma: no cover
-    from torch_rankeval.diagnostics import ProfileSummary
 
 __all__ = ["HELP", "NAME", "add_arguments", "run"]
 
@@ -119,7 +116,13 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     else:
         out.write(f"{len(qids)} queries, {positions} positions, convention {args.convention}\n")
         out.write(summary.to_text(qids) + "\n")
-    _figures(summary, args)
+    if args.plot is not None or args.hist is not None:
+        from torch_rankeval.plotting import plot_position_profile, plot_query_histogram
+
+        if args.plot is not None:
+            plot_position_profile(summary.profile, stat=args.stat, report=summary.report, path=args.plot)
+        if args.hist is not None:
+            plot_query_histogram(summary.query_values, summary.breakdown.key, path=args.hist)
     return 0
 
 
@@ -140,17 +143,6 @@ def _check_figure_path(option: str, path: str) -> None:
     formats = sorted(FigureCanvasBase.get_supported_filetypes())
     if extension and extension not in formats:
         raise CommandError(f"{option} {path}: unknown image format {extension!r}; use one of {', '.join(formats)}")
-
-
-def _figures(summary: ProfileSummary, args: argparse.Namespace) -> None:
-    if args.plot is None and args.hist is None:
-        return
-    from torch_rankeval.plotting import plot_position_profile, plot_query_histogram
-
-    if args.plot is not None:
-        plot_position_profile(summary.profile, stat=args.stat, report=summary.report, path=args.plot)
-    if args.hist is not None:
-        plot_query_histogram(summary.query_values, summary.breakdown.key, path=args.hist)
 
 
 def _batches(qrels_path: str, run_path: str) -> tuple[list[str], list[tuple]]:

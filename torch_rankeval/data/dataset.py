@@ -119,10 +119,9 @@ class QueryDataset(Dataset[dict[str, Tensor]]):
         position = torch.arange(self.n_docs) - self.offsets[:-1][query]
         features = self.features.new_zeros(len(self), width, self.n_features)
         target = self.target.new_zeros(len(self), width)
-        mask = torch.zeros(len(self), width, dtype=torch.bool)
         features[query, position] = self.features
         target[query, position] = self.target
-        mask[query, position] = True
+        mask = torch.arange(width) < lengths[:, None]
         return {"features": features, "target": target, "mask": mask, "indexes": torch.arange(len(self))}
 
     def map_features(self, fn: Callable[[Tensor], Tensor]) -> QueryDataset:
@@ -159,8 +158,7 @@ def collate_queries(items: Sequence[dict[str, Tensor]]) -> dict[str, Tensor]:
     if len(items) == 0:
         raise ValueError("collate_queries needs at least one query")
     lengths = torch.tensor([item["target"].shape[0] for item in items])
-    width = int(lengths.max())
-    mask = torch.arange(width).unsqueeze(0) < lengths.unsqueeze(1)
+    mask = torch.arange(int(lengths.max())) < lengths[:, None]
     return {
         "features": pad_sequence([item["features"] for item in items], batch_first=True),
         "target": pad_sequence([item["target"] for item in items], batch_first=True),

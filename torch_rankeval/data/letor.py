@@ -43,22 +43,16 @@ def _open(path: str | os.PathLike[str], mode: str) -> IO[str]:
     return opener(path, mode, encoding="utf-8", errors="replace" if "r" in mode else "strict")  # type: ignore[call-arg]
 
 
-class _Lines:
+def _lines(source: Source) -> Iterator[tuple[int, str]]:
     """``(line number, text)`` of a path or of an open text file / iterable of lines."""
-
-    def __init__(self, source: Source) -> None:
-        self.source = source
-        self.name = os.fspath(source) if isinstance(source, (str, os.PathLike)) else getattr(source, "name", "<lines>")
-
-    def __iter__(self) -> Iterator[tuple[int, str]]:
-        if isinstance(self.source, (str, os.PathLike)):
-            with _open(self.source, "rt") as f:
-                yield from enumerate(f, start=1)
-        else:
-            for number, line in enumerate(self.source, start=1):
-                if isinstance(line, bytes):
-                    raise TypeError("read_letor reads text: open the file in text mode ('rt') or pass its path")
-                yield number, line
+    if isinstance(source, (str, os.PathLike)):
+        with _open(source, "rt") as f:
+            yield from enumerate(f, start=1)
+        return
+    for number, line in enumerate(source, start=1):
+        if isinstance(line, bytes):
+            raise TypeError("read_letor reads text: open the file in text mode ('rt') or pass its path")
+        yield number, line
 
 
 class _Chunk:
@@ -240,8 +234,8 @@ def read_letor(
         raise ValueError(f"n_features must be a positive int or None, got {n_features!r}")
     if isinstance(chunk_lines, bool) or not isinstance(chunk_lines, int) or chunk_lines < 1:
         raise ValueError(f"chunk_lines must be a positive int, got {chunk_lines!r}")
-    lines = _Lines(source)
-    parser = _Parser(lines.name, n_features, zero_based)
+    name = os.fspath(source) if isinstance(source, (str, os.PathLike)) else getattr(source, "name", "<lines>")
+    parser = _Parser(name, n_features, zero_based)
 
     blocks: list[np.ndarray] = []  # dense float32 features of each chunk, width = max column + 1 so far
     label_parts: list[np.ndarray] = []
@@ -261,7 +255,7 @@ def read_letor(
         codes.extend(qid_code.setdefault(q, len(qid_code)) for q in qids)
 
     chunk = _Chunk()
-    for number, line in lines:
+    for number, line in _lines(source):
         body = line.partition("#")[0].split()
         if not body:
             continue
@@ -293,9 +287,7 @@ def read_letor(
 def _number(value: float) -> str:
     """A grade as text: an integer without decimals."""
     value = float(value)
-    if value.is_integer() and abs(value) < 1e15:
-        return str(int(value))
-    return repr(value)
+    return str(int(value)) if value.is_integer() and abs(value) < 1e15 else repr(value)
 
 
 def _shortest(values: np.ndarray) -> list[str]:
@@ -349,10 +341,9 @@ def _write(f: IO[str], data: QueryDataset, sparse: bool) -> None:
             raise ValueError(f"query id {qid!r} cannot be written: it must be non-empty, without spaces or '#'")
     features = data.features.detach().cpu().to(torch.float32).numpy()
     target = data.target.detach().cpu().to(torch.float64).numpy()
-    offsets = data.offsets.tolist()
     width = features.shape[1]
     prefixes = [f"{c + 1}:" for c in range(width)]
-    qid_of = np.repeat(np.arange(len(data.qids)), np.diff(np.asarray(offsets)))
+    qid_of = np.repeat(np.arange(len(data.qids)), np.diff(data.offsets.tolist()))
     block = 4096
     for start in range(0, features.shape[0], block):  # format a block of documents at once
         rows = features[start : start + block]

@@ -48,8 +48,7 @@ def _world(n_features: int, world_seed: int, query_shift: float, noise: float, g
         lin, cur = x @ u, torch.tanh(x @ w.T).square() @ v
         return ((lin - scales[0]) / scales[1] + (cur - scales[2]) / scales[3]) / 2**0.5
 
-    t = teacher(x)
-    z = t + query_shift * torch.randn(_REFERENCE, generator=g, dtype=torch.float64)
+    z = teacher(x) + query_shift * torch.randn(_REFERENCE, generator=g, dtype=torch.float64)
     z = z + noise * torch.randn(_REFERENCE, generator=g, dtype=torch.float64)
     cumulative = torch.tensor(list(grade_shares), dtype=torch.float64).cumsum(0)[:-1]
     thresholds = torch.quantile(z, cumulative)

@@ -37,9 +37,7 @@ def _two_lines(path: str | None, lines: tuple[int, int]) -> str:
 def _sorted_qids(names: list[bytes]) -> tuple[list[str], np.ndarray]:
     """Query ids sorted as trec_eval sorts them (byte order) and the rank of each input id."""
     order = sorted(range(len(names)), key=names.__getitem__)
-    rank = np.empty(len(names), dtype=np.int64)
-    rank[order] = np.arange(len(names))
-    return [decode(names[i]) for i in order], rank
+    return [decode(names[i]) for i in order], np.argsort(np.asarray(order, dtype=np.int64))
 
 
 class _Judgments:
@@ -309,11 +307,8 @@ def write_run(path: PathLike, run: Run | Mapping[str, Mapping[str, float]], tag:
         q1 Q0 d2 2 0.5 demo
         q1 Q0 d1 3 0.5 demo
     """
-    if isinstance(run, Run):
-        data, tag = run.to_dict(), tag or run.tag
-    else:
-        data = run
-    tag = _field("tag", tag or "torch_rankeval", "")
+    data = run.to_dict() if isinstance(run, Run) else run
+    tag = _field("tag", tag or (run.tag if isinstance(run, Run) else "") or "torch_rankeval", "")
     for q, docs in data.items():  # everything is checked before the file is touched
         q = _field("query id", q, "")
         for d, s in docs.items():
