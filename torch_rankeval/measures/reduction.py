@@ -245,9 +245,8 @@ class Reduction:
         mean_h = sums / n
         var_h = ((squares - sums * mean_h) / (n - 1)).clamp(min=0.0)
         used = w > 0
-        nan = torch.full_like(mean_h, float("nan"))
-        mean_terms = torch.where(used, torch.where(n > 0, w * mean_h, nan), 0.0)
-        var_terms = torch.where(used, torch.where(n >= 2, w.square() * var_h / n, nan), 0.0)
+        mean_terms = torch.where(used, torch.where(n > 0, w * mean_h, float("nan")), 0.0)
+        var_terms = torch.where(used, torch.where(n >= 2, w.square() * var_h / n, float("nan")), 0.0)
         mean = torch.where(total > 0, mean_terms.sum(0), float("nan"))  # no counted query: NaN, as a mean
         se = torch.where(total > 0, torch.sqrt(var_terms.sum(0)), float("nan"))
         return self._summaries(mean * total, mean), self._scaled(se, mean, total)
