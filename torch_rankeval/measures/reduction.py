@@ -317,20 +317,15 @@ class Reduction:
         total, count = counted_sums(self.transform(values), counted)
         if reduction == "sum":
             return total.to(out_dtype)
-        prefix = f"{name}: " if name else ""
+        problem = ""
         if values.shape[0] == 0:  # a static shape: no host sync
-            warnings.warn(
-                f"{prefix}no list to average (the batch holds 0 lists); the mean is {self._nothing_counted()}",
-                UserWarning,
-                stacklevel=stacklevel + 1,
-            )
+            problem = f"no list to average (the batch holds 0 lists); the mean is {self._nothing_counted()}"
         elif validate_args and self.action == "skip" and bool((count == 0).any()):
-            warnings.warn(
-                f"{prefix}every list was skipped (they {self.reason}), so the mean is {self._nothing_counted()}"
-                f"{self.hint}",
-                UserWarning,
-                stacklevel=stacklevel + 1,
+            problem = (
+                f"every list was skipped (they {self.reason}), so the mean is {self._nothing_counted()}{self.hint}"
             )
+        if problem:
+            warnings.warn(f"{name}: {problem}" if name else problem, UserWarning, stacklevel=stacklevel + 1)
         return self.finish(total, count).to(out_dtype)
 
     def means(
