@@ -289,8 +289,7 @@ class RankingMetricsCallback(Callback):
         for a value computed in each process alone).
         """
         if self._names is not None:
-            metrics, k = self._names
-            return RankingMetrics(metrics, k, **overrides)
+            return RankingMetrics(*self._names, **overrides)
         if isinstance(self._metric, RankingMetrics):
             metric = self._metric.clone()
             metric.reset()
@@ -315,8 +314,7 @@ class RankingMetricsCallback(Callback):
         names with ``train_window`` / ``train_half_life`` / ``train_window_unit``, or the configured
         metric's clone or factory's result, which must have a ``window`` or a ``half_life``."""
         if self._names is not None:
-            metrics, k = self._names
-            return RankingMetrics(metrics, k, **self._train_window)
+            return RankingMetrics(*self._names, **self._train_window)
         metric = self.build_metrics()
         if metric.window is None and metric.half_life is None:
             raise ValueError(
