@@ -255,7 +255,7 @@ class RankingMetricsCallback(Callback):
         self.profile_bands = None if profile_bands is None else list(profile_bands)
         self.profile_figure = bool(profile_figure)
         if isinstance(metrics, RankingMetrics) or (callable(metrics) and not isinstance(metrics, str)):
-            if _cutoffs(k) != DEFAULT_K:
+            if (tuple(k) if isinstance(k, (list, tuple)) else k) != DEFAULT_K:  # a config file gives lists
                 raise ValueError(
                     f"k={k!r} sets the cutoffs of metric names; a configured RankingMetrics has its own: give them "
                     "to it (RankingMetrics(..., k=...)) and leave k out"
@@ -269,10 +269,8 @@ class RankingMetricsCallback(Callback):
         if position_profile is not None:
             self.extra_metrics[_PROFILE] = self._build_profile
             self._build_profile()
-        self._train_metric: Optional[RankingMetrics] = None
+        self._train_metric: Optional[RankingMetrics] = self.build_train_metrics() if "train" in stages else None
         self._train_state: Optional[dict[str, Any]] = None  # restored from a checkpoint, loaded when built
-        if "train" in stages:
-            self._train_metric = self.build_train_metrics()
         self.metric_keys: list[str] = list(template.keys)
         self._convention = template.convention
         self._slots: dict[str, list[dict[str, Metric]]] = {stage: [] for stage in STAGES}
@@ -291,8 +289,7 @@ class RankingMetricsCallback(Callback):
         for a value computed in each process alone).
         """
         if self._names is not None:
-            metrics, k = self._names
-            return RankingMetrics(metrics, k, **overrides)
+            return RankingMetrics(*self._names, **overrides)
         if isinstance(self._metric, RankingMetrics):
             metric = self._metric.clone()
             metric.reset()
@@ -317,8 +314,7 @@ class RankingMetricsCallback(Callback):
         names with ``train_window`` / ``train_half_life`` / ``train_window_unit``, or the configured
         metric's clone or factory's result, which must have a ``window`` or a ``half_life``."""
         if self._names is not None:
-            metrics, k = self._names
-            return RankingMetrics(metrics, k, **self._train_window)
+            return RankingMetrics(*self._names, **self._train_window)
         metric = self.build_metrics()
         if metric.window is None and metric.half_life is None:
             raise ValueError(
@@ -461,15 +457,7 @@ class RankingMetricsCallback(Callback):
             if key.startswith((WINDOW_PREFIX, DECAY_PREFIX)) and isinstance(value, Tensor) and value.numel() == 1
         }
         if recent:
-            pl_module.log_dict(
-                recent,
-                prog_bar=self.prog_bar,
-                logger=None,
-                on_step=True,
-                on_epoch=False,
-                sync_dist=False,
-                batch_size=1,
-            )
+            pl_module.log_dict(recent, prog_bar=self.prog_bar, **{**_EPOCH_LOG, "on_step": True, "on_epoch": False})
 
     def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         for slots in self._slots.values():
@@ -695,11 +683,6 @@ def _should_log(trainer: pl.Trainer) -> bool:
         return flag or bool(getattr(trainer, "fast_dev_run", False))
     every = trainer.log_every_n_steps
     return bool(every) and (trainer.global_step % every == 0)
-
-
-def _cutoffs(k: Any) -> Any:
-    """``k`` comparable with :data:`DEFAULT_K` (a config file gives lists)."""
-    return tuple(k) if isinstance(k, (list, tuple)) else k
 
 
 def _feed(metric: Metric, preds: Tensor, target: Tensor, inputs: dict[str, Any]) -> None:

@@ -219,9 +219,5 @@ def markdown_table() -> str:
 def _default(p: Param) -> str:
     if p.default is None:
         return ""
-    value = ",".join(map(_plain, p.default)) if isinstance(p.default, tuple) else _plain(p.default)
-    return f"; default {value}"
-
-
-def _plain(x: object) -> str:
-    return str(int(x)) if isinstance(x, float) and x.is_integer() else str(x)
+    values = p.default if isinstance(p.default, tuple) else (p.default,)
+    return "; default " + ",".join(str(int(x)) if isinstance(x, float) and x.is_integer() else str(x) for x in values)

@@ -101,9 +101,8 @@ class Param:
             rule, test = _NUMERIC[self.kind]
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not test(value):
                 raise ValueError(f"measure {where!r}: {self.name} must be {rule} ({self.doc}), got {value!r}")
-            if self.kind in ("probability", "unit", "fraction"):
-                return float(value)
-            if self.kind != "count" and abs(value) >= 2**63:  # beyond int64: a float, which tensors compare with
+            # the shares are floats; a number beyond int64 too, which tensors compare with
+            if self.kind in ("probability", "unit", "fraction") or (self.kind != "count" and abs(value) >= 2**63):
                 return float(value)
             return int(value) if float(value).is_integer() else float(value)
         if self.kind == "numbers":

@@ -84,17 +84,6 @@ def counted_squares(values: Tensor, counted: Tensor | None) -> Tensor:
     return (squares if counted is None else torch.where(counted, squares, 0.0)).sum(0)
 
 
-def _scale_stderr(se: Tensor, mean: Tensor, n: Tensor, aggregate: str) -> Tensor:
-    """The standard error of a column's summary from the standard error ``se`` of the mean of its
-    (transformed) values: a sum's is ``n * se``, a geometric mean's ``exp(mean) * se`` (the delta
-    method on the mean of the logs), a mean's ``se``."""
-    if aggregate == "sum":
-        return se * n
-    if aggregate == "gmean":
-        return se * torch.exp(mean)
-    return se
-
-
 def sample_stderr(values: Tensor, aggregate: str = "mean") -> float:
     """The standard error over queries of the summary of the per-query ``values`` (1-D; NaN entries,
     i.e. skipped queries, left out), as :meth:`Reduction.stderr` defines it (``scipy.stats.sem`` for a
@@ -115,7 +104,7 @@ def sample_stderr(values: Tensor, aggregate: str = "mean") -> float:
         return float("nan")
     mean = v.mean()
     se = torch.sqrt(((v - mean).square().sum() / (n - 1)) / n)
-    return float(_scale_stderr(se, mean, torch.tensor(float(n), dtype=torch.float64), aggregate))
+    return float(Reduction((aggregate,))._scaled(se, mean, torch.tensor(float(n), dtype=torch.float64)))
 
 
 @dataclass(frozen=True)
@@ -171,9 +160,11 @@ class Reduction:
         """Per-query values as they are summed: ``log(max(v, 1e-5))`` in geometric-mean columns."""
         if "gmean" not in self.aggregates:
             return values
-        logs = torch.log(values.clamp(min=MIN_GEO_MEAN))
-        gmean = device_constant(tuple(a == "gmean" for a in self.aggregates), torch.bool, values.device)
-        return torch.where(gmean, logs, values)
+        return torch.where(self._columns("gmean", values.device), torch.log(values.clamp(min=MIN_GEO_MEAN)), values)
+
+    def _columns(self, aggregate: str, device: torch.device) -> Tensor:
+        """``(C,)`` bool: the columns summarised by ``aggregate``."""
+        return device_constant(tuple(a == aggregate for a in self.aggregates), torch.bool, device)
 
     def sums(self, values: Tensor, empty: Tensor, *, name: str = "") -> tuple[Tensor, Tensor]:
         """The policy, then the float64 column sums of the transformed values and the int64 counts
@@ -245,9 +236,8 @@ class Reduction:
         mean_h = sums / n
         var_h = ((squares - sums * mean_h) / (n - 1)).clamp(min=0.0)
         used = w > 0
-        nan = torch.full_like(mean_h, float("nan"))
-        mean_terms = torch.where(used, torch.where(n > 0, w * mean_h, nan), 0.0)
-        var_terms = torch.where(used, torch.where(n >= 2, w.square() * var_h / n, nan), 0.0)
+        mean_terms = torch.where(used, torch.where(n > 0, w * mean_h, float("nan")), 0.0)
+        var_terms = torch.where(used, torch.where(n >= 2, w.square() * var_h / n, float("nan")), 0.0)
         mean = torch.where(total > 0, mean_terms.sum(0), float("nan"))  # no counted query: NaN, as a mean
         se = torch.where(total > 0, torch.sqrt(var_terms.sum(0)), float("nan"))
         return self._summaries(mean * total, mean), self._scaled(se, mean, total)
@@ -276,24 +266,20 @@ class Reduction:
         return self._scaled(se, mean, weights)
 
     def _scaled(self, se: Tensor, mean: Tensor, n: Tensor) -> Tensor:
-        """:func:`_scale_stderr` of each column (the last axis) under its aggregate."""
+        """The standard error of each column's summary (the last axis) from the standard error ``se`` of
+        the mean of its (transformed) values: a sum's is ``n * se``, a geometric mean's ``exp(mean) * se``
+        (the delta method on the mean of the logs), a mean's ``se``."""
         if all(a == "mean" for a in self.aggregates):
             return se
-        return torch.stack(
-            [_scale_stderr(se[..., i], mean[..., i], n[..., i], a) for i, a in enumerate(self.aggregates)], dim=-1
-        )
+        scaled = torch.where(self._columns("gmean", se.device), se * torch.exp(mean), se)
+        return torch.where(self._columns("sum", se.device), se * n, scaled)
 
     def _summaries(self, sums: Tensor, means: Tensor) -> Tensor:
         """Each column's summary (the last axis) from its sum and mean: the mean, the sum or the geometric mean."""
         if all(a == "mean" for a in self.aggregates):
             return means
-        return torch.stack(
-            [
-                sums[..., i] if a == "sum" else torch.exp(means[..., i]) if a == "gmean" else means[..., i]
-                for i, a in enumerate(self.aggregates)
-            ],
-            dim=-1,
-        )
+        summaries = torch.where(self._columns("gmean", means.device), torch.exp(means), means)
+        return torch.where(self._columns("sum", means.device), sums, summaries)
 
     def finish(self, sums: Tensor, counts: Tensor) -> Tensor:
         """Summaries from column sums and counts: the mean, the sum or the geometric mean of each
@@ -331,20 +317,15 @@ class Reduction:
         total, count = counted_sums(self.transform(values), counted)
         if reduction == "sum":
             return total.to(out_dtype)
-        prefix = f"{name}: " if name else ""
+        problem = ""
         if values.shape[0] == 0:  # a static shape: no host sync
-            warnings.warn(
-                f"{prefix}no list to average (the batch holds 0 lists); the mean is {self._nothing_counted()}",
-                UserWarning,
-                stacklevel=stacklevel + 1,
-            )
+            problem = f"no list to average (the batch holds 0 lists); the mean is {self._nothing_counted()}"
         elif validate_args and self.action == "skip" and bool((count == 0).any()):
-            warnings.warn(
-                f"{prefix}every list was skipped (they {self.reason}), so the mean is {self._nothing_counted()}"
-                f"{self.hint}",
-                UserWarning,
-                stacklevel=stacklevel + 1,
+            problem = (
+                f"every list was skipped (they {self.reason}), so the mean is {self._nothing_counted()}{self.hint}"
             )
+        if problem:
+            warnings.warn(f"{name}: {problem}" if name else problem, UserWarning, stacklevel=stacklevel + 1)
         return self.finish(total, count).to(out_dtype)
 
     def means(

@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-__all__ = ["ConfiguredMetric", "own_states", "set_metric_options", "CONFIG_METADATA", "PlotValue"]
+__all__ = ["ConfiguredMetric", "set_metric_options", "CONFIG_METADATA", "PlotValue"]
 
 #: What ``plot`` draws: one result of ``compute`` or a sequence of them (one per step).
 PlotValue = Union[Tensor, Mapping[str, Tensor], Sequence[Tensor], Sequence[Mapping[str, Tensor]]]
@@ -134,7 +134,6 @@ class ConfiguredMetric(Metric):
         return self._config_state[len("_config_") :]
 
     def _config_metadata(self) -> dict[str, Any]:
-        """What the state_dict metadata carries: the fingerprint and the readable fields."""
         return {"fingerprint": self._config_digest, "fields": dict(self._config_fields)}
 
     def _refuse_foreign(self, where: str, incoming: Mapping[str, Any] | None, digest: str | None = None) -> None:
@@ -296,7 +295,12 @@ class ConfiguredMetric(Metric):
         memory, so without the copy the processes of ``ddp_spawn`` would add into one state tensor
         (``update`` adds in place) and every process would count every other's data."""
         super().__setstate__(state)
-        own_states(self)
+        for name in self._defaults:
+            value = getattr(self, name)
+            if isinstance(value, Tensor):
+                setattr(self, name, value.clone())
+            elif isinstance(value, list):
+                setattr(self, name, [v.clone() if isinstance(v, Tensor) else v for v in value])
 
     # ------------------------------------------------------------------ dtypes and devices
     def _apply(self, fn: Callable, *args: Any, **kwargs: Any) -> Metric:
@@ -415,26 +419,13 @@ class ConfiguredMetric(Metric):
         return fig, axes  # type: ignore[return-value]
 
 
-def own_states(metric: Metric) -> None:
-    """Give every state of ``metric`` storage of its own (after unpickling: see
-    :meth:`ConfiguredMetric.__setstate__`; any metric that updates its states in place needs it)."""
-    for name in metric._defaults:
-        value = getattr(metric, name)
-        if isinstance(value, Tensor):
-            setattr(metric, name, value.clone())
-        elif isinstance(value, list):
-            setattr(metric, name, [v.clone() if isinstance(v, Tensor) else v for v in value])
-
-
 def _save_config(module: ConfiguredMetric, state_dict: dict, prefix: str, local_metadata: dict) -> None:
     """state_dict hook: the configuration rides in the metadata, never as a key (module-level: picklable)."""
     local_metadata[CONFIG_METADATA] = module._config_metadata()
 
 
 def _size(state: list | Tensor) -> int:
-    if isinstance(state, list):
-        return sum(t.shape[0] for t in state)
-    return state.shape[0]
+    return sum(t.shape[0] for t in state) if isinstance(state, list) else state.shape[0]
 
 
 def _unquote(value: Any) -> str:
