@@ -287,8 +287,7 @@ class PositionProfile(RunningMeanMetric):
     def compute(self) -> dict[str, Tensor]:
         """The profile over all queries (all processes, after sync); see the class docstring."""
         sums, _, counts = self._moments()
-        p = self.positions
-        sums, counts = sums.view(len(self.blocks), p), counts.view(len(self.blocks), p)
+        sums, counts = sums.view(len(self.blocks), -1), counts.view(len(self.blocks), -1)
         n_queries = counts[self.stats.index(_PRESENT)][0]
         if int(n_queries) == 0:
             warnings.warn(
@@ -317,9 +316,8 @@ class PositionProfile(RunningMeanMetric):
             tensor([[0., 1., nan]])
         """
         flat = super().compute_per_query()
-        p = self.positions
         stacked = {
-            block: torch.stack([flat[f"{block}@{i}"] for i in range(1, p + 1)], dim=-1)
+            block: torch.stack([flat[f"{block}@{i}"] for i in range(1, self.positions + 1)], dim=-1)
             for block in self.blocks
             if not block.endswith(_PRESENT)
         }
