@@ -195,13 +195,12 @@ class Convention:
         _check_choice("empty_target_action", self.empty_target_action, EMPTY_TARGET_ACTIONS)
         _check_choice("all_skipped", self.all_skipped, ALL_SKIPPED)
         _check_choice("denominator", self.denominator, AP_DENOMINATORS)
-        if self.relevance_threshold is not None:
-            t = self.relevance_threshold
-            if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t <= 0:
-                raise ValueError(
-                    f"relevance_threshold must be a finite number > 0 (a document is relevant when "
-                    f"target >= threshold), got {t!r}"
-                )
+        t = self.relevance_threshold
+        if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t <= 0):
+            raise ValueError(
+                f"relevance_threshold must be a finite number > 0 (a document is relevant when "
+                f"target >= threshold), got {t!r}"
+            )
         for flag in ("graded", "adaptive_k", "nonpositive_not_relevant"):
             if not isinstance(getattr(self, flag), bool):
                 raise TypeError(f"{flag} must be a bool, got {type(getattr(self, flag)).__name__}")

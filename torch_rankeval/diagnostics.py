@@ -506,13 +506,10 @@ class ProfileSummary:
         has_ideal = "ideal_relevance" in p
         header = "pos count rel ideal_rel gain ideal_gain rel_share ideal_share dcg ideal_dcg".split()
         header = [h for h in header if has_ideal or not h.startswith("ideal_")]
+        columns = [c for stat in PROFILE_STATS for c in (stat, f"ideal_{stat}")[: 1 + has_ideal]]
         lines = ["  ".join(f"{h:>11}" for h in header)]
         for i in range(p["relevance"].shape[0]):
-            row = [f"{i + 1:>11}", f"{int(p['count'][i]):>11}"]
-            for stat in PROFILE_STATS:
-                row.append(f"{float(p[stat][i]):>11.4f}")
-                if has_ideal:
-                    row.append(f"{float(p['ideal_' + stat][i]):>11.4f}")
+            row = [f"{i + 1:>11}", f"{int(p['count'][i]):>11}"] + [f"{float(p[c][i]):>11.4f}" for c in columns]
             lines.append("  ".join(row))
         lines += ["", str(self.report), "", str(self.breakdown)]
         if self.breakdown.worst:
@@ -532,11 +529,8 @@ class ProfileSummary:
                 | {f: getattr(c, f) for f in _COMPARISON_FIELDS}
                 for c in self.report.comparisons
             ],
-            "per_query": {
-                "key": self.breakdown.key,
-                "n_queries": self.breakdown.n_queries,
-                "n_skipped": self.breakdown.n_skipped,
-                "mean": self.breakdown.mean,
+            "per_query": {f: getattr(self.breakdown, f) for f in ("key", "n_queries", "n_skipped", "mean")}
+            | {
                 "quantiles": {str(q): v for q, v in self.breakdown.quantiles.items()},
                 "histogram": {"counts": list(self.breakdown.counts), "edges": list(self.breakdown.edges)},
                 "worst": [[name(q), v] for q, v in self.breakdown.worst],

@@ -355,10 +355,9 @@ def aggregate_ips_gains(
         )
     n = num_sessions.reshape(-1)[keep].to(g.dtype)
     if validate_args:
-        _, per_query = torch.unique(q, return_inverse=True)
-        size = int(per_query.max()) + 1 if per_query.numel() else 0
-        lo = torch.full((size,), float("inf"), dtype=g.dtype, device=g.device).scatter_reduce(0, per_query, n, "amin")
-        hi = torch.full((size,), float("-inf"), dtype=g.dtype, device=g.device).scatter_reduce(0, per_query, n, "amax")
+        queries, per_query = torch.unique(q, return_inverse=True)
+        lo = n.new_full(queries.shape, float("inf")).scatter_reduce(0, per_query, n, "amin")
+        hi = n.new_full(queries.shape, float("-inf")).scatter_reduce(0, per_query, n, "amax")
         if bool((n <= 0).any()) or bool((lo != hi).any()):
             raise ValueError(
                 "num_sessions must be positive and the same on every row of a query (the number of sessions of that query)"

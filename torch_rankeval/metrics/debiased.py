@@ -143,12 +143,11 @@ class PositionDebiasedNDCG(RunningMeanMetric):
         self.ties = resolve_convention(None, gain="linear", ties=ties).ties
         if not isinstance(validate_args, bool):
             raise TypeError(f"validate_args must be a bool, got {type(validate_args).__name__}")
-        _check_static_source(clip=clip, eta=eta, propensity_table=propensity_table, affine=affine)
+        self._static = _check_static_source(clip=clip, eta=eta, propensity_table=propensity_table, affine=affine)
         self.normalize = normalize
         self.clip = None if clip is None else float(clip)
         self.eta = None if eta is None else float(eta)
         self.validate_args = validate_args
-        self._static = next((name for name, v in zip(_STATIC, (eta, propensity_table, affine)) if v is not None), None)
         # Device-resident tables: non-persistent buffers that follow .to(device), in their own dtype.
         table = None if propensity_table is None else propensity_table.detach().to(self.device).clone()
         alpha, beta = (None, None) if affine is None else (t.detach().to(self.device).clone() for t in affine)
@@ -336,9 +335,9 @@ class PositionDebiasedDCG(PositionDebiasedNDCG):
         super().__init__(**forwarded(locals()), normalize="none", empty_target_action="neg", **kwargs)
 
 
-def _check_static_source(*, clip: object, eta: object, propensity_table: object, affine: object) -> None:
+def _check_static_source(*, clip: object, eta: object, propensity_table: object, affine: object) -> str | None:
     """Constructor checks of the static propensity source, with the functional's own checks and
-    messages (types, ranges, table values: read once, here)."""
+    messages (types, ranges, table values: read once, here); returns its name (None: per-item)."""
     given = [name for name, v in zip(_STATIC, (eta, propensity_table, affine)) if v is not None]
     if len(given) > 1:
         raise ValueError(
@@ -352,33 +351,29 @@ def _check_static_source(*, clip: object, eta: object, propensity_table: object,
     )
     device = first.device if isinstance(first, Tensor) else torch.device("cpu")
     like = torch.zeros(1, device=device)
-    if not given:
-        check_sources(
-            like, propensities=like, logged_positions=None, eta=None, propensity_table=None, affine=None, clip=clip
-        )
-        return
-    positions = torch.ones(1, dtype=torch.int64, device=device)
-    like_name = "propensity_table" if propensity_table is not None else "affine alpha"
+    positions = torch.ones(1, dtype=torch.int64, device=device) if given else None
     check_sources(
         like,
-        like_name=like_name,
-        propensities=None,
+        like_name="propensity_table" if propensity_table is not None else "affine alpha",
+        propensities=None if given else like,
         logged_positions=positions,
         eta=eta,
         propensity_table=propensity_table,
         affine=affine,
         clip=clip,
     )
-    raise_first(
-        value_problems(
-            torch.zeros(1, device=device),
-            torch.ones(1, dtype=torch.bool, device=device),
-            propensities=None,
-            logged_positions=positions,
-            propensity_table=propensity_table,
-            affine=affine,
+    if given:
+        raise_first(
+            value_problems(
+                like,
+                torch.ones(1, dtype=torch.bool, device=device),
+                propensities=None,
+                logged_positions=positions,
+                propensity_table=propensity_table,
+                affine=affine,
+            )
         )
-    )
+    return given[0] if given else None
 
 
 def _list_ids(indexes: object, n: int, preds: Tensor) -> Tensor:

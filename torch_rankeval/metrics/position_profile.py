@@ -287,8 +287,7 @@ class PositionProfile(RunningMeanMetric):
     def compute(self) -> dict[str, Tensor]:
         """The profile over all queries (all processes, after sync); see the class docstring."""
         sums, _, counts = self._moments()
-        p = self.positions
-        sums, counts = sums.view(len(self.blocks), p), counts.view(len(self.blocks), p)
+        sums, counts = sums.view(len(self.blocks), -1), counts.view(len(self.blocks), -1)
         n_queries = counts[self.stats.index(_PRESENT)][0]
         if int(n_queries) == 0:
             warnings.warn(
@@ -296,11 +295,8 @@ class PositionProfile(RunningMeanMetric):
             )
         means = (sums / counts).to(self.dtype)
         out: dict[str, Tensor] = {}
-        for prefix, offset in (("", 0), ("ideal_", len(self.stats))):
-            if prefix and not self.ideal:
-                break
-            for i, stat in enumerate(PROFILE_STATS):
-                out[prefix + stat] = means[offset + i]
+        for prefix, offset in (("", 0), ("ideal_", len(self.stats)))[: 1 + self.ideal]:
+            out.update({prefix + stat: means[offset + i] for i, stat in enumerate(PROFILE_STATS)})
             out[prefix + "count"] = sums[offset + self.stats.index(_PRESENT)].round().to(torch.int64)
         out["n_queries"] = n_queries
         return out
@@ -320,13 +316,12 @@ class PositionProfile(RunningMeanMetric):
             tensor([[0., 1., nan]])
         """
         flat = super().compute_per_query()
-        p = self.positions
-        out = {"query_id": flat["query_id"]}
-        for block in self.blocks:
-            if block.endswith(_PRESENT):
-                continue
-            out[block] = torch.stack([flat[f"{block}@{i}"] for i in range(1, p + 1)], dim=-1)
-        return out
+        stacked = {
+            block: torch.stack([flat[f"{block}@{i}"] for i in range(1, self.positions + 1)], dim=-1)
+            for block in self.blocks
+            if not block.endswith(_PRESENT)
+        }
+        return {"query_id": flat["query_id"]} | stacked
 
     def plot(self, *args: Any, **kwargs: Any) -> Any:
         """Not here: metrics sit below the plotting layer (which imports them, not the other way round).
@@ -356,7 +351,4 @@ class PositionProfile(RunningMeanMetric):
 
 def _fit(x: Tensor, positions: int) -> Tensor:
     """``(N, L)`` -> ``(N, positions)``: cut, or pad with zeros (False) beyond the list."""
-    length = x.shape[-1]
-    if length >= positions:
-        return x[:, :positions]
-    return torch.cat([x, x.new_zeros(x.shape[0], positions - length)], dim=-1)
+    return torch.nn.functional.pad(x[:, :positions], (0, max(positions - x.shape[-1], 0)))
