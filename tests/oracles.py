@@ -1,10 +1,13 @@
-"""Bridges from padded tensors to the independent oracles (pytrec_eval, trec files)."""
+"""Bridges from padded tensors to the independent oracles (pytrec_eval, trec files), and the
+NaN-aware comparison of a metric's result dict with the oracle's values."""
 
 from __future__ import annotations
 
 import collections
+import math
 from pathlib import Path
 
+import pytest
 import torch
 
 
@@ -88,3 +91,22 @@ def trec_tensors(qrels, run, qids):
         grades = [max(g, 0) for g in qrels[q].values()]
         ideal[i, : len(grades)] = torch.tensor(grades)
     return preds, target, mask, ideal
+
+
+def feed(metric, batches) -> None:
+    """Update ``metric`` with each ``(preds, target, mask)`` of ``batches``."""
+    for preds, target, mask in batches:
+        metric.update(preds, target, mask=mask)
+
+
+def assert_close_dict(got: dict, want: dict, *, same_keys: bool = True) -> None:
+    """Each ``want[key]`` (a float; NaN means NaN) equals ``got[key]`` (a scalar tensor) to
+    rel 1e-5 / abs 1e-6; with ``same_keys``, ``got`` also has exactly ``want``'s keys, in order."""
+    if same_keys:
+        assert list(got) == list(want)
+    for key, value in want.items():
+        g = got[key].item()
+        if math.isnan(value):
+            assert math.isnan(g), key
+        else:
+            assert g == pytest.approx(value, rel=1e-5, abs=1e-6), key

@@ -19,7 +19,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from tests.oracles import random_batch
+from tests.oracles import assert_close_dict, feed, random_batch
 from torch_rankeval import MRR, NDCG, RankingMetrics
 from torch_rankeval.measures.reduction import sample_stderr
 
@@ -46,21 +46,6 @@ def _expected(per_query: dict, keys) -> dict[str, float]:
     return out
 
 
-def _assert_close(got: dict, want: dict) -> None:
-    assert list(got) == list(want)
-    for key, value in want.items():
-        g = got[key].item()
-        if math.isnan(value):
-            assert math.isnan(g), key
-        else:
-            assert g == pytest.approx(value, rel=1e-5, abs=1e-6), key
-
-
-def _feed(metric, batches):
-    for preds, target, mask in batches:
-        metric.update(preds, target, mask=mask)
-
-
 def _batches():
     out = []
     for seed, n in ((1, 7), (2, 0), (3, 12), (4, 1)):  # an empty update (0 lists) among them
@@ -74,20 +59,20 @@ def _batches():
 def test_stderr_equals_scipy_sem_over_several_updates(action, compile):
     batches = _batches()
     rows = RankingMetrics(METRICS, empty_target_action=action, keep_per_query=True)
-    _feed(rows, batches)
+    feed(rows, batches)
     per_query = rows.compute_per_query()
     if action == "skip":  # some queries have no relevant document and are left out
         assert torch.isnan(per_query["map"]).any()
     want = _expected(per_query, rows.keys)
     metric = RankingMetrics(METRICS, empty_target_action=action, compile=compile, validate_args=not compile)
-    _feed(metric, batches)
-    _assert_close(metric.compute(stderr=True), want)
-    _assert_close(rows.compute(stderr=True), want)
+    feed(metric, batches)
+    assert_close_dict(metric.compute(stderr=True), want)
+    assert_close_dict(rows.compute(stderr=True), want)
 
 
 def test_compute_without_stderr_keeps_its_keys_and_the_cache_is_per_argument():
     metric = RankingMetrics(("ndcg@10", "mrr"))
-    _feed(metric, _batches())
+    feed(metric, _batches())
     plain = metric.compute()
     assert list(plain) == ["ndcg@10", "mrr"]
     with_errors = metric.compute(stderr=True)  # not the cached result of compute()
@@ -105,7 +90,7 @@ def test_single_metric_classes_return_a_dict_with_stderr():
     metric = NDCG(k=(3, 5))
     metric.update(preds, target, mask=mask)
     assert metric.compute().shape == (2,)
-    _assert_close(metric.compute(stderr=True), want)
+    assert_close_dict(metric.compute(stderr=True), want)
 
 
 def test_fewer_than_two_queries_give_nan_and_hand_values():
@@ -141,7 +126,7 @@ def test_sample_stderr_equals_scipy():
 def test_an_old_state_dict_without_squares_loads_with_nan_stderr():
     metric = RankingMetrics(("ndcg@10", "mrr"))
     metric.persistent(True)
-    _feed(metric, _batches())
+    feed(metric, _batches())
     state = metric.state_dict()
     del state["squares"]  # what a checkpoint written before standard errors holds
     fresh = RankingMetrics(("ndcg@10", "mrr"))
@@ -153,18 +138,18 @@ def test_an_old_state_dict_without_squares_loads_with_nan_stderr():
         assert out[key].item() == pytest.approx(means[key].item())
         assert math.isnan(out[key + "/stderr"].item())
     fresh.reset()  # a reset starts the squares again
-    _feed(fresh, _batches())
+    feed(fresh, _batches())
     assert not math.isnan(fresh.compute(stderr=True)["mrr/stderr"].item())
     # merging an old state: means add up, the errors are unknown
     merged = RankingMetrics(("ndcg@10", "mrr"))
-    _feed(merged, _batches())
+    feed(merged, _batches())
     merged.merge_state({k: v for k, v in metric.metric_state.items() if k != "squares"})
     assert math.isnan(merged.compute(stderr=True)["mrr/stderr"].item())
     # a new state_dict round-trips the squares
     again = RankingMetrics(("ndcg@10", "mrr"))
     again.persistent(True)
     again.load_state_dict(metric.state_dict())
-    _assert_close(again.compute(stderr=True), {k: v.item() for k, v in metric.compute(stderr=True).items()})
+    assert_close_dict(again.compute(stderr=True), {k: v.item() for k, v in metric.compute(stderr=True).items()})
 
 
 # ---------------------------------------------------------------------- DDP (2 gloo processes)
@@ -174,7 +159,7 @@ def _ddp_worker(rank, world, rdv, out):
     metric = RankingMetrics(METRICS, empty_target_action="skip")
     for i, batch in enumerate(batches):
         if (0 if i < 3 else 1) == rank:  # uneven: rank 0 three updates (one empty), rank 1 one
-            _feed(metric, [batch])
+            feed(metric, [batch])
     torch.save({k: v.item() for k, v in metric.compute(stderr=True).items()}, f"{out}.{rank}")
     dist.barrier()
     dist.destroy_process_group()
@@ -184,7 +169,7 @@ def test_ddp_two_gloo_processes_equal_one_process(tmp_path):
     out = tmp_path / "result"
     mp.spawn(_ddp_worker, args=(2, str(tmp_path / "rdv"), str(out)), nprocs=2, join=True)
     single = RankingMetrics(METRICS, empty_target_action="skip")
-    _feed(single, _batches())
+    feed(single, _batches())
     want = {k: v.item() for k, v in single.compute(stderr=True).items()}
     for rank in range(2):
         got = torch.load(f"{out}.{rank}")
