@@ -17,6 +17,22 @@ from torch_rankeval.sampler import UnpaddedDistributedSampler
 N_FEATURES = 6
 
 
+def quiet_trainer(tmp_path: Path, callbacks: list, **kw) -> pl.Trainer:  # noqa: ANN401
+    """A one-CPU Trainer with no logger, checkpoint, progress bar, model summary or sanity steps
+    (``kw`` overrides any of these)."""
+    options = dict(
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
+        num_sanity_val_steps=0,
+    )
+    return pl.Trainer(callbacks=callbacks, **{**options, **kw})
+
+
 def dataset(n_queries: int, seed: int) -> QueryDataset:
     return synthetic_ltr(n_queries, n_features=N_FEATURES, min_docs=3, max_docs=12, seed=seed)
 

@@ -568,24 +568,14 @@ def test_every_api_gives_the_same_values(tmp_path):
 
 
 def test_callback_logs_the_new_measures(tmp_path):
-    pl = pytest.importorskip("lightning.pytorch")
-    from tests.lightning_helpers import LinearRanker, dataset, loader
+    pytest.importorskip("lightning.pytorch")
+    from tests.lightning_helpers import LinearRanker, dataset, loader, quiet_trainer
     from torch_rankeval.lightning import RankingMetricsCallback
 
     data, model = dataset(9, seed=2), LinearRanker()
     names = ("ERR@10", "RBP", "opa", "auroc@5")
     callback = RankingMetricsCallback(metrics=names, k=None)
-    trainer = pl.Trainer(
-        callbacks=[callback],
-        accelerator="cpu",
-        devices=1,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        default_root_dir=tmp_path,
-        num_sanity_val_steps=0,
-    )
+    trainer = quiet_trainer(tmp_path, [callback])
     (val,) = trainer.validate(model, loader(data, 4, exact=True), verbose=False)
     batch = data.padded()
     with torch.no_grad():

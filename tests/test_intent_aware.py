@@ -515,6 +515,7 @@ def test_lightning_callback_logs_intent_aware_measures(tmp_path):
     pl = pytest.importorskip("lightning.pytorch")
     from torch.utils.data import DataLoader
 
+    from tests.lightning_helpers import quiet_trainer
     from torch_rankeval.lightning import RankingMetricsCallback
 
     _, _, preds, target, mask, ideal = collection(15, n=9)
@@ -526,16 +527,7 @@ def test_lightning_callback_logs_intent_aware_measures(tmp_path):
 
     names = ["alpha_nDCG@20", "P_IA@5", "StRecall@10"]
     callback = RankingMetricsCallback(lambda: RankingMetrics(names, ties="first"))
-    trainer = pl.Trainer(
-        accelerator="cpu",
-        devices=1,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        default_root_dir=tmp_path,
-        callbacks=[callback],
-    )
+    trainer = quiet_trainer(tmp_path, [callback])
     (logged,) = trainer.validate(Scores(), DataLoader(rows, batch_size=4), verbose=False)
     truth = F.evaluate(preds, target, names, mask=mask, ideal_target=ideal, ties="first")
     for name in names:

@@ -14,7 +14,15 @@ pl = pytest.importorskip("lightning.pytorch")
 
 from lightning.pytorch.callbacks import ModelCheckpoint  # noqa: E402
 
-from tests.lightning_helpers import LinearRanker, Recorder, dataset, expected, loader, single_thread  # noqa: E402, F401
+from tests.lightning_helpers import (  # noqa: E402, F401
+    LinearRanker,
+    Recorder,
+    dataset,
+    expected,
+    loader,
+    quiet_trainer,
+    single_thread,
+)
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 from torch_rankeval import NDCG, RankingMetrics  # noqa: E402
@@ -26,24 +34,10 @@ from torch_rankeval.sampler import UnpaddedDistributedSampler  # noqa: E402
 KEYS = ["ndcg@5", "ndcg@10", "map@5", "map@10"]
 
 
-def _trainer(tmp_path, callbacks, **kw) -> pl.Trainer:  # noqa: ANN001
-    options = dict(
-        accelerator="cpu",
-        devices=1,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        default_root_dir=tmp_path,
-        num_sanity_val_steps=0,
-    )
-    return pl.Trainer(callbacks=callbacks, **{**options, **kw})
-
-
 def test_validate_and_test_log_the_functional_values_under_the_stage_prefixes(tmp_path):
     data, model = dataset(13, seed=1), LinearRanker()
     callback = RankingMetricsCallback()
-    trainer = _trainer(tmp_path, [callback])
+    trainer = quiet_trainer(tmp_path, [callback])
     (val,) = trainer.validate(model, loader(data, 4, exact=True), verbose=False)
     truth = expected(model, data)
     assert sorted(val) == sorted(f"val/{k}" for k in KEYS)
@@ -72,7 +66,7 @@ def test_fit_logs_each_epoch_from_scratch_and_ignores_the_sanity_check(tmp_path)
                 weights.append(copy.deepcopy(pl_module.state_dict()))
 
     recorder, callback = Recorder(), RankingMetricsCallback()
-    trainer = _trainer(tmp_path, [recorder, callback, Snapshot()], max_epochs=3, num_sanity_val_steps=1)
+    trainer = quiet_trainer(tmp_path, [recorder, callback, Snapshot()], max_epochs=3, num_sanity_val_steps=1)
     model = LinearRanker(lr=0.5)
     state_keys = sorted(model.state_dict())
     trainer.fit(model, loader(train, 4, exact=False), loader(val, 3, exact=True))
@@ -97,7 +91,9 @@ def test_checkpoint_resume_gives_the_uninterrupted_values_and_keeps_monitoring(t
     def run(max_epochs, directory, ckpt_path=None, **callback_kw):  # noqa: ANN001, ANN202
         recorder, callback = Recorder(), RankingMetricsCallback(**callback_kw)
         checkpoint = ModelCheckpoint(dirpath=directory, monitor="val/ndcg@10", mode="max", save_last=True)
-        trainer = _trainer(tmp_path, [recorder, callback, checkpoint], max_epochs=max_epochs, enable_checkpointing=True)
+        trainer = quiet_trainer(
+            tmp_path, [recorder, callback, checkpoint], max_epochs=max_epochs, enable_checkpointing=True
+        )
         model = LinearRanker(lr=0.5)
         trainer.fit(model, loader(train, 4, exact=False), loader(val, 3, exact=True), ckpt_path=ckpt_path)
         return recorder, callback, checkpoint, model
@@ -145,7 +141,7 @@ def test_extra_metrics_are_fed_and_logged_and_non_scalars_reach_the_hook(tmp_pat
             "lin": lambda: RankingMetrics(("ndcg@3",), gain="linear"),
         },
     )
-    (val,) = _trainer(tmp_path, [callback]).validate(model, loader(data, 4, exact=True), verbose=False)
+    (val,) = quiet_trainer(tmp_path, [callback]).validate(model, loader(data, 4, exact=True), verbose=False)
     batch = data.padded()
     preds = model(batch["features"]).detach()
     target, mask = batch["target"], batch["mask"]
@@ -172,7 +168,7 @@ def test_inputs_named_by_keys_and_clear_errors_for_wrong_step_outputs(tmp_path):
         k=5, preds_key="scores", target_key="labels", mask_key="valid", prefix={"validate": "dev_"}
     )
     model = Renamed()
-    (val,) = _trainer(tmp_path, [callback]).validate(model, loader(data, 4, exact=True), verbose=False)
+    (val,) = quiet_trainer(tmp_path, [callback]).validate(model, loader(data, 4, exact=True), verbose=False)
     assert val["dev_ndcg@5"] == pytest.approx(expected(model, data)["ndcg@5"], abs=1e-6)
 
     class NoTarget(LinearRanker):
@@ -181,21 +177,21 @@ def test_inputs_named_by_keys_and_clear_errors_for_wrong_step_outputs(tmp_path):
 
     plain = DataLoader([{"features": torch.randn(3, 6)}] * 2, batch_size=2)  # a batch without grades
     with pytest.raises(KeyError, match="no 'target' in the dict it returned or in the batch"):
-        _trainer(tmp_path, [RankingMetricsCallback()]).validate(NoTarget(), plain, verbose=False)
+        quiet_trainer(tmp_path, [RankingMetricsCallback()]).validate(NoTarget(), plain, verbose=False)
 
     class ReturnsList(LinearRanker):
         def validation_step(self, batch, batch_idx):  # noqa: ANN001
             return [self(batch["features"])]
 
     with pytest.raises(TypeError, match="validation_step returned a list; return a dict"):
-        _trainer(tmp_path, [RankingMetricsCallback()]).validate(
+        quiet_trainer(tmp_path, [RankingMetricsCallback()]).validate(
             ReturnsList(), loader(data, 4, exact=True), verbose=False
         )
 
 
 def test_stages_limit_what_is_measured(tmp_path):
     data, model = dataset(6, seed=5), LinearRanker()
-    trainer = _trainer(tmp_path, [RankingMetricsCallback(stages="test", k=10)])
+    trainer = quiet_trainer(tmp_path, [RankingMetricsCallback(stages="test", k=10)])
     assert trainer.validate(model, loader(data, 4, exact=True), verbose=False) == [{}]
     (test,) = trainer.test(model, loader(data, 4, exact=True), verbose=False)
     assert list(test) == ["test/ndcg@10", "test/map@10"]
@@ -266,7 +262,7 @@ def test_plain_torchmetrics_usage_matches_the_callback(tmp_path):
             return {"preds": self(batch["features"])}
 
     model = WithAttribute()
-    (val,) = _trainer(tmp_path, [RankingMetricsCallback(k=10)]).validate(
+    (val,) = quiet_trainer(tmp_path, [RankingMetricsCallback(k=10)]).validate(
         model, loader(data, 3, exact=True), verbose=False
     )
     assert val["plain/ndcg@10"] == pytest.approx(val["val/ndcg@10"], abs=1e-7)
@@ -276,7 +272,7 @@ def test_plain_torchmetrics_usage_matches_the_callback(tmp_path):
 def test_collate_batches_feed_the_callback_with_global_query_ids(tmp_path):
     data, model = dataset(7, seed=7), LinearRanker()
     callback = RankingMetricsCallback(metrics=RankingMetrics(("ndcg@10",), keep_per_query=True))
-    _trainer(tmp_path, [callback]).validate(
+    quiet_trainer(tmp_path, [callback]).validate(
         model, DataLoader(data, batch_size=3, shuffle=False, collate_fn=collate_queries), verbose=False
     )
     assert callback.results["validate"]["val/ndcg@10"].item() == pytest.approx(
@@ -318,7 +314,7 @@ def test_position_profile_scalars_inversions_and_figure_are_logged(tmp_path):
     data, model = dataset(17, seed=8), LinearRanker()
     logger = _FigureLogger()
     callback = RankingMetricsCallback(metrics=("ndcg@5",), position_profile=6, profile_bands=["1-2", "4-6"])
-    _trainer(tmp_path, [callback], logger=logger).validate(model, loader(data, 5, exact=True), verbose=False)
+    quiet_trainer(tmp_path, [callback], logger=logger).validate(model, loader(data, 5, exact=True), verbose=False)
 
     # Independent computation: grades in the model's order (continuous scores: no ties).
     batch = data.padded()
@@ -370,7 +366,7 @@ def test_full_catalogue_step_passes_a_sparse_target_and_exclude_through(tmp_path
         metrics=("ndcg@5", "recall@5", "map"), k=None, extra_metrics={"exposure": lambda: ItemExposure(items, 5)}
     )
     loader_ = DataLoader([{"user": torch.tensor(u)} for u in range(users)], batch_size=5)
-    (val,) = _trainer(tmp_path, [callback]).validate(Catalogue(), loader_, verbose=False)
+    (val,) = quiet_trainer(tmp_path, [callback]).validate(Catalogue(), loader_, verbose=False)
     want = F.evaluate(scores, target, ["ndcg@5", "recall@5", "map"], mask=~seen)
     for name, value in want.items():
         assert val[f"val/{name}"] == pytest.approx(value.item(), abs=1e-6)
@@ -384,7 +380,7 @@ def test_a_configured_metric_is_cloned_fresh_for_each_stage_and_dataloader(tmp_p
     data, other, model = dataset(9, seed=9), dataset(7, seed=10), LinearRanker()
     template = RankingMetrics(("ndcg@3", "map", "mrr@5"), convention="trec_eval", ignore_index=-1)
     callback = RankingMetricsCallback(template)
-    trainer = _trainer(tmp_path, [callback])
+    trainer = quiet_trainer(tmp_path, [callback])
     loaders = [loader(data, 4, exact=True), loader(other, 3, exact=True)]
     logged = trainer.validate(model, loaders, verbose=False)
     (test,) = trainer.test(model, loaders[0], verbose=False)
@@ -417,7 +413,7 @@ def test_a_factory_is_called_once_per_stage_and_dataloader(tmp_path):
 
     callback = RankingMetricsCallback(factory)
     assert len(calls) == 1  # built once at construction, so that a bad configuration fails there
-    trainer = _trainer(tmp_path, [callback])
+    trainer = quiet_trainer(tmp_path, [callback])
     (val,) = trainer.validate(model, loader(data, 3, exact=True), verbose=False)
     trainer.test(model, loader(data, 3, exact=True), verbose=False)
     assert len(calls) == 3
@@ -428,7 +424,7 @@ def test_a_factory_is_called_once_per_stage_and_dataloader(tmp_path):
 
 def test_a_single_metric_class_logs_under_its_keys(tmp_path):
     data, model = dataset(8, seed=12), LinearRanker()
-    (val,) = _trainer(tmp_path, [RankingMetricsCallback(NDCG(k=[2, 5]))]).validate(
+    (val,) = quiet_trainer(tmp_path, [RankingMetricsCallback(NDCG(k=[2, 5]))]).validate(
         model, loader(data, 3, exact=True), verbose=False
     )
     batch = data.padded()
