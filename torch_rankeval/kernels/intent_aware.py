@@ -41,12 +41,10 @@ without ties takes the plain formulas.
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import Tensor
 
-from torch_rankeval.conventions import Convention
+from torch_rankeval.conventions import Convention, discount_table
 from torch_rankeval.ranking.groups import cutoff_sizes
 from torch_rankeval.ranking.subtopics import document_subtopics, ideal_subtopics, ranked_subtopics
 from torch_rankeval.ranking.view import RankedBatch, RankedView, log_comb  # noqa: F401 (RankedBatch: the doctests)
@@ -211,8 +209,21 @@ def _ideal_ideal(a: Tensor, weights: Tensor, alpha: float, idx: Tensor) -> Tenso
     return torch.where((idx == 0) | (norm <= 0), one, norm)
 
 
+def _dcg_discounts(rb: RankedView, conv: Convention, depth: int) -> Tensor:
+    """The convention's DCG discounts of ranks ``1..depth``, float64: ``1 / log_b(r + 1)`` (``log_base``),
+    or the ``discount`` callable's table, the one every DCG measure reads (:meth:`RankedView.discount_head`).
+    ``depth`` may pass the list (ndeval's ideal ideal reads every rank up to the cutoff): the table is then
+    built to that depth."""
+    if conv.discount is None:  # exact in float64 at any depth, without a table
+        return discount_table(depth, conv, dtype=_F64, device=rb.device)
+    head = rb.discount_head(depth)
+    if head.shape[0] < depth:
+        return discount_table(depth, conv, dtype=_F64, device=rb.device)
+    return head.to(_F64)
+
+
 def _discounted(
-    rb: RankedView, ks: tuple[int | None, ...], alpha: float, kind: str, normalise: str
+    rb: RankedView, ks: tuple[int | None, ...], conv: Convention, alpha: float, kind: str, normalise: str
 ) -> tuple[Tensor, Tensor]:
     depth = max(rb.length if k is None else k for k in ks)  # may exceed the list
     # 0-based index of each cutoff's last rank per query, (N, K): k - 1, or the list's last real document
@@ -221,7 +232,8 @@ def _discounted(
     fixed = rb.constant([0 if k is None else k - 1 for k in ks], torch.int64)
     idx = torch.where(rb.constant([k is None for k in ks], torch.bool), last, fixed)
     ranks = torch.arange(1, depth + 1, dtype=_F64, device=rb.device)
-    weights = math.log(2.0) / torch.log(ranks + 1.0) if kind == "dcg" else 1.0 / ranks  # ndeval's discounts
+    # alpha-DCG: the convention's discount (ndeval's 1 / log2(r + 1) by default); ERR-IA: ERR's 1 / r
+    weights = _dcg_discounts(rb, conv, depth) if kind == "dcg" else 1.0 / ranks
     raw = (_run_gains(rb, depth, alpha) * weights).cumsum(-1).gather(-1, idx)
     a = _n_subtopics(rb)
     if normalise == "none":
@@ -252,7 +264,7 @@ def alpha_dcg_values(
         >>> alpha_dcg_values(rb, (2,), DEFAULT, norm="none")[0]  # 2 + 0.5 / log2(3)
         tensor([[2.3155]])
     """
-    return _discounted(rb, ks, alpha, "dcg", norm)
+    return _discounted(rb, ks, conv, alpha, "dcg", norm)
 
 
 def alpha_ndcg_values(
@@ -267,7 +279,7 @@ def alpha_ndcg_values(
         >>> alpha_ndcg_values(rb, (2,), DEFAULT)[0]             # (1 + 0.5/log2 3) / (1 + 1/log2 3)
         tensor([[0.8066]])
     """
-    return _discounted(rb, ks, alpha, "dcg", "ideal")
+    return _discounted(rb, ks, conv, alpha, "dcg", "ideal")
 
 
 def err_ia_values(
@@ -282,7 +294,7 @@ def err_ia_values(
         >>> err_ia_values(rb, (2,), DEFAULT)[0]                  # (2 / 2) / (2 + 2 * 0.5 / 2)
         tensor([[0.4000]])
     """
-    return _discounted(rb, ks, alpha, "err", "ideal_ideal")
+    return _discounted(rb, ks, conv, alpha, "err", "ideal_ideal")
 
 
 def nerr_ia_values(
@@ -297,7 +309,7 @@ def nerr_ia_values(
         >>> nerr_ia_values(rb, (2,), DEFAULT)[0]                 # (2 / 2) / 2
         tensor([[0.5000]])
     """
-    return _discounted(rb, ks, alpha, "err", "ideal")
+    return _discounted(rb, ks, conv, alpha, "err", "ideal")
 
 
 def _rbp_sum(gains: Tensor, beta: float) -> Tensor:
