@@ -7,14 +7,17 @@ flag is set, so the convention's empty-query policy applies; ndeval itself print
 there, ``0 / 0``). With ``c_j(r)`` the number of documents above rank ``r`` relevant to subtopic ``j``,
 the *novelty gain* of the document at rank ``r`` (1-based) is ``g(r) = sum_j rel_j(r) (1 - alpha)^c_j(r)``.
 
-- ``alpha-DCG@k = sum_{r<=k} g(r) / log2(r + 1)``, divided by the "ideal ideal" ``A sum_{r<=k}
-  (1 - alpha)^(r-1) / log2(r + 1)`` (each rank covering every subtopic once more) for ``k >= 2``;
+- ``alpha-DCG@k = sum_{r<=k} g(r) d(r)``, divided by the "ideal ideal" ``A sum_{r<=k}
+  (1 - alpha)^(r-1) d(r)`` (each rank covering every subtopic once more) for ``k >= 2``;
   ndeval does not divide at ``k = 1``, and neither do we.
-  ``alpha_DCG(norm='none')`` is the plain sum (TF-Ranking's ``AlphaDCGMetric``).
+  ``alpha_DCG(norm='none')`` is the plain sum (TF-Ranking's ``AlphaDCGMetric``). ``d(r)`` is the
+  convention's DCG discount, as for every DCG measure: ndeval's ``1 / log2(r + 1)`` by default,
+  ``1 / log_b(r + 1)`` with ``log_base``, or the ``discount`` callable (TF-Ranking's ``rank_discount_fn``).
 - ``alpha-nDCG@k``: the undivided sum over the same sum for the ideal ranking, built greedily as
   ndeval builds it: at each rank the judged document of largest gain given the ranks above (ties to
   the larger docno in ndeval; here to the later column of ``ideal_target``, or of the list).
-- ``ERR-IA@k``, ``nERR-IA@k``: the same with the discount ``1 / r``.
+- ``ERR-IA@k``, ``nERR-IA@k``: the same with ERR's discount ``1 / r`` (ERR-IA and NRBP keep their own
+  discounts whatever the convention's, as ERR and RBP do).
 - ``NRBP = (1 - (1 - alpha) beta) / A sum_r g(r) beta^(r-1)`` over the whole list; ``nNRBP``: over
   the ideal ranking's sum (the whole greedy ranking).
 - ``P-IA@k = sum_{r<=k} sum_j rel_j(r) / (k A)`` (a cutoff beyond the list still divides by ``k``;
@@ -253,7 +256,8 @@ def alpha_dcg_values(
     norm: str = "ideal_ideal",
 ) -> tuple[Tensor, Tensor]:
     """ndeval's alpha-DCG@k (divided by the "ideal ideal" gain for ``k >= 2``), ``(N, K)``; with
-    ``norm="none"`` the plain sum ``sum_{r<=k} g(r) / log2(r + 1)`` (TF-Ranking's ``AlphaDCGMetric``).
+    ``norm="none"`` the plain sum ``sum_{r<=k} g(r) d(r)`` (TF-Ranking's ``AlphaDCGMetric``), ``d`` the
+    convention's discount (``1 / log2(r + 1)`` by default).
 
     Example:
         >>> from torch_rankeval.conventions import DEFAULT
@@ -263,6 +267,11 @@ def alpha_dcg_values(
         tensor([[2.0000, 0.8801]])
         >>> alpha_dcg_values(rb, (2,), DEFAULT, norm="none")[0]  # 2 + 0.5 / log2(3)
         tensor([[2.3155]])
+        >>> from torch_rankeval.conventions import Convention
+        >>> flat = Convention(discount=lambda rank: 1 / rank)
+        >>> rb = RankedBatch(torch.tensor([[0.9, 0.8, 0.7]]), sub.amax(-1), None, flat, subtopics=sub)
+        >>> alpha_dcg_values(rb, (2,), flat, norm="none")[0]    # 2 + 0.5 / 2
+        tensor([[2.2500]])
     """
     return _discounted(rb, ks, conv, alpha, "dcg", norm)
 
