@@ -19,6 +19,8 @@ costs) and the wall time. Cases:
   of 1,000 documents per query: ``diversity_unique`` numbers the subtopics uniquely across the file
   (query ``q`` holds ``8q + 1 .. 8q + 8``), ``diversity_per_query`` numbers them 1..8 in every query.
   The same judgments, so the same values; memory must not depend on the labels.
+  ``diversity_sparse_*``: the same shape as tensors, a sparse ``subtopic_target`` through ``F.evaluate``
+  (ties "first"), its subtopic indices unique across the lists (``8q + j``) or ``0..7`` in every list.
 
     PYTHONPATH=. python benchmarks/bench_memory.py                 # every case
     PYTHONPATH=. python benchmarks/bench_memory.py --cases flat_ours,trec_ours
@@ -52,7 +54,7 @@ CASES = (
     "docno_ours",
     "docno_pytrec_eval",
 )
-DIVERSITY_CASES = ("diversity_unique", "diversity_per_query")
+DIVERSITY_CASES = ("diversity_unique", "diversity_per_query", "diversity_sparse_unique", "diversity_sparse_per_list")
 DIVERSITY_MEASURES = ["alpha_nDCG@20", "ERR_IA@20", "NRBP", "P_IA@10", "StRecall@10"]
 CASES += DIVERSITY_CASES
 
@@ -157,7 +159,34 @@ def diversity_data(data_dir: Path, queries: int = 60, subtopics: int = 8, docs: 
     return unique, per_query, run_path
 
 
+def _diversity_sparse(case: str) -> dict:
+    import torch
+
+    from torch_rankeval import functional as F
+    from torch_rankeval.ranking.subtopics import subtopic_target
+
+    g = torch.Generator().manual_seed(0)
+    n, length, subtopics, judged = 60, 1000, 8, 300
+    preds = torch.rand(n, length, generator=g, dtype=torch.float64)
+    q = torch.arange(n).repeat_interleave(judged * subtopics)
+    d = torch.arange(judged).repeat_interleave(subtopics).repeat(n)
+    s = torch.arange(subtopics).repeat(n * judged)
+    grade = (torch.rand(q.shape, generator=g) < 0.15).long()
+    spread = subtopics if case == "diversity_sparse_unique" else 0
+    width = subtopics + spread * (n - 1)
+    target = subtopic_target(q, s + spread * q, d, grade, shape=(n, length, width))
+    ideal = subtopic_target(q, s + spread * q, d, grade, shape=(n, judged, width))
+    F.evaluate(preds[:1, :5], torch.ones(1, 5, 2, dtype=torch.long), "alpha_nDCG@3")
+    base = _rss_mb()
+    start = time.perf_counter()
+    out = F.evaluate(preds, target, DIVERSITY_MEASURES, ideal_target=ideal, ties="first")
+    values = {k: float(v) for k, v in out.items()}
+    return {"seconds": time.perf_counter() - start, "base_mb": base, "values": values}
+
+
 def _diversity(case: str, args) -> dict:
+    if case.startswith("diversity_sparse_"):
+        return _diversity_sparse(case)
     from torch_rankeval import trec
     from torch_rankeval.trec.diversity import SubtopicQrels, read_subtopic_qrels
 
