@@ -14,6 +14,13 @@ costs) and the wall time. Cases:
   ``trec.evaluate`` in-process), ``trec_cli`` (the ``torch-rankeval evaluate`` process, measured
   from its parent) and ``trec_pytrec_eval`` (``parse_qrel``/``parse_run`` + ``evaluate``).
 - ``docno_*``: a small run (50,000 lines) in which one docno is 10,000 characters long.
+- ``diversity_*``: intent-aware measures (alpha-nDCG@20, ERR-IA@20, NRBP, P-IA@10, StRecall@10) through
+  ``trec.evaluate`` on diversity qrels of 60 queries x 8 subtopics (300 judged documents each) and a run
+  of 1,000 documents per query: ``diversity_unique`` numbers the subtopics uniquely across the file
+  (query ``q`` holds ``8q + 1 .. 8q + 8``), ``diversity_per_query`` numbers them 1..8 in every query.
+  The same judgments, so the same values; memory must not depend on the labels.
+  ``diversity_sparse_*``: the same shape as tensors, a sparse ``subtopic_target`` through ``F.evaluate``
+  (ties "first"), its subtopic indices unique across the lists (``8q + j``) or ``0..7`` in every list.
 
     PYTHONPATH=. python benchmarks/bench_memory.py                 # every case
     PYTHONPATH=. python benchmarks/bench_memory.py --cases flat_ours,trec_ours
@@ -47,6 +54,9 @@ CASES = (
     "docno_ours",
     "docno_pytrec_eval",
 )
+DIVERSITY_CASES = ("diversity_unique", "diversity_per_query", "diversity_sparse_unique", "diversity_sparse_per_list")
+DIVERSITY_MEASURES = ["alpha_nDCG@20", "ERR_IA@20", "NRBP", "P_IA@10", "StRecall@10"]
+CASES += DIVERSITY_CASES
 
 
 def _rss_mb() -> float:
@@ -113,6 +123,82 @@ def docno_data(data_dir: Path) -> tuple[Path, Path]:
         with open(qrels_path, "w") as f:
             f.write("".join(f"q{q} 0 d1 1\nq{q} 0 d7 2\n" for q in range(1000)))
     return qrels_path, run_path
+
+
+def diversity_data(data_dir: Path, queries: int = 60, subtopics: int = 8, docs: int = 1000) -> tuple[Path, Path, Path]:
+    """Diversity qrels numbered uniquely across the file and per query (the same judgments), and a run:
+    ``queries`` queries of ``docs`` documents, 300 judged documents each (half retrieved), judged on
+    every one of the query's ``subtopics`` subtopics (relevant with chance 0.15)."""
+    import numpy as np
+
+    data_dir.mkdir(parents=True, exist_ok=True)
+    stem = f"diversity_{queries}x{subtopics}_{docs}"
+    unique, per_query, run_path = (data_dir / f"{stem}_{name}.txt" for name in ("unique", "per_query", "run"))
+    if unique.exists() and per_query.exists() and run_path.exists():
+        return unique, per_query, run_path
+    rng = np.random.default_rng(0)
+    run_lines, unique_lines, per_query_lines = [], [], []
+    for q in range(queries):
+        retrieved = rng.permutation(10 * docs)[:docs]
+        scores = np.round(np.sort(rng.normal(10, 3, docs))[::-1], 6)
+        run_lines += [
+            f"q{q} Q0 d{d} {r} {s:.6f} div\n" for r, (d, s) in enumerate(zip(retrieved.tolist(), scores.tolist()), 1)
+        ]
+        judged = np.concatenate(
+            [rng.choice(retrieved, 150, replace=False), 10 * docs + rng.choice(10 * docs, 150, replace=False)]
+        )
+        grades = rng.random((len(judged), subtopics)) < 0.15
+        for d, row in zip(judged.tolist(), grades.tolist()):
+            for j, g in enumerate(row):
+                unique_lines.append(f"q{q} {q * subtopics + j + 1} d{d} {int(g)}\n")
+                per_query_lines.append(f"q{q} {j + 1} d{d} {int(g)}\n")
+    for path, lines in ((unique, unique_lines), (per_query, per_query_lines), (run_path, run_lines)):
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text("".join(lines))
+        os.replace(tmp, path)
+    return unique, per_query, run_path
+
+
+def _diversity_sparse(case: str) -> dict:
+    import torch
+
+    from torch_rankeval import functional as F
+    from torch_rankeval.ranking.subtopics import subtopic_target
+
+    g = torch.Generator().manual_seed(0)
+    n, length, subtopics, judged = 60, 1000, 8, 300
+    preds = torch.rand(n, length, generator=g, dtype=torch.float64)
+    q = torch.arange(n).repeat_interleave(judged * subtopics)
+    d = torch.arange(judged).repeat_interleave(subtopics).repeat(n)
+    s = torch.arange(subtopics).repeat(n * judged)
+    grade = (torch.rand(q.shape, generator=g) < 0.15).long()
+    spread = subtopics if case == "diversity_sparse_unique" else 0
+    width = subtopics + spread * (n - 1)
+    target = subtopic_target(q, s + spread * q, d, grade, shape=(n, length, width))
+    ideal = subtopic_target(q, s + spread * q, d, grade, shape=(n, judged, width))
+    F.evaluate(preds[:1, :5], torch.ones(1, 5, 2, dtype=torch.long), "alpha_nDCG@3")
+    base = _rss_mb()
+    start = time.perf_counter()
+    out = F.evaluate(preds, target, DIVERSITY_MEASURES, ideal_target=ideal, ties="first")
+    values = {k: float(v) for k, v in out.items()}
+    return {"seconds": time.perf_counter() - start, "base_mb": base, "values": values}
+
+
+def _diversity(case: str, args) -> dict:
+    if case.startswith("diversity_sparse_"):
+        return _diversity_sparse(case)
+    from torch_rankeval import trec
+    from torch_rankeval.trec.diversity import SubtopicQrels, read_subtopic_qrels
+
+    unique, per_query, run = diversity_data(args.data_dir)
+    tiny = SubtopicQrels.from_rows([("q", 1, "d", 1)])
+    trec.evaluate(tiny, trec.Run.from_dict({"q": {"d": 1.0}}), DIVERSITY_MEASURES)
+    base = _rss_mb()
+    start = time.perf_counter()
+    qrels = read_subtopic_qrels(unique if case == "diversity_unique" else per_query)
+    result = trec.evaluate(qrels, trec.read_run(run), DIVERSITY_MEASURES)
+    values = {n: result.summary[n] for n in DIVERSITY_MEASURES}
+    return {"seconds": time.perf_counter() - start, "base_mb": base, "values": values}
 
 
 # ----------------------------------------------------------------------------- workers (one per process)
@@ -185,6 +271,8 @@ def _trec_pytrec_eval(qrels: str, run: str) -> dict:
 
 
 def _worker(case: str, args) -> dict:
+    if case in DIVERSITY_CASES:
+        return _diversity(case, args)
     if case.startswith("flat_"):
         return _flat(args, uniform=case == "flat_uniform_ours", peer=case == "flat_torchmetrics")
     if case.startswith("trec_"):

@@ -7,14 +7,17 @@ flag is set, so the convention's empty-query policy applies; ndeval itself print
 there, ``0 / 0``). With ``c_j(r)`` the number of documents above rank ``r`` relevant to subtopic ``j``,
 the *novelty gain* of the document at rank ``r`` (1-based) is ``g(r) = sum_j rel_j(r) (1 - alpha)^c_j(r)``.
 
-- ``alpha-DCG@k = sum_{r<=k} g(r) / log2(r + 1)``, divided by the "ideal ideal" ``A sum_{r<=k}
-  (1 - alpha)^(r-1) / log2(r + 1)`` (each rank covering every subtopic once more) for ``k >= 2``;
+- ``alpha-DCG@k = sum_{r<=k} g(r) d(r)``, divided by the "ideal ideal" ``A sum_{r<=k}
+  (1 - alpha)^(r-1) d(r)`` (each rank covering every subtopic once more) for ``k >= 2``;
   ndeval does not divide at ``k = 1``, and neither do we.
-  ``alpha_DCG(norm='none')`` is the plain sum (TF-Ranking's ``AlphaDCGMetric``).
+  ``alpha_DCG(norm='none')`` is the plain sum (TF-Ranking's ``AlphaDCGMetric``). ``d(r)`` is the
+  convention's DCG discount, as for every DCG measure: ndeval's ``1 / log2(r + 1)`` by default,
+  ``1 / log_b(r + 1)`` with ``log_base``, or the ``discount`` callable (TF-Ranking's ``rank_discount_fn``).
 - ``alpha-nDCG@k``: the undivided sum over the same sum for the ideal ranking, built greedily as
   ndeval builds it: at each rank the judged document of largest gain given the ranks above (ties to
   the larger docno in ndeval; here to the later column of ``ideal_target``, or of the list).
-- ``ERR-IA@k``, ``nERR-IA@k``: the same with the discount ``1 / r``.
+- ``ERR-IA@k``, ``nERR-IA@k``: the same with ERR's discount ``1 / r`` (ERR-IA and NRBP keep their own
+  discounts whatever the convention's, as ERR and RBP do).
 - ``NRBP = (1 - (1 - alpha) beta) / A sum_r g(r) beta^(r-1)`` over the whole list; ``nNRBP``: over
   the ideal ranking's sum (the whole greedy ranking).
 - ``P-IA@k = sum_{r<=k} sum_j rel_j(r) / (k A)`` (a cutoff beyond the list still divides by ``k``;
@@ -41,12 +44,10 @@ without ties takes the plain formulas.
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import Tensor
 
-from torch_rankeval.conventions import Convention
+from torch_rankeval.conventions import Convention, discount_table
 from torch_rankeval.ranking.groups import cutoff_sizes
 from torch_rankeval.ranking.subtopics import document_subtopics, ideal_subtopics, ranked_subtopics
 from torch_rankeval.ranking.view import RankedBatch, RankedView, log_comb  # noqa: F401 (RankedBatch: the doctests)
@@ -211,8 +212,21 @@ def _ideal_ideal(a: Tensor, weights: Tensor, alpha: float, idx: Tensor) -> Tenso
     return torch.where((idx == 0) | (norm <= 0), one, norm)
 
 
+def _dcg_discounts(rb: RankedView, conv: Convention, depth: int) -> Tensor:
+    """The convention's DCG discounts of ranks ``1..depth``, float64: ``1 / log_b(r + 1)`` (``log_base``),
+    or the ``discount`` callable's table, the one every DCG measure reads (:meth:`RankedView.discount_head`).
+    ``depth`` may pass the list (ndeval's ideal ideal reads every rank up to the cutoff): the table is then
+    built to that depth."""
+    if conv.discount is None:  # exact in float64 at any depth, without a table
+        return discount_table(depth, conv, dtype=_F64, device=rb.device)
+    head = rb.discount_head(depth)
+    if head.shape[0] < depth:
+        return discount_table(depth, conv, dtype=_F64, device=rb.device)
+    return head.to(_F64)
+
+
 def _discounted(
-    rb: RankedView, ks: tuple[int | None, ...], alpha: float, kind: str, normalise: str
+    rb: RankedView, ks: tuple[int | None, ...], conv: Convention, alpha: float, kind: str, normalise: str
 ) -> tuple[Tensor, Tensor]:
     depth = max(rb.length if k is None else k for k in ks)  # may exceed the list
     # 0-based index of each cutoff's last rank per query, (N, K): k - 1, or the list's last real document
@@ -221,7 +235,8 @@ def _discounted(
     fixed = rb.constant([0 if k is None else k - 1 for k in ks], torch.int64)
     idx = torch.where(rb.constant([k is None for k in ks], torch.bool), last, fixed)
     ranks = torch.arange(1, depth + 1, dtype=_F64, device=rb.device)
-    weights = math.log(2.0) / torch.log(ranks + 1.0) if kind == "dcg" else 1.0 / ranks  # ndeval's discounts
+    # alpha-DCG: the convention's discount (ndeval's 1 / log2(r + 1) by default); ERR-IA: ERR's 1 / r
+    weights = _dcg_discounts(rb, conv, depth) if kind == "dcg" else 1.0 / ranks
     raw = (_run_gains(rb, depth, alpha) * weights).cumsum(-1).gather(-1, idx)
     a = _n_subtopics(rb)
     if normalise == "none":
@@ -241,7 +256,8 @@ def alpha_dcg_values(
     norm: str = "ideal_ideal",
 ) -> tuple[Tensor, Tensor]:
     """ndeval's alpha-DCG@k (divided by the "ideal ideal" gain for ``k >= 2``), ``(N, K)``; with
-    ``norm="none"`` the plain sum ``sum_{r<=k} g(r) / log2(r + 1)`` (TF-Ranking's ``AlphaDCGMetric``).
+    ``norm="none"`` the plain sum ``sum_{r<=k} g(r) d(r)`` (TF-Ranking's ``AlphaDCGMetric``), ``d`` the
+    convention's discount (``1 / log2(r + 1)`` by default).
 
     Example:
         >>> from torch_rankeval.conventions import DEFAULT
@@ -251,8 +267,13 @@ def alpha_dcg_values(
         tensor([[2.0000, 0.8801]])
         >>> alpha_dcg_values(rb, (2,), DEFAULT, norm="none")[0]  # 2 + 0.5 / log2(3)
         tensor([[2.3155]])
+        >>> from torch_rankeval.conventions import Convention
+        >>> flat = Convention(discount=lambda rank: 1 / rank)
+        >>> rb = RankedBatch(torch.tensor([[0.9, 0.8, 0.7]]), sub.amax(-1), None, flat, subtopics=sub)
+        >>> alpha_dcg_values(rb, (2,), flat, norm="none")[0]    # 2 + 0.5 / 2
+        tensor([[2.2500]])
     """
-    return _discounted(rb, ks, alpha, "dcg", norm)
+    return _discounted(rb, ks, conv, alpha, "dcg", norm)
 
 
 def alpha_ndcg_values(
@@ -267,7 +288,7 @@ def alpha_ndcg_values(
         >>> alpha_ndcg_values(rb, (2,), DEFAULT)[0]             # (1 + 0.5/log2 3) / (1 + 1/log2 3)
         tensor([[0.8066]])
     """
-    return _discounted(rb, ks, alpha, "dcg", "ideal")
+    return _discounted(rb, ks, conv, alpha, "dcg", "ideal")
 
 
 def err_ia_values(
@@ -282,7 +303,7 @@ def err_ia_values(
         >>> err_ia_values(rb, (2,), DEFAULT)[0]                  # (2 / 2) / (2 + 2 * 0.5 / 2)
         tensor([[0.4000]])
     """
-    return _discounted(rb, ks, alpha, "err", "ideal_ideal")
+    return _discounted(rb, ks, conv, alpha, "err", "ideal_ideal")
 
 
 def nerr_ia_values(
@@ -297,7 +318,7 @@ def nerr_ia_values(
         >>> nerr_ia_values(rb, (2,), DEFAULT)[0]                 # (2 / 2) / 2
         tensor([[0.5000]])
     """
-    return _discounted(rb, ks, alpha, "err", "ideal")
+    return _discounted(rb, ks, conv, alpha, "err", "ideal")
 
 
 def _rbp_sum(gains: Tensor, beta: float) -> Tensor:

@@ -28,6 +28,13 @@ Example:
     >>> split_subtopics(torch.zeros(2, 3), t).target
     tensor([[0, 0, 1],
             [1, 0, 0]])
+
+A sparse target's subtopic indices are labels: each list's subtopics are numbered from 0 when it is
+split, so memory follows the subtopics of one list (here 1), not the largest index (40):
+
+    >>> t = subtopic_target(torch.tensor([0, 1]), torch.tensor([7, 40]), torch.tensor([0, 1]), shape=(2, 2, 41))
+    >>> split_subtopics(torch.zeros(2, 2), t).subtopics.shape
+    torch.Size([2, 2, 1])
 """
 
 from __future__ import annotations
@@ -118,6 +125,36 @@ def subtopic_target(
     return torch.sparse_coo_tensor(index, grade, size=tuple(shape), check_invariants=False).coalesce()
 
 
+def _per_list_subtopics(target: Tensor, ideal_target: Tensor | None, one_list: bool) -> tuple[Tensor, Tensor | None]:
+    """Sparse COO subtopic targets with each list's subtopics numbered ``0 .. S_q - 1`` (in the order of
+    their indices, over ``target`` and ``ideal_target`` together) and a subtopic axis of the largest
+    ``S_q``: a sparse target's subtopic indices are labels (a file's subtopic numbers, unique across
+    the file or not), and the dense grades then take the memory of one list's subtopics, not that of
+    every label. The width is read on the host (one sync: the dense grades' shape depends on it).
+    Unchanged when no list would lose a column."""
+    parts = [t.coalesce() for t in (target, ideal_target) if t is not None]
+    n_sub = target.shape[-1]
+    lists = [torch.zeros_like(t.indices()[0]) if one_list else t.indices()[0] for t in parts]
+    keys = torch.cat([q * n_sub + t.indices()[-1] for q, t in zip(lists, parts)])
+    if keys.numel() == 0:
+        return target, ideal_target
+    labels, inverse = torch.unique(keys, return_inverse=True)  # sorted: by list, then subtopic index
+    owner = torch.div(labels, n_sub, rounding_mode="floor")
+    column = torch.arange(labels.numel(), device=labels.device) - torch.searchsorted(owner, owner)
+    width = int(column.max()) + 1
+    if width >= n_sub:
+        return target, ideal_target
+    out, start = [], 0
+    for t in parts:
+        index = t.indices().clone()
+        index[-1] = column[inverse[start : start + index.shape[1]]]
+        start += index.shape[1]
+        shape = (*t.shape[:-1], width)
+        # the numbering keeps the order of each list's subtopics: the indices stay sorted and distinct
+        out.append(torch.sparse_coo_tensor(index, t.values(), size=shape, check_invariants=False, is_coalesced=True))
+    return out[0], out[1] if ideal_target is not None else None
+
+
 def _split(t: Tensor, name: str, one_list: bool) -> tuple[Tensor, Tensor, Tensor | None]:
     """(a document's grade for the whole query: its largest subtopic grade, the dense subtopic grades
     ``(N, L, S)``, its smallest subtopic grade or None for bool grades), the grades in one pass."""
@@ -193,6 +230,11 @@ def split_subtopics(preds: Tensor, target: Tensor, ideal_target: Tensor | None =
     stage and the dense subtopic grades. ``ideal_target``, when given, must carry the same subtopic
     axis, ``(N, M, S)``: the judgments of every judged document of each query.
 
+    A sparse COO target (with a sparse ``ideal_target`` or none) has its subtopics numbered per list,
+    ``0 .. S_q - 1`` in the order of their indices, and dense grades ``S = max S_q`` wide: indices
+    unique across a collection cost the memory of one list's subtopics, not of all (one host sync
+    reads that width). The values are those of the original numbering.
+
     Raises:
         ValueError: a subtopic axis of the wrong size (target vs preds, ideal_target vs target), an
             empty subtopic axis, or an ad-hoc ``ideal_target`` with a subtopic target.
@@ -211,8 +253,6 @@ def split_subtopics(preds: Tensor, target: Tensor, ideal_target: Tensor | None =
         )
     if target.shape[-1] == 0:
         raise ValueError("the subtopic axis of target is empty (S = 0): give at least one subtopic")
-    adhoc, sub, low = _split(target, "target", preds.ndim == 1)
-    ideal_adhoc = ideal_sub = ideal_low = None
     if ideal_target is not None:
         if not isinstance(ideal_target, Tensor):
             raise TypeError(f"ideal_target must be a torch.Tensor, got {type(ideal_target).__name__}")
@@ -224,6 +264,11 @@ def split_subtopics(preds: Tensor, target: Tensor, ideal_target: Tensor | None =
             )
         if ideal_target.is_complex():
             raise TypeError(f"ideal_target must hold bool, integer or float grades, got {ideal_target.dtype}")
+    if target.layout == torch.sparse_coo and (ideal_target is None or ideal_target.layout == torch.sparse_coo):
+        target, ideal_target = _per_list_subtopics(target, ideal_target, preds.ndim == 1)
+    adhoc, sub, low = _split(target, "target", preds.ndim == 1)
+    ideal_adhoc = ideal_sub = ideal_low = None
+    if ideal_target is not None:
         ideal_adhoc, ideal_sub, ideal_low = _split(ideal_target, "ideal_target", preds.ndim == 1)
     return SubtopicSplit(adhoc, sub, ideal_adhoc, ideal_sub, low, ideal_low)
 

@@ -18,9 +18,10 @@ a file (vectorised, like :func:`~torch_rankeval.trec.read_qrels`) and :func:`eva
 - the queries evaluated are those of both files (``complete=True``: every query of the qrels, a
   query the run misses scoring 0), and the summary is their mean, as ndeval's ``amean``.
 
-The join (:func:`subtopic_tensors`) is one Python pass over the judgments and the run's lines
-(diversity collections are small: TREC's Web track has 50 topics a year); the measures run on the
-tensors as everywhere else.
+The join (:func:`subtopic_tensors`) is the ad-hoc join of every other route (the same checks: a
+document retrieved twice for one query is refused), with each query's subtopics numbered from 0, so
+that memory follows the subtopics of one query however the file numbers them; the measures run on
+the tensors as everywhere else.
 
 Example:
     >>> import os, tempfile
@@ -45,7 +46,8 @@ import torch
 from torch_rankeval.conventions import resolve_convention
 from torch_rankeval.measures import Measure, MeasurePlan, summarize
 from torch_rankeval.trec._text import Strings, TrecFormatError, decode, read_table, table_from_rows
-from torch_rankeval.trec.io import PathLike, Qrels, Run, _DescendingBytes, _sorted_qids, _two_lines
+from torch_rankeval.trec.io import PathLike, Qrels, Run, _sorted_qids, _two_lines
+from torch_rankeval.trec.join import to_tensors
 
 __all__ = ["SubtopicQrels", "intent_aware_values", "read_subtopic_qrels", "subtopic_tensors"]
 
@@ -159,6 +161,16 @@ def read_subtopic_qrels(path: PathLike, *, progress: bool | None = None) -> Subt
     )
 
 
+def _subtopic_columns(qid: np.ndarray, subtopic: np.ndarray) -> tuple[np.ndarray, int]:
+    """Each judgment's subtopic column: the rank of its subtopic number among the distinct numbers of its
+    query (``0 .. S_q - 1``, in increasing order of the numbers), and the subtopic axis ``max_q S_q``:
+    memory follows the subtopics of a query, not how the file labels them."""
+    pairs, inverse = np.unique(np.stack([qid, subtopic], axis=1), axis=0, return_inverse=True)
+    first = np.searchsorted(pairs[:, 0], pairs[:, 0], side="left")  # pairs are sorted by query, then number
+    column = np.arange(len(pairs)) - first
+    return column[inverse.reshape(-1)], int(column.max()) + 1 if len(column) else 1
+
+
 def subtopic_tensors(
     qrels: SubtopicQrels, run: Run, *, complete: bool = False, max_docs: int | None = None
 ) -> tuple[list[str], torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -166,49 +178,47 @@ def subtopic_tensors(
     ideal_target (N, M, S))``, float64 scores in trec_eval's ranking order (score descending, ties by
     docno descending: a stable sort keeps it), the judgments of each retrieved document (0 when
     unjudged) and those of every judged document in docno order (ndeval's ideal ranking breaks its
-    ties toward the larger docno: the later column). ``S`` is the number of distinct subtopic
-    numbers of the file.
+    ties toward the larger docno: the later column).
+
+    The run goes through the ad-hoc join (:func:`~torch_rankeval.trec.join.to_tensors`), the one every
+    route takes: the same queries, the same order, and the same checks (a document retrieved twice for
+    one query is refused). Each query's subtopics are numbered ``0 .. S_q - 1`` in increasing order of
+    their numbers, and ``S`` is the largest ``S_q``: the same tensors (and memory) whether the file
+    numbers the subtopics of each query from 1 or uniquely across the file.
+
+    Raises:
+        TrecFormatError: a document appears twice for one query in the run, or the run has no query in
+            common with the qrels.
 
     Example:
-        >>> q = SubtopicQrels.from_rows([("1", 1, "d1", 1), ("1", 2, "d2", 1)])
+        >>> q = SubtopicQrels.from_rows([("1", 1, "d1", 1), ("1", 2, "d2", 1), ("2", 30, "d1", 1)])
         >>> qids, preds, target, mask, ideal = subtopic_tensors(q, Run.from_dict({"1": {"d2": 0.1, "d9": 0.5}}))
         >>> qids, preds.tolist(), target.tolist(), ideal.tolist()
         (['1'], [[0.5, 0.1]], [[[0, 0], [0, 1]]], [[[1, 0], [0, 1]]])
     """
-    names = list(np.unique(qrels.subtopic))
-    column = {s: j for j, s in enumerate(names)}
-    n_sub = max(len(names), 1)
-    judged: dict[tuple[str, str], np.ndarray] = {}
-    for q, d, s, g in zip(qrels.qid.tolist(), qrels._docs, qrels.subtopic.tolist(), qrels.judgment.tolist()):
-        grades = judged.setdefault((qrels.qids[q], d), np.zeros(n_sub, dtype=np.int64))
-        grades[column[s]] = g
-    by_query: dict[str, list[tuple[str, float]]] = {}
-    for q, d, score in zip(run.qid.tolist(), run.docnos(), run.score.tolist()):
-        by_query.setdefault(run.qids[q], []).append((d, score))
-    in_qrels = set(qrels.qids)
-    qids = sorted(in_qrels if complete else in_qrels & set(by_query), key=lambda s: s.encode())
-    per_query_judged: dict[str, list[str]] = {}
-    for q, d in judged:
-        per_query_judged.setdefault(q, []).append(d)
-    length = max([len(by_query.get(q, ())) for q in qids] + [1])
-    if max_docs is not None:
-        length = min(length, max_docs)
-    width = max([len(per_query_judged.get(q, ())) for q in qids] + [1])
-    n = len(qids)
-    preds = np.zeros((n, length))
-    mask = np.zeros((n, length), dtype=bool)
-    target = np.zeros((n, length, n_sub), dtype=np.int64)
-    ideal = np.zeros((n, width, n_sub), dtype=np.int64)
-    for i, q in enumerate(qids):
-        ranked = sorted(by_query.get(q, ()), key=lambda x: (-x[1], _DescendingBytes(x[0])))[:length]
-        for r, (d, score) in enumerate(ranked):
-            preds[i, r], mask[i, r] = score, True
-            grades = judged.get((q, d))
-            if grades is not None:
-                target[i, r] = grades
-        for c, d in enumerate(sorted(per_query_judged.get(q, ()), key=str.encode)):
-            ideal[i, c] = judged[(q, d)]
-    return qids, torch.from_numpy(preds), torch.from_numpy(target), torch.from_numpy(mask), torch.from_numpy(ideal)
+    # one judged row per (query, document), whose "grade" is its row of subtopic judgments
+    column, width = _subtopic_columns(qrels.qid, qrels.subtopic)
+    pair_of: dict[tuple[int, str], int] = {}
+    pair = np.array([pair_of.setdefault(key, len(pair_of)) for key in zip(qrels.qid.tolist(), qrels._docs)])
+    grades = np.zeros((len(pair_of), width), dtype=np.int64)
+    grades[pair, column] = qrels.judgment
+    qs, ds = zip(*pair_of) if pair_of else ((), ())
+    rows = Qrels(table_from_rows([qrels.qids[q] for q in qs], list(ds), np.arange(len(pair_of))), qrels.path)
+    batch = to_tensors(rows, run, complete=complete)
+    preds, mask, which = batch.preds, batch.mask, batch.target
+    if max_docs is not None and preds.shape[-1] > max_docs:
+        preds, mask, which = preds[:, :max_docs], mask[:, :max_docs], which[:, :max_docs]
+    # the judged documents of a query come in docno descending order (padding -1 after them): reversed, ascending
+    judged = batch.ideal_target
+    count = (judged >= 0).sum(-1, keepdim=True)
+    slot = torch.arange(judged.shape[-1]).expand_as(judged)
+    judged = torch.where(slot < count, judged.gather(-1, (count - 1 - slot).clamp(min=0)), -1)
+    table = torch.from_numpy(grades)
+
+    def lookup(index: torch.Tensor) -> torch.Tensor:
+        return torch.where((index >= 0).unsqueeze(-1), table[index.clamp(min=0)], 0)
+
+    return batch.qids, preds, lookup(which), mask, lookup(judged)
 
 
 def intent_aware_values(
