@@ -155,7 +155,9 @@ def _weights(weights: Tensor | None, preds: Tensor, single: bool, validate_args:
     if weights is None:
         return ones, None
     if weights.device != preds.device:
-        raise ValueError(f"weights is on {weights.device} but preds is on {preds.device}: move all inputs to one device")
+        raise ValueError(
+            f"weights is on {weights.device} but preds is on {preds.device}: move all inputs to one device"
+        )
     n, length = preds.shape
     w = weights.to(preds.dtype)
     if validate_args and not bool((torch.isfinite(w) & (w >= 0)).all()):
@@ -429,7 +431,7 @@ def _pair_losses(
         cut = torch.where(ranks < k, disc[:length], torch.zeros_like(disc[:length]))
         da, db = cut[top][None, :, None], cut[None, None, :]
         gap = (ga - gb).abs() * norm
-        if scheme == "ndcg_loss1":  # allRank's ndcgLoss1_scheme: G_i D_i for every pair (i, j), j != i
+        if scheme == "ndcg_loss1":  # allRank's ndcgLoss1_scheme: G_i D_i for every pair (i, j)
             forward, backward = (ga * da * norm).expand_as(diff), (gb * db * norm).expand_as(diff)
         else:
             if scheme == "lambdarank":
@@ -441,7 +443,10 @@ def _pair_losses(
             forward = torch.where(ga > gb, weight, torch.zeros_like(weight))
             backward = torch.where(gb > ga, weight, torch.zeros_like(weight))
     loss = forward * tnf.softplus(-sigma * diff) + backward * tnf.softplus(sigma * diff)
-    return (loss * pair_ok).sum((1, 2)) / math.log(2.0)
+    per_list = (loss * pair_ok).sum((1, 2)) / math.log(2.0)
+    if scheme == "ndcg_loss1":  # the diagonal pairs (i, i): W_ii log2(2), a constant (allRank, pytorchltr)
+        per_list = per_list + (g[:, top] * cut[top] * valid[:, top]).sum(1) * norm[:, 0, 0]
+    return per_list
 
 
 def _pairwise(
@@ -578,7 +583,8 @@ def lambda_weights(
         ideal = _ideal(b, g)
         out = (g[:, :, None] - g[:, None, :]).abs() * (d[:, :, None] - d[:, None, :]).abs()
         out = out / ideal.clamp_min(torch.finfo(g.dtype).tiny)[:, None, None]
-        out = torch.where((ideal > 0)[:, None, None], out, torch.zeros_like(out))
+        keep = (ideal > 0)[:, None, None] & b.valid[:, :, None] & b.valid[:, None, :]
+        out = torch.where(keep, out, torch.zeros_like(out))
     return out[0] if b.single else out
 
 
@@ -613,12 +619,16 @@ def lambda_loss(
       the exact ``|change of nDCG@k|`` of the swap (Burges 2010's LambdaRank);
     * ``"ndcg_loss2"``: ``|G_i - G_j| |d(|r_i - r_j|) - d(|r_i - r_j| + 1)| / IDCG@k``;
     * ``"ndcg_loss2pp"`` (default): ``mu * ndcg_loss2 + lambdarank`` (NDCG-Loss2++);
-    * ``"ndcg_loss1"``: ``G_i d_k(r_i) / IDCG@k`` on every pair ``(i, j)``, ``j != i``.
+    * ``"ndcg_loss1"``: ``G_i d_k(r_i) / IDCG@k`` on every pair ``(i, j)``, ``(i, i)`` included (a
+      constant ``nDCG@k`` of the current ranking, no gradient; as allRank and pytorchltr count it).
+      Its weights follow the current top ``k``: with ``k``, a ranking without a relevant document in
+      the top ``k`` costs 0 (prefer ``"ndcg_loss2pp"`` with a cutoff).
 
     These are allRank's ``lambdaLoss`` schemes (log base 2, ``reduction="sum"`` is its sum), with
-    two differences: allRank's ``k`` keeps pairs with *both* members in the top ``k``, ours pairs
-    with *a* member in the top ``k`` (every pair whose swap changes nDCG@k); allRank's
-    ``ndcgLoss1`` also counts the constant diagonal ``W_ii log2(2)``.
+    one difference: allRank's ``k`` keeps pairs with *both* members in the top ``k``, ours pairs
+    with *a* member in the top ``k`` (every pair whose swap changes nDCG@k). pytorchltr's
+    ``LambdaNDCGLoss1`` is ``"ndcg_loss1"``; its ``LambdaNDCGLoss2`` takes ``delta`` one rank further
+    down (``d(m + 1) - d(m + 2)``) than the paper and allRank.
 
     Under IPS weights the loss is consistent, not unbiased (it divides by the ideal DCG of the
     debiased gains). Ties in ``preds``: ranks of tied documents follow input order, or a random order
@@ -732,10 +742,11 @@ def _neural_sort(s: Tensor, valid: Tensor, temperature: float, iters: int) -> Te
     logits = logits.masked_fill(~valid[:, None, :], float("-inf"))
     rows = (r[None, :] <= n_valid)[:, :, None]  # (N, L, 1)
     p = torch.softmax(logits, dim=2).nan_to_num(0.0) * rows
-    tiny = torch.finfo(s.dtype).tiny
-    for _ in range(iters):
-        p = p / p.sum(1, keepdim=True).clamp_min(tiny)  # columns
-        p = p / p.sum(2, keepdim=True).clamp_min(tiny)  # rows
+    for _ in range(iters):  # padding's columns and the rows beyond the list sum to 0: left as they are
+        col = p.sum(1, keepdim=True)
+        p = p / torch.where(col > 0, col, torch.ones_like(col))
+        row = p.sum(2, keepdim=True)
+        p = p / torch.where(row > 0, row, torch.ones_like(row))
     return p
 
 
