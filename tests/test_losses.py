@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from math import exp, log2
+from math import exp, log, log2
 
 import pytest
 import torch
@@ -608,3 +608,67 @@ def test_modules_wrap_the_functions():
 def test_bad_input_names_the_argument(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+# ------------------------------------------------------------------------------------------ rax
+# google/rax, rax/_src/losses_test.py (scores [0, 3, 1, 2], labels [0, 0, 1, 1], reduce_fn=jnp.sum)
+def _rax_log_softmax(scores: list[float], i: int) -> float:
+    return math.log(math.exp(scores[i]) / sum(math.exp(s) for s in scores))
+
+
+def test_rax_computes_loss_value():
+    """LossesTest.test_computes_loss_value: softmax_loss (rax does not normalise the labels: ours times
+    the label sum, gain="linear"), listmle_loss (tied labels in input order, as ours without a
+    generator), pairwise_logistic_loss (a sum over pairs, as ours)."""
+    s, y = [0.0, 3.0, 1.0, 2.0], [0.0, 0.0, 1.0, 1.0]
+    scores, labels = t(s), t(y)
+    softmax = L.softmax(scores, labels, gain="linear").item() * 2.0
+    assert softmax == pytest.approx(-(_rax_log_softmax(s, 2) + _rax_log_softmax(s, 3)), rel=1e-9)
+    listmle = -sum(
+        [
+            log(exp(1.0) / (exp(1.0) + exp(2.0) + exp(0.0) + exp(3.0))),
+            log(exp(2.0) / (exp(2.0) + exp(0.0) + exp(3.0))),
+            log(exp(0.0) / (exp(0.0) + exp(3.0))),
+            log(exp(3.0) / (exp(3.0))),
+        ]
+    )
+    assert L.listmle(scores, labels).item() == pytest.approx(listmle, rel=1e-9)
+    pairwise = logloss(1.0 - 0.0) + logloss(1.0 - 3.0) + logloss(2.0 - 3.0) + logloss(2.0 - 0.0)
+    assert L.ranknet(scores, labels).item() == pytest.approx(pairwise, rel=1e-9)
+
+
+def test_rax_computes_weighted_loss_value():
+    """LossesTest.test_computes_weighted_loss_value: per-item weights [1, 1, 2, 1]; rax's
+    pairwise_logistic_loss weighs a pair by the more relevant item (5.320569, as ours); its
+    softmax_loss multiplies the labels by the weights (ours normalised by sum(w * label) = 3)."""
+    s, y, w = [0.0, 3.0, 2.0, 1.0], [0.0, 0.0, 1.0, 1.0], [1.0, 1.0, 2.0, 1.0]
+    assert L.ranknet(t(s), t(y), weights=t(w)).item() == pytest.approx(5.320569, abs=1e-6)
+    softmax = L.softmax(t(s), t(y), gain="linear", weights=t(w)).item() * 3.0
+    assert softmax == pytest.approx(-(2.0 * _rax_log_softmax(s, 2) + _rax_log_softmax(s, 3)), rel=1e-9)
+
+
+def test_rax_computes_loss_for_zero_labels():
+    """LossesTest.test_computes_loss_for_zero_labels: softmax and pairwise losses are 0 without a
+    relevant item (ours: the empty list, 0 under every reduction); rax's listmle still scores the
+    input order, ours skips the list (the metrics' empty-list policy)."""
+    scores, labels = t([0.0, 3.0, 1.0, 2.0]), t([0.0, 0.0, 0.0, 0.0])
+    for loss in (L.softmax, L.ranknet, L.lambda_loss, L.listmle):
+        assert loss(scores, labels, reduction="sum").item() == 0.0
+
+
+def test_rax_computes_loss_value_with_vmap():
+    """LossesTest.test_computes_loss_value_with_vmap, second list: scores [3, 1, 4, 2], labels [2, 0, 1, 0]."""
+    s, y = [3.0, 1.0, 4.0, 2.0], [2.0, 0.0, 1.0, 0.0]
+    listmle = -sum(
+        [
+            log(exp(3.0) / (exp(3.0) + exp(4.0) + exp(1.0) + exp(2.0))),
+            log(exp(4.0) / (exp(4.0) + exp(1.0) + exp(2.0))),
+            log(exp(1.0) / (exp(1.0) + exp(2.0))),
+            log(exp(2.0) / (exp(2.0))),
+        ]
+    )
+    assert L.listmle(t(s), t(y)).item() == pytest.approx(listmle, rel=1e-9)
+    pairwise = logloss(3.0 - 1.0) + logloss(3.0 - 4.0) + logloss(3.0 - 2.0) + logloss(4.0 - 1.0) + logloss(4.0 - 2.0)
+    assert L.ranknet(t(s), t(y)).item() == pytest.approx(pairwise, rel=1e-9)
+    softmax = -(2.0 * _rax_log_softmax(s, 0) + _rax_log_softmax(s, 2))
+    assert L.softmax(t(s), t(y), gain="linear").item() * 3.0 == pytest.approx(softmax, rel=1e-9)
