@@ -70,7 +70,7 @@ EMPTY_ACTIONS = ("skip", "neg", "error")
 #: the pairwise and sorting losses build ``(lists, k, L)`` blocks in chunks of lists of at most this
 #: many elements, each recomputed in the backward pass (activation checkpointing), so their memory
 #: stays bounded whatever the batch
-CHUNK_ELEMENTS = 1 << 22
+CHUNK_ELEMENTS = 1 << 20
 
 GainArg = str | Mapping[float, float] | Callable[[Tensor], Tensor] | None
 
