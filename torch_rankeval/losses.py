@@ -128,8 +128,8 @@ def _prepare(
             raise ValueError(
                 f"with indexes=, weights must be per document, shape {tuple(preds.shape)}, got {tuple(weights.shape)}"
             )
-        grouped = (preds, target) if weights is None else (preds, target, weights)
-        _, mask, grouped = group_by_query(indexes, *grouped)
+        flat: tuple[Tensor, ...] = (preds, target) if weights is None else (preds, target, weights)
+        _, mask, grouped = group_by_query(indexes, *flat)
         preds, target = grouped[0], grouped[1]
         weights = grouped[2] if weights is not None else None
     check_preds_target(preds, target, mask)
@@ -260,7 +260,7 @@ _COMMON = """mask: bool, False marks padding (never ranked, never counted).
 
 def _documented(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
     """Put the arguments every loss shares into its docstring (the ``{common}`` line)."""
-    fn.__doc__ = fn.__doc__.replace("{common}", _COMMON)
+    fn.__doc__ = (fn.__doc__ or "").replace("{common}", _COMMON)
     return fn
 
 
