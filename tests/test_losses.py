@@ -672,3 +672,27 @@ def test_rax_computes_loss_value_with_vmap():
     assert L.ranknet(t(s), t(y)).item() == pytest.approx(pairwise, rel=1e-9)
     softmax = -(2.0 * _rax_log_softmax(s, 0) + _rax_log_softmax(s, 2))
     assert L.softmax(t(s), t(y), gain="linear").item() * 3.0 == pytest.approx(softmax, rel=1e-9)
+
+
+@pytest.mark.parametrize("k", [None, 1, 3])
+def test_lambdarank_loss_is_the_lambda_weights_times_the_pair_losses(k):
+    """lambda_loss(weighting="lambdarank") = sum over pairs with G_i > G_j of lambda_weights * log2(1 + e^-(s_i - s_j))."""
+    preds, target, mask = _random_lists(11, n=4, length=8)
+    w = L.lambda_weights(preds, target, k, mask=mask)
+    gains = torch.exp2(target.to(f64)) - 1
+    above = (gains[:, :, None] > gains[:, None, :]) & mask[:, :, None] & mask[:, None, :]
+    pair = torch.log2(1 + torch.exp(-(preds[:, :, None] - preds[:, None, :])))
+    expected = (w * pair * above).sum((1, 2))
+    out = L.lambda_loss(preds, target, k, mask=mask, weighting="lambdarank", reduction="none")
+    torch.testing.assert_close(out, expected)
+
+
+@pytest.mark.parametrize("k", [1, 2, 5])
+def test_ranknet_at_k_counts_the_pairs_with_a_member_in_the_top_k(k):
+    preds, target, mask = _random_lists(12, n=4, length=8)
+    ranks = preds.masked_fill(~mask, float("-inf")).argsort(1, descending=True).argsort(1) + 1
+    top = (ranks[:, :, None] <= k) | (ranks[:, None, :] <= k)
+    above = (target[:, :, None] > target[:, None, :]) & mask[:, :, None] & mask[:, None, :]
+    pair = torch.log1p(torch.exp(-(preds[:, :, None] - preds[:, None, :])))
+    expected = (pair * above * top).sum((1, 2))
+    torch.testing.assert_close(L.ranknet(preds, target, k, mask=mask, reduction="none"), expected)
