@@ -696,3 +696,19 @@ def test_ranknet_at_k_counts_the_pairs_with_a_member_in_the_top_k(k):
     pair = torch.log1p(torch.exp(-(preds[:, :, None] - preds[:, None, :])))
     expected = (pair * above * top).sum((1, 2))
     torch.testing.assert_close(L.ranknet(preds, target, k, mask=mask, reduction="none"), expected)
+
+
+def test_lambda_weights_rank_tied_scores_in_input_order_or_at_random():
+    """Tied scores are ranked in input order (the metric's ties="first"): the weights are those of
+    untied scores giving that order (checked against brute force above); or in a random order from
+    generator= (reproducible with a seed)."""
+    preds, target = t([[0.5, 0.5, 0.5, 0.1]]), torch.tensor([[0, 1, 2, 0]])
+    untied = t([[4.0, 3.0, 2.0, 1.0]])  # the input order of the tied documents
+    torch.testing.assert_close(L.lambda_weights(preds, target), L.lambda_weights(untied, target))
+    draws = {
+        tuple(L.lambda_weights(preds, target, generator=torch.Generator().manual_seed(s))[0, 0].tolist())
+        for s in range(12)
+    }
+    assert len(draws) > 1
+    again = [L.lambda_weights(preds, target, generator=torch.Generator().manual_seed(5)) for _ in range(2)]
+    torch.testing.assert_close(again[0], again[1])

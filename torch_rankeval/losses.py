@@ -532,12 +532,12 @@ def lambda_weights(
 
     ``W[n, i, j] = |G_i - G_j| |d_k(r_i) - d_k(r_j)| / IDCG@k``, indexed by the documents' input
     positions, with the metric's gain ``G = weights * gain(target)``, its discount ``d_k`` (0 beyond
-    ``k``) and its ideal DCG: exactly ``|nDCG@k(swapped) - nDCG@k|`` of
-    :func:`torch_rankeval.functional.ndcg` with ``ties="first"``. Zero on the diagonal, at padding and
+    ``k``) and its ideal DCG: on untied scores exactly ``|nDCG@k(swapped scores) - nDCG@k|`` of
+    :func:`torch_rankeval.functional.ndcg`. Zero on the diagonal, at padding and
     for lists without a positive gain. No gradient (it is a weight).
 
-    Ties in ``preds``: the swap needs ranks; tied documents are ranked in input order (the metric's
-    ``ties="first"``), or in a random order drawn from ``generator``. Memory: ``(N, L, L)``.
+    Ties in ``preds``: the swap exchanges ranks; tied documents are ranked in input order (the
+    metric's ``ties="first"``), or in a random order drawn from ``generator``. Memory: ``(N, L, L)``.
 
     Args:
         preds: scores, ``(L,)`` or ``(N, L)``.
