@@ -13,7 +13,8 @@ Run (from the repository root)::
 The default data is the embedded synthetic LTR set (:func:`torch_rankeval.data.synthetic_ltr`, a
 documented generative model, nothing to download); ``--data.train_path`` & co. read LETOR/SVMlight
 files instead (MSLR-WEB10K/30K, Yahoo! LTR, istella). The scorer is an MLP over each document's
-features, trained with a listwise softmax loss or LambdaRank. ``RankingMetricsCallback`` (configured in
+features, trained with the library's listwise softmax loss or LambdaRank (``torch_rankeval.losses``,
+on the metrics' own gain, discount and ideal DCG). ``RankingMetricsCallback`` (configured in
 the YAML file) logs ``val/ndcg@5``, ``val/ndcg@10``, ``val/map@5``, ``val/map@10`` each epoch to the
 progress bar, the CSV logger and ``ModelCheckpoint``; the validation loader uses
 ``UnpaddedDistributedSampler``, so the numbers are exact with any number of processes. Before training
@@ -33,40 +34,25 @@ from lightning.pytorch.utilities import rank_zero_only
 from torch import Tensor, nn
 from torch.utils.data import DataLoader
 
-from torch_rankeval import functional as F
+from torch_rankeval import losses
 from torch_rankeval.data import QueryDataset, collate_queries, read_letor, synthetic_ltr
 from torch_rankeval.lightning import RankingMetricsCallback
 from torch_rankeval.sampler import UnpaddedDistributedSampler
 
 
 # ---------------------------------------------------------------------------------------- losses
+# The library's losses (torch_rankeval.losses), on the conventions of the metrics the callback logs:
+# the same 2^grade - 1 gain, log2 discount and ideal DCG, so the loss optimises what val/ndcg@k measures.
 def softmax_loss(scores: Tensor, target: Tensor, mask: Tensor) -> Tensor:
-    """Listwise softmax cross-entropy: the softmax of the scores against the gains ``2^grade - 1``
-    normalised over the list (queries without a relevant document carry no signal and are left out)."""
-    gains = torch.where(mask, torch.exp2(target) - 1, torch.zeros_like(target))
-    total = gains.sum(1)
-    log_p = torch.log_softmax(scores.masked_fill(~mask, float("-inf")), dim=1).masked_fill(~mask, 0.0)
-    per_query = -(gains * log_p).sum(1) / total.clamp_min(1e-9)
-    keep = total > 0
-    return per_query[keep].sum() / keep.sum().clamp_min(1)
+    """Listwise softmax cross-entropy against the gains ``2^grade - 1`` normalised over the list
+    (queries without a relevant document carry no signal and are left out)."""
+    return losses.softmax(scores, target, mask=mask, validate_args=False)
 
 
 def lambdarank_loss(scores: Tensor, target: Tensor, mask: Tensor, sigma: float = 1.0) -> Tensor:
     """LambdaRank: the pairwise logistic loss of every pair with different grades, weighted by the
     |change of nDCG| that swapping the two documents would cause in the current ranking."""
-    valid_pair = mask.unsqueeze(2) & mask.unsqueeze(1) & (target.unsqueeze(2) > target.unsqueeze(1))
-    with torch.no_grad():
-        gains = torch.where(mask, torch.exp2(target) - 1, torch.zeros_like(target))
-        order = scores.masked_fill(~mask, float("-inf")).argsort(dim=1, descending=True)
-        positions = torch.arange(scores.shape[1], device=scores.device).expand_as(order)
-        ranks = torch.empty_like(order).scatter_(1, order, positions)
-        discount = torch.where(mask, 1.0 / torch.log2(ranks.to(scores.dtype) + 2.0), torch.zeros_like(scores))
-        ideal = F.idcg(scores, target, mask=mask, reduction="none", validate_args=False)
-        delta = (gains.unsqueeze(2) - gains.unsqueeze(1)).abs() * (discount.unsqueeze(2) - discount.unsqueeze(1)).abs()
-        weight = torch.where(valid_pair, delta / ideal.clamp_min(1e-9)[:, None, None], torch.zeros_like(delta))
-    pair_loss = nn.functional.softplus(-sigma * (scores.unsqueeze(2) - scores.unsqueeze(1)))
-    keep = ideal > 0
-    return (weight * pair_loss).sum((1, 2))[keep].sum() / keep.sum().clamp_min(1)
+    return losses.lambda_loss(scores, target, mask=mask, weighting="lambdarank", sigma=sigma, validate_args=False)
 
 
 LOSSES = {"softmax": softmax_loss, "lambdarank": lambdarank_loss}

@@ -34,6 +34,7 @@ REFERENCE = {
     "data": "torch_rankeval.data",
     "sampler": "torch_rankeval.sampler",
     "propensity": "torch_rankeval.propensity",
+    "losses": "torch_rankeval.losses",
 }
 
 

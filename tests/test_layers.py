@@ -20,6 +20,7 @@ LAYERS = {
     "torch_rankeval.functional": 4,  # the public functions
     "torch_rankeval.metrics": 5,
     "torch_rankeval.propensity": 5,
+    "torch_rankeval.losses": 5,  # ranking losses on the public functions (functional's ideal DCG)
     "torch_rankeval.compat": 5,  # peers' classes (torchmetrics' Retrieval*) on the metrics of layer 5
     "torch_rankeval.sampler": 6,
     "torch_rankeval.data": 6,

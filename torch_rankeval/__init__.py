@@ -56,6 +56,7 @@ _SUBMODULES = (
     "conventions",
     "data",
     "diagnostics",
+    "losses",
     "measures",
     "metrics",
     "propensity",
