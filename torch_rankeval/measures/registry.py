@@ -58,6 +58,7 @@ from torch_rankeval.kernels.interpolated import (
     yaap_values,
 )
 from torch_rankeval.kernels.judged import judged_values, unjudged_values
+from torch_rankeval.kernels.ncrr import ncrr_values
 from torch_rankeval.kernels.pairwise import arp_values, auroc_values, fall_out_values, opa_values
 from torch_rankeval.kernels.precision_recall import hit_rate_values, precision_values, r_precision_values, recall_values
 from torch_rankeval.kernels.rbp import rbp_residual_values, rbp_values
@@ -603,6 +604,15 @@ _ROWS = (
         oracle="torchmetrics, sklearn",
         reads=_BINARY,
         metric_class="AUROC",
+    ),
+    Family(
+        "ncrr",
+        ncrr_values,
+        "normalised cumulative reciprocal rank: 1/rank summed over the relevant documents of the top k, over its ideal",
+        aliases=("normalized_cumulative_reciprocal_rank",),
+        params=(REL,),
+        oracle="Cornac's expected values (tests/cornac/metrics/test_ranking.py::test_ncrr), tie orders enumerated",
+        reads=_BINARY,
     ),
     _whole(
         "opa",
