@@ -209,7 +209,7 @@ def markdown_table() -> str:
         if f.key == "runid":
             continue
         params = ", ".join(f"`{p.name}` ({p.doc}{_default(p)})" for p in f.params) or "-"
-        aliases = ", ".join(f"`{a}`" for a in f.aliases) or "-"
+        aliases = ", ".join([*(f"`{a}`" for a in f.aliases), *(f"`{n}` (peer)" for n, _ in f.peer_names)]) or "-"
         at = "@k" if f.cutoff else f"@{f.at}" if f.at != "cutoff" else "-"
         lines.append(
             f"| `{f.key}` | {f.summary} | {', '.join(trec.get(f.key, [])) or '-'} | "

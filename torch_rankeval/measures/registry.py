@@ -201,6 +201,12 @@ class Family:
         metric_class: the name of its metric class in :mod:`torch_rankeval.metrics`, if any (every measure
             is also a name of :class:`~torch_rankeval.RankingMetrics`, ``F.evaluate``, ``trec.evaluate`` and
             the command line).
+        peer_names: other libraries' names for it that are not already among its names (ranx's, RecBole's;
+            case-insensitive), with the parameter values each implies: ``(("ndcg_burges", (("dcg",
+            "exp-log2"),)),)``.
+        ir_switches: ir_measures' spellings of another family through one of this family's parameters,
+            ``((parameter, ((value or None: any, family key), ...)), ...)``: ``NumRet(rel=1)`` (how
+            ir_measures prints ``NumRelRet``) is ``num_rel_ret``.
     """
 
     key: str
@@ -226,6 +232,8 @@ class Family:
     preset_rules: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
     function: str | None = None
     metric_class: str | None = None
+    peer_names: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
+    ir_switches: tuple[tuple[str, tuple[tuple[Any, str], ...]], ...] = ()
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.reads) - set(OPTIONS))
@@ -311,7 +319,15 @@ _ROWS = (
         oracle="trec_eval",
         reads=(),
     ),
-    _count("num_ret", num_ret_values, "number of documents retrieved", ir="NumRet", params=(), reads=()),
+    _count(
+        "num_ret",
+        num_ret_values,
+        "number of documents retrieved",
+        ir="NumRet",
+        params=(),
+        reads=(),
+        ir_switches=(("rel", ((None, "num_rel_ret"),)),),
+    ),
     _count("num_rel", num_rel_values, "number of relevant documents (judged, retrieved or not)", ir="NumRel"),
     _count("num_rel_ret", num_rel_ret_values, "number of relevant documents retrieved", ir="NumRelRet"),
     _peer(
@@ -340,6 +356,7 @@ _ROWS = (
         "precision at rank R, the number of relevant documents",
         ir="Rprec",
         aliases=("rprec", "rprecision"),
+        peer_names=(("r-precision", ()),),  # ranx
         cutoff=False,
         preset_rules=_torchmetrics("torch_argsort"),
         function="r_precision",
@@ -391,6 +408,7 @@ _ROWS = (
         "normalised discounted cumulative gain",
         ir="nDCG",
         oracle="pytrec_eval, sklearn, torchmetrics",
+        peer_names=(("ndcg_burges", (("dcg", "exp-log2"),)),),  # ranx: nDCG with the 2**grade - 1 gain
         reads=(*_DCG_READS, "empty_target_action"),
         function="ndcg",
         metric_class="NDCG",
@@ -401,6 +419,7 @@ _ROWS = (
         "whether the top k hold a relevant document",
         ir="Success",
         aliases=("hr", "hitrate", "success"),
+        peer_names=(("hit", ()),),  # RecBole's Hit@k
         preset_rules=_torchmetrics("torch_argsort"),
         function="hit_rate",
         metric_class="HitRate",
@@ -506,7 +525,14 @@ _ROWS = (
         oracle=_BRUTE,
         reads=_BINARY,
     ),
-    _set("set_precision", set_precision_values, "precision of the whole retrieved set", ir="SetP", aliases=("set_p",)),
+    _set(
+        "set_precision",
+        set_precision_values,
+        "precision of the whole retrieved set",
+        ir="SetP",
+        aliases=("set_p",),
+        ir_switches=(("relative", ((True, "set_relative_precision"), (False, "set_precision"))),),
+    ),
     _set(
         "set_relative_precision",
         set_relative_precision_values,
