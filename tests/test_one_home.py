@@ -84,3 +84,32 @@ def test_the_scan_would_catch_a_measure_name(tmp_path):
     module = tmp_path / "m.py"
     module.write_text('"""Doc naming ndcg."""\nTOPK = frozenset({"ndcg", "hit_rate"})\nTIES = ("map",)\n')
     assert sorted(text for _, text in _literals(module) if text.lower() in NAMES) == ["hit_rate", "map", "ndcg"]
+
+
+def test_the_presets_per_measure_settings_are_the_rows():
+    """The torchmetrics presets rank each measure with the tie rule its row names (and nothing else differs
+    per measure); a measure without a rule follows the preset's own."""
+    from torch_rankeval.conventions import PRESETS
+
+    for preset in ("torchmetrics", "torchmetrics_1.7"):
+        conv = PRESETS[preset]
+        assert {key for key, _ in conv.by_measure} == {
+            f.key for f in FAMILIES.values() if preset in dict(f.preset_rules)
+        }
+        for f in FAMILIES.values():
+            assert conv.for_measure(f.key).ties == f.preset_ties.get(preset, conv.ties), (preset, f.key)
+
+
+def test_a_preset_asked_for_before_the_registry_is_an_error_not_another_convention():
+    import subprocess
+    import sys
+
+    code = (
+        "from torch_rankeval.conventions import PRESETS\n"
+        "assert 'torchmetrics' in PRESETS and PRESETS['trec_eval'].gain == 'linear'\n"
+        "try:\n    PRESETS['torchmetrics']\nexcept RuntimeError as err:\n    assert 'import torch_rankeval.measures' in str(err)\n"
+        "else:\n    raise AssertionError('an incomplete preset')\n"
+        "import torch_rankeval\n"
+        "assert torch_rankeval.PRESETS['torchmetrics'].for_measure('map').ties == 'torch_topk'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)

@@ -297,6 +297,9 @@ class _PresetTable(Mapping[str, Convention]):
             )
         return _PRESETS[name]
 
+    def __contains__(self, name: object) -> bool:
+        return name in _PRESETS
+
     def __iter__(self) -> Iterator[str]:
         return iter(_PRESETS)
 

@@ -8,8 +8,12 @@ trec_eval's output order. A :class:`Measure` is a family with one cutoff and par
 compares and hashes by value, so equal settings written differently (``nDCG@10``, ``ndcg_cut.10``)
 are one measure, computed once.
 
-Adding a measure is adding a row: a kernel ``(ranked_batch, cutoffs, convention, **params) ->
-(values (N, K), empty flags (N, 1 or K) or None)`` and its names.
+The row is the only place that knows a measure: nothing below it (the conventions, the ranking core,
+the kernels) names one (``tests/test_one_home.py``). Adding a measure is a kernel ``(ranked_batch,
+cutoffs, convention, **params) -> (values (N, K), empty flags (N, 1 or K) or None)`` and a row: its
+names, parameters, the convention options it reads, whether the top-k route serves it; it then works by
+name in ``F.evaluate``, ``RankingMetrics``, ``trec.evaluate``, the command line and the docs' tables
+(``kernels/ncrr.py`` and its row are the worked example).
 
 Example:
     >>> FAMILIES["ndcg"].ir, [p.name for p in FAMILIES["ndcg"].params]
