@@ -435,7 +435,7 @@ def test_a_single_metric_class_logs_under_its_keys(tmp_path):
 
 def test_build_metrics_of_a_configured_metric_takes_torchmetrics_options_only():
     """sync_on_compute=False really stops the sync (this fails if torchmetrics stops reading _to_sync)."""
-    callback = RankingMetricsCallback(RankingMetrics(("mrr",), gain="linear"))
+    callback = RankingMetricsCallback(RankingMetrics(("mrr", "ndcg@2"), gain="linear"))  # nDCG reads the gain
     metric = callback.build_metrics(sync_on_compute=False)
     assert metric.sync_on_compute is False and metric.convention.gain == "linear"
 

@@ -110,6 +110,10 @@ def test_registry_rows_have_kernels_names_and_the_readme_table():
         assert family.oracle, family.key
     page = (Path(__file__).resolve().parents[1] / "docs" / "guide" / "trec-eval-measures.md").read_text()
     assert M.markdown_table() in page
+    # what each measure reads, its class, function and route: the measures page prints the rows' table
+    page = (Path(__file__).resolve().parents[1] / "docs" / "guide" / "measures.md").read_text()
+    assert M.api_table() in page
+    assert all(f"| `{f.key}` |" in M.api_table() for f in M.FAMILIES.values() if f.kernel is not None)
 
 
 def test_ir_names_agree_with_ir_measures_parser():
@@ -373,3 +377,80 @@ def test_summaries():
     assert gm == pytest.approx(
         pytrec_eval.compute_aggregated_measure("gm_map", [-0.6931471805599453, -11.512925464970229])
     )
+
+
+#: One non-default value of each convention option a class or function may take (``OPTIONS``).
+_OPTION_VALUES = dict(
+    gain="linear",
+    log_base=10.0,
+    discount=lambda r: 1.0 / r,
+    ties="first",
+    relevance_threshold=2.0,
+    empty_target_action="pos",
+    denominator="retrieved_relevant",
+    graded=True,
+    adaptive_k=True,
+)
+#: Declared options whose effect the probe below cannot show, and why.
+_READ_BUT_INVISIBLE = {
+    ("ndcg", "log_base"): "a change of base scales DCG and ideal DCG alike: nDCG is the same (still read: DCG@k)",
+    ("ndcg_rel", "log_base"): "as nDCG: a ratio of two DCGs",
+    ("rndcg", "log_base"): "as nDCG: a ratio of two DCGs",
+}
+
+
+def test_each_row_reads_exactly_the_options_that_change_its_values():
+    """A row's ``reads`` decides what its class and function accept (tests/test_signatures.py): an option it
+    leaves out must never change its values, and one it lists must (on a batch with tied scores, graded
+    grades, padding, lists shorter than the cutoff, queries without relevant (or without non-relevant)
+    documents, judged flags and a
+    relevant count beyond the list), so that no class refuses an option that matters."""
+    from torch_rankeval import functional as F
+    from torch_rankeval.measures.registry import OPTIONS
+
+    assert set(_OPTION_VALUES) == set(OPTIONS)
+    g = torch.Generator().manual_seed(0)
+    n, length, subtopics = 32, 10, 3
+    preds = torch.randint(0, 4, (n, length), generator=g).double()
+    target = torch.randint(0, 4, (n, length), generator=g) * (torch.rand(n, length, generator=g) < 0.5)
+    target[::7] = 0
+    target[3] = 3  # every document relevant: fall-out's empty case
+    mask = torch.ones(n, length, dtype=torch.bool)
+    mask[::5, 2:] = False
+    mask[1::6, 6:] = False
+    sub = (torch.rand(n, length, subtopics, generator=g) < 0.3).long() * torch.randint(1, 3, (n, length, subtopics))
+    sub[::7] = 0
+    judged = torch.rand(n, length, generator=g) < 0.8
+    judged[3] = True
+    at = {"recall": 0.5, "multiple": 1.5}
+    wrong = []
+    for key, family in M.FAMILIES.items():
+        if family.kernel is None:
+            continue
+        name = f"{key}@{at[family.at]}" if family.at != "cutoff" else f"{key}@3" if family.cutoff else key
+        base = {} if family.ties_average else {"ties": "first"}  # no exact tie-averaged value: a fixed order
+        inputs = {"mask": mask} if family.subtopics else {"mask": mask, "judged": judged}
+
+        def run(**options):  # noqa: ANN003, ANN202
+            t = sub if family.subtopics else target
+            out = F.evaluate(preds, t, [name], reduction="none", **inputs, **{**base, **options})[name]
+            return out.double()
+
+        plain = run()
+        for option, value in _OPTION_VALUES.items():
+            if option == "ties" and not family.ties_average:
+                value = "pessimistic"
+            changed = not torch.allclose(plain, run(**{option: value}), equal_nan=True)
+            if option == "gain" and family.uses_gain == "graded":  # graded AP reads the gain
+                changed = changed or not torch.allclose(run(graded=True), run(graded=True, gain=value), equal_nan=True)
+            if option == "denominator" and not family.subtopics:  # shows with relevant documents not in the list
+                n_rel = (target >= 1).sum(-1) + 1
+                changed = changed or not torch.allclose(
+                    run(n_relevant=n_rel), run(n_relevant=n_rel, denominator=value), equal_nan=True
+                )
+            declared = option in family.reads
+            if changed and not declared:
+                wrong.append(f"{key}: {option}= changes its values but its row does not read it")
+            if declared and not changed and (key, option) not in _READ_BUT_INVISIBLE:
+                wrong.append(f"{key}: its row reads {option}= but the probe sees no change")
+    assert not wrong, "; ".join(wrong)

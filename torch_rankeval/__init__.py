@@ -101,6 +101,8 @@ def __getattr__(name: str) -> Any:
     """Import a public name on first use (PEP 562) and keep it in the module."""
     if name in _EXPORTS:
         module_name, attribute = _EXPORTS[name]
+        if name in ("PRESETS", "presets"):  # the presets' per-measure settings come from the registry's rows
+            importlib.import_module("torch_rankeval.measures")
         value = importlib.import_module(module_name)
         if attribute is not None:
             value = getattr(value, attribute)

@@ -31,6 +31,7 @@ __all__ = [
     "PRESETS",
     "presets",
     "resolve_convention",
+    "set_measure_rules",
     "GainMap",
     "gain_fn",
     "gain_table",
@@ -243,28 +244,12 @@ def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
 DEFAULT = Convention()
 _FIELDS = tuple(f.name for f in fields(Convention))
 
-_TIE_AVERAGED = ("ndcg", "dcg", "idcg")  # torchmetrics' nDCG averages ties (sklearn's formula)
-# the torch call each torchmetrics metric ranks with (retrieval_*): topk for AP, RR and precision,
-# argsort(descending=True) for recall, hit rate, R-precision and fall-out (AUROC: ties="torch_topk"
-# is torchmetrics' retrieval_auroc, but the presets leave it out, so that their fingerprints, and
-# the checkpoints of their metrics, stay those of the previous versions; compat's RetrievalAUROC sets it)
-_TORCH_TOPK = ("map", "mrr", "precision")
-_TORCH_ARGSORT = ("recall", "hit_rate", "r_precision", "fall_out")
-_TORCHMETRICS_1_7_BY_MEASURE = {
-    **{key: {"ties": "average"} for key in _TIE_AVERAGED},
-    **{key: {"ties": "torch_topk"} for key in _TORCH_TOPK},
-    **{key: {"ties": "torch_argsort"} for key in _TORCH_ARGSORT},
-}
-_TORCHMETRICS_BY_MEASURE = {
-    key: {**fields_, **({"nonpositive_not_relevant": True} if key in ("map", "mrr", "precision", "recall") else {})}
-    for key, fields_ in _TORCHMETRICS_1_7_BY_MEASURE.items()
-}
 # what the two torchmetrics presets share
 _TORCHMETRICS: dict[str, Any] = dict(
     gain="linear", ties="first", denominator="retrieved_relevant", empty_target_action="neg", all_skipped="zero"
 )
 
-PRESETS: dict[str, Convention] = {
+_PRESETS: dict[str, Convention] = {
     # trec_eval: linear gain, IDCG and AP denominators from all judged documents (pass
     # ideal_target / n_relevant), ties by score then docno descending (order tied documents by
     # docno first, then ties="first"), P@k divides by k, rel >= 1 is relevant.
@@ -277,9 +262,11 @@ PRESETS: dict[str, Convention] = {
     # denominator, the empty test) still includes it; AP divides by the relevant documents found
     # in the top k; P@k divides by k unless adaptive_k; with empty_target_action="skip" a mean over
     # no query is 0.0.
-    "torchmetrics": Convention(**_TORCHMETRICS, by_measure=_TORCHMETRICS_BY_MEASURE),
+    # Those per-measure settings are facts of the measures: each registry row holds its own
+    # (measures/registry.py, ``Family.preset_rules``), and the registry adds them here (set_measure_rules).
+    "torchmetrics": Convention(**_TORCHMETRICS),
     # torchmetrics 1.6 and 1.7: the same, but documents scored <= 0 count as relevant everywhere.
-    "torchmetrics_1.7": Convention(**_TORCHMETRICS, by_measure=_TORCHMETRICS_1_7_BY_MEASURE),
+    "torchmetrics_1.7": Convention(**_TORCHMETRICS),
     # sklearn.metrics.ndcg_score: linear gain, ties averaged.
     "sklearn": Convention(gain="linear", ties="average", empty_target_action="neg"),
     # LightGBM's ndcg@k and map@k (rank_metric.hpp, map_metric.hpp): 2^rel - 1 gain, a stable sort
@@ -290,6 +277,53 @@ PRESETS: dict[str, Convention] = {
         gain="exp2", ties="first", denominator="min_k_relevant", empty_target_action="pos", adaptive_k=True
     ),
 }
+
+#: The presets whose settings differ per measure, until the measure registry has added those settings.
+_AWAITING_MEASURE_RULES = {"torchmetrics", "torchmetrics_1.7"}
+
+
+class _PresetTable(Mapping[str, Convention]):
+    """:data:`PRESETS`: the named conventions. A preset whose settings differ per measure (torchmetrics
+    ranks each metric with its own torch call) is complete once the measure registry, the one place
+    that knows the measures, has added its rows' settings (:func:`set_measure_rules`); every metric,
+    function and command imports it first. Asked for before that, such a preset raises rather than
+    give numbers of another convention."""
+
+    def __getitem__(self, name: str) -> Convention:
+        if name in _AWAITING_MEASURE_RULES:
+            raise RuntimeError(
+                f"the {name!r} preset's per-measure settings come from the measure registry: import "
+                "torch_rankeval.measures (or any metric or function) before using it"
+            )
+        return _PRESETS[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in _PRESETS
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_PRESETS)
+
+    def __len__(self) -> int:
+        return len(_PRESETS)
+
+    def __repr__(self) -> str:
+        return f"PRESETS({sorted(_PRESETS)})"
+
+
+PRESETS: Mapping[str, Convention] = _PresetTable()
+
+
+def set_measure_rules(preset: str, by_measure: Mapping[str, Mapping[str, Any]]) -> None:
+    """Give ``preset`` its per-measure settings ``{measure key: {field: value}}`` (the measure
+    registry calls it with its rows' ``preset_rules``; see :attr:`Convention.by_measure`).
+
+    Example:
+        >>> set_measure_rules("sklearn", {})   # sklearn's one convention holds for every measure
+        >>> PRESETS["sklearn"].by_measure
+        ()
+    """
+    _PRESETS[preset] = replace(_PRESETS[preset], by_measure=by_measure)  # type: ignore[arg-type]
+    _AWAITING_MEASURE_RULES.discard(preset)
 
 
 class _Presets:

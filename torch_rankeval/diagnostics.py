@@ -615,8 +615,9 @@ def profile_from_batches(
     metric = PositionProfile(
         positions, keep_per_query=True, convention=convention, ignore_index=ignore_index, **profile_conv
     )
+    ndcg_conv = {k: v for k, v in conventions.items() if k != "relevance_threshold"}  # nDCG reads grades, not it
     ndcg = RankingMetrics(
-        (f"ndcg@{positions}",), keep_per_query=True, convention=convention, ignore_index=ignore_index, **conventions
+        (f"ndcg@{positions}",), keep_per_query=True, convention=convention, ignore_index=ignore_index, **ndcg_conv
     )
     for preds, target, mask, ideal_target, ids in batches:
         metric.update(preds, target, ids, mask=mask, ideal_target=ideal_target)

@@ -6,8 +6,8 @@ from typing import Callable, Mapping, Sequence
 
 from torch import Tensor
 
-from torch_rankeval.conventions import Convention
-from torch_rankeval.measures.plan import run_family
+from torch_rankeval.conventions import Convention, resolve_convention
+from torch_rankeval.measures.plan import evaluate_family
 
 __all__ = ["average_precision"]
 
@@ -71,4 +71,26 @@ def average_precision(
         >>> average_precision(preds, target, k=[1, 2], denominator="retrieved_relevant")
         tensor([1., 1.])
     """
-    return run_family("map", locals(), name="average_precision")
+    return evaluate_family(
+        "map",
+        preds,
+        target,
+        k,
+        convention=resolve_convention(
+            convention,
+            denominator=denominator,
+            graded=graded,
+            gain=gain,
+            relevance_threshold=relevance_threshold,
+            ties=ties,
+            empty_target_action=empty_target_action,
+        ),
+        reduction=reduction,
+        validate_args=validate_args,
+        name="average_precision",
+        mask=mask,
+        exclude=exclude,
+        ignore_index=ignore_index,
+        ideal_target=ideal_target,
+        n_relevant=n_relevant,
+    )

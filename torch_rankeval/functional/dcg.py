@@ -6,8 +6,8 @@ from typing import Callable, Mapping, Sequence
 
 from torch import Tensor
 
-from torch_rankeval.conventions import Convention
-from torch_rankeval.measures.plan import run_family
+from torch_rankeval.conventions import Convention, resolve_convention
+from torch_rankeval.measures.plan import evaluate_family
 
 __all__ = ["dcg", "idcg", "ndcg"]
 
@@ -68,7 +68,18 @@ def dcg(
         >>> dcg(preds, target, k=[1, 2], gain="linear")
         tensor([0.0000, 1.8928])
     """
-    return run_family("dcg", locals())
+    return evaluate_family(
+        "dcg",
+        preds,
+        target,
+        k,
+        convention=resolve_convention(convention, gain=gain, log_base=log_base, discount=discount, ties=ties),
+        reduction=reduction,
+        validate_args=validate_args,
+        mask=mask,
+        exclude=exclude,
+        ignore_index=ignore_index,
+    )
 
 
 def idcg(
@@ -103,7 +114,19 @@ def idcg(
         >>> round(idcg(torch.zeros(3), target, ideal_target=torch.tensor([3, 3, 1, 0])).item(), 4)
         11.9165
     """
-    return run_family("idcg", locals())
+    return evaluate_family(
+        "idcg",
+        preds,
+        target,
+        k,
+        convention=resolve_convention(convention, gain=gain, log_base=log_base, discount=discount),
+        reduction=reduction,
+        validate_args=validate_args,
+        mask=mask,
+        exclude=exclude,
+        ignore_index=ignore_index,
+        ideal_target=ideal_target,
+    )
 
 
 def ndcg(
@@ -147,4 +170,23 @@ def ndcg(
         >>> ndcg(torch.tensor([0.5, 0.5]), torch.tensor([1, 0]), gain="linear")   # tie: mean of 1 and 0.6309
         tensor(0.8155)
     """
-    return run_family("ndcg", locals())
+    return evaluate_family(
+        "ndcg",
+        preds,
+        target,
+        k,
+        convention=resolve_convention(
+            convention,
+            gain=gain,
+            log_base=log_base,
+            discount=discount,
+            ties=ties,
+            empty_target_action=empty_target_action,
+        ),
+        reduction=reduction,
+        validate_args=validate_args,
+        mask=mask,
+        exclude=exclude,
+        ignore_index=ignore_index,
+        ideal_target=ideal_target,
+    )

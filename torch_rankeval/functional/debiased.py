@@ -264,7 +264,22 @@ def position_debiased_dcg(
         >>> position_debiased_dcg(preds, clicks, 2, propensities=rho)                   # mean of 3 and 0
         tensor(1.5000)
     """
-    return position_debiased_ndcg(**locals(), normalize="none")
+    return position_debiased_ndcg(
+        preds,
+        clicks,
+        k,
+        propensities=propensities,
+        logged_positions=logged_positions,
+        eta=eta,
+        propensity_table=propensity_table,
+        affine=affine,
+        clip=clip,
+        mask=mask,
+        ties=ties,
+        reduction=reduction,
+        validate_args=validate_args,
+        normalize="none",
+    )
 
 
 def aggregate_ips_gains(

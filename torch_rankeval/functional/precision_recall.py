@@ -6,8 +6,8 @@ from typing import Sequence
 
 from torch import Tensor
 
-from torch_rankeval.conventions import Convention
-from torch_rankeval.measures.plan import run_family
+from torch_rankeval.conventions import Convention, resolve_convention
+from torch_rankeval.measures.plan import evaluate_family
 
 __all__ = ["precision", "recall", "hit_rate", "r_precision"]
 
@@ -49,7 +49,26 @@ def precision(
         >>> precision(preds, target, k=5, adaptive_k=True)
         tensor(0.6667)
     """
-    return run_family("precision", locals())
+    return evaluate_family(
+        "precision",
+        preds,
+        target,
+        k,
+        convention=resolve_convention(
+            convention,
+            adaptive_k=adaptive_k,
+            relevance_threshold=relevance_threshold,
+            ties=ties,
+            empty_target_action=empty_target_action,
+        ),
+        reduction=reduction,
+        validate_args=validate_args,
+        mask=mask,
+        exclude=exclude,
+        ignore_index=ignore_index,
+        ideal_target=ideal_target,
+        n_relevant=n_relevant,
+    )
 
 
 def recall(
@@ -86,7 +105,22 @@ def recall(
         >>> recall(preds, target, k=3, n_relevant=torch.tensor(4))    # two relevant docs were never retrieved
         tensor(0.5000)
     """
-    return run_family("recall", locals())
+    return evaluate_family(
+        "recall",
+        preds,
+        target,
+        k,
+        convention=resolve_convention(
+            convention, relevance_threshold=relevance_threshold, ties=ties, empty_target_action=empty_target_action
+        ),
+        reduction=reduction,
+        validate_args=validate_args,
+        mask=mask,
+        exclude=exclude,
+        ignore_index=ignore_index,
+        ideal_target=ideal_target,
+        n_relevant=n_relevant,
+    )
 
 
 def hit_rate(
@@ -122,7 +156,22 @@ def hit_rate(
         >>> hit_rate(torch.tensor([0.5, 0.5, 0.5, 0.1]), torch.tensor([0, 1, 0, 0]), k=2)   # 1 - C(2,2)/C(3,2)
         tensor(0.6667)
     """
-    return run_family("hit_rate", locals())
+    return evaluate_family(
+        "hit_rate",
+        preds,
+        target,
+        k,
+        convention=resolve_convention(
+            convention, relevance_threshold=relevance_threshold, ties=ties, empty_target_action=empty_target_action
+        ),
+        reduction=reduction,
+        validate_args=validate_args,
+        mask=mask,
+        exclude=exclude,
+        ignore_index=ignore_index,
+        ideal_target=ideal_target,
+        n_relevant=n_relevant,
+    )
 
 
 def r_precision(
@@ -156,4 +205,19 @@ def r_precision(
         >>> r_precision(preds, target)           # R = 2, one relevant in the top 2
         tensor(0.5000)
     """
-    return run_family("r_precision", locals())
+    return evaluate_family(
+        "r_precision",
+        preds,
+        target,
+        None,
+        convention=resolve_convention(
+            convention, relevance_threshold=relevance_threshold, ties=ties, empty_target_action=empty_target_action
+        ),
+        reduction=reduction,
+        validate_args=validate_args,
+        mask=mask,
+        exclude=exclude,
+        ignore_index=ignore_index,
+        ideal_target=ideal_target,
+        n_relevant=n_relevant,
+    )

@@ -6,8 +6,8 @@ from typing import Sequence
 
 from torch import Tensor
 
-from torch_rankeval.conventions import Convention
-from torch_rankeval.measures.plan import run_family
+from torch_rankeval.conventions import Convention, resolve_convention
+from torch_rankeval.measures.plan import evaluate_family
 
 __all__ = ["reciprocal_rank"]
 
@@ -51,4 +51,20 @@ def reciprocal_rank(
         >>> reciprocal_rank(torch.tensor([1.0, 1.0, 1.0]), torch.tensor([0, 0, 1]))   # tie: (1 + 1/2 + 1/3) / 3
         tensor(0.6111)
     """
-    return run_family("mrr", locals(), name="reciprocal_rank")
+    return evaluate_family(
+        "mrr",
+        preds,
+        target,
+        k,
+        convention=resolve_convention(
+            convention, relevance_threshold=relevance_threshold, ties=ties, empty_target_action=empty_target_action
+        ),
+        reduction=reduction,
+        validate_args=validate_args,
+        name="reciprocal_rank",
+        mask=mask,
+        exclude=exclude,
+        ignore_index=ignore_index,
+        ideal_target=ideal_target,
+        n_relevant=n_relevant,
+    )

@@ -100,7 +100,7 @@ def bpref_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -
     """
     if not isinstance(conv.gain, JudgedNonRelevant):
         raise TypeError("bpref_values needs the JudgedNonRelevant gain; compute bpref through the measure registry")
-    values = rb.cached("bpref", lambda: _bpref(rb))  # bpref and gm_bpref share it
+    values = rb.cached("bpref_values", lambda: _bpref(rb))  # bpref and gm_bpref share it
     return values.unsqueeze(-1).expand(-1, len(ks)), no_relevant(rb)
 
 

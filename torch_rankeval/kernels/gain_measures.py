@@ -76,7 +76,7 @@ def g_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tu
         >>> round(compute(parse_measures(["G"]), preds, torch.tensor([[0, 2, 1]]))["G"].item(), 6)
         0.63093
     """
-    check_deterministic(rb, "G")
+    check_deterministic(rb, "g_values")
     g = rb.gains
     ideal = _positive_ideal(rb)
     cost = _positive_ideal(rb, rb.length).clamp(min=1.0).cumsum(-1)
@@ -107,7 +107,7 @@ def ndcg_rel_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention
         >>> round(compute(parse_measures(["ndcg_rel"]), preds, torch.tensor([[0, 1]]), ideal_target=ideal)["ndcg_rel"].item(), 6)
         0.386853
     """
-    check_deterministic(rb, "ndcg_rel")
+    check_deterministic(rb, "ndcg_rel_values")
     g = rb.gains
     ideal = _positive_ideal(rb)
     dcg = _dcg_prefix(rb, g)

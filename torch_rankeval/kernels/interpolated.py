@@ -189,7 +189,7 @@ def yaap_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) ->
         >>> round(compute(parse_measures(["yaap"]), preds, torch.tensor([[1, 0]]))["yaap"].item(), 6)   # log(2/1)
         0.693147
     """
-    check_deterministic(rb, "yaap")
+    check_deterministic(rb, "yaap_values")
     rel = rb.rel
     s = (rel * rel.cumsum(-1) / rb.positions).sum(-1, keepdim=True)
     r = rb.n_relevant.unsqueeze(-1)

@@ -32,6 +32,7 @@ from torch_rankeval.measures.plan import MeasurePlan
 from torch_rankeval.measures.registry import (
     FAMILIES,
     MIN_GEO_MEAN,
+    OPTIONS,
     TREC_CUTOFFS,
     TREC_NAMES,
     TREC_SYNTAXES,
@@ -58,6 +59,7 @@ __all__ = [
     "summarize",
     "trec_order",
     "markdown_table",
+    "api_table",
 ]
 
 
@@ -207,11 +209,39 @@ def markdown_table() -> str:
         if f.key == "runid":
             continue
         params = ", ".join(f"`{p.name}` ({p.doc}{_default(p)})" for p in f.params) or "-"
-        aliases = ", ".join(f"`{a}`" for a in f.aliases) or "-"
+        aliases = ", ".join([*(f"`{a}`" for a in f.aliases), *(f"`{n}` (peer)" for n, _ in f.peer_names)]) or "-"
         at = "@k" if f.cutoff else f"@{f.at}" if f.at != "cutoff" else "-"
         lines.append(
             f"| `{f.key}` | {f.summary} | {', '.join(trec.get(f.key, [])) or '-'} | "
             f"{'`' + f.ir + '`' if f.ir else '-'} | {aliases} | {at} | {params} | {f.oracle} |"
+        )
+    return "\n".join(lines)
+
+
+def api_table() -> str:
+    """The docs' table of what each measure takes and where it runs, from its registry row: the
+    convention options it reads (what its class and function accept; any other is a ``TypeError``),
+    its metric class and public function, whether the top-k route serves it, and its tie rule under
+    the torchmetrics presets. Every measure is also a name of ``RankingMetrics``, ``F.evaluate``,
+    ``trec.evaluate`` and the command line.
+
+    Example:
+        >>> print(api_table().splitlines()[2])
+        | `num_q` | - | - | - | - | - |
+    """
+    lines = [
+        "| measure (key) | convention options it reads | class | function | top-k route | ties under torchmetrics |",
+        "|---|---|---|---|---|---|",
+    ]
+    for f in FAMILIES.values():
+        if f.kernel is None:
+            continue
+        reads = ", ".join(f"`{o}`" for o in OPTIONS if o in f.reads) or "-"
+        route = ("yes" + (f" (not with {', '.join(f.topk_not_when)})" if f.topk_not_when else "")) if f.topk else "-"
+        ties = f.preset_ties.get("torchmetrics")
+        lines.append(
+            f"| `{f.key}` | {reads} | {f'`{f.metric_class}`' if f.metric_class else '-'} | "
+            f"{f'`F.{f.function}`' if f.function else '-'} | {route} | {f'`{ties}`' if ties else '-'} |"
         )
     return "\n".join(lines)
 

@@ -76,10 +76,8 @@ Cutoffs = Sequence[int | None] | None
 #: already the library's names. RecBole: ``Hit@k`` (hit rate); ``MRR``, ``NDCG`` (RecBole's data are
 #: binary, where every gain agrees), ``Precision`` and ``Recall`` are the library's names.
 PEER_NAMES: dict[str, tuple[str, tuple[tuple[str, Any], ...]]] = {
-    "r-precision": ("r_precision", ()),
-    "ndcg_burges": ("ndcg", (("dcg", "exp-log2"),)),
-    "hit": ("hit_rate", ()),
-}
+    name: (f.key, implied) for f in FAMILIES.values() for name, implied in f.peer_names
+}  # each row's ``peer_names``
 
 _EXPOSURE = (
     "is an exposure measure of whole-catalogue recommendation, not a per-query ranking measure: "
@@ -278,7 +276,7 @@ def _parse(name: str, api_cutoffs: tuple[int | None, ...] | None) -> list[Measur
         spelled = _BY_ALIAS[head.lower()].key + base[len(head) :] + at + rest
         return [m.with_label(text) for m in _parse_at(spelled, api_cutoffs)]
     if base.lower() in PEER_NAMES and "-" in base:  # r-precision: a name our syntax has no '-' for
-        return [m.with_label(text) for m in _parse_at("r_precision" + at + rest, api_cutoffs)]
+        return [m.with_label(text) for m in _parse_at(PEER_NAMES[base.lower()][0] + at + rest, api_cutoffs)]
     if "(" not in text and "@" not in text:
         base, dot, params = text.partition(".")
         if base in TREC_BY_NAME:
@@ -474,9 +472,8 @@ def _resolve(name: str) -> tuple[Family | None, tuple]:
 #: (how it prints ``SetRelP``) is the relative set precision. ``(family, parameter) -> {value or
 #: None (any value, kept as the new family's parameter): family}``.
 _IR_SWITCHES: dict[tuple[str, str], dict[Any, str]] = {
-    ("num_ret", "rel"): {None: "num_rel_ret"},
-    ("set_precision", "relative"): {True: "set_relative_precision", False: "set_precision"},
-}
+    (f.key, param): dict(targets) for f in FAMILIES.values() for param, targets in f.ir_switches
+}  # each row's ``ir_switches``
 
 
 def _keywords(params_text: str, text: str) -> dict[str, Any]:

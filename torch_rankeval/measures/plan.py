@@ -27,23 +27,16 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from torch_rankeval.conventions import Convention, resolve_convention
+from torch_rankeval.conventions import Convention
 from torch_rankeval.measures.reduction import Reduction
 from torch_rankeval.measures.registry import Family, Measure
-from torch_rankeval.ranking.catalogue import (
-    WHOLE_LIST_CHUNK,
-    WHOLE_LIST_FAMILIES,
-    catalogue_batch,
-    check_catalogue,
-    row_chunks,
-    topk_supported,
-)
+from torch_rankeval.ranking.catalogue import WHOLE_LIST_CHUNK, catalogue_batch, check_catalogue, row_chunks
 from torch_rankeval.ranking.inputs import check_reduction, parse_k, prepare
 from torch_rankeval.ranking.sparse import SparseTarget, check_exclude, is_sparse, sparse_target
 from torch_rankeval.ranking.subtopics import NEEDS_SUBTOPICS, is_subtopic_target, split_subtopics
 from torch_rankeval.ranking.view import RankedBatch, _to_device, device_constant
 
-__all__ = ["MeasurePlan", "densified", "evaluate_family", "run_family"]
+__all__ = ["MeasurePlan", "densified", "evaluate_family"]
 
 
 @dataclass(frozen=True)
@@ -129,9 +122,7 @@ class MeasurePlan:
         self.conventions = [conv for conv, _ in self._groups]
         # how deep the measures read a list: the largest cutoff, None when one reads the whole list
         cutoffs = [c for _, calls in self._groups for call in calls for c in call.cutoffs]
-        whole = None in cutoffs or any(
-            call.family.key in WHOLE_LIST_FAMILIES for _, calls in self._groups for call in calls
-        )
+        whole = None in cutoffs or any(call.family.whole_list for _, calls in self._groups for call in calls)
         self._deepest = None if whole else max(cutoffs)
         self._negative_unjudged = negative_unjudged
         #: whether the measures are intent-aware (they read a subtopic target; ad-hoc ones never do)
@@ -199,7 +190,7 @@ class MeasurePlan:
             uses_gain = any(c.family.needs_gain(conv) for c in calls)
             if route == "topk":
                 cutoffs = tuple(c for call in calls for c in call.cutoffs)
-                whole = any(call.family.key in WHOLE_LIST_FAMILIES for call in calls)
+                whole = any(call.family.whole_list for call in calls)
                 if chunked:
                     if validate_args:  # the checks over the whole batch, in one host sync
                         check_catalogue(preds, target, conv, exclude=keep, gain=same_gain, uses_gain=uses_gain)
@@ -289,9 +280,9 @@ class MeasurePlan:
         return [m.label for m in self.measures if m.family.subtopics == subtopics]
 
     def topk_ready(self) -> bool:
-        """Whether every measure of the plan runs on a top-k view (:data:`TOPK_FAMILIES`)."""
+        """Whether every measure of the plan runs on a top-k view (its registry row's ``topk``, under its convention)."""
         return not self._negative_unjudged and all(
-            topk_supported(call.family.key, conv) for conv, calls in self._groups for call in calls
+            call.family.topk_serves(conv) for conv, calls in self._groups for call in calls
         )
 
     def _route(self, preds, target, mask, ideal_target, n_relevant, judged, exclude) -> str:  # noqa: ANN001
@@ -489,38 +480,3 @@ def evaluate_family(
     plan = MeasurePlan([Measure(key, c) for c in ks], convention)
     out = plan.evaluate(preds, target, reduction=reduction, validate_args=validate_args, name=name or key, **inputs)
     return out if keep_k else out.squeeze(-1)
-
-
-#: The arguments of a one-measure function that are not convention arguments: the call's own, and
-#: the per-list inputs handed to the plan as they are.
-_CALL = ("preds", "target", "k", "reduction", "validate_args")
-_INPUTS = ("mask", "exclude", "ignore_index", "ideal_target", "n_relevant")
-
-
-def run_family(key: str, args: dict[str, Any], name: str = "") -> Tensor:
-    """The body of a public one-measure function (:func:`~torch_rankeval.functional.ndcg`, ...): its
-    arguments ``args`` (its ``locals()``) split into the per-list inputs and the convention
-    arguments (resolved over ``convention``), then one :func:`evaluate_family` of the family
-    ``key``. Here, in the plan, so that a public function reaches its kernel through the plan and
-    the registry row alone.
-
-    Example:
-        >>> import torch
-        >>> def ndcg(preds, target, k=None, *, gain=None, convention=None, reduction="mean", validate_args=True):
-        ...     return run_family("ndcg", locals())
-        >>> ndcg(torch.tensor([0.9, 0.8]), torch.tensor([0, 1]), k=2, gain="linear")
-        tensor(0.6309)
-    """
-    conv = {n: v for n, v in args.items() if n not in _CALL}
-    inputs = {n: conv.pop(n) for n in _INPUTS if n in conv}
-    return evaluate_family(
-        key,
-        args["preds"],
-        args["target"],
-        args.get("k"),
-        convention=resolve_convention(conv.pop("convention"), **conv),
-        reduction=args["reduction"],
-        validate_args=args["validate_args"],
-        name=name,
-        **inputs,
-    )

@@ -8,8 +8,12 @@ trec_eval's output order. A :class:`Measure` is a family with one cutoff and par
 compares and hashes by value, so equal settings written differently (``nDCG@10``, ``ndcg_cut.10``)
 are one measure, computed once.
 
-Adding a measure is adding a row: a kernel ``(ranked_batch, cutoffs, convention, **params) ->
-(values (N, K), empty flags (N, 1 or K) or None)`` and its names.
+The row is the only place that knows a measure: nothing below it (the conventions, the ranking core,
+the kernels) names one (``tests/test_one_home.py``). Adding a measure is a kernel ``(ranked_batch,
+cutoffs, convention, **params) -> (values (N, K), empty flags (N, 1 or K) or None)`` and a row: its
+names, parameters, the convention options it reads, whether the top-k route serves it; it then works by
+name in ``F.evaluate``, ``RankingMetrics``, ``trec.evaluate``, the command line and the docs' tables
+(``kernels/ncrr.py`` and its row are the worked example).
 
 Example:
     >>> FAMILIES["ndcg"].ir, [p.name for p in FAMILIES["ndcg"].params]
@@ -29,7 +33,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from torch_rankeval.conventions import Convention, gain_fn, resolve_convention
+from torch_rankeval.conventions import Convention, gain_fn, resolve_convention, set_measure_rules
 from torch_rankeval.kernels.ap import average_precision_values
 from torch_rankeval.kernels.bpref import JudgedNonRelevant, bpref_values, infap_values, num_nonrel_judged_ret_values
 from torch_rankeval.kernels.counts import num_q_values, num_rel_ret_values, num_rel_values, num_ret_values
@@ -58,6 +62,7 @@ from torch_rankeval.kernels.interpolated import (
     yaap_values,
 )
 from torch_rankeval.kernels.judged import judged_values, unjudged_values
+from torch_rankeval.kernels.ncrr import ncrr_values
 from torch_rankeval.kernels.pairwise import arp_values, auroc_values, fall_out_values, opa_values
 from torch_rankeval.kernels.precision_recall import hit_rate_values, precision_values, r_precision_values, recall_values
 from torch_rankeval.kernels.rbp import rbp_residual_values, rbp_values
@@ -94,6 +99,7 @@ from torch_rankeval.measures.params import (
     Param,
     number_text,
 )
+from torch_rankeval.ranking.catalogue import topk_convention
 
 __all__ = [
     "Family",
@@ -105,8 +111,39 @@ __all__ = [
     "TREC_SYNTAXES",
     "TREC_CUTOFFS",
     "MIN_GEO_MEAN",
+    "OPTIONS",
     "UnjudgedZeroGain",
 ]
+
+#: The convention options a metric class or a public function takes one by one (the other fields of
+#: :class:`~torch_rankeval.conventions.Convention` come with ``convention=``); each row says which it reads.
+OPTIONS = (
+    "gain",
+    "log_base",
+    "discount",
+    "ties",
+    "relevance_threshold",
+    "empty_target_action",
+    "denominator",
+    "graded",
+    "adaptive_k",
+)
+#: What the binary measures read: the relevance threshold, the tie policy and the empty-query policy.
+_BINARY = ("relevance_threshold", "ties", "empty_target_action")
+_DCG_READS = ("gain", "log_base", "discount", "ties")
+_AP_READS = (*_BINARY, "gain", "denominator", "graded")
+
+
+def _torchmetrics(ties: str, *, nonpositive: bool = False) -> tuple[tuple[str, tuple[tuple[str, Any], ...]], ...]:
+    """A measure's settings under the torchmetrics presets: the tie rule of the torch call its
+    ``retrieval_*`` function ranks with, and (``nonpositive``, torchmetrics >= 1.8) documents scored
+    ``<= 0`` not relevant."""
+    older = (("ties", ties),)
+    return (
+        ("torchmetrics", older + ((("nonpositive_not_relevant", True),) if nonpositive else ())),
+        ("torchmetrics_1.7", older),
+    )
+
 
 #: trec_eval's default cutoffs of P, recall, ndcg_cut, map_cut (success: 1, 5, 10).
 TREC_CUTOFFS = (5, 10, 15, 20, 30, 100, 200, 500, 1000)
@@ -153,6 +190,27 @@ class Family:
             of the inputs that the plan resolves with its other checks when ``validate_args`` is set.
         subtopics: an intent-aware measure: it reads subtopic judgments, a target ``(N, L, S)``
             (:mod:`~torch_rankeval.ranking.subtopics`), and only those.
+        reads: the convention options (of :data:`OPTIONS`) its values depend on: what its metric
+            class and its public function accept (an option it ignores is a ``TypeError`` there).
+        topk: whether the top-k route (:mod:`~torch_rankeval.ranking.catalogue`) serves it: its kernel
+            reads only the top-k view's quantities (the first ``W`` positions with their whole tie
+            groups, the relevant and valid counts, the ideal top gains).
+        topk_not_when: boolean convention fields under which the top-k route cannot serve it (graded
+            AP normalises by the sum of all judged gains, not a top-k quantity).
+        preset_rules: its own settings under a preset that treats measures differently, as
+            ``((preset, ((field, value), ...)), ...)`` (torchmetrics ranks each metric with its own torch
+            call: :attr:`preset_ties`); the registry gives them to the presets
+            (:func:`~torch_rankeval.conventions.set_measure_rules`).
+        function: the name of its public one-measure function in :mod:`torch_rankeval.functional`, if any.
+        metric_class: the name of its metric class in :mod:`torch_rankeval.metrics`, if any (every measure
+            is also a name of :class:`~torch_rankeval.RankingMetrics`, ``F.evaluate``, ``trec.evaluate`` and
+            the command line).
+        peer_names: other libraries' names for it that are not already among its names (ranx's, RecBole's;
+            case-insensitive), with the parameter values each implies: ``(("ndcg_burges", (("dcg",
+            "exp-log2"),)),)``.
+        ir_switches: ir_measures' spellings of another family through one of this family's parameters,
+            ``((parameter, ((value or None: any, family key), ...)), ...)``: ``NumRet(rel=1)`` (how
+            ir_measures prints ``NumRelRet``) is ``num_rel_ret``.
     """
 
     key: str
@@ -172,6 +230,33 @@ class Family:
     ir_defaults: tuple[tuple[str, Any], ...] = ()
     check: Callable[..., list] | None = None
     subtopics: bool = False
+    reads: tuple[str, ...] = ()
+    topk: bool = False
+    topk_not_when: tuple[str, ...] = ()
+    preset_rules: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
+    function: str | None = None
+    metric_class: str | None = None
+    peer_names: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
+    ir_switches: tuple[tuple[str, tuple[tuple[Any, str], ...]], ...] = ()
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.reads) - set(OPTIONS))
+        if unknown:
+            raise ValueError(f"family {self.key!r} reads unknown options {unknown}: use names of OPTIONS")
+
+    @property
+    def whole_list(self) -> bool:
+        """Whether it measures the whole ranking (no cutoff: the ranked view must reach the last relevant document)."""
+        return not self.cutoff
+
+    @property
+    def preset_ties(self) -> dict[str, str]:
+        """Its tie rule under each preset that sets one for it (``{"torchmetrics": "torch_topk", ...}``)."""
+        return {preset: dict(fields_)["ties"] for preset, fields_ in self.preset_rules if "ties" in dict(fields_)}
+
+    def topk_serves(self, conv: Convention) -> bool:
+        """Whether the top-k route computes it under ``conv`` (its row allows it and the convention does)."""
+        return self.topk and topk_convention(conv) and not any(getattr(conv, f) for f in self.topk_not_when)
 
     @property
     def integer(self) -> bool:
@@ -196,26 +281,57 @@ def _row(**defaults: Any) -> Callable[..., Family]:
     return build
 
 
-_whole = _row(cutoff=False)  # a measure of the whole ranking: no cutoff
-_count = _row(cutoff=False, params=(REL,), aggregate="sum", oracle="pytrec_eval")  # a count, summed over queries
+_whole = _row(cutoff=False, reads=_BINARY)  # a measure of the whole ranking: no cutoff
+_count = _row(
+    cutoff=False, params=(REL,), aggregate="sum", oracle="pytrec_eval", reads=("relevance_threshold",)
+)  # a count, summed over queries
 # trec_eval's gm_*: a geometric mean over queries, no per-query value
-_gmean = _row(cutoff=False, params=(REL,), aggregate="gmean", per_query=False, oracle="pytrec_eval")
-_set = _row(cutoff=False, params=(REL,), oracle="pytrec_eval")  # trec_eval's set_*: the whole retrieved set
+_gmean = _row(cutoff=False, params=(REL,), aggregate="gmean", per_query=False, oracle="pytrec_eval", reads=_BINARY)
+_set = _row(
+    cutoff=False, params=(REL,), oracle="pytrec_eval", reads=("relevance_threshold", "empty_target_action")
+)  # trec_eval's set_*: the whole retrieved set
 # trec_eval's gain measures (pytrec_eval checks other gains on relabelled qrels)
-_relabelled = _row(cutoff=False, params=(GAINS,), uses_gain="always", oracle="pytrec_eval (gains: on relabelled qrels)")
-_intent_aware = _row(params=(ALPHA, REL), subtopics=True, oracle="pyndeval (ndeval 4.5), brute-force tie orders")
-_peer = _row(params=(REL,), oracle="pytrec_eval, torchmetrics")  # the binary measures both peers compute
-_gains = _row(params=(GAINS, DCG), uses_gain="always")  # DCG and its kin
+_relabelled = _row(
+    cutoff=False,
+    params=(GAINS,),
+    uses_gain="always",
+    oracle="pytrec_eval (gains: on relabelled qrels)",
+    reads=(*_DCG_READS, "empty_target_action"),
+)
+_intent_aware = _row(
+    params=(ALPHA, REL), subtopics=True, oracle="pyndeval (ndeval 4.5), brute-force tie orders", reads=_BINARY
+)
+_peer = _row(
+    params=(REL,), oracle="pytrec_eval, torchmetrics", reads=_BINARY, topk=True
+)  # the binary measures both peers compute
+_gains = _row(
+    params=(GAINS, DCG), uses_gain="always", reads=_DCG_READS, topk=True, preset_rules=_torchmetrics("average")
+)
 _BRUTE = "pytrec_eval, brute-force tie orders"
 _V9 = "pytrec_eval (rounding='v9'), trec_eval 10.0's test outputs"
 _PAIRS = "TF-Ranking's formula, hand-computed"
 
 _ROWS = (
-    _whole("runid", None, "the run's tag", aggregate="info", per_query=False, oracle="trec_eval"),
+    _whole("runid", None, "the run's tag", aggregate="info", per_query=False, oracle="trec_eval", reads=()),
     _count(
-        "num_q", num_q_values, "number of queries evaluated", ir="NumQ", params=(), per_query=False, oracle="trec_eval"
+        "num_q",
+        num_q_values,
+        "number of queries evaluated",
+        ir="NumQ",
+        params=(),
+        per_query=False,
+        oracle="trec_eval",
+        reads=(),
     ),
-    _count("num_ret", num_ret_values, "number of documents retrieved", ir="NumRet", params=()),
+    _count(
+        "num_ret",
+        num_ret_values,
+        "number of documents retrieved",
+        ir="NumRet",
+        params=(),
+        reads=(),
+        ir_switches=(("rel", ((None, "num_rel_ret"),)),),
+    ),
     _count("num_rel", num_rel_values, "number of relevant documents (judged, retrieved or not)", ir="NumRel"),
     _count("num_rel_ret", num_rel_ret_values, "number of relevant documents retrieved", ir="NumRelRet"),
     _peer(
@@ -225,15 +341,30 @@ _ROWS = (
         ir="AP",
         aliases=("ap", "average_precision"),
         uses_gain="graded",
+        reads=_AP_READS,
+        topk_not_when=("graded",),
+        preset_rules=_torchmetrics("torch_topk", nonpositive=True),
+        function="average_precision",
+        metric_class="MAP",
     ),
-    _gmean("gm_map", average_precision_values, "geometric mean of average precision over queries", uses_gain="graded"),
+    _gmean(
+        "gm_map",
+        average_precision_values,
+        "geometric mean of average precision over queries",
+        uses_gain="graded",
+        reads=_AP_READS,
+    ),
     _peer(
         "r_precision",
         r_precision_values,
         "precision at rank R, the number of relevant documents",
         ir="Rprec",
         aliases=("rprec", "rprecision"),
+        peer_names=(("r-precision", ()),),  # ranx
         cutoff=False,
+        preset_rules=_torchmetrics("torch_argsort"),
+        function="r_precision",
+        metric_class="RPrecision",
     ),
     _peer(
         "mrr",
@@ -241,9 +372,31 @@ _ROWS = (
         "reciprocal rank of the first relevant document (its mean is MRR)",
         ir="RR",
         aliases=("rr", "reciprocal_rank", "recip_rank"),
+        preset_rules=_torchmetrics("torch_topk", nonpositive=True),
+        function="reciprocal_rank",
+        metric_class="MRR",
     ),
-    _peer("precision", precision_values, "share of the top k that is relevant", ir="P", aliases=("p",)),
-    _peer("recall", recall_values, "share of the relevant documents found in the top k", ir="R", aliases=("r",)),
+    _peer(
+        "precision",
+        precision_values,
+        "share of the top k that is relevant",
+        ir="P",
+        aliases=("p",),
+        reads=(*_BINARY, "adaptive_k"),
+        preset_rules=_torchmetrics("torch_topk", nonpositive=True),
+        function="precision",
+        metric_class="Precision",
+    ),
+    _peer(
+        "recall",
+        recall_values,
+        "share of the relevant documents found in the top k",
+        ir="R",
+        aliases=("r",),
+        preset_rules=_torchmetrics("torch_argsort", nonpositive=True),
+        function="recall",
+        metric_class="Recall",
+    ),
     Family(
         "f1",
         f1_values,
@@ -251,6 +404,7 @@ _ROWS = (
         aliases=("f_measure",),
         params=(REL,),
         oracle="sklearn's f1_score per query, hand-computed",
+        reads=(*_BINARY, "adaptive_k"),
     ),
     _gains(
         "ndcg",
@@ -258,6 +412,10 @@ _ROWS = (
         "normalised discounted cumulative gain",
         ir="nDCG",
         oracle="pytrec_eval, sklearn, torchmetrics",
+        peer_names=(("ndcg_burges", (("dcg", "exp-log2"),)),),  # ranx: nDCG with the 2**grade - 1 gain
+        reads=(*_DCG_READS, "empty_target_action"),
+        function="ndcg",
+        metric_class="NDCG",
     ),
     _peer(
         "hit_rate",
@@ -265,11 +423,28 @@ _ROWS = (
         "whether the top k hold a relevant document",
         ir="Success",
         aliases=("hr", "hitrate", "success"),
+        peer_names=(("hit", ()),),  # RecBole's Hit@k
+        preset_rules=_torchmetrics("torch_argsort"),
+        function="hit_rate",
+        metric_class="HitRate",
     ),
     _gains(
-        "dcg", dcg_values, "discounted cumulative gain", oracle="hand-computed, sklearn, trec_eval's loop written out"
+        "dcg",
+        dcg_values,
+        "discounted cumulative gain",
+        oracle="hand-computed, sklearn, trec_eval's loop written out",
+        function="dcg",
+        metric_class="DCG",
     ),
-    _gains("idcg", idcg_values, "ideal DCG", oracle="hand-computed, trec_eval's loop written out"),
+    _gains(
+        "idcg",
+        idcg_values,
+        "ideal DCG",
+        oracle="hand-computed, trec_eval's loop written out",
+        reads=("gain", "log_base", "discount"),
+        function="idcg",
+        metric_class="IDCG",
+    ),
     # trec_eval's other measures (m_*.c); rows follow trec_eval's names, kernels its definitions.
     _whole(
         "bpref",
@@ -326,6 +501,7 @@ _ROWS = (
         utility_values,
         "linear utility of the retrieved set",
         params=(COEFFICIENTS, REL),
+        reads=("relevance_threshold",),
         oracle="pytrec_eval (default coefficients), its counts (others)",
     ),
     _whole(
@@ -335,13 +511,14 @@ _ROWS = (
         params=(REL,),
         oracle=_BRUTE,
     ),
-    _relabelled("g", g_values, "normalised gain G", ties_average=False),
+    _relabelled("g", g_values, "normalised gain G", ties_average=False, reads=("gain", "ties", "empty_target_action")),
     _relabelled("ndcg_rel", ndcg_rel_values, "nDCG averaged over the relevant documents", ties_average=False),
     _relabelled(
         "rndcg",
         rndcg_values,
         "nDCG averaged at the R levels of the ideal ranking",
         oracle="pytrec_eval (gains: on relabelled qrels), brute-force tie orders",
+        reads=(*_DCG_READS, *_BINARY[:1], "empty_target_action"),
     ),
     Family(
         "relative_precision",
@@ -350,8 +527,16 @@ _ROWS = (
         aliases=("relative_p",),
         params=(REL,),
         oracle=_BRUTE,
+        reads=_BINARY,
     ),
-    _set("set_precision", set_precision_values, "precision of the whole retrieved set", ir="SetP", aliases=("set_p",)),
+    _set(
+        "set_precision",
+        set_precision_values,
+        "precision of the whole retrieved set",
+        ir="SetP",
+        aliases=("set_p",),
+        ir_switches=(("relative", ((True, "set_relative_precision"), (False, "set_precision"))),),
+    ),
     _set(
         "set_relative_precision",
         set_relative_precision_values,
@@ -377,6 +562,7 @@ _ROWS = (
         "the grades of the top documents as text (trec_eval -q only)",
         params=(LENGTH,),
         aggregate="text",
+        reads=(),
         oracle="trec_eval's test outputs",
     ),
     Family(
@@ -388,6 +574,7 @@ _ROWS = (
         params=(MAX_GRADE,),
         check=err_grade_checks,
         oracle="gdeval (via ir_measures), tie orders enumerated",
+        reads=("ties",),
     ),
     Family(
         "rbp",
@@ -398,6 +585,7 @@ _ROWS = (
         params=(PERSISTENCE, RBP_REL, RBP_GAINS),
         ir_defaults=(("p", 0.8),),
         oracle="trec_eval 10.0 expected outputs, cwl_eval (via ir_measures), tie orders enumerated",
+        reads=("ties",),
     ),
     Family(
         "rbp_residual",
@@ -406,6 +594,7 @@ _ROWS = (
         aliases=("rbp_res",),
         params=(PERSISTENCE, TAIL),
         oracle="trec_eval 10.0 expected outputs, cwl_eval's residual, hand-computed",
+        reads=("ties",),
     ),
     Family(
         "judged",
@@ -416,6 +605,7 @@ _ROWS = (
         params=(ADAPTIVE_K,),
         ir_defaults=(("adaptive_k", True),),  # ir_measures' Judged@k divides by min(k, retrieved)
         oracle="ir_measures",
+        reads=("ties", "adaptive_k"),
     ),
     Family(
         "unjudged",
@@ -423,6 +613,7 @@ _ROWS = (
         "share of the top k that is retrieved but unjudged",
         aliases=("unjudged_rate",),
         oracle="trec_eval 10.0 expected outputs, ir_measures (1 - Judged)",
+        reads=("ties", "adaptive_k"),
     ),
     Family(
         "fall_out",
@@ -430,6 +621,9 @@ _ROWS = (
         "share of the non-relevant documents found in the top k",
         aliases=("fallout",),
         oracle="torchmetrics",
+        reads=_BINARY,
+        preset_rules=_torchmetrics("torch_argsort"),
+        metric_class="FallOut",
     ),
     Family(
         "auroc",
@@ -438,6 +632,17 @@ _ROWS = (
         aliases=("auc", "retrieval_auroc"),
         params=(MAX_FPR,),
         oracle="torchmetrics, sklearn",
+        reads=_BINARY,
+        metric_class="AUROC",
+    ),
+    Family(
+        "ncrr",
+        ncrr_values,
+        "normalised cumulative reciprocal rank: 1/rank summed over the relevant documents of the top k, over its ideal",
+        aliases=("normalized_cumulative_reciprocal_rank",),
+        params=(REL,),
+        oracle="Cornac's expected values (tests/cornac/metrics/test_ranking.py::test_ncrr), tie orders enumerated",
+        reads=_BINARY,
     ),
     _whole(
         "opa",
@@ -445,6 +650,7 @@ _ROWS = (
         "ordered pair accuracy: share of differently graded pairs in the right order",
         aliases=("ordered_pair_accuracy",),
         oracle=_PAIRS,
+        reads=("ties", "empty_target_action"),
     ),
     _whole(
         "arp",
@@ -452,6 +658,7 @@ _ROWS = (
         "average relevance position: mean rank weighted by grade (lower is better)",
         aliases=("average_relevance_position",),
         oracle=_PAIRS,
+        reads=("ties", "empty_target_action"),
     ),
     _intent_aware(
         "alpha_dcg",
@@ -502,6 +709,7 @@ _ROWS = (
         ir="P_IA",
         aliases=("p-ia", "precision_ia"),
         params=(REL,),
+        reads=(*_BINARY, "adaptive_k"),
         oracle="pyndeval (ndeval 4.5), TF-Ranking's PrecisionIA (hand-computed), brute-force tie orders",
     ),
     _intent_aware(
@@ -523,6 +731,19 @@ _ROWS = (
     ),
 )
 FAMILIES: dict[str, Family] = {f.key: f for f in _ROWS}
+
+
+def _preset_rules() -> dict[str, dict[str, dict[str, Any]]]:
+    """``{preset: {family key: {field: value}}}``: the rows' own settings under each preset."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for f in _ROWS:
+        for preset, fields_ in f.preset_rules:
+            out.setdefault(preset, {})[f.key] = dict(fields_)
+    return out
+
+
+for _preset, _by_measure in _preset_rules().items():
+    set_measure_rules(_preset, _by_measure)
 
 
 # ----------------------------------------------------------------------------- trec_eval's names

@@ -1,12 +1,19 @@
-"""torchmetrics' own ``Metric`` options, and the check that names an unknown keyword argument.
+"""torchmetrics' own ``Metric`` options, and the checks that name an unknown or unread keyword argument.
 
 Every metric class of the library lists its own arguments in its signature and passes only
 torchmetrics' options (``process_group``, ``sync_on_compute``, ...) on through ``**kwargs``. An
 unknown keyword is a ``TypeError`` naming it (with a close match when there is one), as for any
 Python call, not torchmetrics' ``ValueError("Unexpected keyword arguments")``.
 
+A convention argument that the class's measures do not read is a ``TypeError`` too (their
+registry rows say what each reads).
+
 Example:
-    >>> from torch_rankeval import NDCG
+    >>> from torch_rankeval import MRR, NDCG
+    >>> MRR(gain="linear")
+    Traceback (most recent call last):
+    ...
+    TypeError: MRR does not read gain= (its measures mrr read ties=, relevance_threshold=, empty_target_action=; a preset, convention=, sets every convention)
     >>> NDCG(k=10, gains="linear")
     Traceback (most recent call last):
     ...
@@ -21,8 +28,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from torch_rankeval._choices import TIES
+from torch_rankeval.measures.registry import OPTIONS, Measure
 
-__all__ = ["METRIC_OPTIONS", "check_catalogue_options", "check_metric_options", "forwarded"]
+__all__ = ["METRIC_OPTIONS", "check_catalogue_options", "check_metric_options", "check_read_options"]
 
 #: The keyword arguments ``torchmetrics.Metric.__init__`` takes (``tests/test_signatures.py`` checks
 #: that torchmetrics still accepts each of them).
@@ -56,6 +64,13 @@ def check_metric_options(owner: object, options: Mapping[str, Any]) -> None:
         own = [p for p in inspect.signature(cls).parameters.values() if p.kind != inspect.Parameter.VAR_KEYWORD]
     except (TypeError, ValueError):  # pragma: no cover - a class without a signature
         own = []
+    ignored = [name for name in unknown if name in OPTIONS]
+    if ignored:  # a convention option that the class's measures do not read
+        reads = [p.name for p in own if p.name in OPTIONS]
+        raise TypeError(
+            f"{cls.__name__} does not read {', '.join(n + '=' for n in ignored)} (it reads "
+            f"{', '.join(n + '=' for n in reads) or 'no convention option'})"
+        )
     names = [p.name for p in own] + list(METRIC_OPTIONS)
     if len(unknown) == 1:
         close = difflib.get_close_matches(unknown[0], names, n=1)
@@ -68,20 +83,27 @@ def check_metric_options(owner: object, options: Mapping[str, Any]) -> None:
     )
 
 
-def forwarded(scope: Mapping[str, Any], *drop: str) -> dict[str, Any]:
-    """The named arguments of an ``__init__``, from its ``locals()`` taken before any other local is
-    bound, to pass on to the parent's: all but ``self``, ``__class__`` (there when the method calls
-    ``super()``), ``kwargs`` (passed on as ``**kwargs`` beside) and the names in ``drop``. So a
-    subclass keeps its explicit signature without listing every argument a second time.
+def check_read_options(owner: object, measures: list[Measure], given: Mapping[str, Any]) -> None:
+    """Raise a ``TypeError`` naming each convention option of ``given`` (set: not None) that none of
+    ``measures`` reads (their registry rows' ``reads``): a metric of many measures accepts the union of
+    what they read.
 
     Example:
-        >>> def init(self, k=None, *, ties=None, clip=None, **kwargs):
-        ...     return forwarded(locals(), "clip")
-        >>> init(None, 3, ties="first", clip=0.1, sync_on_compute=False)
-        {'k': 3, 'ties': 'first'}
+        >>> from torch_rankeval.measures import parse_measures
+        >>> check_read_options(object(), parse_measures(["ndcg@10", "mrr"]), {"gain": "linear", "graded": None})
+        >>> check_read_options(object(), parse_measures(["mrr", "recall@5"]), {"gain": "linear"})
+        Traceback (most recent call last):
+        ...
+        TypeError: object does not read gain= (its measures mrr, recall@5 read ties=, relevance_threshold=, empty_target_action=; a preset, convention=, sets every convention)
     """
-    skip = {"self", "__class__", "kwargs", *drop}
-    return {name: value for name, value in scope.items() if name not in skip}
+    reads = {name for m in measures for name in m.family.reads}
+    ignored = [name for name, value in given.items() if value is not None and name not in reads]
+    if ignored:
+        what = ", ".join(n + "=" for n in OPTIONS if n in reads) or "no convention option"
+        raise TypeError(
+            f"{type(owner).__name__} does not read {', '.join(n + '=' for n in ignored)} (its measures "
+            f"{', '.join(m.label for m in measures)} read {what}; a preset, convention=, sets every convention)"
+        )
 
 
 #: The tie policies of the full-catalogue metrics: each tied item's expected share of the slots left

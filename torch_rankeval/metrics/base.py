@@ -32,7 +32,7 @@ from torch_rankeval.conventions import (
 )
 from torch_rankeval.measures import MeasurePlan, parse_measures
 from torch_rankeval.metrics._compiled import compiled_kernel
-from torch_rankeval.metrics._options import check_metric_options
+from torch_rankeval.metrics._options import check_metric_options, check_read_options
 from torch_rankeval.metrics._running import RunningMeanMetric
 from torch_rankeval.metrics._strata import check_integer_tensor
 from torch_rankeval.ranking.flat import group_by_query_buckets
@@ -211,6 +211,21 @@ class RankingMetrics(RunningMeanMetric):
                 "grouped at compute; pass whole_queries=True (every update holds whole queries) or padded input"
             )
         self.plan = _plan(metrics, k, self.convention)
+        check_read_options(
+            self,
+            self.plan.measures,
+            dict(
+                gain=gain,
+                log_base=log_base,
+                discount=discount,
+                ties=ties,
+                relevance_threshold=relevance_threshold,
+                empty_target_action=empty_target_action,
+                denominator=denominator,
+                graded=graded,
+                adaptive_k=adaptive_k,
+            ),
+        )
         self.ignore_index = ignore_index
         self.input_format = input_format
         self.whole_queries = whole_queries

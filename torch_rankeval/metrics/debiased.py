@@ -22,7 +22,7 @@ from torch import Tensor
 
 from torch_rankeval.conventions import resolve_convention
 from torch_rankeval.kernels.debiased import NORMALIZE, position_debiased_values
-from torch_rankeval.metrics._options import check_metric_options, forwarded
+from torch_rankeval.metrics._options import check_metric_options
 from torch_rankeval.metrics._running import RunningMeanMetric
 from torch_rankeval.ranking.clicks import check_sources, raise_first, value_problems
 from torch_rankeval.ranking.inputs import parse_k
@@ -332,7 +332,25 @@ class PositionDebiasedDCG(PositionDebiasedNDCG):
         window_unit: str = "updates",
         **kwargs: Any,
     ) -> None:
-        super().__init__(**forwarded(locals()), normalize="none", empty_target_action="neg", **kwargs)
+        check_metric_options(self, kwargs)  # before the parent's, which takes empty_target_action (DCG reads none)
+        super().__init__(
+            k,
+            clip=clip,
+            eta=eta,
+            propensity_table=propensity_table,
+            affine=affine,
+            normalize="none",
+            empty_target_action="neg",
+            ties=ties,
+            keep_per_query=keep_per_query,
+            strata=strata,
+            stratum_weights=stratum_weights,
+            validate_args=validate_args,
+            window=window,
+            half_life=half_life,
+            window_unit=window_unit,
+            **kwargs,
+        )
 
 
 def _check_static_source(*, clip: object, eta: object, propensity_table: object, affine: object) -> str | None:

@@ -1,7 +1,9 @@
 """One class per metric: thin specialisations of :class:`~torch_rankeval.RankingMetrics`.
 
-Each takes the cutoff ``k`` (None, an int, or a sequence of ints) and the conventions that matter
-for it; ``compute`` returns a scalar, or one value per cutoff when ``k`` is a sequence. Every class
+Each takes the cutoff ``k`` (None, an int, or a sequence of ints) and the conventions its measure
+reads (its registry row's ``reads``: :attr:`~torch_rankeval.measures.Family.reads`); any other
+convention argument is a ``TypeError`` naming it (a preset, ``convention=``, sets them all).
+``compute`` returns a scalar, or one value per cutoff when ``k`` is a sequence. Every class
 accepts padded ``(N, L)`` input or flat torchmetrics-style input with ``indexes`` (see
 :class:`~torch_rankeval.RankingMetrics` for inputs, states, distributed semantics and edge cases).
 """
@@ -14,7 +16,6 @@ from typing import Any, Callable, Literal, overload
 from torch import Tensor
 
 from torch_rankeval.conventions import Convention
-from torch_rankeval.metrics._options import forwarded
 from torch_rankeval.metrics.base import RankingMetrics
 
 __all__ = ["DCG", "IDCG", "NDCG", "MAP", "MRR", "Precision", "Recall", "HitRate", "RPrecision", "FallOut", "AUROC"]
@@ -23,41 +24,52 @@ __all__ = ["DCG", "IDCG", "NDCG", "MAP", "MRR", "Precision", "Recall", "HitRate"
 class _SingleMetric(RankingMetrics):
     """A :class:`RankingMetrics` with one metric whose ``compute`` returns a tensor.
 
-    Its ``__init__`` lists every argument of :class:`RankingMetrics` but ``metrics`` (the class
-    names it), so that ``help()``, ``inspect.signature`` and IDEs show them on every subclass.
+    Each subclass's ``__init__`` lists the arguments of :class:`RankingMetrics` but ``metrics`` (the
+    class names it) and the convention arguments its measure does not read, so that ``help()``,
+    ``inspect.signature`` and IDEs show exactly what it takes, and passes them on by name.
     """
 
     _metric: str = ""
 
     def __init__(
         self,
-        k: int | Sequence[int] | None = None,
+        k: int | Sequence[int] | None,
+        conventions: dict[str, Any],
         *,
-        gain: Any = None,
-        log_base: float | None = None,
-        discount: Callable[[Tensor], Tensor] | None = None,
-        ties: str | None = None,
-        relevance_threshold: float | None = None,
-        empty_target_action: str | None = None,
-        denominator: str | None = None,
-        graded: bool | None = None,
-        adaptive_k: bool | None = None,
-        convention: str | Convention | None = None,
-        ignore_index: int | None = None,
-        input_format: str = "auto",
-        whole_queries: bool = False,
-        keep_per_query: bool = False,
-        strata: int | None = None,
-        stratum_weights: Sequence[float] | Tensor | None = None,
-        validate_args: bool = True,
-        compile: bool = False,
-        window: int | None = None,
-        half_life: float | None = None,
-        window_unit: str = "updates",
+        convention: str | Convention | None,
+        ignore_index: int | None,
+        input_format: str,
+        whole_queries: bool,
+        keep_per_query: bool,
+        strata: int | None,
+        stratum_weights: Sequence[float] | Tensor | None,
+        validate_args: bool,
+        compile: bool,
+        window: int | None,
+        half_life: float | None,
+        window_unit: str,
         **kwargs: Any,
     ) -> None:
+        """``conventions``: the convention arguments the subclass takes (those its measure reads), by name."""
         self._sequence_k = isinstance(k, Sequence)
-        super().__init__(metrics=(self._metric,), **forwarded(locals()), **kwargs)
+        super().__init__(
+            (self._metric,),
+            k,
+            **conventions,
+            convention=convention,
+            ignore_index=ignore_index,
+            input_format=input_format,
+            whole_queries=whole_queries,
+            keep_per_query=keep_per_query,
+            strata=strata,
+            stratum_weights=stratum_weights,
+            validate_args=validate_args,
+            compile=compile,
+            window=window,
+            half_life=half_life,
+            window_unit=window_unit,
+            **kwargs,
+        )
 
     @overload
     def compute(self, stderr: Literal[False] = False) -> Tensor: ...
@@ -104,9 +116,6 @@ class DCG(_SingleMetric):
             ``"optimistic"``.
         convention: a preset name (``"trec_eval"``, ``"sklearn"``, ...) or a
             :class:`~torch_rankeval.conventions.Convention`; explicit arguments win over it.
-        relevance_threshold, empty_target_action, denominator, graded, adaptive_k: the other
-            conventions (:mod:`torch_rankeval.conventions`), which DCG does not read (it has no
-            empty case).
         ignore_index, input_format, whole_queries, keep_per_query, strata, stratum_weights, validate_args,
             compile, window, half_life, window_unit, kwargs: as in :class:`~torch_rankeval.RankingMetrics`
             (with ``window``, ``half_life`` or ``strata``, :meth:`compute` returns a dict).
@@ -122,6 +131,46 @@ class DCG(_SingleMetric):
 
     _metric = "dcg"
 
+    def __init__(
+        self,
+        k: int | Sequence[int] | None = None,
+        *,
+        gain: Any = None,
+        log_base: float | None = None,
+        discount: Callable[[Tensor], Tensor] | None = None,
+        ties: str | None = None,
+        convention: str | Convention | None = None,
+        ignore_index: int | None = None,
+        input_format: str = "auto",
+        whole_queries: bool = False,
+        keep_per_query: bool = False,
+        strata: int | None = None,
+        stratum_weights: Sequence[float] | Tensor | None = None,
+        validate_args: bool = True,
+        compile: bool = False,
+        window: int | None = None,
+        half_life: float | None = None,
+        window_unit: str = "updates",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            k,
+            dict(gain=gain, log_base=log_base, discount=discount, ties=ties),
+            convention=convention,
+            ignore_index=ignore_index,
+            input_format=input_format,
+            whole_queries=whole_queries,
+            keep_per_query=keep_per_query,
+            strata=strata,
+            stratum_weights=stratum_weights,
+            validate_args=validate_args,
+            compile=compile,
+            window=window,
+            half_life=half_life,
+            window_unit=window_unit,
+            **kwargs,
+        )
+
 
 class IDCG(_SingleMetric):
     """Mean ideal DCG: the DCG of each query's judged documents in decreasing gain.
@@ -131,10 +180,7 @@ class IDCG(_SingleMetric):
     Args:
         k: cutoff: None (whole list), an int, or a sequence of ints (``compute`` then returns one value per cutoff).
         gain, log_base, discount: the gain and the rank discount, as in :class:`DCG`.
-        ties: accepted for a uniform signature; the ideal ranking has no ties that matter.
         convention: a preset name or a :class:`~torch_rankeval.conventions.Convention`.
-        relevance_threshold, empty_target_action, denominator, graded, adaptive_k: the other
-            conventions (:mod:`torch_rankeval.conventions`), not read by IDCG.
         ignore_index, input_format, whole_queries, keep_per_query, strata, stratum_weights, validate_args,
             compile, window, half_life, window_unit, kwargs: as in :class:`~torch_rankeval.RankingMetrics`
             (with ``window``, ``half_life`` or ``strata``, :meth:`compute` returns a dict).
@@ -149,6 +195,45 @@ class IDCG(_SingleMetric):
     """
 
     _metric = "idcg"
+
+    def __init__(
+        self,
+        k: int | Sequence[int] | None = None,
+        *,
+        gain: Any = None,
+        log_base: float | None = None,
+        discount: Callable[[Tensor], Tensor] | None = None,
+        convention: str | Convention | None = None,
+        ignore_index: int | None = None,
+        input_format: str = "auto",
+        whole_queries: bool = False,
+        keep_per_query: bool = False,
+        strata: int | None = None,
+        stratum_weights: Sequence[float] | Tensor | None = None,
+        validate_args: bool = True,
+        compile: bool = False,
+        window: int | None = None,
+        half_life: float | None = None,
+        window_unit: str = "updates",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            k,
+            dict(gain=gain, log_base=log_base, discount=discount),
+            convention=convention,
+            ignore_index=ignore_index,
+            input_format=input_format,
+            whole_queries=whole_queries,
+            keep_per_query=keep_per_query,
+            strata=strata,
+            stratum_weights=stratum_weights,
+            validate_args=validate_args,
+            compile=compile,
+            window=window,
+            half_life=half_life,
+            window_unit=window_unit,
+            **kwargs,
+        )
 
 
 class NDCG(_SingleMetric):
@@ -167,8 +252,6 @@ class NDCG(_SingleMetric):
             ``"pos"`` (1), ``"skip"`` (left out of the mean), ``"error"``.
         convention: a preset name (``"torchmetrics"``, ``"trec_eval"``, ``"sklearn"``, ...) or a
             :class:`~torch_rankeval.conventions.Convention`; explicit arguments win over it.
-        relevance_threshold, denominator, graded, adaptive_k: the other conventions
-            (:mod:`torch_rankeval.conventions`), not read by nDCG.
         ignore_index, input_format, whole_queries, keep_per_query, strata, stratum_weights, validate_args,
             compile, window, half_life, window_unit, kwargs: as in :class:`~torch_rankeval.RankingMetrics`
             (with ``window``, ``half_life`` or ``strata``, :meth:`compute` returns a dict).
@@ -183,6 +266,47 @@ class NDCG(_SingleMetric):
     """
 
     _metric = "ndcg"
+
+    def __init__(
+        self,
+        k: int | Sequence[int] | None = None,
+        *,
+        gain: Any = None,
+        log_base: float | None = None,
+        discount: Callable[[Tensor], Tensor] | None = None,
+        ties: str | None = None,
+        empty_target_action: str | None = None,
+        convention: str | Convention | None = None,
+        ignore_index: int | None = None,
+        input_format: str = "auto",
+        whole_queries: bool = False,
+        keep_per_query: bool = False,
+        strata: int | None = None,
+        stratum_weights: Sequence[float] | Tensor | None = None,
+        validate_args: bool = True,
+        compile: bool = False,
+        window: int | None = None,
+        half_life: float | None = None,
+        window_unit: str = "updates",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            k,
+            dict(gain=gain, log_base=log_base, discount=discount, ties=ties, empty_target_action=empty_target_action),
+            convention=convention,
+            ignore_index=ignore_index,
+            input_format=input_format,
+            whole_queries=whole_queries,
+            keep_per_query=keep_per_query,
+            strata=strata,
+            stratum_weights=stratum_weights,
+            validate_args=validate_args,
+            compile=compile,
+            window=window,
+            half_life=half_life,
+            window_unit=window_unit,
+            **kwargs,
+        )
 
 
 class MAP(_SingleMetric):
@@ -202,7 +326,7 @@ class MAP(_SingleMetric):
         empty_target_action: queries without a relevant document: ``"neg"`` (default: 0),
             ``"pos"``, ``"skip"``, ``"error"``.
         convention: a preset name or a :class:`~torch_rankeval.conventions.Convention`.
-        gain, log_base, discount, adaptive_k: the other conventions; ``gain`` matters with ``graded``.
+        gain: the gain of graded AP (``graded=True``), as in :class:`NDCG`.
         ignore_index, input_format, whole_queries, keep_per_query, strata, stratum_weights, validate_args,
             compile, window, half_life, window_unit, kwargs: as in :class:`~torch_rankeval.RankingMetrics`
             (with ``window``, ``half_life`` or ``strata``, :meth:`compute` returns a dict).
@@ -218,6 +342,55 @@ class MAP(_SingleMetric):
 
     _metric = "map"
 
+    def __init__(
+        self,
+        k: int | Sequence[int] | None = None,
+        *,
+        gain: Any = None,
+        ties: str | None = None,
+        relevance_threshold: float | None = None,
+        empty_target_action: str | None = None,
+        denominator: str | None = None,
+        graded: bool | None = None,
+        convention: str | Convention | None = None,
+        ignore_index: int | None = None,
+        input_format: str = "auto",
+        whole_queries: bool = False,
+        keep_per_query: bool = False,
+        strata: int | None = None,
+        stratum_weights: Sequence[float] | Tensor | None = None,
+        validate_args: bool = True,
+        compile: bool = False,
+        window: int | None = None,
+        half_life: float | None = None,
+        window_unit: str = "updates",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            k,
+            dict(
+                gain=gain,
+                ties=ties,
+                relevance_threshold=relevance_threshold,
+                empty_target_action=empty_target_action,
+                denominator=denominator,
+                graded=graded,
+            ),
+            convention=convention,
+            ignore_index=ignore_index,
+            input_format=input_format,
+            whole_queries=whole_queries,
+            keep_per_query=keep_per_query,
+            strata=strata,
+            stratum_weights=stratum_weights,
+            validate_args=validate_args,
+            compile=compile,
+            window=window,
+            half_life=half_life,
+            window_unit=window_unit,
+            **kwargs,
+        )
+
 
 class MRR(_SingleMetric):
     """Mean reciprocal rank of the first relevant document (within the top ``k``).
@@ -228,8 +401,6 @@ class MRR(_SingleMetric):
         k: cutoff: None (whole list), an int, or a sequence of ints (``compute`` then returns one value per cutoff).
         relevance_threshold, ties, empty_target_action, convention: as in :class:`MAP` (relevant when
             ``target >= threshold``; queries without a relevant document score 0 by default).
-        gain, log_base, discount, denominator, graded, adaptive_k: the other conventions, not read
-            by MRR.
         ignore_index, input_format, whole_queries, keep_per_query, strata, stratum_weights, validate_args,
             compile, window, half_life, window_unit, kwargs: as in :class:`~torch_rankeval.RankingMetrics`
             (with ``window``, ``half_life`` or ``strata``, :meth:`compute` returns a dict).
@@ -245,6 +416,45 @@ class MRR(_SingleMetric):
 
     _metric = "mrr"
 
+    def __init__(
+        self,
+        k: int | Sequence[int] | None = None,
+        *,
+        ties: str | None = None,
+        relevance_threshold: float | None = None,
+        empty_target_action: str | None = None,
+        convention: str | Convention | None = None,
+        ignore_index: int | None = None,
+        input_format: str = "auto",
+        whole_queries: bool = False,
+        keep_per_query: bool = False,
+        strata: int | None = None,
+        stratum_weights: Sequence[float] | Tensor | None = None,
+        validate_args: bool = True,
+        compile: bool = False,
+        window: int | None = None,
+        half_life: float | None = None,
+        window_unit: str = "updates",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            k,
+            dict(ties=ties, relevance_threshold=relevance_threshold, empty_target_action=empty_target_action),
+            convention=convention,
+            ignore_index=ignore_index,
+            input_format=input_format,
+            whole_queries=whole_queries,
+            keep_per_query=keep_per_query,
+            strata=strata,
+            stratum_weights=stratum_weights,
+            validate_args=validate_args,
+            compile=compile,
+            window=window,
+            half_life=half_life,
+            window_unit=window_unit,
+            **kwargs,
+        )
+
 
 class Precision(_SingleMetric):
     """Mean precision@k; ``k`` beyond the list divides by ``k`` unless ``adaptive_k=True``.
@@ -254,7 +464,6 @@ class Precision(_SingleMetric):
         adaptive_k: divide by ``min(k, list length)`` instead of ``k`` (default False).
         relevance_threshold, ties, empty_target_action, convention: as in :class:`MAP` (relevant when
             ``target >= threshold``; queries without a relevant document score 0 by default).
-        gain, log_base, discount, denominator, graded: the other conventions, not read by precision.
         ignore_index, input_format, whole_queries, keep_per_query, strata, stratum_weights, validate_args,
             compile, window, half_life, window_unit, kwargs: as in :class:`~torch_rankeval.RankingMetrics`
             (with ``window``, ``half_life`` or ``strata``, :meth:`compute` returns a dict).
@@ -270,6 +479,51 @@ class Precision(_SingleMetric):
 
     _metric = "precision"
 
+    def __init__(
+        self,
+        k: int | Sequence[int] | None = None,
+        *,
+        ties: str | None = None,
+        relevance_threshold: float | None = None,
+        empty_target_action: str | None = None,
+        adaptive_k: bool | None = None,
+        convention: str | Convention | None = None,
+        ignore_index: int | None = None,
+        input_format: str = "auto",
+        whole_queries: bool = False,
+        keep_per_query: bool = False,
+        strata: int | None = None,
+        stratum_weights: Sequence[float] | Tensor | None = None,
+        validate_args: bool = True,
+        compile: bool = False,
+        window: int | None = None,
+        half_life: float | None = None,
+        window_unit: str = "updates",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            k,
+            dict(
+                ties=ties,
+                relevance_threshold=relevance_threshold,
+                empty_target_action=empty_target_action,
+                adaptive_k=adaptive_k,
+            ),
+            convention=convention,
+            ignore_index=ignore_index,
+            input_format=input_format,
+            whole_queries=whole_queries,
+            keep_per_query=keep_per_query,
+            strata=strata,
+            stratum_weights=stratum_weights,
+            validate_args=validate_args,
+            compile=compile,
+            window=window,
+            half_life=half_life,
+            window_unit=window_unit,
+            **kwargs,
+        )
+
 
 class Recall(_SingleMetric):
     """Mean recall@k over all relevant documents of each query (``n_relevant``/``ideal_target`` or the list).
@@ -278,8 +532,6 @@ class Recall(_SingleMetric):
         k: cutoff: None (whole list), an int, or a sequence of ints (``compute`` then returns one value per cutoff).
         relevance_threshold, ties, empty_target_action, convention: as in :class:`MAP` (relevant when
             ``target >= threshold``; queries without a relevant document score 0 by default).
-        gain, log_base, discount, denominator, graded, adaptive_k: the other conventions, not read
-            by recall.
         ignore_index, input_format, whole_queries, keep_per_query, strata, stratum_weights, validate_args,
             compile, window, half_life, window_unit, kwargs: as in :class:`~torch_rankeval.RankingMetrics`
             (with ``window``, ``half_life`` or ``strata``, :meth:`compute` returns a dict).
@@ -295,6 +547,45 @@ class Recall(_SingleMetric):
 
     _metric = "recall"
 
+    def __init__(
+        self,
+        k: int | Sequence[int] | None = None,
+        *,
+        ties: str | None = None,
+        relevance_threshold: float | None = None,
+        empty_target_action: str | None = None,
+        convention: str | Convention | None = None,
+        ignore_index: int | None = None,
+        input_format: str = "auto",
+        whole_queries: bool = False,
+        keep_per_query: bool = False,
+        strata: int | None = None,
+        stratum_weights: Sequence[float] | Tensor | None = None,
+        validate_args: bool = True,
+        compile: bool = False,
+        window: int | None = None,
+        half_life: float | None = None,
+        window_unit: str = "updates",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            k,
+            dict(ties=ties, relevance_threshold=relevance_threshold, empty_target_action=empty_target_action),
+            convention=convention,
+            ignore_index=ignore_index,
+            input_format=input_format,
+            whole_queries=whole_queries,
+            keep_per_query=keep_per_query,
+            strata=strata,
+            stratum_weights=stratum_weights,
+            validate_args=validate_args,
+            compile=compile,
+            window=window,
+            half_life=half_life,
+            window_unit=window_unit,
+            **kwargs,
+        )
+
 
 class HitRate(_SingleMetric):
     """Share of queries with a relevant document in the top ``k`` (trec_eval ``success.k``).
@@ -303,8 +594,6 @@ class HitRate(_SingleMetric):
         k: cutoff: None (whole list), an int, or a sequence of ints (``compute`` then returns one value per cutoff).
         relevance_threshold, ties, empty_target_action, convention: as in :class:`MAP` (relevant when
             ``target >= threshold``; queries without a relevant document score 0 by default).
-        gain, log_base, discount, denominator, graded, adaptive_k: the other conventions, not read
-            by the hit rate.
         ignore_index, input_format, whole_queries, keep_per_query, strata, stratum_weights, validate_args,
             compile, window, half_life, window_unit, kwargs: as in :class:`~torch_rankeval.RankingMetrics`
             (with ``window``, ``half_life`` or ``strata``, :meth:`compute` returns a dict).
@@ -320,6 +609,45 @@ class HitRate(_SingleMetric):
 
     _metric = "hit_rate"
 
+    def __init__(
+        self,
+        k: int | Sequence[int] | None = None,
+        *,
+        ties: str | None = None,
+        relevance_threshold: float | None = None,
+        empty_target_action: str | None = None,
+        convention: str | Convention | None = None,
+        ignore_index: int | None = None,
+        input_format: str = "auto",
+        whole_queries: bool = False,
+        keep_per_query: bool = False,
+        strata: int | None = None,
+        stratum_weights: Sequence[float] | Tensor | None = None,
+        validate_args: bool = True,
+        compile: bool = False,
+        window: int | None = None,
+        half_life: float | None = None,
+        window_unit: str = "updates",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            k,
+            dict(ties=ties, relevance_threshold=relevance_threshold, empty_target_action=empty_target_action),
+            convention=convention,
+            ignore_index=ignore_index,
+            input_format=input_format,
+            whole_queries=whole_queries,
+            keep_per_query=keep_per_query,
+            strata=strata,
+            stratum_weights=stratum_weights,
+            validate_args=validate_args,
+            compile=compile,
+            window=window,
+            half_life=half_life,
+            window_unit=window_unit,
+            **kwargs,
+        )
+
 
 class RPrecision(_SingleMetric):
     """Mean R-precision: precision at rank R, the number of relevant documents of the query.
@@ -327,8 +655,6 @@ class RPrecision(_SingleMetric):
     Args:
         relevance_threshold, ties, empty_target_action, convention: as in :class:`MAP` (relevant when
             ``target >= threshold``; queries without a relevant document score 0 by default).
-        gain, log_base, discount, denominator, graded, adaptive_k: the other conventions, not read
-            by R-precision (which has no cutoff ``k``: its depth is each query's R).
         ignore_index, input_format, whole_queries, keep_per_query, strata, stratum_weights, validate_args,
             compile, window, half_life, window_unit, kwargs: as in :class:`~torch_rankeval.RankingMetrics`
             (with ``window``, ``half_life`` or ``strata``, :meth:`compute` returns a dict).
@@ -347,15 +673,9 @@ class RPrecision(_SingleMetric):
     def __init__(
         self,
         *,
-        gain: Any = None,
-        log_base: float | None = None,
-        discount: Callable[[Tensor], Tensor] | None = None,
         ties: str | None = None,
         relevance_threshold: float | None = None,
         empty_target_action: str | None = None,
-        denominator: str | None = None,
-        graded: bool | None = None,
-        adaptive_k: bool | None = None,
         convention: str | Convention | None = None,
         ignore_index: int | None = None,
         input_format: str = "auto",
@@ -370,7 +690,23 @@ class RPrecision(_SingleMetric):
         window_unit: str = "updates",
         **kwargs: Any,
     ) -> None:
-        super().__init__(None, **forwarded(locals()), **kwargs)
+        super().__init__(
+            None,
+            dict(ties=ties, relevance_threshold=relevance_threshold, empty_target_action=empty_target_action),
+            convention=convention,
+            ignore_index=ignore_index,
+            input_format=input_format,
+            whole_queries=whole_queries,
+            keep_per_query=keep_per_query,
+            strata=strata,
+            stratum_weights=stratum_weights,
+            validate_args=validate_args,
+            compile=compile,
+            window=window,
+            half_life=half_life,
+            window_unit=window_unit,
+            **kwargs,
+        )
 
 
 class FallOut(_SingleMetric):
@@ -385,8 +721,6 @@ class FallOut(_SingleMetric):
         empty_target_action: lists without a non-relevant document: ``"pos"`` (default: 1, as
             torchmetrics), ``"neg"``, ``"skip"``, ``"error"``.
         relevance_threshold, ties, convention: as in :class:`MAP`.
-        gain, log_base, discount, denominator, graded, adaptive_k: the other conventions, not read
-            by fall-out.
         ignore_index, input_format, whole_queries, keep_per_query, strata, stratum_weights, validate_args,
             compile, window, half_life, window_unit, kwargs: as in :class:`~torch_rankeval.RankingMetrics`
             (with ``window``, ``half_life`` or ``strata``, :meth:`compute` returns a dict).
@@ -406,15 +740,9 @@ class FallOut(_SingleMetric):
         self,
         k: int | Sequence[int] | None = None,
         *,
-        gain: Any = None,
-        log_base: float | None = None,
-        discount: Callable[[Tensor], Tensor] | None = None,
         ties: str | None = None,
         relevance_threshold: float | None = None,
         empty_target_action: str = "pos",
-        denominator: str | None = None,
-        graded: bool | None = None,
-        adaptive_k: bool | None = None,
         convention: str | Convention | None = None,
         ignore_index: int | None = None,
         input_format: str = "auto",
@@ -429,7 +757,23 @@ class FallOut(_SingleMetric):
         window_unit: str = "updates",
         **kwargs: Any,
     ) -> None:
-        super().__init__(**forwarded(locals()), **kwargs)
+        super().__init__(
+            k,
+            dict(ties=ties, relevance_threshold=relevance_threshold, empty_target_action=empty_target_action),
+            convention=convention,
+            ignore_index=ignore_index,
+            input_format=input_format,
+            whole_queries=whole_queries,
+            keep_per_query=keep_per_query,
+            strata=strata,
+            stratum_weights=stratum_weights,
+            validate_args=validate_args,
+            compile=compile,
+            window=window,
+            half_life=half_life,
+            window_unit=window_unit,
+            **kwargs,
+        )
 
 
 class AUROC(_SingleMetric):
@@ -449,8 +793,6 @@ class AUROC(_SingleMetric):
         empty_target_action: lists without a relevant document: ``"neg"`` (default: 0), ``"pos"``,
             ``"skip"``, ``"error"``.
         relevance_threshold, convention: as in :class:`MAP`.
-        gain, log_base, discount, denominator, graded, adaptive_k: the other conventions, not read
-            by AUROC.
         ignore_index, input_format, whole_queries, keep_per_query, strata, stratum_weights, validate_args,
             compile, window, half_life, window_unit, kwargs: as in :class:`~torch_rankeval.RankingMetrics`
             (with ``window``, ``half_life`` or ``strata``, :meth:`compute` returns a dict).
@@ -471,15 +813,9 @@ class AUROC(_SingleMetric):
         k: int | Sequence[int] | None = None,
         *,
         max_fpr: float | None = None,
-        gain: Any = None,
-        log_base: float | None = None,
-        discount: Callable[[Tensor], Tensor] | None = None,
         ties: str | None = None,
         relevance_threshold: float | None = None,
         empty_target_action: str | None = None,
-        denominator: str | None = None,
-        graded: bool | None = None,
-        adaptive_k: bool | None = None,
         convention: str | Convention | None = None,
         ignore_index: int | None = None,
         input_format: str = "auto",
@@ -496,4 +832,20 @@ class AUROC(_SingleMetric):
     ) -> None:
         if max_fpr is not None:
             self._metric = f"auroc(max_fpr={max_fpr!r})"
-        super().__init__(**forwarded(locals(), "max_fpr"), **kwargs)
+        super().__init__(
+            k,
+            dict(ties=ties, relevance_threshold=relevance_threshold, empty_target_action=empty_target_action),
+            convention=convention,
+            ignore_index=ignore_index,
+            input_format=input_format,
+            whole_queries=whole_queries,
+            keep_per_query=keep_per_query,
+            strata=strata,
+            stratum_weights=stratum_weights,
+            validate_args=validate_args,
+            compile=compile,
+            window=window,
+            half_life=half_life,
+            window_unit=window_unit,
+            **kwargs,
+        )

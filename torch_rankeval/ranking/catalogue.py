@@ -17,9 +17,9 @@ Past the last non-zero item every position holds grade 0 and gain 0, so values c
 view equal the full ranking's (a gain with ``gain(0) != 0`` ranks the whole row; negative gains,
 which the ideal ranking puts last, come from each row's lowest gains, :attr:`TopKView.ideal_bottom`).
 Whole lists of a large batch run in row chunks (:func:`row_chunks`, :data:`WHOLE_LIST_CHUNK`): the
-view of a whole list is as wide as the row. :data:`TOPK_FAMILIES` lists the measures whose kernels read only
-these quantities; the plan (:class:`~torch_rankeval.measures.MeasurePlan`) routes to this view when
-every requested measure is one of them, and densifies otherwise.
+view of a whole list is as wide as the row. A measure's registry row says whether its kernel reads only
+these quantities (``Family.topk``); the plan (:class:`~torch_rankeval.measures.MeasurePlan`) routes to this
+view when every requested measure's row says so, and densifies otherwise.
 """
 
 from __future__ import annotations
@@ -44,38 +44,29 @@ from torch_rankeval.ranking.topk import (
 from torch_rankeval.ranking.view import _NEEDS_DOC, RankedBatch, TieGroups
 
 __all__ = [
-    "TOPK_FAMILIES",
     "WHOLE_LIST_CHUNK",
     "TopKRankedBatch",
     "catalogue_batch",
     "catalogue_rows",
     "check_catalogue",
     "row_chunks",
-    "topk_supported",
+    "topk_convention",
 ]
 
-#: Families whose kernels read only the ranked-view contract (first ``W`` positions, their whole tie
-#: groups, the relevant count, the valid count and the ideal top gains).
-TOPK_FAMILIES = frozenset({"ndcg", "dcg", "idcg", "map", "mrr", "precision", "recall", "hit_rate", "r_precision"})
-#: Families that need the whole ranking (no cutoff): the view must reach the last non-zero grade.
-WHOLE_LIST_FAMILIES = frozenset({"r_precision"})
 
+def topk_convention(conv: Convention) -> bool:
+    """Whether the top-k view can rank under ``conv`` (a measure's registry row says whether its kernel
+    reads only the view's quantities: ``Family.topk``).
 
-def topk_supported(key: str, conv: Convention) -> bool:
-    """Whether measure family ``key`` under ``conv`` can run on a top-k view.
-
-    Graded AP normalises by the sum of ALL judged gains (not a top-k quantity), and torchmetrics'
-    "scores <= 0 are not relevant" quirk re-grades documents by score: both take the dense path, as
-    do the torch tie policies (torchmetrics' own sort of each whole list).
+    torchmetrics' "scores <= 0 are not relevant" quirk re-grades documents by score, and the torch tie
+    policies sort each whole list as torchmetrics does: both take the dense path.
 
     Example:
-        >>> from torch_rankeval.conventions import DEFAULT
-        >>> topk_supported("ndcg", DEFAULT), topk_supported("bpref", DEFAULT)
+        >>> from torch_rankeval.conventions import DEFAULT, Convention
+        >>> topk_convention(DEFAULT), topk_convention(Convention(ties="torch_argsort"))
         (True, False)
     """
-    if key not in TOPK_FAMILIES or conv.nonpositive_not_relevant or conv.ties in TORCH_TIES:
-        return False
-    return not (key == "map" and conv.graded)
+    return not conv.nonpositive_not_relevant and conv.ties not in TORCH_TIES
 
 
 class _ViewGroups(TieGroups):
