@@ -667,6 +667,7 @@ _ROWS = (
         ir="alpha_DCG",
         aliases=("alpha-dcg",),
         params=(ALPHA, ALPHA_NORM, REL),
+        reads=(*_BINARY, "log_base", "discount"),
         oracle="pyndeval (ndeval 4.5), TF-Ranking's AlphaDCG (hand-computed), brute-force tie orders",
     ),
     _intent_aware(
@@ -675,6 +676,7 @@ _ROWS = (
         "alpha-nDCG: alpha-DCG over that of ndeval's greedy ideal ranking (intent-aware)",
         ir="alpha_nDCG",
         aliases=("alpha-ndcg",),
+        reads=(*_BINARY, "log_base", "discount"),
     ),
     _intent_aware(
         "err_ia", err_ia_values, "intent-aware ERR over ndeval's ideal-ideal value", ir="ERR_IA", aliases=("err-ia",)
