@@ -60,3 +60,31 @@ def test_counter_popularity_bad_keys():
         ItemExposure(4, 2, popularity={7: 1.0})
     with pytest.raises(ValueError, match="finite numbers"):
         ItemExposure(4, 2, popularity={1: "a"})
+
+
+# ---------------------------------------------------------------------------------------- 4: Lightning slots
+def test_validate_after_a_fit_with_two_loaders_logs_one_loader_without_suffix(tmp_path):
+    """fit with two validation loaders, then validate (and fit again) with one: each loop logs the keys
+    of its own loaders, exactly, and the values of its own data."""
+    from tests.lightning_helpers import LinearRanker, dataset, loader, quiet_trainer
+    from torch_rankeval import functional as F
+    from torch_rankeval.lightning import RankingMetricsCallback
+
+    train, val, other, model = dataset(8, seed=1), dataset(9, seed=2), dataset(7, seed=3), LinearRanker()
+    callback = RankingMetricsCallback(("ndcg", "map"), k=10)
+    trainer = quiet_trainer(tmp_path, [callback], max_epochs=1)
+    trainer.fit(model, loader(train, 4, exact=False), [loader(val, 3, exact=True), loader(other, 3, exact=True)])
+    two = {f"val/{m}@10/dataloader_idx_{i}" for m in ("ndcg", "map") for i in (0, 1)}
+    assert {k for k in trainer.callback_metrics if k.startswith("val/")} == two
+    (logged,) = trainer.validate(model, loader(val, 3, exact=True), verbose=False)
+    assert set(logged) == {"val/ndcg@10", "val/map@10"}
+    assert set(callback.results["validate"]) == {"val/ndcg@10", "val/map@10"}
+    batch = val.padded()
+    with torch.no_grad():
+        want = F.ndcg(model(batch["features"]), batch["target"], k=10, mask=batch["mask"]).item()
+    assert logged["val/ndcg@10"] == pytest.approx(want, abs=1e-6)
+    assert len(callback._slots["validate"]) == 1
+    # and back: two loaders again get two slots, fresh
+    logged = trainer.validate(model, [loader(other, 3, exact=True), loader(val, 3, exact=True)], verbose=False)
+    assert set(logged[0]) | set(logged[1]) == two
+    assert logged[1]["val/ndcg@10/dataloader_idx_1"] == pytest.approx(want, abs=1e-6)
