@@ -88,3 +88,45 @@ def test_validate_after_a_fit_with_two_loaders_logs_one_loader_without_suffix(tm
     logged = trainer.validate(model, [loader(other, 3, exact=True), loader(val, 3, exact=True)], verbose=False)
     assert set(logged[0]) | set(logged[1]) == two
     assert logged[1]["val/ndcg@10/dataloader_idx_1"] == pytest.approx(want, abs=1e-6)
+
+
+# ---------------------------------------------------------------------------------------- 10: 1-D without indexes
+@pytest.mark.parametrize("validate_args", [True, False])
+def test_flat_input_without_indexes_is_an_error_naming_indexes(validate_args):
+    """A torchmetrics user's flat (D,) input without indexes= is refused (not one giant query), with or
+    without validation; the documented spellings of one list give the number of the (1, L) batch, which
+    is torchmetrics' own nDCG of that list."""
+    from torchmetrics.functional.retrieval import retrieval_normalized_dcg
+
+    from tests.sync_guard import HostSyncGuard
+    from torch_rankeval import NDCG, RankingMetrics
+
+    preds = torch.tensor([0.9, 0.2, 0.5, 0.5, 0.1])
+    target = torch.tensor([0, 1, 1, 0, 2])
+    for make in (
+        lambda: NDCG(k=3, convention="torchmetrics", validate_args=validate_args),
+        lambda: RankingMetrics(("ndcg@3", "map")),
+    ):
+        with pytest.raises(ValueError, match=r"without indexes=.*\(1, L\) batch.*indexes=torch.zeros_like\(preds"):
+            make().update(preds, target)
+    with HostSyncGuard():  # the refusal reads shapes only: no host sync
+        with pytest.raises(ValueError, match="indexes="):
+            NDCG(k=3, validate_args=False).update(preds, target)
+    want = retrieval_normalized_dcg(preds, target, top_k=3).item()
+    spellings = (
+        (NDCG(k=3, convention="torchmetrics", validate_args=validate_args), (preds[None], target[None]), {}),
+        (
+            NDCG(k=3, convention="torchmetrics", validate_args=validate_args),
+            (preds, target),
+            {"indexes": torch.zeros_like(preds, dtype=torch.long)},
+        ),
+        (NDCG(k=3, convention="torchmetrics", validate_args=validate_args, input_format="padded"), (preds, target), {}),
+        (
+            NDCG(k=3, convention="torchmetrics", validate_args=validate_args),
+            (preds, target),
+            {"mask": torch.ones(5, dtype=torch.bool)},
+        ),
+    )
+    for metric, args, kw in spellings:
+        metric.update(*args, **kw)
+        assert metric.compute().item() == pytest.approx(want, abs=1e-6)
