@@ -130,3 +130,136 @@ def test_flat_input_without_indexes_is_an_error_naming_indexes(validate_args):
     for metric, args, kw in spellings:
         metric.update(*args, **kw)
         assert metric.compute().item() == pytest.approx(want, abs=1e-6)
+
+
+# ---------------------------------------------------------------------------------------- 11: compat functional
+FUNCTIONAL = [
+    ("retrieval_normalized_dcg", {"top_k": None}, True),
+    ("retrieval_normalized_dcg", {"top_k": 3}, True),
+    ("retrieval_average_precision", {"top_k": None}, False),
+    ("retrieval_average_precision", {"top_k": 4}, False),
+    ("retrieval_reciprocal_rank", {"top_k": None}, False),
+    ("retrieval_reciprocal_rank", {"top_k": 2}, False),
+    ("retrieval_precision", {"top_k": 3}, False),
+    ("retrieval_precision", {"top_k": 20, "adaptive_k": True}, False),
+    ("retrieval_precision", {"top_k": 20}, False),
+    ("retrieval_recall", {"top_k": None}, False),
+    ("retrieval_recall", {"top_k": 3}, False),
+    ("retrieval_hit_rate", {"top_k": 2}, False),
+    ("retrieval_r_precision", {}, False),
+    ("retrieval_fall_out", {"top_k": None}, False),
+    ("retrieval_fall_out", {"top_k": 3}, False),
+    ("retrieval_auroc", {"top_k": None}, False),
+    ("retrieval_auroc", {"top_k": 5, "max_fpr": 0.5}, False),
+]
+
+
+def _tied_lists(seed, n_lists=60, graded=False):
+    """Random lists of 1-14 documents, scores rounded to 0.1 in [-0.3, 1] (ties, some <= 0), some lists
+    without a relevant or without a non-relevant document."""
+    g = torch.Generator().manual_seed(seed)
+    for _ in range(n_lists):
+        n = int(torch.randint(1, 15, (), generator=g))
+        preds = (torch.rand(n, generator=g) * 1.3 - 0.3).mul(10).round().div(10)
+        target = torch.randint(0, 4 if graded else 2, (n,), generator=g)
+        yield preds, target
+
+
+@pytest.mark.parametrize(("name", "kw", "graded"), FUNCTIONAL)
+def test_functional_counterparts_equal_torchmetrics_functional(name, kw, graded):
+    import torchmetrics.functional.retrieval as tmf
+
+    from torch_rankeval.compat import torchmetrics as compat
+
+    ours, theirs = getattr(compat, name), getattr(tmf, name)
+    for seed in range(3):
+        for preds, target in _tied_lists(seed, graded=graded):
+            want = theirs(preds, target, **kw)
+            got = ours(preds, target, **kw)
+            assert got.shape == want.shape == ()
+            assert got.item() == pytest.approx(want.item(), abs=1e-6), (preds.tolist(), target.tolist())
+    # torchmetrics' own reading of a 2-D input: one query, flattened
+    preds, target = torch.tensor([[0.5, 0.5], [0.2, 0.9]]), torch.tensor([[1, 0], [0, 1]])
+    assert ours(preds, target, **kw).item() == pytest.approx(theirs(preds, target, **kw).item(), abs=1e-6)
+
+
+@pytest.mark.parametrize("kw", [{}, {"max_k": 4}, {"max_k": 20, "adaptive_k": True}, {"max_k": 20}])
+def test_functional_precision_recall_curve_equals_torchmetrics(kw):
+    from torchmetrics.functional.retrieval import retrieval_precision_recall_curve as theirs
+
+    from torch_rankeval.compat.torchmetrics import retrieval_precision_recall_curve as ours
+
+    for preds, target in _tied_lists(7):
+        for got, want in zip(ours(preds, target, **kw), theirs(preds, target, **kw)):
+            torch.testing.assert_close(got, want.to(got.dtype), atol=1e-6, rtol=0)
+
+
+def _flat_batches(seed, n_queries=40):
+    g = torch.Generator().manual_seed(seed)
+    sizes = torch.randint(1, 13, (n_queries,), generator=g)
+    ids = torch.repeat_interleave(torch.randperm(1000, generator=g)[:n_queries], sizes)
+    perm = torch.randperm(len(ids), generator=g)  # documents of a query scattered over the batches
+    preds = (torch.rand(len(ids), generator=g) * 1.2 - 0.2).mul(10).round().div(10)[perm]
+    target = (torch.rand(len(ids), generator=g) < 0.35).long()[perm]
+    return preds, target, ids[perm]
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"min_precision": 0.0},
+        {"min_precision": 0.3},
+        {"min_precision": 0.5, "max_k": 5},
+        {"min_precision": 0.4, "max_k": 30, "adaptive_k": True},
+        {"min_precision": 0.2, "empty_target_action": "skip"},
+        {"min_precision": 0.6, "empty_target_action": "pos"},
+        {"min_precision": 0.3, "ignore_index": -1},
+        {"min_precision": 0.99},
+    ],
+)
+def test_recall_at_fixed_precision_equals_torchmetrics(kw):
+    from torchmetrics.retrieval import RetrievalPrecisionRecallCurve as TMCurve
+    from torchmetrics.retrieval import RetrievalRecallAtFixedPrecision as TMRecall
+
+    from torch_rankeval.compat.torchmetrics import RetrievalPrecisionRecallCurve, RetrievalRecallAtFixedPrecision
+
+    for seed in range(4):
+        preds, target, ids = _flat_batches(seed)
+        if "ignore_index" in kw:
+            target = torch.where(
+                torch.rand(len(target), generator=torch.Generator().manual_seed(seed)) < 0.1, -1, target
+            )
+        curve_kw = {k: v for k, v in kw.items() if k != "min_precision"}
+        pairs = (
+            (RetrievalRecallAtFixedPrecision(**kw), TMRecall(**kw)),
+            (RetrievalPrecisionRecallCurve(**curve_kw), TMCurve(**curve_kw)),
+        )
+        for ours, theirs in pairs:
+            for part in torch.tensor_split(torch.arange(len(ids)), 3):
+                ours.update(preds[part], target[part], ids[part])
+                theirs.update(preds[part], target[part], ids[part])
+            for got, want in zip(ours.compute(), theirs.compute()):
+                assert got.shape == want.shape
+                torch.testing.assert_close(got, want.to(got.dtype), atol=1e-6, rtol=0)
+
+
+def test_curve_classes_refuse_what_torchmetrics_refuses():
+    from torch_rankeval.compat.torchmetrics import RetrievalPrecisionRecallCurve, RetrievalRecallAtFixedPrecision
+
+    with pytest.raises(ValueError, match="min_precision"):
+        RetrievalRecallAtFixedPrecision(min_precision=1)  # torchmetrics wants a float
+    with pytest.raises(ValueError, match="max_k"):
+        RetrievalPrecisionRecallCurve(max_k=0)
+    with pytest.raises(ValueError, match="binary"):
+        RetrievalPrecisionRecallCurve().update(torch.rand(3), torch.tensor([0, 2, 1]), torch.zeros(3, dtype=torch.long))
+    m = RetrievalPrecisionRecallCurve(empty_target_action="error")
+    m.update(torch.rand(3), torch.zeros(3, dtype=torch.long), torch.zeros(3, dtype=torch.long))
+    with pytest.raises(ValueError, match="no positive target"):
+        m.compute()
+
+
+def test_compat_all_lists_every_public_name():
+    from torch_rankeval.compat import torchmetrics as compat
+
+    public = {n for n in vars(compat) if n.startswith(("Retrieval", "retrieval_"))}
+    assert public <= set(compat.__all__)
