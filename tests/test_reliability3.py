@@ -263,3 +263,27 @@ def test_compat_all_lists_every_public_name():
 
     public = {n for n in vars(compat) if n.startswith(("Retrieval", "retrieval_"))}
     assert public <= set(compat.__all__)
+
+
+# ---------------------------------------------------------------------------------------- 12: plot bounds and label
+def test_ndcg_plot_spans_zero_to_one_and_names_the_cutoff():
+    """torchmetrics' plot_single_or_multi_val with bounds (0, 1) sets the y-limits to the bounds -/+ 10%;
+    without them one value gets matplotlib's +-0.03 around itself (the issue's report)."""
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from torch_rankeval import DCG, NDCG
+
+    metric = NDCG(k=10)
+    metric.update(torch.tensor([[0.9, 0.1, 0.5]]), torch.tensor([[1, 0, 1]]))
+    _, ax = metric.plot()
+    assert ax.get_ylabel() == "NDCG@10"
+    assert ax.get_ylim() == pytest.approx((-0.1, 1.1))
+    _, ax = NDCG(k=[5, 10]).plot([torch.tensor([0.5, 0.6]), torch.tensor([0.7, 0.8])])
+    assert ax.get_ylabel() == "NDCG@5,10"
+    dcg = DCG()  # unbounded above: no upper bound drawn, whole-list label
+    dcg.update(torch.tensor([[0.9, 0.1, 0.5]]), torch.tensor([[3, 0, 1]]))
+    _, ax = dcg.plot()
+    assert ax.get_ylabel() == "DCG" and ax.get_ylim()[1] < 10
+    plt.close("all")
