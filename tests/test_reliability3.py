@@ -287,3 +287,24 @@ def test_ndcg_plot_spans_zero_to_one_and_names_the_cutoff():
     _, ax = dcg.plot()
     assert ax.get_ylabel() == "DCG" and ax.get_ylim()[1] < 10
     plt.close("all")
+
+
+# ---------------------------------------------------------------------------------------- 12: CLI measures listing
+def test_unknown_measure_points_to_the_listing_command_which_lists_every_name(capsys):
+    from torch_rankeval.cli import main
+    from torch_rankeval.measures import known_names
+
+    with pytest.raises(ValueError) as err:
+        from torch_rankeval.measures import parse_measure
+
+        parse_measure("nDGC@10")
+    message = str(err.value)
+    assert "`torch-rankeval measures`" in message and "Did you mean 'nDCG'" in message
+    assert "alpha_nDCG" not in message and len(message) < 400  # no longer every name on one line
+    assert main(["measures"]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert listed == known_names() and len(listed) > 100
+    assert main(["measures", "RBP"]) == 0
+    assert capsys.readouterr().out.split() == [n for n in known_names() if "rbp" in n.lower()]
+    assert main(["measures", "zzz"]) == 2
+    assert "no measure name contains 'zzz'" in capsys.readouterr().err
