@@ -308,3 +308,24 @@ def test_unknown_measure_points_to_the_listing_command_which_lists_every_name(ca
     assert capsys.readouterr().out.split() == [n for n in known_names() if "rbp" in n.lower()]
     assert main(["measures", "zzz"]) == 2
     assert "no measure name contains 'zzz'" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------- 12: reference defaults
+def test_reference_shows_the_effective_defaults_of_convention_parameters():
+    """The docs_ext griffe hook: the Default column of gain / ties / empty_target_action reads the
+    effective default (conventions.DEFAULT), not the bare None of the signature."""
+    griffe = pytest.importorskip("griffe")
+    from docs_ext.griffe_docstrings import ProjectDocstrings, effective_defaults
+    from tests.conftest import REPO
+    from torch_rankeval.conventions import DEFAULT
+
+    assert effective_defaults()["empty_target_action"] == f"None → {DEFAULT.empty_target_action!r}"
+    pkg = griffe.load(
+        "torch_rankeval", search_paths=[str(REPO)], docstring_parser="google",
+        docstring_options={"warn_unknown_params": False}, extensions=griffe.load_extensions(ProjectDocstrings()),
+    )  # fmt: skip
+    for path in ("metrics.base.RankingMetrics", "metrics.single.NDCG"):
+        (params,) = [s.value for s in pkg[path].docstring.parsed if s.kind.value == "parameters"]
+        shown = {p.name: str(p.value) for p in params}
+        assert shown["gain"] == "None → 'exp2'" and shown["ties"] == "None → 'average'"
+        assert shown["empty_target_action"] == "None → 'neg'" and shown["k"] == "None"  # k's None is its default
