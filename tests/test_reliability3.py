@@ -329,3 +329,26 @@ def test_reference_shows_the_effective_defaults_of_convention_parameters():
         shown = {p.name: str(p.value) for p in params}
         assert shown["gain"] == "None → 'exp2'" and shown["ties"] == "None → 'average'"
         assert shown["empty_target_action"] == "None → 'neg'" and shown["k"] == "None"  # k's None is its default
+
+
+# ---------------------------------------------------------------------------------------- 12: one name per run
+def test_a_run_has_one_name_in_every_table(tmp_path):
+    """A run read from a file is named by that file in to_csv, to_dict, to_pandas, to_latex and compare_runs;
+    a run built in memory by its tag, in all of them too."""
+    from torch_rankeval.stats import compare_runs
+    from torch_rankeval.trec import Qrels, Run, evaluate
+
+    qrels = Qrels.from_dict({"q1": {"d1": 1, "d2": 0}, "q2": {"d3": 1}})
+    path = tmp_path / "bm25.run"
+    path.write_text("q1 Q0 d1 1 2.0 mytag\nq1 Q0 d2 2 1.0 mytag\nq2 Q0 d3 1 1.0 mytag\n")
+    other = tmp_path / "dense.run"
+    other.write_text("q1 Q0 d2 1 2.0 mytag\nq1 Q0 d1 2 1.0 mytag\nq2 Q0 d3 1 1.0 mytag\n")
+    for run, name in ((str(path), str(path)), (Run.from_dict({"q1": {"d1": 1.0}}, tag="bm25"), "bm25")):
+        result = evaluate(qrels, run, ["P.1"])
+        assert result.run == name and result.to_dict()["run"] == name
+        assert result.to_csv().splitlines()[1].split(",")[0] == name
+        assert result.to_latex().splitlines()[6].startswith(name.replace("_", r"\_") + " & ")
+        pd = pytest.importorskip("pandas")
+        assert isinstance(result.to_pandas(), pd.DataFrame) and result.to_pandas().index.tolist() == [name]
+    comparison = compare_runs(qrels=qrels, scores=[str(path), str(other)], measures=["P.1"])
+    assert list(comparison.runs) == [str(path), str(other)]  # not the tag "mytag" they share
