@@ -11,12 +11,18 @@
   description, each other one reads "As ``first``." So every parameter finds its row, type and
   default in the rendered table (a group read as one name showed "required" in the Default column).
 
+- A convention parameter (``gain``, ``ties``, ``empty_target_action``, ...) whose signature default
+  is ``None`` ("the convention's") shows its effective default in the Default column,
+  ``None → "exp2"``: the value of :data:`torch_rankeval.conventions.DEFAULT` that ``None`` stands
+  for when no ``convention=`` preset is given (a preset's own value wins, as the docstrings say).
+
 Only the rendered reference changes; the docstrings (and ``help()``) stay as written.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import fields
 from typing import Any
 
 import griffe
@@ -74,9 +80,53 @@ def rewrite(text: str) -> str:
     return _split_groups(_WRAPPED_NAMES.sub(r"\1\2 ", text))
 
 
+_NOT_RENDERED = ("torch_rankeval.kernels", "torch_rankeval.ranking")  # internal layers, not in the reference
+
+
+def effective_defaults() -> dict[str, str]:
+    """``{parameter: 'None → <DEFAULT value>'}`` for the convention fields that have a default other than None.
+
+    Example:
+        >>> effective_defaults()["gain"], effective_defaults()["ties"]
+        ("None → 'exp2'", "None → 'average'")
+    """
+    from torch_rankeval.conventions import DEFAULT
+
+    values = {f.name: getattr(DEFAULT, f.name) for f in fields(DEFAULT)}
+    return {name: f"None → {value!r}" for name, value in values.items() if value is not None and value != ()}
+
+
+def _takes_a_convention(obj: griffe.Object, defaults: dict[str, str]) -> bool:
+    """Whether ``obj``'s signature has a convention parameter defaulting to None (only those docstrings are parsed here)."""
+    try:
+        parameters = obj.parameters  # a class: its __init__'s
+    except Exception:  # noqa: BLE001 -- a class whose __init__ griffe cannot resolve: nothing to show
+        return False
+    return any(p.name in defaults and str(p.default) == "None" for p in parameters)
+
+
+def _show_effective_defaults(obj: griffe.Object, defaults: dict[str, str]) -> None:
+    """Set the Default column of ``obj``'s documented convention parameters (and its members')."""
+    if obj.is_alias or obj.name.startswith("_") or obj.path.startswith(_NOT_RENDERED):
+        return  # what the API reference does not render is not parsed here either
+    if obj.docstring is not None and (obj.is_function or obj.is_class) and _takes_a_convention(obj, defaults):
+        for section in obj.docstring.parsed:
+            if section.kind is griffe.DocstringSectionKind.parameters:
+                for parameter in section.value:
+                    if parameter.name in defaults and str(parameter.value) == "None":
+                        parameter.value = defaults[parameter.name]
+    for member in obj.members.values():
+        _show_effective_defaults(member, defaults)
+
+
 class ProjectDocstrings(griffe.Extension):
-    """Rewrites each docstring (:func:`rewrite`) before griffe parses it."""
+    """Rewrites each docstring (:func:`rewrite`) before griffe parses it; once the package is loaded,
+    shows the convention parameters' effective defaults."""
 
     def on_instance(self, *, obj: griffe.Object, **kwargs: Any) -> None:
         if obj.docstring is not None:
             obj.docstring.value = rewrite(obj.docstring.value)
+
+    def on_package(self, *, pkg: griffe.Module, **kwargs: Any) -> None:
+        if pkg.name == "torch_rankeval":
+            _show_effective_defaults(pkg, effective_defaults())

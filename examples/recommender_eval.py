@@ -1,6 +1,8 @@
 """Train a matrix-factorisation recommender with Lightning, validated every epoch on the full catalogue.
 
 Run (from the repository root): ``python examples/recommender_eval.py`` (``--help`` for the settings).
+Needs the ``lightning`` extra: ``pip install -e ".[lightning]"`` (the script says so and exits when
+Lightning is missing).
 
 The data is a seeded synthetic implicit-feedback set, generated here (nothing to download): each
 user and item has a latent factor vector, items have a Zipf-like popularity, and every user
@@ -34,8 +36,14 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import lightning.pytorch as pl
 import torch
+
+try:
+    import lightning.pytorch as pl
+except ImportError:  # the one optional dependency of this example: say which extra brings it
+    raise SystemExit(
+        'examples/recommender_eval.py trains with Lightning and needs the lightning extra: pip install -e ".[lightning]"'
+    ) from None
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, TensorDataset
 

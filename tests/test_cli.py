@@ -238,14 +238,16 @@ def test_stdin_run(tmp_path):
 
 def test_subcommands_are_one_table_of_modules():
     """Every subcommand is a module with NAME, HELP, add_arguments and run; the parser is built from the table."""
-    assert [m.NAME for m in SUBCOMMANDS] == ["evaluate", "compare", "profile"]
-    assert [m.__name__ for m in SUBCOMMANDS] == [f"torch_rankeval.cli.{n}" for n in ("evaluate", "compare", "profile")]
+    assert [m.NAME for m in SUBCOMMANDS] == ["evaluate", "compare", "profile", "measures"]
+    assert [m.__name__ for m in SUBCOMMANDS] == [
+        f"torch_rankeval.cli.{n}" for n in ("evaluate", "compare", "profile", "measures")
+    ]
     for module in SUBCOMMANDS:
         assert isinstance(module.HELP, str) and callable(module.add_arguments) and callable(module.run)
     from torch_rankeval.cli import build_parser
 
     choices = build_parser()._subparsers._group_actions[0].choices
-    assert list(choices) == ["evaluate", "compare", "profile"]
+    assert list(choices) == ["evaluate", "compare", "profile", "measures"]
 
 
 def test_a_new_subcommand_is_one_entry(monkeypatch, capsys):

@@ -496,6 +496,7 @@ class RankingMetricsCallback(Callback):
             return
         n_loaders = len(trainer.num_val_batches if stage == "validate" else trainer.num_test_batches)
         slots = self._slots[stage]
+        del slots[max(n_loaders, 1) :]  # this loop's loaders only: not the slots of an earlier fit's loaders
         while len(slots) < max(n_loaders, 1):
             slots.append(self._new_slot(pl_module.device))
         for slot in slots:

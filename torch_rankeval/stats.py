@@ -770,7 +770,7 @@ def _evaluated(
     for i, (name, value) in enumerate(items):
         run = as_run(value, argument=f"scores[{name!r}]" if name is not None else f"scores[{i}]")
         results.append(evaluate(judged, run, chosen, complete=True))
-        labels.append(name if name is not None else run.tag)
+        labels.append(name if name is not None else run.path or run.tag)  # a run's name: its file, else its tag
     if names is not None:
         labels = list(names)
     elif len(set(labels)) < len(labels):  # tags alike ("run" for dicts): letters, as for a tensor
@@ -884,7 +884,7 @@ def compare_runs(
             compared on the queries that at least one run answers (missing ones score 0), as
             ``torch-rankeval compare`` does; measures default to ``ndcg_cut.10`` and ``map``.
         runs: names of the tensor's runs (default ``"a"``, ``"b"``, ...); a mapping's keys are its
-            names; for a sequence of runs with ``qrels``, default: ranx's ``name`` or the run tag.
+            names; for a sequence of runs with ``qrels``, default: the run's file, else ranx's ``name`` or the run tag.
         measures: names of the ``M`` measures (default ``"m1"``, ...), or the measures to take
             from the per-run mappings (default: all, in the first run's order); ir_measures'
             measure objects (``ir_measures.nDCG@10``) stand for their names.

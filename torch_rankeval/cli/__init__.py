@@ -9,6 +9,8 @@ Subcommands, in :data:`SUBCOMMANDS`:
   Holm or Bonferroni correction, and a table that marks significant wins.
 - ``profile QRELS RUN`` (:mod:`~torch_rankeval.cli.profile`): quality by rank position,
   relevance inversions, worst queries, figures.
+- ``measures [PATTERN]`` (:mod:`~torch_rankeval.cli.measures`): the measure names ``-m`` accepts,
+  one per line.
 
 A subcommand is a module with ``NAME``, ``HELP`` (its line in ``torch-rankeval --help``),
 ``add_arguments(parser)`` and ``run(args, out) -> exit status`` (optionally ``DESCRIPTION``);
@@ -29,7 +31,7 @@ from types import ModuleType
 from typing import TextIO
 
 from torch_rankeval import __version__
-from torch_rankeval.cli import compare, evaluate, profile
+from torch_rankeval.cli import compare, evaluate, measures, profile
 from torch_rankeval.cli._common import (
     EXIT_BAD_INPUT,
     EXIT_BROKEN_PIPE,
@@ -54,7 +56,7 @@ __all__ = [
     "reuse_freed_memory",
 ]
 
-SUBCOMMANDS: tuple[ModuleType, ...] = (evaluate, compare, profile)
+SUBCOMMANDS: tuple[ModuleType, ...] = (evaluate, compare, profile, measures)
 """The subcommand modules, in the order ``--help`` lists them."""
 
 TRACEBACK_VARIABLE = "TORCH_RANKEVAL_TRACEBACK"

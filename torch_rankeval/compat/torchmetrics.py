@@ -22,6 +22,12 @@ documents are gathered, as in torchmetrics. What differs, on purpose: NaN or inf
 targets in (0, 1) (torchmetrics' documented input is binary; it sums them in P and R) and negative
 grades in nDCG.
 
+Functional code switches the same way: ``retrieval_normalized_dcg``, ``retrieval_average_precision``, ...
+``retrieval_precision_recall_curve`` take torchmetrics' functional arguments (one query's ``preds`` and
+``target``) and return its numbers (each is the class above on one query).
+:class:`RetrievalPrecisionRecallCurve` and :class:`RetrievalRecallAtFixedPrecision` keep the documents
+as torchmetrics does and rank each query with torchmetrics' own ``torch.topk`` call.
+
 Example:
     >>> import torch
     >>> # from torchmetrics.retrieval import RetrievalMAP
@@ -55,6 +61,19 @@ __all__ = [
     "RetrievalRPrecision",
     "RetrievalFallOut",
     "RetrievalAUROC",
+    "RetrievalPrecisionRecallCurve",
+    "RetrievalRecallAtFixedPrecision",
+    "retrieval_normalized_dcg",
+    "retrieval_average_precision",
+    "retrieval_reciprocal_rank",
+    "retrieval_precision",
+    "retrieval_recall",
+    "retrieval_hit_rate",
+    "retrieval_r_precision",
+    "retrieval_fall_out",
+    "retrieval_auroc",
+    "retrieval_precision_recall_curve",
+    "PRESET",
 ]
 
 Aggregation = Union[Literal["mean", "median", "min", "max"], Callable]
@@ -379,3 +398,388 @@ class RetrievalAUROC(_Retrieval):
         measure = "auroc" if max_fpr is None else f"auroc(max_fpr={float(max_fpr)!r})"
         super().__init__(empty_target_action, ignore_index, top_k, aggregation, measure=measure, **kwargs)
         self.max_fpr = max_fpr
+
+
+class RetrievalPrecisionRecallCurve(torchmetrics.Metric):
+    """Precision and recall at every cutoff ``1..max_k``, averaged over queries, as torchmetrics'
+    ``RetrievalPrecisionRecallCurve``: same signature, same three tensors ``(precision, recall, top_k)``.
+
+    Each query's top ``max_k`` is torchmetrics' own ``torch.topk`` pick on its float32 scores (tied
+    scores in that call's order; no score threshold, unlike ``RetrievalPrecision``), its documents
+    grouped by torchmetrics' ``torch.sort`` of the ids; queries of one length are ranked in one 2-D
+    call (the order a 1-D call gives, see :mod:`torch_rankeval.ranking.view`). ``max_k=None`` is
+    the longest query; ``adaptive_k`` stops a shorter query's cutoffs at its length. A query without
+    a relevant document follows ``empty_target_action`` (``"neg"``: zeros, ``"pos"``: ones,
+    ``"skip"``, ``"error"``). Documents are kept until ``compute`` (all-gathered across processes),
+    as in torchmetrics.
+
+    Example:
+        >>> import torch
+        >>> from torch_rankeval.compat.torchmetrics import RetrievalPrecisionRecallCurve
+        >>> metric = RetrievalPrecisionRecallCurve(max_k=2)
+        >>> metric.update(torch.tensor([0.9, 0.2, 0.5, 0.3]), torch.tensor([0, 1, 1, 1]), torch.tensor([0, 0, 1, 1]))
+        >>> precision, recall, top_k = metric.compute()
+        >>> precision, recall, top_k
+        (tensor([0.5000, 0.7500]), tensor([0.2500, 1.0000]), tensor([1, 2]))
+    """
+
+    is_differentiable: bool = False
+    higher_is_better: bool = True
+    full_state_update: bool = False
+
+    def __init__(
+        self,
+        max_k: int | None = None,
+        adaptive_k: bool = False,
+        empty_target_action: str = "neg",
+        ignore_index: int | None = None,
+        aggregation: Aggregation = "mean",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if empty_target_action not in _EMPTY_ACTIONS:
+            raise ValueError(
+                f"Argument `empty_target_action` received a wrong value `{empty_target_action}`: use one of "
+                f"{', '.join(map(repr, _EMPTY_ACTIONS))}"
+            )
+        if ignore_index is not None and (isinstance(ignore_index, bool) or not isinstance(ignore_index, int)):
+            raise ValueError(f"Argument `ignore_index` must be an integer or None, got {ignore_index!r}")
+        if max_k is not None and (isinstance(max_k, bool) or not isinstance(max_k, int) or max_k <= 0):
+            raise ValueError(f"`max_k` has to be a positive integer or None, got {max_k!r}")
+        if not isinstance(adaptive_k, bool):
+            raise ValueError(f"`adaptive_k` has to be a boolean, got {adaptive_k!r}")
+        if not (isinstance(aggregation, str) and aggregation in _AGGREGATIONS or callable(aggregation)):
+            raise ValueError(
+                "Argument `aggregation` must be one of `mean`, `median`, `min`, `max` or a custom callable function "
+                f"which takes a tensor of values, but got {aggregation!r}."
+            )
+        self.max_k, self.adaptive_k, self.aggregation = max_k, adaptive_k, aggregation
+        self.empty_target_action, self.ignore_index = empty_target_action, ignore_index
+        for name in ("indexes", "preds", "target"):
+            self.add_state(name, default=[], dist_reduce_fx="cat")
+
+    def update(self, preds: Tensor, target: Tensor, indexes: Tensor) -> None:
+        """Add documents: ``preds``, ``target`` (binary) and ``indexes`` (the query id of each document)
+        of one shape, flattened as torchmetrics does.
+
+        Example:
+            >>> m = RetrievalPrecisionRecallCurve()
+            >>> m.update(torch.tensor([[0.2, 0.7]]), torch.tensor([[1, 0]]), torch.tensor([[5, 5]]))
+            >>> m.compute()[1]
+            tensor([0., 1.])
+        """
+        preds, target, indexes = _flat_documents(preds, target, indexes, self.ignore_index, type(self).__name__)
+        self.indexes.append(indexes)
+        self.preds.append(preds)
+        self.target.append(target)
+
+    def compute(self) -> tuple[Tensor, Tensor, Tensor]:  # type: ignore[override]
+        """``(precision, recall, top_k)``, each of ``max_k`` entries (``top_k`` = ``1..max_k``).
+
+        Example:
+            >>> m = RetrievalPrecisionRecallCurve(max_k=3, adaptive_k=True)
+            >>> m.update(torch.tensor([0.2, 0.7]), torch.tensor([1, 0]), torch.tensor([0, 0]))
+            >>> m.compute()[0]                       # the 3rd cutoff divides by the list's 2 documents
+            tensor([0.0000, 0.5000, 0.5000])
+        """
+        cat = torchmetrics.utilities.dim_zero_cat
+        indexes, order = torch.sort(cat(self.indexes))  # torchmetrics' own call: its order inside a query
+        preds, target = cat(self.preds)[order], cat(self.target)[order]
+        sizes = torch.unique_consecutive(indexes, return_counts=True)[1]
+        max_k = self.max_k if self.max_k is not None else int(sizes.max())
+        device = preds.device
+        curves = _curves(preds, target, sizes, max_k, self.adaptive_k)  # (Q, max_k) precision, recall
+        empty = target.new_zeros(len(sizes)).index_add_(0, torch.repeat_interleave(sizes), target) == 0
+        if self.empty_target_action == "error" and bool(empty.any()):
+            raise ValueError("`compute` method was provided with a query with no positive target.")
+        fill = 1.0 if self.empty_target_action == "pos" else 0.0
+        precision, recall = (torch.where(empty[:, None], fill, c) for c in curves)
+        if self.empty_target_action == "skip":
+            precision, recall = precision[~empty], recall[~empty]
+        top_k = torch.arange(1, max_k + 1, device=device)
+        if precision.shape[0] == 0:
+            return torch.zeros(max_k, device=device), torch.zeros(max_k, device=device), top_k
+        return _aggregate(precision, self.aggregation), _aggregate(recall, self.aggregation), top_k
+
+
+class RetrievalRecallAtFixedPrecision(RetrievalPrecisionRecallCurve):
+    """The highest mean recall@k over the cutoffs ``k <= max_k`` whose mean precision@k is at least
+    ``min_precision``, and that ``k``, as torchmetrics' ``RetrievalRecallAtFixedPrecision`` (same
+    signature, same pair of tensors): the curve of :class:`RetrievalPrecisionRecallCurve`; among
+    cutoffs of equal recall the largest ``k``; no cutoff reaching ``min_precision`` (or a best recall
+    of 0) gives ``(0, max_k)``.
+
+    Example:
+        >>> import torch
+        >>> from torch_rankeval.compat.torchmetrics import RetrievalRecallAtFixedPrecision
+        >>> metric = RetrievalRecallAtFixedPrecision(min_precision=0.6, max_k=3)
+        >>> metric.update(torch.tensor([0.9, 0.2, 0.5, 0.3]), torch.tensor([1, 1, 0, 1]), torch.tensor([0, 0, 1, 1]))
+        >>> metric.compute()
+        (tensor(1.), tensor(2))
+    """
+
+    def __init__(
+        self,
+        min_precision: float = 0.0,
+        max_k: int | None = None,
+        adaptive_k: bool = False,
+        empty_target_action: str = "neg",
+        ignore_index: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            max_k=max_k, adaptive_k=adaptive_k, empty_target_action=empty_target_action, ignore_index=ignore_index,
+            **kwargs,
+        )  # fmt: skip
+        if not (isinstance(min_precision, float) and 0.0 <= min_precision <= 1.0):
+            raise ValueError(f"`min_precision` has to be a float in [0, 1] (as torchmetrics), got {min_precision!r}")
+        self.min_precision = min_precision
+
+    def compute(self) -> tuple[Tensor, Tensor]:  # type: ignore[override]
+        """``(recall, k)``: the best mean recall at a cutoff of mean precision ``>= min_precision``, and that cutoff.
+
+        Example:
+            >>> m = RetrievalRecallAtFixedPrecision(min_precision=1.0)
+            >>> m.update(torch.tensor([0.2, 0.7]), torch.tensor([1, 0]), torch.tensor([0, 0]))
+            >>> m.compute()                          # no cutoff is that precise: (0, max_k)
+            (tensor(0.), tensor(2))
+        """
+        precision, recall, top_k = super().compute()
+        return _recall_at_fixed_precision(precision, recall, top_k, self.min_precision)
+
+
+# ------------------------------------------------------------------------------------------ functional
+def retrieval_normalized_dcg(preds: Tensor, target: Tensor, top_k: int | None = None) -> Tensor:
+    """nDCG@k of one query, as ``torchmetrics.functional.retrieval.retrieval_normalized_dcg`` (same
+    signature and number: linear gain, tied scores averaged; a target summing to 0 gives 0).
+
+    Example:
+        >>> import torch
+        >>> from torch_rankeval.compat.torchmetrics import retrieval_normalized_dcg
+        >>> retrieval_normalized_dcg(torch.tensor([0.1, 0.2, 0.3, 4.0, 70.0]), torch.tensor([10, 0, 0, 1, 5]))
+        tensor(0.6957)
+    """
+    return _one_query(RetrievalNormalizedDCG, preds, target, top_k=top_k)
+
+
+def retrieval_average_precision(preds: Tensor, target: Tensor, top_k: int | None = None) -> Tensor:
+    """Average precision@k of one query, as torchmetrics' ``retrieval_average_precision`` (divided by the
+    relevant documents retrieved; a document scored ``<= 0`` not relevant; ties in ``torch.topk``'s order).
+
+    Example:
+        >>> import torch
+        >>> from torch_rankeval.compat.torchmetrics import retrieval_average_precision
+        >>> retrieval_average_precision(torch.tensor([0.2, 0.3, 0.5]), torch.tensor([True, False, True]))
+        tensor(0.8333)
+    """
+    return _one_query(RetrievalMAP, preds, target, top_k=top_k)
+
+
+def retrieval_reciprocal_rank(preds: Tensor, target: Tensor, top_k: int | None = None) -> Tensor:
+    """Reciprocal rank@k of one query, as torchmetrics' ``retrieval_reciprocal_rank``.
+
+    Example:
+        >>> import torch
+        >>> from torch_rankeval.compat.torchmetrics import retrieval_reciprocal_rank
+        >>> retrieval_reciprocal_rank(torch.tensor([0.2, 0.3, 0.5]), torch.tensor([False, True, False]))
+        tensor(0.5000)
+    """
+    return _one_query(RetrievalMRR, preds, target, top_k=top_k)
+
+
+def retrieval_precision(preds: Tensor, target: Tensor, top_k: int | None = None, adaptive_k: bool = False) -> Tensor:
+    """Precision@k of one query, as torchmetrics' ``retrieval_precision`` (divided by ``top_k`` unless
+    ``adaptive_k``).
+
+    Example:
+        >>> import torch
+        >>> from torch_rankeval.compat.torchmetrics import retrieval_precision
+        >>> retrieval_precision(torch.tensor([0.2, 0.3, 0.5]), torch.tensor([True, False, True]), top_k=2)
+        tensor(0.5000)
+    """
+    return _one_query(RetrievalPrecision, preds, target, top_k=top_k, adaptive_k=adaptive_k)
+
+
+def retrieval_recall(preds: Tensor, target: Tensor, top_k: int | None = None) -> Tensor:
+    """Recall@k of one query, as torchmetrics' ``retrieval_recall``.
+
+    Example:
+        >>> import torch
+        >>> from torch_rankeval.compat.torchmetrics import retrieval_recall
+        >>> retrieval_recall(torch.tensor([0.2, 0.3, 0.5]), torch.tensor([True, False, True]), top_k=2)
+        tensor(0.5000)
+    """
+    return _one_query(RetrievalRecall, preds, target, top_k=top_k)
+
+
+def retrieval_hit_rate(preds: Tensor, target: Tensor, top_k: int | None = None) -> Tensor:
+    """Hit rate@k (1 if a relevant document is in the top k) of one query, as torchmetrics' ``retrieval_hit_rate``.
+
+    Example:
+        >>> import torch
+        >>> from torch_rankeval.compat.torchmetrics import retrieval_hit_rate
+        >>> retrieval_hit_rate(torch.tensor([0.2, 0.3, 0.5]), torch.tensor([True, False, True]), top_k=1)
+        tensor(1.)
+    """
+    return _one_query(RetrievalHitRate, preds, target, top_k=top_k)
+
+
+def retrieval_r_precision(preds: Tensor, target: Tensor) -> Tensor:
+    """R-precision of one query, as torchmetrics' ``retrieval_r_precision``.
+
+    Example:
+        >>> import torch
+        >>> from torch_rankeval.compat.torchmetrics import retrieval_r_precision
+        >>> retrieval_r_precision(torch.tensor([0.2, 0.3, 0.5]), torch.tensor([True, False, True]))
+        tensor(0.5000)
+    """
+    return _one_query(RetrievalRPrecision, preds, target)
+
+
+def retrieval_fall_out(preds: Tensor, target: Tensor, top_k: int | None = None) -> Tensor:
+    """Fall-out@k of one query (the share of its non-relevant documents in the top k), as torchmetrics'
+    ``retrieval_fall_out``: 0 for a query without non-relevant document (the class's default gives 1).
+
+    Example:
+        >>> import torch
+        >>> from torch_rankeval.compat.torchmetrics import retrieval_fall_out
+        >>> retrieval_fall_out(torch.tensor([0.2, 0.3, 0.5]), torch.tensor([True, False, True]), top_k=2)
+        tensor(1.)
+    """
+    return _one_query(RetrievalFallOut, preds, target, top_k=top_k, empty_target_action="neg")
+
+
+def retrieval_auroc(preds: Tensor, target: Tensor, top_k: int | None = None, max_fpr: float | None = None) -> Tensor:
+    """AUROC of one query's top k, as torchmetrics' ``retrieval_auroc`` (see :class:`RetrievalAUROC`).
+
+    Example:
+        >>> import torch
+        >>> from torch_rankeval.compat.torchmetrics import retrieval_auroc
+        >>> retrieval_auroc(torch.tensor([0.2, 0.3, 0.5]), torch.tensor([True, False, True]))
+        tensor(0.5000)
+    """
+    return _one_query(RetrievalAUROC, preds, target, top_k=top_k, max_fpr=max_fpr)
+
+
+def retrieval_precision_recall_curve(
+    preds: Tensor, target: Tensor, max_k: int | None = None, adaptive_k: bool = False
+) -> tuple[Tensor, Tensor, Tensor]:
+    """``(precision, recall, top_k)`` of one query at the cutoffs ``1..max_k`` (``None``: its length),
+    as torchmetrics' ``retrieval_precision_recall_curve`` (see :class:`RetrievalPrecisionRecallCurve`).
+
+    Example:
+        >>> import torch
+        >>> from torch_rankeval.compat.torchmetrics import retrieval_precision_recall_curve
+        >>> retrieval_precision_recall_curve(torch.tensor([0.2, 0.3, 0.5]), torch.tensor([True, False, True]), max_k=2)
+        (tensor([1.0000, 0.5000]), tensor([0.5000, 0.5000]), tensor([1, 2]))
+    """
+    name = "retrieval_precision_recall_curve"
+    preds, target = _one_list(preds, target, name)
+    preds, target, _ = _flat_documents(preds, target, torch.zeros_like(target, dtype=torch.long), None, name)
+    if max_k is not None and (isinstance(max_k, bool) or not isinstance(max_k, int) or max_k <= 0):
+        raise ValueError(f"`max_k` has to be a positive integer or None, got {max_k!r}")
+    if not isinstance(adaptive_k, bool):
+        raise ValueError(f"`adaptive_k` has to be a boolean, got {adaptive_k!r}")
+    n = preds.shape[0]
+    max_k = n if max_k is None else max_k
+    top_k = torch.arange(1, max_k + 1, device=preds.device).clamp(max=n if adaptive_k else max_k)
+    sizes = torch.tensor([n], device=preds.device)
+    precision, recall = _curves(preds, target, sizes, max_k, adaptive_k)
+    return precision[0], recall[0], top_k
+
+
+# ------------------------------------------------------------------------------------------ helpers
+def _one_list(preds: Tensor, target: Tensor, name: str) -> tuple[Tensor, Tensor]:
+    """torchmetrics' functional checks of one query's documents: tensors of one shape, non-empty, non-scalar."""
+    for arg, value in (("preds", preds), ("target", target)):
+        if not isinstance(value, Tensor):
+            raise TypeError(f"{name}: {arg} must be a torch.Tensor, got {type(value).__name__}")
+    if preds.shape != target.shape:
+        raise ValueError(
+            f"`preds` and `target` must be of the same shape, got {tuple(preds.shape)} and {tuple(target.shape)}"
+        )
+    if preds.ndim == 0 or preds.numel() == 0:
+        raise ValueError("`preds` and `target` must be non-empty and non-scalar tensors")
+    return preds, target
+
+
+def _one_query(cls: type[_Retrieval], preds: Tensor, target: Tensor, **options: Any) -> Tensor:
+    """A torchmetrics functional retrieval metric: the compat class on one query (the same numbers)."""
+    _one_list(preds, target, cls.__name__)  # torchmetrics' functional checks: same shape, non-empty, non-scalar
+    metric = cls(**options).to(preds.device)
+    metric.update(preds, target, torch.zeros(preds.shape, dtype=torch.long, device=preds.device))
+    return metric.compute()
+
+
+def _flat_documents(
+    preds: Tensor, target: Tensor, indexes: Tensor, ignore_index: int | None, name: str
+) -> tuple[Tensor, Tensor, Tensor]:
+    """torchmetrics' checks of a curve's input: float scores, binary target (long), long ids, flattened."""
+    if indexes is None:
+        raise ValueError("Argument `indexes` cannot be None: pass the integer query id of every document")
+    for arg, value in (("preds", preds), ("target", target), ("indexes", indexes)):
+        if not isinstance(value, Tensor):
+            raise TypeError(f"{arg} must be a torch.Tensor, got {type(value).__name__}")
+    if not (indexes.shape == preds.shape == target.shape):
+        raise ValueError(
+            "`indexes`, `preds` and `target` must be of the same shape, got "
+            f"{tuple(indexes.shape)}, {tuple(preds.shape)} and {tuple(target.shape)}"
+        )
+    if not preds.is_floating_point():
+        raise ValueError(f"`preds` must be a tensor of floats, got {preds.dtype}")
+    if indexes.is_floating_point() or indexes.dtype == torch.bool or indexes.is_complex():
+        raise ValueError(f"`indexes` must be a tensor of integers, got {indexes.dtype}")
+    preds, target, indexes = preds.reshape(-1).float(), target.reshape(-1), indexes.reshape(-1).long()
+    if ignore_index is not None:
+        keep = target != ignore_index
+        preds, target, indexes = preds[keep], target[keep], indexes[keep]
+    if preds.numel() == 0:
+        raise ValueError("`indexes`, `preds` and `target` must be non-empty (after dropping `ignore_index`)")
+    if not bool(torch.isfinite(preds).all()):
+        raise ValueError(f"{name}: preds must be finite (NaN or infinite scores cannot be ranked)")
+    if bool((target.max() > 1) | (target.min() < 0)):
+        raise ValueError(f"`target` must contain `binary` values (0 or 1) for {name}")
+    return preds, target.long(), indexes
+
+
+def _curves(preds: Tensor, target: Tensor, sizes: Tensor, max_k: int, adaptive_k: bool) -> tuple[Tensor, Tensor]:
+    """``(Q, max_k)`` precision and recall at ``1..max_k`` of the consecutive queries of ``sizes``
+    documents: each query's top ``min(max_k, n)`` by ``torch.topk`` on its own scores, one 2-D call per
+    distinct length (a loop over lengths, not queries)."""
+    device = preds.device
+    starts = torch.cumsum(sizes, 0) - sizes
+    hits = torch.zeros(len(sizes), max_k, device=device)
+    for n in torch.unique(sizes).tolist():
+        rows = (sizes == n).nonzero().squeeze(1)
+        cols = starts[rows, None] + torch.arange(n, device=device)
+        top = preds[cols].topk(min(max_k, n), dim=-1, sorted=True).indices
+        hits[rows, : top.shape[1]] = target[cols].gather(1, top).float()
+    found = torch.cumsum(hits, dim=1)
+    relevant = torch.zeros(len(sizes), device=device).index_add_(0, torch.repeat_interleave(sizes), target.float())
+    cutoffs = torch.arange(1, max_k + 1, device=device).expand(len(sizes), max_k)
+    if adaptive_k:
+        cutoffs = cutoffs.clamp(max=sizes[:, None])
+    return found / cutoffs, found / relevant.clamp(min=1)[:, None]
+
+
+def _aggregate(values: Tensor, aggregation: Aggregation) -> Tensor:
+    """torchmetrics' ``_retrieval_aggregate`` over the queries (``dim=0``)."""
+    if callable(aggregation):
+        return aggregation(values, dim=0)
+    if aggregation == "mean":
+        return values.mean(dim=0)
+    return getattr(values, aggregation)(dim=0).values  # median, min or max
+
+
+def _recall_at_fixed_precision(
+    precision: Tensor, recall: Tensor, top_k: Tensor, min_precision: float
+) -> tuple[Tensor, Tensor]:
+    """The largest recall among the cutoffs of precision ``>= min_precision`` and, among equal recalls,
+    the largest cutoff; ``(0, len(top_k))`` when there is none or that recall is 0 (torchmetrics' rule)."""
+    ok = precision >= min_precision
+    if not bool(ok.any()):
+        return torch.zeros((), device=recall.device, dtype=recall.dtype), torch.tensor(len(top_k))
+    best = recall[ok].max()
+    if best == 0:
+        return best, torch.tensor(len(top_k), device=top_k.device, dtype=top_k.dtype)
+    return best, top_k[ok & (recall == best)].max()

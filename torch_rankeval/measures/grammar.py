@@ -161,7 +161,8 @@ def _unknown(name: str, why: str = "") -> ValueError:
     ]
     hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
     return ValueError(
-        f"unknown measure {name!r}{': ' + why if why else ''}.{hint} Known names: {', '.join(choices)} "
+        f"unknown measure {name!r}{': ' + why if why else ''}.{hint} List the {len(choices)} known names with "
+        "`torch-rankeval measures` (or torch_rankeval.measures.known_names()); each takes a cutoff and parameters "
         "(trec_eval style 'ndcg_cut.10', ir_measures style 'nDCG@10', 'P(rel=2)@5', library style 'ndcg@10')"
     )
 

@@ -364,6 +364,10 @@ class ConfiguredMetric(Metric):
         return ()
 
     # ------------------------------------------------------------------ plot (torchmetrics' convention)
+    def _plot_name(self) -> str:
+        """The y-axis label of :meth:`plot` (the class name; the one-measure classes add their cutoffs)."""
+        return type(self).__name__
+
     def plot(self, val: PlotValue | None = None, ax: Axes | None = None) -> tuple[Figure, Axes]:
         """Plot one result, or a sequence of results (one per step), as torchmetrics' ``Metric.plot``.
 
@@ -391,7 +395,7 @@ class ConfiguredMetric(Metric):
             ...     values.append(metric(torch.tensor([[0.9, 0.1, 0.5]]), torch.tensor([[1, 0, 1]])))
             >>> fig, ax = metric.plot(values)        # one curve over the 3 steps
             >>> ax.get_ylabel(), ax.get_lines()[0].get_ydata().tolist()
-            ('NDCG', [1.0, 1.0, 1.0])
+            ('NDCG@2', [1.0, 1.0, 1.0])
         """
         try:
             import matplotlib  # noqa: F401
@@ -411,7 +415,7 @@ class ConfiguredMetric(Metric):
             value,  # type: ignore[arg-type]
             ax=ax,
             higher_is_better=self.higher_is_better,
-            name=type(self).__name__,
+            name=self._plot_name(),
             lower_bound=self.plot_lower_bound,
             upper_bound=self.plot_upper_bound,
             legend_name=self.plot_legend_name,

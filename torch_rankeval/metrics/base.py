@@ -43,6 +43,11 @@ from torch_rankeval.ranking.subtopics import is_subtopic_target
 __all__ = ["RankingMetrics"]
 
 INPUT_FORMATS = ("auto", "padded", "flat")
+_ONE_LIST = (
+    "1-D preds without indexes=: pass indexes= (the integer query id of every document, as in torchmetrics: "
+    "update(preds, target, indexes=query_ids)); for one list pass a (1, L) batch (preds[None], target[None]), "
+    "indexes=torch.zeros_like(preds, dtype=torch.long), or build the metric with input_format='padded'"
+)
 _CONVENTION_FIELDS = {f.name for f in dataclasses.fields(Convention)}
 _FLAT_STATES = {  # name -> dtype, fixed so that every rank gathers the same dtype
     "flat_preds": torch.float64,
@@ -101,8 +106,10 @@ class RankingMetrics(RunningMeanMetric):
             adaptive_k, convention: the conventions of :mod:`torch_rankeval.conventions` (a preset
             name such as ``"trec_eval"`` plus overrides), shared by all metrics.
         ignore_index: a grade value in ``target`` that marks padding.
-        input_format: ``"auto"`` (2-D input is padded; 1-D input with ``indexes`` is flat; 1-D input
-            without is one list), ``"padded"`` or ``"flat"`` (then ``indexes`` is required).
+        input_format: ``"auto"`` (2-D input is padded; 1-D input is flat and needs ``indexes``: without
+            them, and without a padded-only argument such as ``mask``, it is an error, not one giant
+            query; one list is a ``(1, L)`` batch), ``"padded"`` (1-D input is one list) or ``"flat"``
+            (then ``indexes`` is required).
         whole_queries: flat input only: every update holds all documents of its queries, so each
             update is grouped and reduced at once and only sums are kept. Default False
             (torchmetrics' semantics: documents of one query may arrive in several updates).
@@ -295,7 +302,8 @@ class RankingMetrics(RunningMeanMetric):
         """Add a batch.
 
         Args:
-            preds: ``(N, L)`` padded lists (or ``(L,)``: one list), or ``(D,)`` flat documents.
+            preds: ``(N, L)`` padded lists, or ``(D,)`` flat documents with ``indexes`` (``(L,)`` is one
+                list only with ``input_format="padded"``).
             target: grades, same shape as ``preds``; or, for the intent-aware measures (``alpha_nDCG@20``,
                 ``ERR_IA@20``, ...), subtopic grades ``(N, L, S)`` (dense or sparse COO; see
                 :mod:`torch_rankeval.ranking.subtopics`).
@@ -324,6 +332,9 @@ class RankingMetrics(RunningMeanMetric):
         elif not subtopic:  # a subtopic target (N, L, S) is checked by the plan (ranking.subtopics)
             check_preds_target(preds, target, mask)
         self._check_device(preds)
+        padded_only = (mask, ideal_target, n_relevant, judged)  # any of them makes a 1-D input one padded list
+        if self.input_format == "auto" and preds.ndim == 1 and indexes is None and all(a is None for a in padded_only):
+            raise ValueError(_ONE_LIST)  # shapes and None only: no host sync
         flat = not catalogue and self._is_flat(preds, indexes)
         if flat and subtopic:
             raise ValueError(

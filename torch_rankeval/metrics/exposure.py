@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import warnings
 from collections.abc import Mapping
+from numbers import Integral, Real
 from typing import Any
 
 import torch
@@ -48,10 +49,14 @@ class ItemExposure(WindowMixin, ConfiguredMetric):
 
     **Long tail** (``tail_ratio``, needs ``popularity``; RecBole's ``tail_ratio``, same name and
     meaning so that a RecBole configuration carries over): the tail ``T`` is taken among the items
-    with ``popularity > 0`` (RecBole counts the training interactions: an item without any is not
-    in its counter, and so not in the tail). A ratio in ``(0, 1]`` puts the
-    ``max(1, int(ratio * #{popularity > 0}))`` least popular of them in ``T`` (ties of popularity
-    broken by item index); a number ``> 1`` puts those with ``popularity <= tail_ratio``.
+    of RecBole's counter ``count_items``. Given as a ``{item: count}`` mapping (RecBole's
+    ``count_items`` itself), the counter is its keys, an explicit count of 0 included (an item
+    nobody interacted with is then the first tail item, as in RecBole's own test fixture); given as
+    a ``(num_items,)`` tensor, it is the items with ``popularity > 0`` (RecBole builds its counter
+    from the training interactions, so an item without any is not in it, and so not in the tail).
+    A ratio in ``(0, 1]`` puts the ``max(1, int(ratio * #counter))`` least popular of them in ``T``
+    (ties of popularity broken by item index); a number ``> 1`` puts those with
+    ``popularity <= tail_ratio``.
 
     **Entropy.** ``entropy="natural"`` (default) is the Shannon entropy above; ``entropy="recbole"``
     is RecBole's ``ShannonEntropy``, that entropy divided by the number of distinct recommended
@@ -78,7 +83,8 @@ class ItemExposure(WindowMixin, ConfiguredMetric):
         num_items: the catalogue size ``n`` (the width of ``preds``).
         k: the list length (cutoff), or a tuple of them; each must be ``<= num_items``.
         popularity: optional ``(num_items,)`` per-item popularity (e.g. training interaction counts),
-            finite; adds ``"popularity@k"``.
+            finite; or a ``{item index: count}`` mapping (RecBole's ``count_items``; absent items
+            count 0 and are not in the tail's counter); adds ``"popularity@k"``.
         tail_ratio: optional long-tail definition (RecBole's ``tail_ratio``): a ratio in ``(0, 1]`` or
             a popularity threshold ``> 1``; needs ``popularity``; adds ``"tail_percentage@k"``.
         entropy: ``"natural"`` (default) or ``"recbole"`` (divided by the distinct recommended items).
@@ -125,6 +131,10 @@ class ItemExposure(WindowMixin, ConfiguredMetric):
         >>> both.update(torch.tensor([[0.9, 0.8, 0.1, 0.0], [0.7, 0.1, 0.9, 0.0]]))   # tail: items 2, 3
         >>> {name: round(v.item(), 4) for name, v in both.compute().items() if name.startswith("tail")}
         {'tail_percentage@1': 0.5, 'tail_percentage@2': 0.25}
+        >>> counter = ItemExposure(4, k=1, popularity={0: 10, 1: 0, 2: 3}, tail_ratio=0.4)   # tail: item 1
+        >>> counter.update(torch.tensor([[0.1, 0.9, 0.0, 0.0], [0.9, 0.1, 0.0, 0.0]]))
+        >>> counter.compute()["tail_percentage@1"].item()
+        0.5
     """
 
     is_differentiable: bool | None = False
@@ -150,7 +160,7 @@ class ItemExposure(WindowMixin, ConfiguredMetric):
         num_items: int,
         k: int | tuple[int, ...],
         *,
-        popularity: Tensor | None = None,
+        popularity: Tensor | Mapping[int, float] | None = None,
         tail_ratio: float | None = None,
         entropy: str = "natural",
         ties: str = "average",
@@ -174,6 +184,9 @@ class ItemExposure(WindowMixin, ConfiguredMetric):
         self.num_items, self.k, self.ties, self.entropy = num_items, k, ties, entropy
         self.cutoffs = ks
         self.validate_args, self.chunk_elements = validate_args, chunk_elements
+        counted = None  # the items of RecBole's counter, when given as a mapping
+        if isinstance(popularity, Mapping):
+            popularity, counted = _from_counter(popularity, num_items)
         if popularity is not None:
             if not isinstance(popularity, Tensor) or popularity.shape != (num_items,) or popularity.dtype.is_complex:
                 raise ValueError(f"popularity must be a real ({num_items},) tensor, one value per item")
@@ -182,7 +195,9 @@ class ItemExposure(WindowMixin, ConfiguredMetric):
             popularity = popularity.detach().to(torch.float64)
         self.register_buffer("popularity", popularity, persistent=False)
         self.tail_ratio = tail_ratio
-        self.register_buffer("tail", None if tail_ratio is None else _tail(popularity, tail_ratio), persistent=False)
+        self.register_buffer(
+            "tail", None if tail_ratio is None else _tail(popularity, tail_ratio, counted), persistent=False
+        )
         self.keys = [
             key
             for c in ks
@@ -209,6 +224,8 @@ class ItemExposure(WindowMixin, ConfiguredMetric):
         config: dict[str, Any] = {"num_items": num_items, "k": k, "ties": ties, "popularity": popularity}
         if tail_ratio is not None:  # only when set: the configurations of earlier versions stay the same
             config["tail_ratio"] = tail_ratio
+        if counted is not None:
+            config["counted"] = counted
         if entropy != "natural":
             config["entropy"] = entropy
         self._set_config({**config, **recent})
@@ -375,17 +392,35 @@ class ItemExposure(WindowMixin, ConfiguredMetric):
             )
 
 
-def _tail(popularity: Tensor | None, tail_ratio: Any) -> Tensor:
+def _from_counter(counter: Mapping[Any, Any], num_items: int) -> tuple[Tensor, Tensor]:
+    """RecBole's ``count_items`` mapping -> the ``(num_items,)`` float64 popularity (0 where absent) and the
+    bool mask of its keys."""
+    items = list(counter)  # numpy integers too: RecBole's Counter of a numpy array has them as keys
+    if not all(isinstance(i, Integral) and not isinstance(i, bool) and 0 <= i < num_items for i in items):
+        raise ValueError(f"popularity as a mapping needs item indices in [0, {num_items}) as keys, got {items!r}")
+    values = list(counter.values())
+    if not all(isinstance(v, Real) and not isinstance(v, bool) for v in values):
+        raise ValueError("popularity must hold finite numbers (e.g. interaction counts per item)")
+    items, values = [int(i) for i in items], [float(v) for v in values]
+    index = torch.tensor(items, dtype=torch.long)
+    popularity = torch.zeros(num_items, dtype=torch.float64).index_put_(
+        (index,), torch.tensor(values, dtype=torch.float64)
+    )
+    return popularity, torch.zeros(num_items, dtype=torch.bool).index_fill_(0, index, True)
+
+
+def _tail(popularity: Tensor | None, tail_ratio: Any, counted: Tensor | None = None) -> Tensor:
     """``(num_items,)`` bool: RecBole's long-tail items (``TailPercentage.get_tail``) among the items
-    with ``popularity > 0``: the ``max(1, int(ratio * count))`` least popular (ties by item index)
-    for a ratio in ``(0, 1]``, those with ``popularity <= tail_ratio`` for a number ``> 1``."""
+    of its counter (``counted``; by default those with ``popularity > 0``): the ``max(1, int(ratio * count))``
+    least popular (ties by item index) for a ratio in ``(0, 1]``, those with ``popularity <= tail_ratio``
+    for a number ``> 1``."""
     if popularity is None:
         raise ValueError("tail_ratio needs popularity= (the training interaction count of each item)")
     if isinstance(tail_ratio, bool) or not isinstance(tail_ratio, (int, float)) or not tail_ratio > 0:
         raise ValueError(
             f"tail_ratio must be a ratio in (0, 1] or a popularity threshold > 1 (RecBole's tail_ratio), got {tail_ratio!r}"
         )
-    known = popularity > 0
+    known = popularity > 0 if counted is None else counted
     if not bool(known.any()):
         raise ValueError("tail_ratio: no item has popularity > 0, so there is no long tail to take")
     if tail_ratio > 1:

@@ -30,6 +30,9 @@ class _SingleMetric(RankingMetrics):
     """
 
     _metric: str = ""
+    # plot(): the measures of these classes lie in [0, 1] (DCG and IDCG override: unbounded)
+    plot_lower_bound: float | None = 0.0
+    plot_upper_bound: float | None = 1.0
 
     def __init__(
         self,
@@ -70,6 +73,11 @@ class _SingleMetric(RankingMetrics):
             window_unit=window_unit,
             **kwargs,
         )
+
+    def _plot_name(self) -> str:
+        """``"NDCG@10"``: the class name and its cutoff(s) (``"NDCG@5,10"``; none for the whole list)."""
+        cutoffs = [key.partition("@")[2] for key in self.keys if "@" in key]
+        return f"{type(self).__name__}@{','.join(cutoffs)}" if cutoffs else type(self).__name__
 
     @overload
     def compute(self, stderr: Literal[False] = False) -> Tensor: ...
@@ -128,6 +136,8 @@ class DCG(_SingleMetric):
         >>> metric.compute()
         tensor(2.2619)
     """
+
+    plot_upper_bound: float | None = None
 
     _metric = "dcg"
 
@@ -193,6 +203,8 @@ class IDCG(_SingleMetric):
         >>> metric.compute()
         tensor(1.)
     """
+
+    plot_upper_bound: float | None = None
 
     _metric = "idcg"
 

@@ -54,7 +54,8 @@ class Evaluation:
     """The measures of one run: per-query values and trec_eval's summary.
 
     Attributes:
-        run: the run's file (or ``"run"``).
+        run: the run's name in every table (``to_csv``, ``to_pandas``, ``to_dict``, ``to_latex``, the
+            CLI): its file as given, or its tag for a run built in memory.
         runid: the run's tag.
         qids: the evaluated queries, sorted.
         outputs: the :class:`Output` columns with numbers (and ``runid``), in the order the measures
@@ -158,7 +159,7 @@ class Evaluation:
             \end{table}
         """
         cells = [latex_number(v, decimals) for v in self.summary.values()]
-        return latex_table(list(self.summary), [[latex_escape(self.runid), *cells]], caption, label)
+        return latex_table(list(self.summary), [[latex_escape(self.run), *cells]], caption, label)
 
     def to_pandas(self, *, per_query: bool = False) -> Any:
         """A pandas DataFrame: the summary as one row indexed by the run (``per_query=False``), or a
@@ -416,7 +417,7 @@ def evaluate(
         if m.per_query:
             per_query[m.label] = v
     return Evaluation(
-        run.path or "run",
+        run.path or run.tag,  # one name per run everywhere: its file, or its tag in memory
         run.tag,
         joined.qids,
         outputs,
@@ -468,7 +469,7 @@ def _evaluate_diversity(
                     mine[m.label] = theirs[m.label]
     retrieved = torch.tensor([q in set(run.qids) for q in qids], dtype=torch.bool)
     return Evaluation(
-        run.path or "run",
+        run.path or run.tag,  # one name per run everywhere: its file, or its tag in memory
         run.tag,
         qids,
         outputs,
