@@ -27,7 +27,7 @@ from torch_rankeval.trec.io import PathLike, Qrels, Run
 from torch_rankeval.trec.join import TrecBatch, to_batches
 from torch_rankeval.trec.peers import TREC_PRESETS, judged_negative, ranked_run
 
-__all__ = ["TREC_EVAL_VERSIONS", "Evaluation", "Output", "evaluate", "relstrings", "trec_measures"]
+__all__ = ["TREC_EVAL_VERSIONS", "Evaluation", "Output", "evaluate", "preset_measures", "relstrings", "trec_measures"]
 
 #: The trec_eval versions whose output :func:`evaluate` reproduces: ``"10.0"`` (the current one)
 #: and ``"9.0.8"`` (the one pytrec_eval and ir_measures compile in). Defined torch-free in
@@ -507,25 +507,38 @@ def _evaluate_diversity(
 _HITS = re.compile(r"^hits(?:@([0-9]+))?$", re.IGNORECASE)
 
 
+def preset_measures(
+    measures: Sequence[str | Measure] | str, convention: str | None, *, trec_eval_version: str = "10.0"
+) -> list[Measure]:
+    """Measure names read as :func:`evaluate` reads them under ``convention``: as :func:`trec_measures`
+    does, and under ``"ranx"`` ranx's ``hits@k`` (the relevant documents in the top k, averaged over
+    queries: ``P@k`` times ``k``) and ``hits`` (``num_rel_ret``, averaged), which are no measures of ours.
+
+    Example:
+        >>> [(m.key, m.cutoff, m.label) for m in preset_measures(["hits@5", "mrr"], "ranx")]
+        [('precision', 5, 'hits@5'), ('mrr', None, 'mrr')]
+    """
+    return _preset_measures(measures, convention or "trec_eval", trec_eval_version)[0]
+
+
 def _preset_measures(
     measures: Sequence[str | Measure] | str, convention: str, version: str
 ) -> tuple[list[Measure], dict[str, str]]:
-    """The measures of :func:`evaluate` under a peer's preset, and ``{label: rule}`` for the peer's own
-    definitions (ranx's ``hits@k``: ``P@k`` times ``k``; ``hits``: ``num_rel_ret`` averaged)."""
+    """:func:`preset_measures`, and ``{label: rule}`` for ranx's hits (``"times_k"``: ``P@k`` times ``k``,
+    ``"mean"``: ``num_rel_ret`` averaged); a measure from :func:`preset_measures` keeps its rule."""
     names = as_measures(measures, argument="measures")
     names = [names] if isinstance(names, str) else names
     post: dict[str, str] = {}
     given: list[str | Measure] = []
     for m in names:
-        hits = _HITS.match(m.strip()) if convention == "ranx" and isinstance(m, str) else None
+        label = m.strip() if isinstance(m, str) else m.label
+        hits = _HITS.match(label) if convention == "ranx" else None
         if hits is None:
             given.append(m)
-        elif hits[1] is None:
-            given.append(parse_measures(["num_rel_ret"])[0].with_label(m.strip(), m.strip()))
-            post[m.strip()] = "mean"
-        else:
-            given.append(parse_measures([f"P@{int(hits[1])}"])[0].with_label(m.strip(), m.strip()))
-            post[m.strip()] = "times_k"
+            continue
+        spelled = f"P@{int(hits[1])}" if hits[1] is not None else "num_rel_ret"
+        given.append(m if isinstance(m, Measure) else parse_measures([spelled])[0].with_label(label, label))
+        post[label] = "times_k" if hits[1] is not None else "mean"
     return trec_measures(given, trec_eval_version=version), post
 
 
