@@ -88,9 +88,12 @@ def _ranx_inputs(form: str, qrels: dict, run: dict, tmp_path) -> tuple[object, o
     ours = {
         "ranx": (ranx.Qrels(qrels), comparable),
         "dict": (qrels, run),
-        "frame": (_frame(qrels, "relevance"), _frame(run, "score")),
+        # ranx's columns, in ranx's order (to_dataframe of a sorted Run): Run.from_df reads it as a dict in row order
+        "frame": (ranx.Qrels(qrels).to_dataframe(), ranx.Run(run).to_dataframe()),
         "file": (_write(tmp_path / "q", qrels, "qrels"), _write(tmp_path / "r", run, "run")),
     }[form]
+    if form == "frame":
+        return (*ours, ranx.utils.dataframe_to_dict(ours[1], "q_id", "doc_id", "score"))
     return (*ours, comparable if form == "ranx" else run)
 
 
