@@ -340,8 +340,8 @@ def evaluate(
         convention: ``None`` or ``"trec_eval"`` (trec_eval's numbers), ``"ranx"`` (``ranx.evaluate``'s:
             its order of tied scores, its ``bpref`` and ``hits@k``, every query of the qrels) or
             ``"ir_measures"`` (``ir_measures.calc_aggregate``'s: the order of tied scores of the provider
-            each measure goes to, ``RR@k`` over the queries with a relevant document); see
-            :mod:`torch_rankeval.trec.peers` for the rules.
+            each measure goes to, every query of the qrels, 0 where the run has none, trec_eval
+            9.0.8 as pytrec_eval); see :mod:`torch_rankeval.trec.peers` for the rules.
 
     Example:
         >>> qrels = Qrels.from_dict({"q1": {"d1": 1, "d2": 2}, "q2": {"d9": 1}})
@@ -553,6 +553,7 @@ def _evaluate_preset(
             f"numbers), 'ranx' or 'ir_measures'"
         )
     preset = TREC_PRESETS[convention]
+    settings = dict(settings, trec_eval_version=preset.trec_eval_version or settings["trec_eval_version"])
     parsed, post = _preset_measures(measures, convention, settings["trec_eval_version"])
     if isinstance(qrels, SubtopicQrels) or any(m.family.subtopics for m in parsed):
         raise ValueError(f"convention={convention!r} covers ad-hoc measures; evaluate intent-aware measures without it")
@@ -579,6 +580,8 @@ def _evaluate_preset(
         for mine, theirs in ((per_query, r.per_query), (summary, r.summary), (info, r.info), (text, r.text)):
             if m.label in theirs:
                 mine[m.label] = theirs[m.label]
+        if preset.unanswered_zero and m.key == "num_q":
+            summary[m.label] = int(first.retrieved.sum())
         rule = post.get(m.label) or rules[m.label][1]
         if m.label in per_query and (rule is not None or preset.unanswered_zero):
             v = per_query[m.label]

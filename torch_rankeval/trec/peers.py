@@ -21,6 +21,7 @@ Both peers compute trec_eval's measures, except in these points (read in their s
   descending), but ``RR@k`` (a cutoff) to its ``msmarco`` provider and ``Judged@k`` to its ``judged``
   provider, which order tied scores by docno *ascending*. Every provider scores each query of the qrels
   that the run does not answer ``0`` (``Measure.DEFAULT``, ``providers/base.py``), counts included.
+  pytrec_eval is trec_eval 9.0.8 (interpolated precision rounds recall levels as 9.0.8 did).
 
 :data:`TREC_PRESETS` holds these facts, one entry per preset; :func:`ranked_run` rewrites a run's
 scores so that the join (score descending, then docno descending) ranks each query in a peer's order.
@@ -58,7 +59,9 @@ class TrecPreset:
         order: the order of tied scores for every measure (:data:`ORDERS`).
         complete: evaluate every query of the qrels (trec_eval's ``-c``).
         unanswered_zero: a query the run does not answer scores 0 in every measure, counts included
-            (trec_eval's ``-c`` still counts its relevant documents in ``num_rel``).
+            (trec_eval's ``-c`` still counts its relevant documents in ``num_rel``), and ``num_q``
+            counts the answered queries only.
+        trec_eval_version: the trec_eval version the peer computes with (``None``: the caller's).
         negative_judged: a negative grade is a judged non-relevant document (not an unjudged one).
         by_measure: ``{rule name: (order, rule)}`` for the measures a peer computes otherwise; the
             rule names are matched by :meth:`rule` (``"rr_cutoff"``: ``RR@k`` with a cutoff,
@@ -70,6 +73,7 @@ class TrecPreset:
     order: str = "trec_eval"
     complete: bool = False
     unanswered_zero: bool = False
+    trec_eval_version: str | None = None
     negative_judged: bool = False
     by_measure: dict[str, tuple[str, str | None]] = field(default_factory=dict)
 
@@ -99,6 +103,7 @@ TREC_PRESETS: dict[str, TrecPreset] = {
     "ir_measures": TrecPreset(
         complete=True,
         unanswered_zero=True,
+        trec_eval_version="9.0.8",  # pytrec_eval's (interpolated precision rounds recall levels as 9.0.8)
         by_measure={"rr_cutoff": ("docno_ascending", None), "judged": ("docno_ascending", None)},
     ),
 }
