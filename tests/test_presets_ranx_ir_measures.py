@@ -127,6 +127,19 @@ def test_ranx_preset_equals_ranx(seed: int, form: str, tmp_path) -> None:
 
 
 @needs_ranx
+def test_ranx_relevance_level_suffix() -> None:
+    """ranx's '-l2' suffix (its relevance level) on every measure that has one here."""
+    qrels, run = _data(4, negative=True, empty=False)
+    names = ["precision@5-l2", "mrr-l2", "mrr@10-l2", "map@100-l2", "recall@10-l2", "hit_rate@10-l2",
+             "r-precision-l2", "bpref-l2", "hits@5-l2", "hits-l2", "f1@5-l2"]  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = ranx.evaluate(ranx.Qrels(qrels), ranx.Run({q: run.get(q, {}) for q in qrels}), names, return_mean=False)
+        ours = trec.evaluate(qrels, run, names, convention="ranx")
+    _assert_ranx(ours, {m: np.asarray(out[m], dtype=np.float64) for m in names}, sorted(qrels), names)
+
+
+@needs_ranx
 def test_ranx_bpref_without_relevant_is_not_reproduced() -> None:
     """ranx's bpref divides by R = 0 inside its numba parallel loop: the ZeroDivisionError is lost and the
     values of the queries of that thread's chunk are left 0 (which ones depends on the number of threads, so

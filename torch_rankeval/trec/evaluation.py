@@ -505,6 +505,7 @@ def _evaluate_diversity(
 
 
 _HITS = re.compile(r"^hits(?:@([0-9]+))?$", re.IGNORECASE)
+_RANX_LEVEL = re.compile(r"^(.+)-l([0-9]+)$")  # ranx's relevance level: 'precision@5-l2'
 
 
 def preset_measures(
@@ -512,11 +513,14 @@ def preset_measures(
 ) -> list[Measure]:
     """Measure names read as :func:`evaluate` reads them under ``convention``: as :func:`trec_measures`
     does, and under ``"ranx"`` ranx's ``hits@k`` (the relevant documents in the top k, averaged over
-    queries: ``P@k`` times ``k``) and ``hits`` (``num_rel_ret``, averaged), which are no measures of ours.
+    queries: ``P@k`` times ``k``) and ``hits`` (``num_rel_ret``, averaged), which are no measures of ours,
+    and ranx's relevance level suffix (``precision@5-l2``: ``P(rel=2)@5``).
 
     Example:
         >>> [(m.key, m.cutoff, m.label) for m in preset_measures(["hits@5", "mrr"], "ranx")]
         [('precision', 5, 'hits@5'), ('mrr', None, 'mrr')]
+        >>> [(m.key, m.params, m.label) for m in preset_measures(["mrr-l2"], "ranx")]
+        [('mrr', (('rel', 2),), 'mrr-l2')]
     """
     return _preset_measures(measures, convention or "trec_eval", trec_eval_version)[0]
 
@@ -532,13 +536,19 @@ def _preset_measures(
     given: list[str | Measure] = []
     for m in names:
         label = m.strip() if isinstance(m, str) else m.label
-        hits = _HITS.match(label) if convention == "ranx" else None
-        if hits is None:
+        level = _RANX_LEVEL.match(label) if convention == "ranx" else None
+        base, rel = (level[1], f"(rel={int(level[2])})") if level else (label, "")
+        hits = _HITS.match(base) if convention == "ranx" else None
+        if hits is not None:
+            post[label] = "times_k" if hits[1] is not None else "mean"
+            spelled = f"P{rel}@{int(hits[1])}" if hits[1] is not None else f"num_rel_ret{rel}"
+        elif level is not None:  # ranx's '-l2': the relevance level, our 'rel' parameter
+            name, at, cutoff = base.partition("@")
+            spelled = f"{'r_precision' if name.lower() == 'r-precision' else name}{rel}{at}{cutoff}"
+        else:
             given.append(m)
             continue
-        spelled = f"P@{int(hits[1])}" if hits[1] is not None else "num_rel_ret"
         given.append(m if isinstance(m, Measure) else parse_measures([spelled])[0].with_label(label, label))
-        post[label] = "times_k" if hits[1] is not None else "mean"
     return trec_measures(given, trec_eval_version=version), post
 
 
