@@ -261,3 +261,18 @@ def test_cli_convention(convention: str, tmp_path, capsys) -> None:
             if not math.isnan(expected[m])
             else printed[m] is None or printed[m] != printed[m]
         )
+
+
+def test_presets_on_tensors_are_trec_eval_s() -> None:
+    """On tensors the two presets are trec_eval's conventions (ties in input order): the peer's order is
+    given by the list, as trec.evaluate gives it after ranking the run as the peer does."""
+    import torch
+
+    from torch_rankeval import functional as F
+    from torch_rankeval.conventions import PRESETS, presets
+
+    assert PRESETS["ranx"] == PRESETS["ir_measures"] == PRESETS["trec_eval"] == presets.ranx
+    preds, target = torch.tensor([[0.5, 0.5, 0.2]]), torch.tensor([[0, 2, 1]])
+    assert F.ndcg(preds, target, k=2, convention="ranx").item() == pytest.approx(
+        (2 / math.log2(3)) / (2 + 1 / math.log2(3))  # input order: the grade-0 document first
+    )
