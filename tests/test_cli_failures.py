@@ -115,7 +115,7 @@ HOSTILE = [
     (["evaluate", "qrels", "run", "--format", "xml"], "argument --format: invalid choice: 'xml'"),
     (["evaluate"], "the following arguments are required: QRELS, RUN"),
     (["profile", "qrels", "run", "-k", "ten"], "argument -k/--positions: invalid int value: 'ten'"),
-    (["profile", "qrels", "run", "--convention", "ranx"], "argument --convention: invalid choice: 'ranx'"),
+    (["profile", "qrels", "run", "--convention", "pyterrier"], "argument --convention: invalid choice: 'pyterrier'"),
     (["compare", "qrels", "run", "other", "--test", "wilcoxon"], "argument --test: invalid choice"),
     ([], "the following arguments are required: COMMAND"),
     (["evaluatee"], "invalid choice: 'evaluatee'"),

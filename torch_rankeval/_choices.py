@@ -9,7 +9,7 @@ other imports here.
 Example:
     >>> from torch_rankeval._choices import PRESET_NAMES, TIES
     >>> PRESET_NAMES
-    ('lightgbm', 'sklearn', 'torchmetrics', 'torchmetrics_1.7', 'trec_eval')
+    ('ir_measures', 'lightgbm', 'ranx', 'sklearn', 'torchmetrics', 'torchmetrics_1.7', 'trec_eval')
     >>> "average" in TIES
     True
 """
@@ -18,6 +18,7 @@ __all__ = ["GAINS", "INVERSION_STATS", "PRESET_NAMES", "TIES", "TREC_EVAL_VERSIO
 
 TIES = ("average", "first", "pessimistic", "optimistic")
 GAINS = ("exp2", "linear")
-PRESET_NAMES = ("lightgbm", "sklearn", "torchmetrics", "torchmetrics_1.7", "trec_eval")  # sorted(conventions.PRESETS)
+# sorted(conventions.PRESETS)
+PRESET_NAMES = ("ir_measures", "lightgbm", "ranx", "sklearn", "torchmetrics", "torchmetrics_1.7", "trec_eval")
 INVERSION_STATS = ("relevance", "gain", "relevant_share")
 TREC_EVAL_VERSIONS = ("10.0", "9.0.8")  # trec.evaluate's trec_eval_version

@@ -7,7 +7,7 @@ A *preset* reproduces a peer library exactly (see the conventions table in the R
 
     >>> from torch_rankeval.conventions import PRESETS, resolve_convention
     >>> sorted(PRESETS)
-    ['lightgbm', 'sklearn', 'torchmetrics', 'torchmetrics_1.7', 'trec_eval']
+    ['ir_measures', 'lightgbm', 'ranx', 'sklearn', 'torchmetrics', 'torchmetrics_1.7', 'trec_eval']
     >>> resolve_convention("trec_eval").gain
     'linear'
     >>> resolve_convention("trec_eval", gain="exp2").gain   # explicit arguments win over the preset
@@ -276,6 +276,14 @@ _PRESETS: dict[str, Convention] = {
     "lightgbm": Convention(
         gain="exp2", ties="first", denominator="min_k_relevant", empty_target_action="pos", adaptive_k=True
     ),
+    # ranx and ir_measures: trec_eval's conventions on tensors (linear gain, ties in input order, AP
+    # divided by every relevant document). What they do otherwise is on TREC data, where
+    # trec.evaluate(convention="ranx" / "ir_measures") reproduces it: their order of tied scores
+    # (ranx: numba's quicksort; ir_measures' RR@k and Judged@k: docno ascending), ranx's bpref and
+    # hits@k, their query sets (torch_rankeval.trec.peers.TREC_PRESETS). On tensors, give each list in
+    # the peer's order: ties="first" keeps it.
+    "ranx": Convention(gain="linear", ties="first", denominator="all_relevant", empty_target_action="neg"),
+    "ir_measures": Convention(gain="linear", ties="first", denominator="all_relevant", empty_target_action="neg"),
 }
 
 #: The presets whose settings differ per measure, until the measure registry has added those settings.

@@ -166,9 +166,10 @@ def measures(args: argparse.Namespace, default: Sequence[str]) -> list[Measure]:
 
 
 def evaluate_inputs(
-    args: argparse.Namespace, measures: list[Measure], *, complete: bool
+    args: argparse.Namespace, measures: list[Measure], *, complete: bool, convention: str | None = None
 ) -> tuple[Qrels | SubtopicQrels, list[Evaluation]]:
-    """Read the inputs of :func:`add_input_arguments` and evaluate every run (for subcommands).
+    """Read the inputs of :func:`add_input_arguments` and evaluate every run (for subcommands), under
+    ``convention`` (:func:`torch_rankeval.trec.evaluate`'s).
 
     Example:
         >>> import os, tempfile
@@ -208,6 +209,7 @@ def evaluate_inputs(
             max_docs=args.max_docs,
             trec_eval_version=args.trec_eval_version,
             device=dev,
+            convention=convention,
         )
         for run in runs
     ]

@@ -8,9 +8,9 @@ Example:
     >>> import argparse
     >>> parser = argparse.ArgumentParser(prog="torch-rankeval evaluate")
     >>> add_arguments(parser)
-    >>> args = parser.parse_args(["qrels.txt", "run.txt", "-m", "map", "-q", "--format", "csv"])
-    >>> args.measures, args.per_query, args.format
-    (['map'], True, 'csv')
+    >>> args = parser.parse_args(["qrels.txt", "run.txt", "-m", "map", "-q", "--format", "csv", "--convention", "ranx"])
+    >>> args.measures, args.per_query, args.format, args.convention
+    (['map'], True, 'csv', 'ranx')
 """
 
 from __future__ import annotations
@@ -38,11 +38,13 @@ from torch_rankeval.cli._common import (
 if TYPE_CHECKING:  # pragma: no cover
     from torch_rankeval.trec import Evaluation
 
-__all__ = ["HELP", "NAME", "add_arguments", "format_trec_eval", "run"]
+__all__ = ["CONVENTIONS", "HELP", "NAME", "add_arguments", "format_trec_eval", "run"]
 
 NAME = "evaluate"
 HELP = "evaluate runs against qrels (trec_eval's measures and semantics)"
 FORMATS = ("table", "trec", "json", "csv")
+#: ``--convention``: whose numbers (:func:`torch_rankeval.trec.evaluate`'s ``convention``)
+CONVENTIONS = ("trec_eval", "ranx", "ir_measures")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -58,13 +60,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="table",
         help="table (default; fits the terminal), trec (trec_eval's output, line for line), json or csv",
     )
+    parser.add_argument(
+        "--convention",
+        choices=CONVENTIONS,
+        default="trec_eval",
+        help="whose numbers: trec_eval (default), ranx (ranx.evaluate's: its tie order, bpref, hits@k; every "
+        "query of the qrels) or ir_measures (ir_measures.calc_aggregate's: each measure's provider and its tie order)",
+    )
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     """Evaluate the runs and write them in ``args.format`` to ``out``; returns 0."""
     if args.no_summary and args.format != "trec":
         raise CommandError("-n/--no-summary applies to --format trec only")
-    _, results = evaluate_inputs(args, measures(args, ["official"]), complete=args.complete)
+    if args.convention == "trec_eval":
+        chosen = measures(args, ["official"])
+    else:
+        from torch_rankeval.trec.evaluation import preset_measures
+
+        chosen = preset_measures(
+            args.measures or ["official"], args.convention, trec_eval_version=args.trec_eval_version
+        )
+    _, results = evaluate_inputs(args, chosen, complete=args.complete, convention=args.convention)
     if args.format == "trec":
         for r in results:
             lines = format_trec_eval(r, per_query=args.per_query, summary=not args.no_summary)

@@ -87,8 +87,9 @@ _EXPOSURE = (
 #: Peers' names that mean a measure we do not have, with what to use instead.
 PEER_REFUSED: dict[str, str] = {
     "hits": (
-        "is ranx's count of relevant documents in the top k, which is k * P@k (not a measure here): use "
-        "'P@k' and multiply by k, or 'num_rel_ret' with max_docs=k in trec.evaluate"
+        "is ranx's count of relevant documents in the top k, which is k * P@k (not a measure here): evaluate it "
+        "with trec.evaluate(..., convention='ranx') (torch-rankeval evaluate --convention ranx), or use 'P@k' "
+        "and multiply by k"
     ),
     "itemcoverage": _EXPOSURE.replace("(coverage@k", "(coverage@k: RecBole's ItemCoverage"),
     "giniindex": _EXPOSURE.replace("gini@k", "gini@k: RecBole's GiniIndex"),

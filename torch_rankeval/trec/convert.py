@@ -4,8 +4,9 @@
 :class:`~torch_rankeval.trec.io.Run` and file paths:
 
 - a pandas DataFrame with ir_measures' columns (``query_id``, ``doc_id``, ``relevance`` for qrels;
-  ``query_id``, ``doc_id``, ``score`` for runs) or trec_eval's names (``qid``, ``docno``, ``rel`` /
-  ``score``); other columns (``iteration``, ``rank``, ``run_id``...) are ignored;
+  ``query_id``, ``doc_id``, ``score`` for runs), trec_eval's names (``qid``, ``docno``, ``rel`` /
+  ``score``) or ranx's (``q_id``, ``doc_id``, ``score``: its ``to_dataframe``); other columns
+  (``iteration``, ``rank``, ``run_id``...) are ignored;
 - a dict of dicts ``{qid: {docno: grade or score}}`` (pytrec_eval's form);
 - a ranx ``Qrels`` / ``Run`` (anything with a ``to_dict()`` that returns that dict of dicts; a
   ranx run's ``name`` becomes the run tag);
@@ -48,9 +49,18 @@ from torch_rankeval.trec.io import Qrels, Run, read_qrels, read_run
 
 __all__ = ["QRELS_COLUMNS", "RUN_COLUMNS", "as_measures", "as_qrels", "as_run"]
 
-#: Accepted DataFrame column names, ``(query, document, value)``: ir_measures' first, then trec_eval's.
-QRELS_COLUMNS: tuple[tuple[str, str, str], ...] = (("query_id", "doc_id", "relevance"), ("qid", "docno", "rel"))
-RUN_COLUMNS: tuple[tuple[str, str, str], ...] = (("query_id", "doc_id", "score"), ("qid", "docno", "score"))
+#: Accepted DataFrame column names, ``(query, document, value)``: ir_measures' first, then trec_eval's, then
+#: ranx's (``Qrels.to_dataframe``, ``Run.to_dataframe``: ``q_id``, ``doc_id``, ``score``).
+QRELS_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("query_id", "doc_id", "relevance"),
+    ("qid", "docno", "rel"),
+    ("q_id", "doc_id", "score"),
+)
+RUN_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("query_id", "doc_id", "score"),
+    ("qid", "docno", "score"),
+    ("q_id", "doc_id", "score"),
+)
 
 _FORMS = (
     "a {cls}, a path, a pandas DataFrame (columns {cols}), a dict of dicts {{qid: {{docno: {value}}}}}, "
@@ -60,8 +70,10 @@ _FORMS = (
 
 def _forms(kind: str) -> str:
     if kind == "qrels":
-        return _FORMS.format(cls="Qrels", cols="query_id/doc_id/relevance or qid/docno/rel", value="grade", row="Qrel")
-    return _FORMS.format(cls="Run", cols="query_id/doc_id/score or qid/docno/score", value="score", row="ScoredDoc")
+        return _FORMS.format(
+            cls="Qrels", cols=" or ".join("/".join(c) for c in QRELS_COLUMNS), value="grade", row="Qrel"
+        )
+    return _FORMS.format(cls="Run", cols=" or ".join("/".join(c) for c in RUN_COLUMNS), value="score", row="ScoredDoc")
 
 
 def _is_dataframe(obj: object) -> bool:

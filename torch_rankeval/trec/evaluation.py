@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,8 +25,9 @@ from torch_rankeval.trec.convert import as_measures, as_qrels, as_run
 from torch_rankeval.trec.diversity import SubtopicQrels, intent_aware_values, read_subtopic_qrels
 from torch_rankeval.trec.io import PathLike, Qrels, Run
 from torch_rankeval.trec.join import TrecBatch, to_batches
+from torch_rankeval.trec.peers import TREC_PRESETS, judged_negative, ranked_run
 
-__all__ = ["TREC_EVAL_VERSIONS", "Evaluation", "Output", "evaluate", "relstrings", "trec_measures"]
+__all__ = ["TREC_EVAL_VERSIONS", "Evaluation", "Output", "evaluate", "preset_measures", "relstrings", "trec_measures"]
 
 #: The trec_eval versions whose output :func:`evaluate` reproduces: ``"10.0"`` (the current one)
 #: and ``"9.0.8"`` (the one pytrec_eval and ir_measures compile in). Defined torch-free in
@@ -304,8 +307,9 @@ def evaluate(
     max_docs: int | None = None,
     trec_eval_version: str = "10.0",
     device: torch.device | str | None = None,
+    convention: str | None = None,
 ) -> Evaluation:
-    """Evaluate a run against qrels with trec_eval's semantics.
+    """Evaluate a run against qrels with trec_eval's semantics (or a peer's: ``convention``).
 
     Ties are broken by docno descending; negative grades count as unjudged (in the judgment pool,
     for infAP and relstring; documents absent from the qrels are outside it); IDCG and the AP,
@@ -334,6 +338,11 @@ def evaluate(
             ``11pt_avg``), has no ``rbp``, ``rbp_resid``, ``unj`` in its nicknames and prints no
             per-query lines for the queries that ``-c`` adds.
         device: where to compute (``"cuda"`` for the GPU); results come back on the CPU.
+        convention: ``None`` or ``"trec_eval"`` (trec_eval's numbers), ``"ranx"`` (``ranx.evaluate``'s:
+            its order of tied scores, its ``bpref`` and ``hits@k``, every query of the qrels) or
+            ``"ir_measures"`` (``ir_measures.calc_aggregate``'s: the order of tied scores of the provider
+            each measure goes to, every query of the qrels, 0 where the run has none, trec_eval
+            9.0.8 as pytrec_eval); see :mod:`torch_rankeval.trec.peers` for the rules.
 
     Example:
         >>> qrels = Qrels.from_dict({"q1": {"d1": 1, "d2": 2}, "q2": {"d9": 1}})
@@ -346,8 +355,21 @@ def evaluate(
         {'P@2': 0.5, 'P(rel=2)@2': 0.5}
         >>> evaluate(qrels, run, ["num_ret", "P.2"], max_docs=1).summary
         {'num_ret': 1, 'P_2': 0.5}
+
+    Peers' numbers: ranx and ir_measures order tied scores otherwise than trec_eval (docno descending):
+
+        >>> qrels = Qrels.from_dict({"q1": {"d1": 1, "d2": 0}, "q2": {"d8": 1, "d9": 0}})
+        >>> tied = Run.from_dict({"q1": {"d2": 0.5, "d1": 0.5}, "q2": {"d8": 0.3, "d9": 0.3}})
+        >>> evaluate(qrels, tied, ["P@1", "RR@1"]).summary                              # d2 first, d9 first
+        {'P@1': 0.0, 'RR@1': 0.0}
+        >>> evaluate(qrels, tied, ["RR@1"], convention="ir_measures").summary           # d1 first, d8 first
+        {'RR@1': 1.0}
+        >>> evaluate(qrels, tied, ["precision@1", "hits@2"], convention="ranx").summary # the run's order
+        {'precision@1': 0.5, 'hits@2': 1.0}
     """
-    settings = {k: v for k, v in locals().items() if k not in ("qrels", "run", "measures")}  # for the diversity path
+    settings = {k: v for k, v in locals().items() if k not in ("qrels", "run", "measures", "convention")}
+    if convention is not None and convention != "trec_eval":
+        return _evaluate_preset(qrels, run, measures, convention, settings)
     if (
         isinstance(relevance_level, bool)
         or not isinstance(relevance_level, (int, np.integer))
@@ -481,3 +503,140 @@ def _evaluate_diversity(
         settings["trec_eval_version"],
         info,
     )
+
+
+_HITS = re.compile(r"^hits(?:@([0-9]+))?$", re.IGNORECASE)
+_RANX_LEVEL = re.compile(r"^(.+)-l([0-9]+)$")  # ranx's relevance level: 'precision@5-l2'
+
+
+def preset_measures(
+    measures: Sequence[str | Measure] | str, convention: str | None, *, trec_eval_version: str = "10.0"
+) -> list[Measure]:
+    """Measure names read as :func:`evaluate` reads them under ``convention``: as :func:`trec_measures`
+    does, and under ``"ranx"`` ranx's ``hits@k`` (the relevant documents in the top k, averaged over
+    queries: ``P@k`` times ``k``) and ``hits`` (``num_rel_ret``, averaged), which are no measures of ours,
+    and ranx's relevance level suffix (``precision@5-l2``: ``P(rel=2)@5``).
+
+    Example:
+        >>> [(m.key, m.cutoff, m.label) for m in preset_measures(["hits@5", "mrr"], "ranx")]
+        [('precision', 5, 'hits@5'), ('mrr', None, 'mrr')]
+        >>> [(m.key, m.params, m.label) for m in preset_measures(["mrr-l2"], "ranx")]
+        [('mrr', (('rel', 2),), 'mrr-l2')]
+    """
+    return _preset_measures(measures, convention or "trec_eval", trec_eval_version)[0]
+
+
+def _preset_measures(
+    measures: Sequence[str | Measure] | str, convention: str, version: str
+) -> tuple[list[Measure], dict[str, str]]:
+    """:func:`preset_measures`, and ``{label: rule}`` for ranx's hits (``"times_k"``: ``P@k`` times ``k``,
+    ``"mean"``: ``num_rel_ret`` averaged); a measure from :func:`preset_measures` keeps its rule."""
+    names = as_measures(measures, argument="measures")
+    names = [names] if isinstance(names, str) else names
+    post: dict[str, str] = {}
+    given: list[str | Measure] = []
+    for m in names:
+        label = m.strip() if isinstance(m, str) else m.label
+        level = _RANX_LEVEL.match(label) if convention == "ranx" else None
+        base, rel = (level[1], f"(rel={int(level[2])})") if level else (label, "")
+        hits = _HITS.match(base) if convention == "ranx" else None
+        if hits is not None:
+            post[label] = "times_k" if hits[1] is not None else "mean"
+            spelled = f"P{rel}@{int(hits[1])}" if hits[1] is not None else f"num_rel_ret{rel}"
+        elif level is not None:  # ranx's '-l2': the relevance level, our 'rel' parameter
+            name, at, cutoff = base.partition("@")
+            spelled = f"{'r_precision' if name.lower() == 'r-precision' else name}{rel}{at}{cutoff}"
+        else:
+            given.append(m)
+            continue
+        given.append(m if isinstance(m, Measure) else parse_measures([spelled])[0].with_label(label, label))
+    return trec_measures(given, trec_eval_version=version), post
+
+
+def _evaluate_preset(
+    qrels: object, run: object, measures: Sequence[str | Measure] | str, convention: str, settings: dict[str, Any]
+) -> Evaluation:
+    """:func:`evaluate` under a peer's preset (:data:`~torch_rankeval.trec.peers.TREC_PRESETS`): each group of
+    measures that share an order of tied scores evaluated on the run ranked in that order, then the peer's rules."""
+    if convention not in TREC_PRESETS:
+        raise ValueError(
+            f"convention={convention!r} is not a preset of trec.evaluate: use None or 'trec_eval' (trec_eval's "
+            f"numbers), 'ranx' or 'ir_measures'"
+        )
+    preset = TREC_PRESETS[convention]
+    settings = dict(settings, trec_eval_version=preset.trec_eval_version or settings["trec_eval_version"])
+    parsed, post = _preset_measures(measures, convention, settings["trec_eval_version"])
+    if isinstance(qrels, SubtopicQrels) or any(m.family.subtopics for m in parsed):
+        raise ValueError(f"convention={convention!r} covers ad-hoc measures; evaluate intent-aware measures without it")
+    # a sorted ranx Run is in ranx's order already (ranx.evaluate does not sort it again)
+    ranked = any(c.__module__.split(".")[0] == "ranx" for c in type(run).__mro__) and getattr(run, "sorted", True)
+    qrels, run = as_qrels(qrels, argument="qrels"), as_run(run, argument="run")
+    if preset.negative_judged:
+        qrels = judged_negative(qrels)
+    settings = dict(settings, complete=settings["complete"] or preset.complete)
+    rules = {m.label: preset.rule(m.key, m.cutoff) for m in parsed}
+    groups: dict[str, list[Measure]] = {}
+    for m in parsed:
+        groups.setdefault(rules[m.label][0], []).append(m)
+    results = {
+        order: evaluate(qrels, run if order == "trec_eval" else ranked_run(run, order, ranked=ranked), ms, **settings)
+        for order, ms in groups.items()
+    }
+    first = next(iter(results.values()))
+    outputs, texts, per_query, summary, info, text = [], [], {}, {}, {}, {}
+    for m in parsed:
+        r = results[rules[m.label][0]]
+        outputs.extend(o for o in r.outputs if o.name == m.label)
+        texts.extend(o for o in r.texts if o.name == m.label)
+        for mine, theirs in ((per_query, r.per_query), (summary, r.summary), (info, r.info), (text, r.text)):
+            if m.label in theirs:
+                mine[m.label] = theirs[m.label]
+        if preset.unanswered_zero and m.key == "num_q":
+            summary[m.label] = int(first.retrieved.sum())
+        rule = post.get(m.label) or rules[m.label][1]
+        if m.label in per_query and (rule is not None or preset.unanswered_zero):
+            v = per_query[m.label]
+            if preset.unanswered_zero:
+                v = torch.where(first.retrieved, v, torch.zeros_like(v))
+            level = m.param("rel") or settings["relevance_level"]
+            per_query[m.label], summary[m.label] = _apply_rule(rule, m, v, qrels, first.qids, level)
+    return dataclasses.replace(
+        first, outputs=outputs, texts=texts, per_query=per_query, summary=summary, info=info, text=text
+    )
+
+
+def _apply_rule(
+    rule: str | None, m: Measure, v: Tensor, qrels: Qrels, qids: list[str], level: int
+) -> tuple[Tensor, float]:
+    """A peer's per-query values and mean of measure ``m`` from trec_eval's values ``v`` (see
+    :class:`~torch_rankeval.trec.peers.TrecPreset`)."""
+    if rule == "times_k":  # ranx's hits@k: relevant documents in the top k
+        v = torch.round(v * m.cutoff)
+    elif rule == "nan_no_nonrelevant":  # ranx's bpref: 0 / min(R, N) with N = 0
+        index = {q: i for i, q in enumerate(qrels.qids)}
+        rows = np.array([index[q] for q in qids], dtype=np.int64)
+        nonrelevant, relevant = (
+            np.bincount(qrels.qid[keep], minlength=len(qrels.qids))[rows]
+            for keep in (qrels.relevance < level, qrels.relevance >= level)
+        )
+        drop = torch.from_numpy(nonrelevant == 0) & (v > 0)
+        v = torch.where(drop, torch.nan, v)
+        if bool(drop.any()):
+            warnings.warn(
+                f"{m.label}: {int(drop.sum())} queries retrieve a relevant document but have no judged non-relevant "
+                "one; ranx's bpref divides 0 by 0 there (NaN, so the mean is NaN), trec_eval scores them 1",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+        if (relevant == 0).any():
+            warnings.warn(
+                f"{m.label}: {int((relevant == 0).sum())} queries have no relevant document; ranx's bpref raises "
+                "ZeroDivisionError on them inside its parallel loop, which leaves other queries' values 0 "
+                "(which ones depends on the number of threads): not reproduced, these queries score 0",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+    if rule == "mean" or rule is not None and m.family.aggregate == "mean":
+        values = v.tolist()
+        return v, sum(values) / len(values) if values else float("nan")
+    return v, summarize(m, v)
