@@ -30,9 +30,9 @@ def trec_eval_test_dir() -> Path:
 # Metric contract of our classes (update/compute/reset/forward, pickling and state, merge_state,
 # MetricCollection compute groups, distributed sync), Lightning's logging of Metric objects, and the
 # `convention="torchmetrics"` preset against torchmetrics' own functions. Each module below is in the
-# subset for the reason given; tests/test_suite_selection.py checks that every test module that
-# imports torchmetrics' classes or our compat module is either here or in NOT_IN_OLDEST_TORCHMETRICS
-# with its reason.
+# subset for the reason given (a module outside it may mark single tests `@pytest.mark.torchmetrics`);
+# tests/test_suite_selection.py checks that every test module that imports torchmetrics' classes or
+# our compat module is either here or in NOT_IN_OLDEST_TORCHMETRICS with its reason.
 OLDEST_TORCHMETRICS = {
     "test_hooks.py": "each private torchmetrics hook we override still exists and runs our override",
     "test_compat_torchmetrics.py": "compat/torchmetrics.py against torchmetrics' own Retrieval* classes",
@@ -41,7 +41,6 @@ OLDEST_TORCHMETRICS = {
     "test_pickle_and_state.py": "pickle, deepcopy, state_dict, load_state_dict, merge_state",
     "test_state_configuration.py": "the foreign-state refusal in load_state_dict, merge_state, collections",
     "test_metrics_distributed.py": "distributed sync (_sync_dist, gather_all_tensors) under gloo",
-    "test_monitoring.py": "compute(...) arguments through the overridden _wrap_compute cache",
     "test_all_skipped.py": "every query skipped: torchmetrics' RetrievalMetric.compute is the oracle",
     "test_presets.py": 'convention="torchmetrics" against torchmetrics\' functional retrieval metrics',
     "test_functional_peers.py": "the functional metrics against torchmetrics' functional retrieval metrics",
@@ -58,6 +57,8 @@ NOT_IN_OLDEST_TORCHMETRICS = {
     "test_lightning_ddp_spawn_metrics.py": "two spawned DDP processes (the slowest kind of test): the sync it "
     "relies on is test_metrics_distributed's, the pickling into the processes test_pickle_and_state's",
     "test_beyond_trec.py": "AUROC / fall-out values; the compat classes' AUROC is test_compat_torchmetrics'",
+    "test_monitoring.py": "standard errors against scipy (two of its items compile the update with inductor); "
+    "its two tests of the overridden _wrap_compute cache are marked one by one",
 }
 # The doctests of the modules built on torchmetrics are in the subset too.
 OLDEST_TORCHMETRICS_PACKAGE = ("torch_rankeval/metrics/", "torch_rankeval/compat/", "torch_rankeval/lightning.py")
