@@ -22,8 +22,8 @@ def trec_eval_test_dir() -> Path:
 
 # ------------------------------------------------------------------ the oldest-torchmetrics subset
 # `.ci/run` runs the whole suite once against the newest torchmetrics, then only the items marked
-# `torchmetrics` (`pytest -m torchmetrics`) against the OLDEST supported torchmetrics (the lower
-# bound in pyproject.toml). The measures' values are computed by our own kernels and checked against
+# `torchmetrics` (`-m "torchmetrics and not slow"`) against the OLDEST supported torchmetrics (the
+# lower bound in pyproject.toml). The measures' values are computed by our own kernels and checked against
 # pytrec_eval, sklearn, ranx, ... whatever torchmetrics is installed, so running them twice proves
 # nothing more; what a torchmetrics upgrade or downgrade can break is where we meet its code: the
 # private hooks we override (metrics/_hooks.py), the compat module (compat/torchmetrics.py), the

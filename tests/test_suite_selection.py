@@ -99,4 +99,4 @@ def test_ci_runs_the_readme_command_then_the_subset_against_the_oldest_torchmetr
     main = 'python -m pip install -e ".[all]" && python -m pytest -n 2\n'
     assert main in script and main.strip() in readme
     oldest = script[script.index("venv-oldest") :]
-    assert "python -m pytest -n 2 -m torchmetrics\n" in oldest
+    assert 'python -m pytest -n 2 -m "torchmetrics and not slow"\n' in oldest
