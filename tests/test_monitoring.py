@@ -70,6 +70,7 @@ def test_stderr_equals_scipy_sem_over_several_updates(action, compile):
     assert_close_dict(rows.compute(stderr=True), want)
 
 
+@pytest.mark.torchmetrics  # the overridden _wrap_compute (tests/conftest.py)
 def test_compute_without_stderr_keeps_its_keys_and_the_cache_is_per_argument():
     metric = RankingMetrics(("ndcg@10", "mrr"))
     feed(metric, _batches())
@@ -211,6 +212,7 @@ def test_cli_json_and_csv_carry_the_standard_error(tmp_path):
     assert all(r["stderr"] == "" for r in rows if r["qid"] != "all")
 
 
+@pytest.mark.torchmetrics  # the overridden _wrap_compute (tests/conftest.py)
 def test_the_wrapped_compute_hook_exists_with_the_signature_we_override():
     # metrics/_hooks.py overrides torchmetrics' private Metric._wrap_compute (the per-argument cache)
     import inspect

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -69,8 +71,16 @@ def test_masked_nan_scores_are_allowed():
 
 
 def test_negative_grades_are_allowed_with_linear_gain_and_skipped_check():
-    F.ndcg(P, torch.tensor([[1, -1, 0]]), gain="linear")
-    F.ndcg(P, torch.tensor([[1, -1, 0]]), validate_args=False)
+    # Hand computation. Ranked by P (0.3, 0.2, 0.1) the grades are 1, -1, 0; the ideal order is 1, 0, -1.
+    # Discounts 1/log2(rank + 1): 1, 1/log2(3), 1/2.
+    # Linear gain (g): DCG = 1 - 1/log2(3), IDCG = 1 + 0 - 1/2 = 0.5, nDCG = 0.738140...
+    # Default exp2 gain (2^g - 1: 1, -0.5, 0), allowed only with validate_args=False:
+    # DCG = 1 - 0.5/log2(3), IDCG = 1 + 0 - 0.5/2 = 0.75, nDCG = 0.912713...
+    target = torch.tensor([[1, -1, 0]])
+    linear = (1 - 1 / math.log2(3)) / 0.5
+    exp2 = (1 - 0.5 / math.log2(3)) / 0.75
+    torch.testing.assert_close(F.ndcg(P, target, gain="linear"), torch.tensor(linear))
+    torch.testing.assert_close(F.ndcg(P, target, validate_args=False), torch.tensor(exp2))
 
 
 def test_resolve_convention_rejects_unknown_arguments():
