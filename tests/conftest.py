@@ -47,6 +47,8 @@ OLDEST_TORCHMETRICS = {
     "test_plot.py": "plot() through torchmetrics' plot utilities",
     "test_lightning_callback.py": "the Lightning callback, which updates, syncs and resets the Metric classes",
     "test_lightning_log_dict.py": "Lightning's self.log / log_dict of Metric objects and MetricCollections",
+    "test_reliability3.py": "compat.torchmetrics' functional API and curve classes against torchmetrics' own, "
+    "the callback's dataloader slots",
 }
 # Test modules that import torchmetrics' classes but stay out of the oldest run, and why.
 NOT_IN_OLDEST_TORCHMETRICS = {
