@@ -346,23 +346,13 @@ def catalogue_batch(
         >>> rb.length, rb.n_valid, rb.head("rel")      # item 1 excluded; the view reaches item 0
         (3, tensor([3.]), tensor([[1., 0., 1.]]))
     """
-    n, length = preds.shape
+    length = preds.shape[1]
     dtype = work_dtype(preds, target.grades if isinstance(target, SparseTarget) else target)
     finite = [min(k, length) for k in cutoffs if k is not None]
     width = max(finite, default=1)
     whole = whole_list or len(finite) < len(cutoffs)
     if whole:
-        if depth is None and not validate_args:
-            width = length  # the depth is data: without a host sync, rank the whole row
-        elif not _sparse(target) and not _zero_at_zero(convention.gain):
-            width = length  # grade 0 has a gain: every position counts, down to the row's last
-        else:
-            if depth is None and n:
-                depth = int(_depth(preds, target, exclude, chunk_elements).max())  # the one extra sync
-            # the depth is data: rounded up to a 64th of the row, so that the per-width tables the
-            # kernels keep (discounts, ranks) stay few however the depths vary
-            grain = -(-length // 64)
-            width = max(width, -(-(depth or 0) // grain) * grain)
+        width = max(width, _whole_list_width(preds, target, exclude, convention, validate_args, chunk_elements, depth))
     width = max(1, min(width, length))
     view = topk_view(
         preds,
@@ -381,6 +371,30 @@ def catalogue_batch(
     return TopKRankedBatch(
         view, convention, length=length, dtype=dtype, discounts=discounts, scores=preds, exclude=exclude
     )
+
+
+def _whole_list_width(
+    preds: Tensor,
+    target: Any,
+    exclude: Any,
+    convention: Convention,
+    validate_args: bool,
+    chunk_elements: int,
+    depth: int | None,
+) -> int:
+    """How deep whole-list measures rank: every position down to the row's lowest-scored non-zero
+    grade (``depth``, or read in one host sync when validated), rounded up to a 64th of the row so
+    that the per-width tables the kernels keep (discounts, ranks) stay few however the depths vary;
+    the whole row when the depth cannot be read without a sync, or when grade 0 has a gain."""
+    n, length = preds.shape
+    if depth is None and not validate_args:
+        return length  # the depth is data: without a host sync, rank the whole row
+    if not _sparse(target) and not _zero_at_zero(convention.gain):
+        return length  # grade 0 has a gain: every position counts, down to the row's last
+    if depth is None and n:
+        depth = int(_depth(preds, target, exclude, chunk_elements).max())  # the one extra sync
+    grain = -(-length // 64)
+    return -(-(depth or 0) // grain) * grain
 
 
 #: Whole-list measures on the catalogue route run in row chunks of at most this many scores
