@@ -18,10 +18,11 @@ view equal the full ranking's (a gain with ``gain(0) != 0`` ranks the whole row;
 which the ideal ranking puts last, come from each row's lowest gains, :attr:`TopKView.ideal_bottom`).
 Whole lists of a large batch run in row chunks of at most 1/:data:`WHOLE_LIST_PARTS` of the batch
 (:func:`row_chunks`, :func:`whole_list_rows`): the view of a whole list is as wide as the row, and it
-takes some 36 times the scores it is built from, so the peak stays near the batch's scores (a full sort
-costs 3 times them); a sparse target or ``exclude`` stays sparse in each chunk. :data:`TOPK_FAMILIES` lists the measures whose kernels read only
-these quantities; the plan (:class:`~torch_rankeval.measures.MeasurePlan`) routes to this view when
-every requested measure is one of them, and densifies otherwise.
+takes some 36 times the scores it is built from, so the peak stays near the batch's scores (a full
+sort costs 3 times them); a sparse target or ``exclude`` stays sparse in each chunk.
+:data:`TOPK_FAMILIES` lists the measures whose kernels read only these quantities; the plan
+(:class:`~torch_rankeval.measures.MeasurePlan`) routes to this view when every requested measure is
+one of them, and densifies otherwise.
 """
 
 from __future__ import annotations

@@ -388,6 +388,7 @@ def topk_view(
         >>> v.items, v.n_valid, v.boundary_size          # item 1 is never ranked
         (tensor([[4, 0, 2]]), tensor([4]), tensor([3]))
     """
+    # ---- check: the inputs (no sync), then their values in one host sync (validated)
     inp = _check_inputs(
         preds, k, target, exclude, ties, gain, relevance_threshold, dtype, validate_args, chunk_elements
     )
@@ -406,11 +407,14 @@ def topk_view(
     else:  # CPU eager: a read of host memory, not a device sync
         read = _reads_host(preds) and inp.ex is not None
         most_excluded = (int(n_excluded.max()) if preds.shape[0] else 0) if read else None
+    # ---- select: the top W + 1 items of each row
     sel = _select(inp, n_valid, most_excluded, host_reads=validate_args or _reads_host(preds))
+    # ---- row pass: the boundary groups that spill past the view
     items = sel.idx[:, : inp.width]
     if ties != "average":  # the order inside the view under the deterministic policies
         items = _order_view(sel.vals, sel.idx, inp.st, inp.dense, ties)[:, : inp.width]
     row_stats = _row_pass(inp, sel, items, chunk_elements)
+    # ---- assemble: the view, its tie groups and the target's statistics
     view, groups = _assemble(inp, sel, items, row_stats)
     if inp.has_target:
         _add_target_stats(view, inp, sel, groups, row_stats, stats)
