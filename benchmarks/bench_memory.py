@@ -21,6 +21,10 @@ costs) and the wall time. Cases:
   The same judgments, so the same values; memory must not depend on the labels.
   ``diversity_sparse_*``: the same shape as tensors, a sparse ``subtopic_target`` through ``F.evaluate``
   (ties "first"), its subtopic indices unique across the lists (``8q + j``) or ``0..7`` in every list.
+- ``catalogue_whole_list``: whole-list measures (``RankingMetrics(("ndcg", "map", "mrr"))``, no cutoff)
+  on the catalogue route: 200 users x 50,000 items of float32 scores (38 MiB), a sparse target of 20
+  items and a sparse ``exclude`` of 50 items per user, one validated ``update`` (issue 27 item 6:
+  a full sort of the rows costs about 3 times the scores; the data column should stay within that).
 
     PYTHONPATH=. python benchmarks/bench_memory.py                 # every case
     PYTHONPATH=. python benchmarks/bench_memory.py --cases flat_ours,trec_ours
@@ -53,6 +57,7 @@ CASES = (
     "trec_pytrec_eval",
     "docno_ours",
     "docno_pytrec_eval",
+    "catalogue_whole_list",
 )
 DIVERSITY_CASES = ("diversity_unique", "diversity_per_query", "diversity_sparse_unique", "diversity_sparse_per_list")
 DIVERSITY_MEASURES = ["alpha_nDCG@20", "ERR_IA@20", "NRBP", "P_IA@10", "StRecall@10"]
@@ -270,9 +275,35 @@ def _trec_pytrec_eval(qrels: str, run: str) -> dict:
     return {"seconds": time.perf_counter() - start, "base_mb": base, "values": values}
 
 
+def _catalogue_whole_list() -> dict:
+    """Issue 27 item 6: whole lists on the catalogue route, sparse target and sparse ``exclude``."""
+    import torch
+
+    from torch_rankeval import RankingMetrics
+    from torch_rankeval.ranking.sparse import sparse_from_ids
+
+    users, items = 200, 50_000
+    g = torch.Generator().manual_seed(0)
+    scores = torch.rand(users, items, generator=g)
+    ids = torch.stack([torch.randperm(items, generator=g)[:70] for _ in range(users)])  # setup: one row at a time
+    target = sparse_from_ids(ids[:, :20], num_items=items)
+    exclude = sparse_from_ids(ids[:, 20:], num_items=items, grades=torch.ones(users, 50, dtype=torch.bool))
+    warm = RankingMetrics(("ndcg", "map", "mrr"))
+    head = torch.arange(2)
+    warm.update(scores[:2], target.index_select(0, head), exclude=exclude.index_select(0, head))
+    base = _rss_mb()
+    start = time.perf_counter()
+    metric = RankingMetrics(("ndcg", "map", "mrr"))
+    metric.update(scores, target, exclude=exclude)
+    values = {k: float(v) for k, v in metric.compute().items()}
+    return {"seconds": time.perf_counter() - start, "base_mb": base, "values": values}
+
+
 def _worker(case: str, args) -> dict:
     if case in DIVERSITY_CASES:
         return _diversity(case, args)
+    if case == "catalogue_whole_list":
+        return _catalogue_whole_list()
     if case.startswith("flat_"):
         return _flat(args, uniform=case == "flat_uniform_ours", peer=case == "flat_torchmetrics")
     if case.startswith("trec_"):

@@ -325,6 +325,30 @@ def test_whole_list_measures_in_row_chunks_equal_the_dense_path(monkeypatch, val
     assert all(_close(m.compute()[k], ref.compute()[k]) for k in ref.keys)
 
 
+@pytest.mark.parametrize("ties", ["average", "first"])
+def test_a_large_whole_list_batch_runs_in_parts_with_sparse_inputs_kept_sparse(monkeypatch, ties):
+    """Issue 27 item 6: whole lists of a batch over ``WHOLE_LIST_SMALL`` scores (lowered here) run in
+    chunks of at most 1/``WHOLE_LIST_PARTS`` of the batch (the view and its statistics take some 36
+    times a chunk's scores); a sparse target / exclude stays sparse per chunk where its row pointers
+    can be read (validated, or on the CPU in eager mode), dense per chunk otherwise. The dense path
+    (mask=~exclude) is the reference, validated or not, with or without host reads."""
+    from torch_rankeval.ranking import catalogue
+    from torch_rankeval.ranking.sparse import SparseTarget
+
+    monkeypatch.setattr(catalogue, "WHOLE_LIST_SMALL", 100)
+    preds, target, exclude = _data(7, n=70)
+    assert catalogue.whole_list_rows(70, 40) == 3  # ceil(70 / 32)
+    names = ["ndcg", "map", "mrr", "r_precision"]
+    ref = F.evaluate(preds, target, names, mask=~exclude, reduction="none", ties=ties)
+    for validate, guard in ((True, False), (False, False), (False, True)):
+        with HostSyncGuard() if guard else contextlib.nullcontext():
+            got = F.evaluate(preds, target.to_sparse(), names, exclude=exclude.to_sparse(), reduction="none",
+                             ties=ties, validate_args=validate)  # fmt: skip
+            chunks = list(catalogue.row_chunks(preds, target.to_sparse(), exclude, validate_args=validate))
+        assert len(chunks) == 24 and {type(t) for _, t, _, _ in chunks} == ({torch.Tensor} if guard else {SparseTarget})
+        assert all(_close(got[k], ref[k]) for k in names), (validate, guard)
+
+
 def test_unvalidated_whole_list_with_a_gain_mapping_has_no_host_sync():
     preds, target, exclude = _data(6)
     gain = {0: 0.5, 1: 1.0, 2: 3.0, 3: 7.0}  # grade 0 has a gain: the whole row counts

@@ -30,7 +30,13 @@ from torch import Tensor
 from torch_rankeval.conventions import Convention
 from torch_rankeval.measures.reduction import Reduction
 from torch_rankeval.measures.registry import Family, Measure
-from torch_rankeval.ranking.catalogue import WHOLE_LIST_CHUNK, catalogue_batch, check_catalogue, row_chunks
+from torch_rankeval.ranking.catalogue import (
+    WHOLE_LIST_CHUNK,
+    catalogue_batch,
+    check_catalogue,
+    row_chunks,
+    whole_list_rows,
+)
 from torch_rankeval.ranking.inputs import check_reduction, parse_k, prepare
 from torch_rankeval.ranking.sparse import SparseTarget, check_exclude, is_sparse, sparse_target
 from torch_rankeval.ranking.subtopics import NEEDS_SUBTOPICS, is_subtopic_target, split_subtopics
@@ -184,7 +190,7 @@ class MeasurePlan:
             keep = _excluded(preds, target, mask, ignore_index, exclude)
             # whole lists: row chunks, so that the views' memory follows a chunk, not the batch
             n, length = preds.shape
-            chunked = self._deepest is None and n > max(1, WHOLE_LIST_CHUNK // length)
+            chunked = self._deepest is None and whole_list_rows(n, length, WHOLE_LIST_CHUNK) < n
         for conv, calls in self._groups:
             same_gain = gain if conv.gain == self.convention.gain else None
             uses_gain = any(c.family.needs_gain(conv) for c in calls)

@@ -16,15 +16,18 @@ top gains) and answers the ranked-view contract of the ranking core for the firs
 Past the last non-zero item every position holds grade 0 and gain 0, so values computed on such a
 view equal the full ranking's (a gain with ``gain(0) != 0`` ranks the whole row; negative gains,
 which the ideal ranking puts last, come from each row's lowest gains, :attr:`TopKView.ideal_bottom`).
-Whole lists of a large batch run in row chunks (:func:`row_chunks`, :data:`WHOLE_LIST_CHUNK`): the
-view of a whole list is as wide as the row. A measure's registry row says whether its kernel reads only
-these quantities (``Family.topk``); the plan (:class:`~torch_rankeval.measures.MeasurePlan`) routes to this
-view when every requested measure's row says so, and densifies otherwise.
+Whole lists of a large batch run in row chunks of at most 1/:data:`WHOLE_LIST_PARTS` of the batch
+(:func:`row_chunks`, :func:`whole_list_rows`): the view of a whole list is as wide as the row, and it
+takes some 36 times the scores it is built from, so the peak stays near the batch's scores (a full
+sort costs 3 times them); a sparse target or ``exclude`` stays sparse in each chunk.
+A measure's registry row says whether its kernel reads only these quantities (``Family.topk``); the
+plan (:class:`~torch_rankeval.measures.MeasurePlan`) routes to this view when every requested
+measure's row says so, and densifies otherwise.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import torch
@@ -38,6 +41,7 @@ from torch_rankeval.ranking.topk import (
     TopKView,
     _chunks,
     _excluded_rows,
+    _reads_host,
     _scatter_rows,
     topk_view,
 )
@@ -45,12 +49,15 @@ from torch_rankeval.ranking.view import _NEEDS_DOC, RankedBatch, TieGroups
 
 __all__ = [
     "WHOLE_LIST_CHUNK",
+    "WHOLE_LIST_PARTS",
+    "WHOLE_LIST_SMALL",
     "TopKRankedBatch",
     "catalogue_batch",
     "catalogue_rows",
     "check_catalogue",
     "row_chunks",
     "topk_convention",
+    "whole_list_rows",
 ]
 
 
@@ -70,24 +77,30 @@ def topk_convention(conv: Convention) -> bool:
 
 
 class _ViewGroups(TieGroups):
-    """The view's whole-group statistics, read as :class:`TieGroups` of its first ``width`` positions."""
+    """The view's whole-group statistics, read as :class:`TieGroups` of its first ``width`` positions
+    (each converted to the kernels' dtype when first read: a whole-list view is as wide as the row)."""
 
     def __init__(self, rb: TopKRankedBatch, width: int) -> None:
         super().__init__(rb, width)
         self._bounds_done = True
         v, f, f64 = rb._view, rb.dtype, torch.float64
-        valid = v.valid[:, :width]
         one = torch.ones((), dtype=v.group_size.dtype, device=rb.device)
-        self._cache.update(
-            start=v.group_start[:, :width].to(f),
+        self._lazy: dict[str, Callable[[], Tensor]] = {
+            "start": lambda: v.group_start[:, :width].to(f),
             # positions past n_valid are padding: groups of one document that is not relevant
-            size=torch.where(valid, v.group_size[:, :width], one).to(f),
-            rel=v.group_relevant[:, :width].to(f),
-            rel_before=v.relevant_before[:, :width].to(f),
-            gain=v.group_gain[:, :width].to(f64),
-            gain_before=v.gain_before[:, :width].to(f64),
-            gain_sq=v.group_gain_sq[:, :width].to(f64),
-        )
+            "size": lambda: torch.where(v.valid[:, :width], v.group_size[:, :width], one).to(f),
+            "rel": lambda: v.group_relevant[:, :width].to(f),
+            "rel_before": lambda: v.relevant_before[:, :width].to(f),
+            "gain": lambda: v.group_gain[:, :width].to(f64),
+            "gain_before": lambda: v.gain_before[:, :width].to(f64),
+            "gain_sq": lambda: v.group_gain_sq[:, :width].to(f64),
+        }
+
+    def _get(self, name: str, make: Callable[[], dict[str, Tensor]]) -> Tensor:
+        lazy = self._lazy.pop(name, None)
+        if lazy is not None:
+            self._cache[name] = lazy()
+        return super()._get(name, make)
 
     def sums(self, head: Tensor, doc: Tensor | None, *, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
         """(group sum, sum ranked above the group) of ``head`` ``(N, width)``, as
@@ -325,20 +338,13 @@ def catalogue_batch(
         >>> rb.length, rb.n_valid, rb.head("rel")      # item 1 excluded; the view reaches item 0
         (3, tensor([3.]), tensor([[1., 0., 1.]]))
     """
-    n, length = preds.shape
+    length = preds.shape[1]
     dtype = work_dtype(preds, target.grades if isinstance(target, SparseTarget) else target)
     finite = [min(k, length) for k in cutoffs if k is not None]
     width = max(finite, default=1)
     whole = whole_list or len(finite) < len(cutoffs)
     if whole:
-        if depth is None and not validate_args:
-            width = length  # the depth is data: without a host sync, rank the whole row
-        elif not _sparse(target) and not _zero_at_zero(convention.gain):
-            width = length  # grade 0 has a gain: every position counts, down to the row's last
-        elif depth is not None:
-            width = max(width, depth)
-        elif n:
-            width = max(width, int(_depth(preds, target, exclude, chunk_elements).max()))  # the one extra sync
+        width = max(width, _whole_list_width(preds, target, exclude, convention, validate_args, chunk_elements, depth))
     width = max(1, min(width, length))
     view = topk_view(
         preds,
@@ -359,10 +365,38 @@ def catalogue_batch(
     )
 
 
-#: Whole-list measures on the catalogue route run in row chunks of at most this many scores when the
-#: batch holds more (:func:`row_chunks`): the view of a whole list is as wide as the row, and its
-#: statistics and the kernels' temporaries take some 36 times the chunk's scores.
+def _whole_list_width(
+    preds: Tensor,
+    target: Any,
+    exclude: Any,
+    convention: Convention,
+    validate_args: bool,
+    chunk_elements: int,
+    depth: int | None,
+) -> int:
+    """How deep whole-list measures rank: every position down to the row's lowest-scored non-zero
+    grade (``depth``, or read in one host sync when validated), rounded up to a 64th of the row so
+    that the per-width tables the kernels keep (discounts, ranks) stay few however the depths vary;
+    the whole row when the depth cannot be read without a sync, or when grade 0 has a gain."""
+    n, length = preds.shape
+    if depth is None and not validate_args:
+        return length  # the depth is data: without a host sync, rank the whole row
+    if not _sparse(target) and not _zero_at_zero(convention.gain):
+        return length  # grade 0 has a gain: every position counts, down to the row's last
+    if depth is None and n:
+        depth = int(_depth(preds, target, exclude, chunk_elements).max())  # the one extra sync
+    grain = -(-length // 64)
+    return -(-(depth or 0) // grain) * grain
+
+
+#: Whole-list measures on the catalogue route run in row chunks of at most this many scores
+#: (:func:`row_chunks`, :func:`whole_list_rows`).
 WHOLE_LIST_CHUNK = DEFAULT_CHUNK_ELEMENTS // 2
+#: ... and of at most this fraction of the batch: the view of a whole list is as wide as the row, and
+#: its statistics and the kernels' temporaries take some 36 times the chunk's scores.
+WHOLE_LIST_PARTS = 32
+#: A batch of at most this many scores (1 MiB of float32) is not split.
+WHOLE_LIST_SMALL = 1 << 18
 
 
 def catalogue_rows(
@@ -434,33 +468,85 @@ def check_catalogue(
 
 def row_chunks(
     preds: Tensor, target: Any, exclude: Any, *, validate_args: bool, chunk_elements: int = WHOLE_LIST_CHUNK
-) -> Iterator[tuple[Tensor, Tensor, Tensor | None, int | None]]:
-    """The batch in row chunks of about ``chunk_elements`` scores, each as ``(scores, dense target
-    rows, dense exclude rows or None, whole-list depth or None)`` for :func:`catalogue_batch`: a
-    sparse target or ``exclude`` is made dense one chunk at a time (no host sync); validated, the
-    depth of every row is read in one host sync first (unvalidated: None, the whole row).
+) -> Iterator[tuple[Tensor, Any, Any, int | None]]:
+    """The batch in row chunks of :func:`whole_list_rows` rows (at most ``chunk_elements`` scores),
+    each as ``(scores, target rows, exclude rows or None, whole-list depth or None)`` for
+    :func:`catalogue_batch`. Validated, the depth of every row is read in one host sync first
+    (unvalidated: None, the whole row). A sparse target or ``exclude`` stays sparse (its entries of
+    the chunk, found from its row pointers read with that sync, or on the CPU in eager mode from host
+    memory); where no read is allowed (unvalidated on CUDA, compiling) it is made dense one chunk at
+    a time.
 
     Example:
         >>> import torch
         >>> scores, target = torch.tensor([[0.9, 0.1], [0.2, 0.8]]), torch.tensor([[0, 1], [0, 1]]).to_sparse()
-        >>> [(t.tolist(), d) for _, t, _, d in row_chunks(scores, target, None, validate_args=True, chunk_elements=2)]
+        >>> [(t.to_dense().tolist(), d) for _, t, _, d in row_chunks(scores, target, None, validate_args=True,
+        ...                                                         chunk_elements=2)]
         [([[0, 1]], 2), ([[0, 1]], 1)]
     """
     n, length = preds.shape
     st = sparse_target(target, (n, length), device=preds.device, validate_args=False) if _sparse(target) else None
     ex = None if exclude is None else check_exclude(exclude, (n, length), preds.device, validate_args=False)
     depths = _depth(preds, target, exclude, chunk_elements).tolist() if validate_args else None  # the host sync
-    for chunk, span in _chunks(None, n, length, chunk_elements, preds.device):
+    pointers = validate_args or _reads_host(preds)  # the row pointers of the sparse inputs: read with that sync
+    crow = {id(x): x.crow.tolist() for x in (st, ex) if isinstance(x, SparseTarget) and pointers}
+    size = whole_list_rows(n, length, chunk_elements)
+    for chunk, span in _chunks(None, n, length, size * length, preds.device):
         if st is None:
             grades = target[span]
+        elif crow:
+            grades = _sparse_rows(st, span, crow[id(st)])
         else:
-            dtype = torch.uint8 if st.grades.dtype == torch.bool else st.grades.dtype
-            grades = torch.zeros(chunk.shape[0], length, dtype=dtype, device=preds.device)
-            _scatter_rows(grades, chunk, n, st, st.grades.to(dtype), st.counted_mask())
-            grades = grades.bool() if st.grades.dtype == torch.bool else grades
-        skip = None if ex is None else ex[span] if isinstance(ex, Tensor) else _excluded_rows(ex, chunk, n, length)
+            grades = _dense_rows(st, chunk, n, length)
+        if ex is None or isinstance(ex, Tensor):
+            skip = None if ex is None else ex[span]
+        else:
+            skip = _sparse_rows(ex, span, crow[id(ex)]) if crow else _excluded_rows(ex, chunk, n, length)
         depth = None if depths is None else max(depths[span], default=0)
         yield preds[span], grades, skip, depth
+
+
+def whole_list_rows(n: int, length: int, chunk_elements: int = WHOLE_LIST_CHUNK) -> int:
+    """Rows per chunk of a batch of whole-list measures on the catalogue route (:func:`row_chunks`;
+    ``n`` when one chunk holds the batch). A whole-list view is as wide as the row, and the view, its
+    tie statistics and the kernels' temporaries take some 36 times the scores they are built from,
+    so a chunk holds at most 1/:data:`WHOLE_LIST_PARTS` of the batch: at the peak about the batch's
+    scores again, within the cost of a full sort (3 times). At most ``chunk_elements`` scores (at least one
+    row); a batch of at most :data:`WHOLE_LIST_SMALL` scores is not cut in parts (a small absolute cost).
+
+    Example:
+        >>> whole_list_rows(200, 50_000), whole_list_rows(10_000, 50_000), whole_list_rows(256, 64)
+        (7, 41, 256)
+    """
+    rows = max(1, chunk_elements // length)
+    if n * length > WHOLE_LIST_SMALL:
+        rows = min(rows, -(-n // WHOLE_LIST_PARTS))
+    return max(1, min(rows, n))
+
+
+def _sparse_rows(st: SparseTarget, span: slice, crow: list[int]) -> SparseTarget:
+    """The rows ``span`` of a canonical sparse target (its entries ``crow[a]:crow[b]``, views but the
+    shifted rows and keys), ``crow`` its row pointers read on the host."""
+    a, b = span.start, span.stop
+    lo, hi = crow[a], crow[b]
+    length = st.shape[1]
+    return SparseTarget(
+        (b - a, length),
+        st.rows[lo:hi] - a,
+        st.items[lo:hi],
+        st.grades[lo:hi],
+        st.keys[lo:hi] - a * length,
+        st.crow[a : b + 1] - lo,
+        None if st.counted is None else st.counted[lo:hi],
+    )
+
+
+def _dense_rows(st: SparseTarget, chunk: Tensor, n: int, length: int) -> Tensor:
+    """The rows ``chunk`` of a sparse target as a dense ``(R, L)`` tensor of its dtype (no host sync)."""
+    dtype = torch.uint8 if st.grades.dtype == torch.bool else st.grades.dtype
+    grades = torch.zeros(chunk.shape[0], length, dtype=dtype, device=chunk.device)
+    _scatter_rows(grades, chunk, n, st, st.grades.to(dtype), st.counted_mask())
+    return grades.bool() if st.grades.dtype == torch.bool else grades
 
 
 def _zero_at_zero(gain: Any) -> bool:

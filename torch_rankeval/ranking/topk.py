@@ -59,6 +59,7 @@ the same messages, over the items that count.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -369,7 +370,10 @@ def topk_view(
             of a whole-list ideal ranking when gains may be negative (a dense target, linear gain).
 
     Returns:
-        A :class:`TopKView`.
+        A :class:`TopKView`, built in four stages: check (:func:`_check_inputs`, then the value
+        checks' one host sync, :func:`_value_checks`), select (:func:`_select`: one ``topk`` per
+        row), row pass (:func:`_row_pass`: the boundary groups that spill past ``W``) and assemble
+        (:func:`_assemble`, :func:`_add_target_stats`).
 
     Raises:
         TypeError / ValueError: bad types, shapes, devices, ``ties``, ``k``; bad values (validated).
@@ -384,6 +388,76 @@ def topk_view(
         >>> v.items, v.n_valid, v.boundary_size          # item 1 is never ranked
         (tensor([[4, 0, 2]]), tensor([4]), tensor([3]))
     """
+    # ---- check: the inputs (no sync), then their values in one host sync (validated)
+    inp = _check_inputs(
+        preds, k, target, exclude, ties, gain, relevance_threshold, dtype, validate_args, chunk_elements
+    )
+    _check_bound(max_excluded_per_row)
+    n_excluded = _excluded_count(inp.ex, preds.shape[0], preds.device)
+    n_valid = preds.shape[1] - n_excluded
+    # the target's per-row facts (relevant count, ideal top gains, gain sums for the checks): before the sync
+    stats = None
+    if inp.has_target:
+        sums = validate_args and uses_gain
+        stats = _row_target_stats(inp, n_valid, chunk_elements, gain_sums=sums, bottom=ideal_bottom)
+    if validate_args:
+        most_excluded = _value_checks(inp, n_excluded, stats, uses_gain, max_excluded_per_row)
+    elif max_excluded_per_row is not None:
+        most_excluded = max_excluded_per_row
+    else:  # CPU eager: a read of host memory, not a device sync
+        read = _reads_host(preds) and inp.ex is not None
+        most_excluded = (int(n_excluded.max()) if preds.shape[0] else 0) if read else None
+    # ---- select: the top W + 1 items of each row
+    sel = _select(inp, n_valid, most_excluded, host_reads=validate_args or _reads_host(preds))
+    # ---- row pass: the boundary groups that spill past the view
+    items = sel.idx[:, : inp.width]
+    if ties != "average":  # the order inside the view under the deterministic policies
+        items = _order_view(sel.vals, sel.idx, inp.st, inp.dense, ties)[:, : inp.width]
+    row_stats = _row_pass(inp, sel, items, chunk_elements)
+    # ---- assemble: the view, its tie groups and the target's statistics
+    view, groups = _assemble(inp, sel, items, row_stats)
+    if inp.has_target:
+        _add_target_stats(view, inp, sel, groups, row_stats, stats)
+    return view
+
+
+@dataclasses.dataclass(frozen=True)
+class _Inputs:
+    """The check stage's result: the checked inputs of one :func:`topk_view` call."""
+
+    preds: Tensor
+    #: canonical ``exclude`` (dense bool tensor or bool :class:`SparseTarget`) or None
+    ex: Exclude
+    #: the target: sparse (its excluded entries marked as not counting) or dense, or neither
+    st: SparseTarget | None
+    dense: Tensor | None
+    width: int
+    ties: str
+    dtype: torch.dtype
+    gain: GainSpec
+    gain_f: Callable[[Tensor], Tensor]
+    threshold: float | None
+    #: the checks of the inputs' values so far (resolved in the one host sync when validated)
+    checks: list[Check]
+
+    @property
+    def has_target(self) -> bool:
+        return self.st is not None or self.dense is not None
+
+
+def _check_inputs(
+    preds: Tensor,
+    k: int,
+    target: Any,
+    exclude: Any,
+    ties: str,
+    gain: GainSpec,
+    relevance_threshold: float | None,
+    dtype: torch.dtype | None,
+    validate_args: bool,
+    chunk_elements: int,
+) -> _Inputs:
+    """Check stage: types, shapes, devices and options (no host sync), and the inputs in canonical form."""
     _check_scores(preds)
     if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
         raise ValueError(f"k must be a positive int (the largest cutoff), got {k!r}")
@@ -395,7 +469,6 @@ def topk_view(
         raise TypeError(f"relevance_threshold must be a number or None, got {relevance_threshold!r}")
     n, length = preds.shape
     device = preds.device
-    width = min(k, length)
     checks: list[Check] = []
     ex = (
         None
@@ -410,63 +483,75 @@ def topk_view(
             f"relevance_threshold={relevance_threshold} makes grade 0 relevant, but a sparse target treats every "
             "absent item as grade 0; use a threshold above 0 or a dense target"
         )
+    return _Inputs(preds, ex, st, dense, min(k, length), ties, dtype, gain, gain_f, relevance_threshold, checks)
 
-    # ---- value checks (validated: one host sync, which also reads the largest excluded count)
-    host_reads = validate_args or _reads_host(preds)
-    n_excluded = _excluded_count(ex, n, device)
-    n_valid = length - n_excluded
-    top_n = min(width + 1, length)
+
+def _check_bound(max_excluded_per_row: Any) -> None:
     if max_excluded_per_row is not None and (
         isinstance(max_excluded_per_row, bool) or not isinstance(max_excluded_per_row, int) or max_excluded_per_row < 0
     ):
         raise ValueError(f"max_excluded_per_row must be a non-negative int or None, got {max_excluded_per_row!r}")
-    most_excluded: int | None = None
-    # the target's per-row facts (relevant count, ideal top gains, gain sums for the checks): before the sync
-    stats = None
-    if st is not None or dense is not None:
-        stats = _row_target_stats(
-            st,
-            dense,
-            ex,
-            n_valid,
-            width,
-            gain_f,
-            dtype,
-            relevance_threshold,
-            chunk_elements,
-            validate_args and uses_gain,
-            ideal_bottom,
-        )
-    if validate_args:
-        if st is not None or dense is not None:
-            checks += _target_checks(st, dense, ex, gain, gain_f, dtype, device, uses_gain, stats[2])
-        # The one host sync: [score screen, each check's flag..., largest excluded count], the screen first so
-        # that the checks raise in the dense path's order. The screen is one reduction that is non-finite
-        # whenever a score is (or the sum overflows: re-checked exactly).
-        screen = ~torch.isfinite(preds.sum(dtype=torch.float64 if preds.dtype == torch.float64 else torch.float32))
-        flags = [screen, *(flag for flag, _ in checks), n_excluded.max() if n else n_excluded.new_zeros(())]
-        host = resolve_checks([], extra=torch.cat([f.reshape(1).to(device, torch.int64) for f in flags]))
-        if bool(host[0]) and bool(_any_unexcluded(~torch.isfinite(preds), ex)):
-            raise ValueError(SCORES_NOT_FINITE)
-        for flag, (_, message) in zip(host[1:].tolist(), checks):
-            if flag:
-                raise ValueError(message)
-        most_excluded = int(host[-1])
-        if max_excluded_per_row is not None and most_excluded > max_excluded_per_row:
-            raise ValueError(
-                f"max_excluded_per_row={max_excluded_per_row} but a row of exclude has {most_excluded} excluded items"
-            )
-    elif max_excluded_per_row is not None:
-        most_excluded = max_excluded_per_row
-    elif host_reads and ex is not None:  # CPU eager: a read of host memory, not a device sync
-        most_excluded = int(n_excluded.max()) if n else 0
 
-    # ---- the top W + 1 non-excluded items of each row
+
+def _value_checks(inp: _Inputs, n_excluded: Tensor, stats: tuple | None, uses_gain: bool, bound: int | None) -> int:
+    """Check stage, validated: every value check in ONE host sync, which also reads (and returns) the
+    largest excluded count of a row. The score screen comes first, so that the checks raise in the
+    dense path's order; it is one reduction, non-finite whenever a score is (or the sum overflows:
+    re-checked exactly)."""
+    preds, ex, checks = inp.preds, inp.ex, inp.checks
+    if inp.has_target:
+        sums = stats[2]
+        checks += _target_checks(inp.st, inp.dense, ex, inp.gain, inp.gain_f, inp.dtype, preds.device, uses_gain, sums)
+    screen = ~torch.isfinite(preds.sum(dtype=torch.float64 if preds.dtype == torch.float64 else torch.float32))
+    most = n_excluded.max() if preds.shape[0] else n_excluded.new_zeros(())
+    flags = [screen, *(flag for flag, _ in checks), most]
+    host = resolve_checks([], extra=torch.cat([f.reshape(1).to(preds.device, torch.int64) for f in flags]))
+    if bool(host[0]) and bool(_any_unexcluded(~torch.isfinite(preds), ex)):
+        raise ValueError(SCORES_NOT_FINITE)
+    for flag, (_, message) in zip(host[1:].tolist(), checks):
+        if flag:
+            raise ValueError(message)
+    most_excluded = int(host[-1])
+    if bound is not None and most_excluded > bound:
+        raise ValueError(f"max_excluded_per_row={bound} but a row of exclude has {most_excluded} excluded items")
+    return most_excluded
+
+
+@dataclasses.dataclass(frozen=True)
+class _Selection:
+    """The select stage's result: the top ``W + 1`` non-excluded items of each row and the boundary group."""
+
+    vals: Tensor  # (N, W + 1) the scores, descending (excluded slots -inf, last)
+    idx: Tensor  # (N, W + 1) their items
+    positions: Tensor  # (W,) 0..W-1
+    valid: Tensor  # (N, W) the position holds a ranked item
+    n_valid: Tensor  # (N,) ranked items per row
+    has: Tensor  # (N,) the row has a ranked item
+    last: Tensor  # (N,) the last valid position of the view
+    v: Tensor  # (N,) the boundary value: the score at `last`
+    start: Tensor  # (N,) items of the view scored strictly above v
+    size: Tensor  # (N,) items of the view scored v (the row pass counts the whole row where it spills)
+    spilled: Tensor  # (N,) the boundary group goes on past the view
+    pass_rows: Tensor | None  # the spilled rows, where they could be read (None: every row)
+
+    @property
+    def top(self) -> Tensor:
+        return self.vals[:, : self.positions.shape[0]]
+
+
+def _select(inp: _Inputs, n_valid: Tensor, most_excluded: int | None, host_reads: bool) -> _Selection:
+    """Select stage: one ``topk`` of ``W + 1`` per row, and the boundary group's facts inside the view.
+    With a known bound on the excluded items that is small against the row, the excluded items are
+    taken along from the raw scores and dropped (no copy of the scores at all); otherwise the one
+    ``(N, L)`` temporary: the scores with -inf at excluded items. Validated (or on the CPU in eager
+    mode), the rows whose boundary group spills are read (a second, small sync)."""
+    preds, ex, width = inp.preds, inp.ex, inp.width
+    n, length = preds.shape
+    device = preds.device
+    top_n = min(width + 1, length)
     if ex is not None and most_excluded is not None and top_n + most_excluded <= max(length // 4, top_n):
-        # Known bound on the excluded items per row: take them along from the raw scores and drop
-        # them (no copy of the scores at all).
         vals, idx = _top_skipping(preds, ex, top_n + most_excluded, top_n)
-    else:  # the one (N, L) temporary: the scores with -inf at excluded items
+    else:
         key = _apply_exclude(preds, ex)
         vals, idx = torch.topk(key, top_n, dim=-1)
         del key
@@ -482,83 +567,81 @@ def topk_view(
         spilled = has & (n_valid > width) & (vals[:, width] == v)
     else:
         spilled = torch.zeros(n, dtype=torch.bool, device=device)
-    # validated (or CPU eager): only the rows whose boundary group spills get the row pass (a second, small sync)
     pass_rows = spilled.nonzero().squeeze(-1) if host_reads else None
+    return _Selection(vals, idx, positions, valid, n_valid, has, last, v, start, size, spilled, pass_rows)
 
-    # ---- order inside the view (deterministic policies) and the row pass
-    items = idx[:, :width]
-    if ties != "average":
-        items = _order_view(vals, idx, st, dense, ties)[:, :width]
-    row_stats = _row_pass(
-        preds,
-        ex,
-        v,
-        has,
-        start,
-        items,
-        width,
-        ties,
-        dense,
-        st,
-        gain_f,
-        dtype,
-        relevance_threshold,
-        pass_rows,
-        chunk_elements,
-    )
+
+def _assemble(
+    inp: _Inputs, sel: _Selection, items: Tensor, row_stats: tuple | None
+) -> tuple[TopKView, tuple[Tensor, Tensor] | None]:
+    """Assemble stage: the view of the selection, with each position's tie group (under ``"average"``
+    its start and WHOLE size, the row pass's for the boundary group). Returns the view and, under
+    ``"average"``, (group id per position, in the boundary group) for the target statistics."""
+    preds, width, valid, has = inp.preds, inp.width, sel.valid, sel.has
+    n = preds.shape[0]
+    size = sel.size
     if row_stats is not None:
         rows, n_full, _, replaced = row_stats
         size = size.index_copy(0, rows, n_full)
         if replaced is not None:
             items = items.index_copy(0, rows, replaced)
     # "average": the topk's own items and values; otherwise the scores of the ordered items
-    scores_out = torch.where(valid, top if ties == "average" else preds.gather(1, items), _neg_inf(preds.dtype, device))
+    averaged = inp.ties == "average"
+    scores = torch.where(valid, sel.top if averaged else preds.gather(1, items), _neg_inf(preds.dtype, preds.device))
     size = torch.where(has, size, torch.zeros_like(size))
-
     view = TopKView(
         k=width,
-        ties=ties,
+        ties=inp.ties,
         items=items,
-        scores=scores_out,
+        scores=scores,
         valid=valid,
-        n_valid=n_valid,
-        boundary_value=v,
-        boundary_start=torch.where(has, start, torch.zeros_like(start)),
+        n_valid=sel.n_valid,
+        boundary_value=sel.v,
+        boundary_start=torch.where(has, sel.start, torch.zeros_like(sel.start)),
         boundary_size=size,
-        spilled=spilled,
-        group_start=positions.expand(n, -1),
+        spilled=sel.spilled,
+        group_start=sel.positions.expand(n, -1),
         group_size=valid.to(torch.int64),
-        pass_rows=pass_rows,
+        pass_rows=sel.pass_rows,
     )
-    averaged = ties == "average"
-    if averaged:
-        # per position: the group's start and its WHOLE size (the row pass's for the boundary group)
-        gid = _group_ids(top, valid)
-        in_boundary = (gid == gid.gather(1, last.unsqueeze(-1))) & valid & has.unsqueeze(-1)
-        sizes = _group_table(gid, valid.to(torch.int64))
-        view.group_start = torch.where(valid, (sizes.cumsum(-1) - sizes).gather(1, gid), view.group_start)
-        view.group_size = torch.where(in_boundary, size.unsqueeze(-1), sizes.gather(1, gid) * valid)
-    if st is None and dense is None:
-        return view
-
-    # ---- target statistics
-    grades = st.lookup(items) if st is not None else dense.gather(1, items)
-    grades = torch.where(valid, grades, torch.zeros((), dtype=grades.dtype, device=device))
-    rel = (is_relevant(grades, relevance_threshold) & valid).to(dtype)
-    gains = torch.where(valid, gain_f(grades.to(dtype)), torch.zeros((), dtype=dtype, device=device))
-    view.grades, view.rel, view.gains = grades, rel, gains
     if not averaged:
+        return view, None
+    gid = _group_ids(sel.top, valid)
+    in_boundary = (gid == gid.gather(1, sel.last.unsqueeze(-1))) & valid & has.unsqueeze(-1)
+    sizes = _group_table(gid, valid.to(torch.int64))
+    view.group_start = torch.where(valid, (sizes.cumsum(-1) - sizes).gather(1, gid), view.group_start)
+    view.group_size = torch.where(in_boundary, size.unsqueeze(-1), sizes.gather(1, gid) * valid)
+    return view, (gid, in_boundary)
+
+
+def _add_target_stats(
+    view: TopKView, inp: _Inputs, sel: _Selection, groups: tuple | None, row_stats: tuple | None, stats: tuple
+) -> None:
+    """Assemble stage, with a target: the grades, relevance and gains at each position, their tie
+    groups' sums (the boundary group's from the sparse entries scored ``v``, or from the row pass
+    for a dense target) and the row's facts (relevant count, ideal gains)."""
+    st, valid, dtype = inp.st, sel.valid, inp.dtype
+    device = valid.device
+    grades = st.lookup(view.items) if st is not None else inp.dense.gather(1, view.items)
+    grades = torch.where(valid, grades, torch.zeros((), dtype=grades.dtype, device=device))
+    rel = (is_relevant(grades, inp.threshold) & valid).to(dtype)
+    gains = torch.where(valid, inp.gain_f(grades.to(dtype)), torch.zeros((), dtype=dtype, device=device))
+    view.grades, view.rel, view.gains = grades, rel, gains
+    if groups is None:
         view.group_relevant, view.group_gain, view.group_gain_sq = rel, gains, gains * gains
         view.relevant_before, view.gain_before = rel.cumsum(-1) - rel, gains.cumsum(-1) - gains
     else:
+        gid, in_boundary = groups
         tables = [_group_table(gid, x) for x in (rel, gains, gains * gains)]
-        boundary = _boundary_sums(preds, st, v, has, gain_f, dtype, relevance_threshold) if st is not None else None
+        boundary = None
+        if st is not None:
+            boundary = _boundary_sums(inp.preds, st, sel.v, sel.has, inp.gain_f, dtype, inp.threshold)
         out = []
         for i, table in enumerate(tables):
             if boundary is not None:
                 b = boundary[i]
             else:  # dense target: the view's sums, replaced by the row pass where it ran
-                b = table.gather(1, gid.gather(1, last.unsqueeze(-1))).squeeze(-1)
+                b = table.gather(1, gid.gather(1, sel.last.unsqueeze(-1))).squeeze(-1)
                 if row_stats is not None:
                     b = b.index_copy(0, row_stats[0], row_stats[2][i])
             out.append(torch.where(in_boundary, b.unsqueeze(-1), table.gather(1, gid)))
@@ -566,7 +649,6 @@ def topk_view(
         view.relevant_before = (tables[0].cumsum(-1) - tables[0]).gather(1, gid)
         view.gain_before = (tables[1].cumsum(-1) - tables[1]).gather(1, gid)
     view.n_relevant, view.ideal_gains, _, view.ideal_bottom = stats
-    return view
 
 
 def _top_skipping(preds: Tensor, ex: Tensor | SparseTarget, width: int, keep: int) -> tuple[Tensor, Tensor]:
@@ -634,48 +716,47 @@ def _order_view(vals: Tensor, idx: Tensor, st: SparseTarget | None, dense: Tenso
 
 
 def _row_pass(
-    preds, ex, v, has, start, ordered, width, ties, dense, st, gain_f, dtype, threshold, rows, chunk_elements
-):
-    """The full-row work for the rows whose boundary group may spill past the view (``rows``; None:
-    all rows): the group size over the row, a dense target's group sums, and the boundary members
-    under the deterministic policies. Returns (rows, sizes, dense sums, replaced items) or None.
+    inp: _Inputs, sel: _Selection, ordered: Tensor, chunk_elements: int
+) -> tuple[Tensor, Tensor, list[Tensor] | None, Tensor | None] | None:
+    """Row-pass stage: the full-row work for the rows whose boundary group may spill past the view
+    (``sel.pass_rows``; None: all rows): the group size over the row, a dense target's group sums,
+    and the boundary members under the deterministic policies (``ordered``: the view's items in the
+    policy's order). Returns (rows, sizes, dense sums, replaced items) or None.
 
     The comparison runs on the raw scores (a view of each row chunk, no copy); excluded items that
     tie with ``v`` are masked out (dense ``exclude``) or subtracted from the counts entry by entry
     (sparse; NaN / infinite scores there never equal ``v``). A dense target's group sums mask a
     sparse ``exclude`` per chunk instead: an excluded item may hold any grade, NaN included."""
+    preds, ex, ties, rows = inp.preds, inp.ex, inp.ties, sel.pass_rows
     n, length = preds.shape
-    device = preds.device
     if rows is not None and rows.numel() == 0:
         return None
-    averaged_dense = dense is not None and ties == "average"
+    averaged_dense = inp.dense is not None and ties == "average"
     # Sparse exclude: the excluded items scored v, per row (entry work, once).
     ex_eq = None
     if isinstance(ex, SparseTarget) and ex.nnz:
-        ex_eq = ex.counted_mask() & (_at(preds, ex) == v.index_select(0, ex.rows)) & has.index_select(0, ex.rows)
+        ex_eq = (
+            ex.counted_mask() & (_at(preds, ex) == sel.v.index_select(0, ex.rows)) & sel.has.index_select(0, ex.rows)
+        )
         ex_eq_count = ex.row_sum(ex_eq.to(torch.int64))
     done, sizes, replaced = [], [], []
     sums: list[list[Tensor]] = [[], [], []]
-    for chunk, span in _chunks(rows, n, length, chunk_elements, device):
-        eq = _boundary_mask(preds, ex, v, has, chunk, span)
+    for chunk, span in _chunks(rows, n, length, chunk_elements, preds.device):
+        eq = _boundary_mask(preds, ex, sel.v, sel.has, chunk, span)
         count = eq.sum(-1, dtype=torch.int32).to(torch.int64)
         if ex_eq is not None:
             count -= ex_eq_count.index_select(0, chunk)
         sizes.append(count)
         if averaged_dense:
-            grades = dense[span] if span is not None else dense.index_select(0, chunk)
             members = eq if ex_eq is None else eq & ~_excluded_rows(ex, chunk, n, length)
-            g = torch.where(members, gain_f(grades.to(dtype)), torch.zeros((), dtype=dtype, device=device))
-            n_rel = (is_relevant(grades, threshold) & members).sum(-1, dtype=torch.int32).to(dtype)
-            for out, chunk_sum in zip(sums, (n_rel, g.sum(-1), (g * g).sum(-1))):
+            for out, chunk_sum in zip(sums, _dense_group_sums(inp, members, chunk, span)):
                 out.append(chunk_sum)
-            del g
         if ties == "first":
-            replaced.append(
-                _first_members(eq, chunk, ex, start.index_select(0, chunk), ordered.index_select(0, chunk), width)
-            )
+            start, order = sel.start.index_select(0, chunk), ordered.index_select(0, chunk)
+            replaced.append(_first_members(eq, chunk, ex, start, order, inp.width))
         elif ties in ("pessimistic", "optimistic"):
-            replaced.append(_sorted_rows(_key_rows(preds, ex, chunk), chunk, dense, st, ties, width, dtype))
+            block = _key_rows(preds, ex, chunk)
+            replaced.append(_sorted_rows(block, chunk, inp.dense, inp.st, ties, inp.width, inp.dtype))
         done.append(chunk)
         del eq
     if not done:
@@ -683,6 +764,16 @@ def _row_pass(
     cat = torch.cat
     dense_sums = [cat(s) for s in sums] if sums[0] else None
     return cat(done), cat(sizes), dense_sums, (cat(replaced) if replaced else None)
+
+
+def _dense_group_sums(inp: _Inputs, members: Tensor, chunk: Tensor, span: slice | None) -> tuple[Tensor, ...]:
+    """Relevant count, gain sum and squared-gain sum of each chunk row's boundary group (``members``,
+    ``(R, L)`` bool) under a dense target."""
+    dense, dtype = inp.dense, inp.dtype
+    grades = dense[span] if span is not None else dense.index_select(0, chunk)
+    g = torch.where(members, inp.gain_f(grades.to(dtype)), torch.zeros((), dtype=dtype, device=members.device))
+    n_rel = (is_relevant(grades, inp.threshold) & members).sum(-1, dtype=torch.int32).to(dtype)
+    return n_rel, g.sum(-1), (g * g).sum(-1)
 
 
 def _first_members(eq: Tensor, chunk: Tensor, ex: Exclude, start: Tensor, ordered: Tensor, width: int) -> Tensor:
@@ -780,21 +871,9 @@ def boundary_sums(
     """
     n, length = preds.shape
     device = preds.device
-    classes = None
-    if not features.is_floating_point():
-        if num_classes is None:
-            raise ValueError("boundary_sums: integer features are classes: pass num_classes=")
-        classes, width = features.long(), num_classes
-    else:
-        features = features.to(torch.float64)
-        width = features.shape[-1]
-    out = torch.zeros(n, width, dtype=torch.float64, device=device)
-
-    def add_entries(rows: Tensor, items: Tensor, w: Tensor) -> Tensor:
-        if classes is None:
-            return out.index_add_(0, rows, features.index_select(0, items) * w.unsqueeze(-1))
-        return out.index_put_((rows, classes.index_select(0, items)), w, accumulate=True)
-
+    if not features.is_floating_point() and num_classes is None:
+        raise ValueError("boundary_sums: integer features are classes: pass num_classes=")
+    table = _FeatureSums(features, num_classes, n, device)
     ex = None if exclude is None else check_exclude(exclude, (n, length), device, validate_args=False)
     zero = torch.zeros((), dtype=torch.float64, device=device)
     on = view.spilled & (view.n_valid > 0)
@@ -802,10 +881,10 @@ def boundary_sums(
     if isinstance(doc, SparseTarget):
         st = doc.excluding(ex)
         tied = st.counted_mask() & on.index_select(0, st.rows) & (_at(preds, st) == v.index_select(0, st.rows))
-        return add_entries(st.rows, st.items, torch.where(tied, st.grades.to(torch.float64), zero))
+        return table.add_entries(st.rows, st.items, torch.where(tied, st.grades.to(torch.float64), zero))
     rows = view.pass_rows
     if rows is not None and rows.numel() == 0:
-        return out
+        return table.out
     for chunk, span in _chunks(rows, n, length, chunk_elements, device):
         eq = _boundary_mask(preds, ex, v, on, chunk, span)
         if doc is None:
@@ -813,20 +892,42 @@ def boundary_sums(
         else:
             d = doc[span] if span is not None else doc.index_select(0, chunk)
             w = torch.where(eq, d.to(torch.float64), zero)
-        if classes is None:
-            out.index_copy_(0, chunk, w @ features)
-        else:
-            out.index_copy_(
-                0, chunk, torch.zeros(w.shape[0], width, dtype=torch.float64, device=device).index_add_(1, classes, w)
-            )
+        table.set_rows(chunk, w)
         del eq, w
     if isinstance(ex, SparseTarget) and ex.nnz:  # excluded items tied with v: take them back out
         tied = ex.counted_mask() & on.index_select(0, ex.rows) & (_at(preds, ex) == v.index_select(0, ex.rows))
         w = torch.where(tied, torch.ones((), dtype=torch.float64, device=device), zero)
         if doc is not None:
             w = w * _at(doc, ex).to(torch.float64)
-        add_entries(ex.rows, ex.items, -w)
-    return out
+        table.add_entries(ex.rows, ex.items, -w)
+    return table.out
+
+
+class _FeatureSums:
+    """The ``(N, D)`` float64 sums of :func:`boundary_sums`: per-item vectors ``(L, D)``, or integer
+    classes ``(L,)`` summed as per-class histograms (``D = num_classes``, no one-hot vectors)."""
+
+    def __init__(self, features: Tensor, num_classes: int | None, n: int, device: torch.device) -> None:
+        if features.is_floating_point():
+            self.classes, self.features = None, features.to(torch.float64)
+            self.width = self.features.shape[-1]
+        else:
+            self.classes, self.features, self.width = features.long(), None, num_classes
+        self.out = torch.zeros(n, self.width, dtype=torch.float64, device=device)
+
+    def add_entries(self, rows: Tensor, items: Tensor, w: Tensor) -> Tensor:
+        """Add ``w[e] * features[items[e]]`` to row ``rows[e]`` for each entry ``e``."""
+        if self.classes is None:
+            return self.out.index_add_(0, rows, self.features.index_select(0, items) * w.unsqueeze(-1))
+        return self.out.index_put_((rows, self.classes.index_select(0, items)), w, accumulate=True)
+
+    def set_rows(self, chunk: Tensor, w: Tensor) -> None:
+        """Rows ``chunk`` of the sums: ``w @ features`` for the per-item weights ``w`` ``(R, L)``."""
+        if self.classes is None:
+            self.out.index_copy_(0, chunk, w @ self.features)
+        else:
+            hist = torch.zeros(w.shape[0], self.width, dtype=torch.float64, device=w.device)
+            self.out.index_copy_(0, chunk, hist.index_add_(1, self.classes, w))
 
 
 def _sorted_rows(
@@ -870,11 +971,14 @@ def _boundary_sums(preds, st: SparseTarget, v, has, gain_f, dtype, threshold) ->
 
 
 def _row_target_stats(
-    st, dense, ex, n_valid, width, gain_f, dtype, threshold, chunk_elements, gain_sums: bool, bottom: bool
+    inp: _Inputs, n_valid: Tensor, chunk_elements: int, *, gain_sums: bool, bottom: bool
 ) -> tuple[Tensor, Tensor, Tensor | None, Tensor | None]:
     """(n_relevant, ideal top-W gains, gain sum per row or None, lowest W gains per row or None):
     the sums when ``gain_sums`` (for the check that gains are finite), the lowest gains (ascending,
     0 past ``n_valid``) when ``bottom``."""
+    st, dense, ex, width, gain_f, dtype, threshold = (
+        inp.st, inp.dense, inp.ex, inp.width, inp.gain_f, inp.dtype, inp.threshold
+    )  # fmt: skip
     if st is not None:
         sums = st.row_sum(st.gains(gain_f, dtype)) if gain_sums else None
         return st.n_relevant(threshold).to(dtype), st.ideal_top_gains(width, gain_f, dtype), sums, None
