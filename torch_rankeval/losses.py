@@ -241,30 +241,8 @@ def _chunked(fn: Callable[..., Tensor], tensors: tuple[Tensor, ...], per_list: i
 
 
 # ------------------------------------------------------------------------------------------ listwise
-_COMMON = """mask: bool, False marks padding (never ranked, never counted).
-        ignore_index: a grade value in ``target`` that marks padding.
-        indexes: ``(D,)`` query id of each document, for flat ``(D,)`` preds and target (grouped
-            with :func:`~torch_rankeval.ranking.flat.group_by_query`; ``reduction="none"`` then
-            returns one value per query, in increasing id).
-        weights: per item (the shape of ``preds``) or per list (``(N,)``, ``(N, 1)``; ``()`` for
-            one list), finite and ``>= 0``; see the module docstring for what each loss does with them.
-        gain, convention: the gain (``"exp2"`` default, ``"linear"``, ``{grade: gain}``, callable)
-            and a preset or :class:`~torch_rankeval.conventions.Convention`, as in the metrics.
-        empty_target_action: a list without a document of positive gain (ideal DCG 0) carries no
-            signal: ``"skip"`` (default) leaves it out of the mean (it contributes 0; a mean over no
-            list is 0), ``"neg"`` counts it as 0, ``"error"`` raises.
-        reduction: ``"mean"`` over lists, ``"sum"``, or ``"none"`` (per list); per-list weights
-            multiply each list's value first.
-        validate_args: check the values (NaN/inf scores, negative grades, weights); one host sync."""
 
 
-def _documented(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
-    """Put the arguments every loss shares into its docstring (the ``{common}`` line)."""
-    fn.__doc__ = (fn.__doc__ or "").replace("{common}", _COMMON)
-    return fn
-
-
-@_documented
 def softmax(
     preds: Tensor,
     target: Tensor,
@@ -288,7 +266,21 @@ def softmax(
     Args:
         preds: scores, ``(L,)`` or ``(N, L)``; higher ranks first.
         target: grades of the same shape.
-        {common}
+        mask: bool, False marks padding (never ranked, never counted).
+        ignore_index: a grade value in ``target`` that marks padding.
+        indexes: ``(D,)`` query id of each document, for flat ``(D,)`` preds and target (grouped
+            with :func:`~torch_rankeval.ranking.flat.group_by_query`; ``reduction="none"`` then
+            returns one value per query, in increasing id).
+        weights: per item (the shape of ``preds``) or per list (``(N,)``, ``(N, 1)``; ``()`` for
+            one list), finite and ``>= 0``; see the module docstring for what each loss does with them.
+        gain, convention: the gain (``"exp2"`` default, ``"linear"``, ``{grade: gain}``, callable)
+            and a preset or :class:`~torch_rankeval.conventions.Convention`, as in the metrics.
+        empty_target_action: a list without a document of positive gain (ideal DCG 0) carries no
+            signal: ``"skip"`` (default) leaves it out of the mean (it contributes 0; a mean over no
+            list is 0), ``"neg"`` counts it as 0, ``"error"`` raises.
+        reduction: ``"mean"`` over lists, ``"sum"``, or ``"none"`` (per list); per-list weights
+            multiply each list's value first.
+        validate_args: check the values (NaN/inf scores, negative grades, weights); one host sync.
 
     Example:
         >>> import torch
@@ -305,7 +297,6 @@ def softmax(
     return _reduce(per_list, total <= 0, b, reduction, empty_target_action)
 
 
-@_documented
 def listnet(
     preds: Tensor,
     target: Tensor,
@@ -330,7 +321,21 @@ def listnet(
     Args:
         preds: scores, ``(L,)`` or ``(N, L)``.
         target: grades of the same shape.
-        {common}
+        mask: bool, False marks padding (never ranked, never counted).
+        ignore_index: a grade value in ``target`` that marks padding.
+        indexes: ``(D,)`` query id of each document, for flat ``(D,)`` preds and target (grouped
+            with :func:`~torch_rankeval.ranking.flat.group_by_query`; ``reduction="none"`` then
+            returns one value per query, in increasing id).
+        weights: per item (the shape of ``preds``) or per list (``(N,)``, ``(N, 1)``; ``()`` for
+            one list), finite and ``>= 0``; see the module docstring for what each loss does with them.
+        gain, convention: the gain (``"exp2"`` default, ``"linear"``, ``{grade: gain}``, callable)
+            and a preset or :class:`~torch_rankeval.conventions.Convention`, as in the metrics.
+        empty_target_action: a list without a document of positive gain (ideal DCG 0) carries no
+            signal: ``"skip"`` (default) leaves it out of the mean (it contributes 0; a mean over no
+            list is 0), ``"neg"`` counts it as 0, ``"error"`` raises.
+        reduction: ``"mean"`` over lists, ``"sum"``, or ``"none"`` (per list); per-list weights
+            multiply each list's value first.
+        validate_args: check the values (NaN/inf scores, negative grades, weights); one host sync.
 
     Example:
         >>> import torch
@@ -345,7 +350,6 @@ def listnet(
     return _reduce(per_list, b.gains.sum(1) <= 0, b, reduction, empty_target_action)
 
 
-@_documented
 def listmle(
     preds: Tensor,
     target: Tensor,
@@ -373,7 +377,21 @@ def listmle(
         preds: scores, ``(L,)`` or ``(N, L)``.
         target: grades of the same shape.
         generator: breaks ties among equal grades at random (default: input order).
-        {common}
+        mask: bool, False marks padding (never ranked, never counted).
+        ignore_index: a grade value in ``target`` that marks padding.
+        indexes: ``(D,)`` query id of each document, for flat ``(D,)`` preds and target (grouped
+            with :func:`~torch_rankeval.ranking.flat.group_by_query`; ``reduction="none"`` then
+            returns one value per query, in increasing id).
+        weights: per item (the shape of ``preds``) or per list (``(N,)``, ``(N, 1)``; ``()`` for
+            one list), finite and ``>= 0``; see the module docstring for what each loss does with them.
+        gain, convention: the gain (``"exp2"`` default, ``"linear"``, ``{grade: gain}``, callable)
+            and a preset or :class:`~torch_rankeval.conventions.Convention`, as in the metrics.
+        empty_target_action: a list without a document of positive gain (ideal DCG 0) carries no
+            signal: ``"skip"`` (default) leaves it out of the mean (it contributes 0; a mean over no
+            list is 0), ``"neg"`` counts it as 0, ``"error"`` raises.
+        reduction: ``"mean"`` over lists, ``"sum"``, or ``"none"`` (per list); per-list weights
+            multiply each list's value first.
+        validate_args: check the values (NaN/inf scores, negative grades, weights); one host sync.
 
     Example:
         >>> import math, torch
@@ -466,7 +484,6 @@ def _pairwise(
     return _chunked(fn, (s, gs, ws, valid, ideal), k * length)
 
 
-@_documented
 def ranknet(
     preds: Tensor,
     target: Tensor,
@@ -499,7 +516,21 @@ def ranknet(
         target: grades of the same shape.
         k: only pairs with a member in the top ``k`` by score (default: all pairs).
         sigma: score scale.
-        {common}
+        mask: bool, False marks padding (never ranked, never counted).
+        ignore_index: a grade value in ``target`` that marks padding.
+        indexes: ``(D,)`` query id of each document, for flat ``(D,)`` preds and target (grouped
+            with :func:`~torch_rankeval.ranking.flat.group_by_query`; ``reduction="none"`` then
+            returns one value per query, in increasing id).
+        weights: per item (the shape of ``preds``) or per list (``(N,)``, ``(N, 1)``; ``()`` for
+            one list), finite and ``>= 0``; see the module docstring for what each loss does with them.
+        gain, convention: the gain (``"exp2"`` default, ``"linear"``, ``{grade: gain}``, callable)
+            and a preset or :class:`~torch_rankeval.conventions.Convention`, as in the metrics.
+        empty_target_action: a list without a document of positive gain (ideal DCG 0) carries no
+            signal: ``"skip"`` (default) leaves it out of the mean (it contributes 0; a mean over no
+            list is 0), ``"neg"`` counts it as 0, ``"error"`` raises.
+        reduction: ``"mean"`` over lists, ``"sum"``, or ``"none"`` (per list); per-list weights
+            multiply each list's value first.
+        validate_args: check the values (NaN/inf scores, negative grades, weights); one host sync.
 
     Example:
         >>> import torch
@@ -588,7 +619,6 @@ def lambda_weights(
     return out[0] if b.single else out
 
 
-@_documented
 def lambda_loss(
     preds: Tensor,
     target: Tensor,
@@ -644,7 +674,21 @@ def lambda_loss(
         sigma: score scale.
         log_base, discount: the discount, as in the metrics.
         generator: breaks ties in ``preds`` at random (default: input order).
-        {common}
+        mask: bool, False marks padding (never ranked, never counted).
+        ignore_index: a grade value in ``target`` that marks padding.
+        indexes: ``(D,)`` query id of each document, for flat ``(D,)`` preds and target (grouped
+            with :func:`~torch_rankeval.ranking.flat.group_by_query`; ``reduction="none"`` then
+            returns one value per query, in increasing id).
+        weights: per item (the shape of ``preds``) or per list (``(N,)``, ``(N, 1)``; ``()`` for
+            one list), finite and ``>= 0``; see the module docstring for what each loss does with them.
+        gain, convention: the gain (``"exp2"`` default, ``"linear"``, ``{grade: gain}``, callable)
+            and a preset or :class:`~torch_rankeval.conventions.Convention`, as in the metrics.
+        empty_target_action: a list without a document of positive gain (ideal DCG 0) carries no
+            signal: ``"skip"`` (default) leaves it out of the mean (it contributes 0; a mean over no
+            list is 0), ``"neg"`` counts it as 0, ``"error"`` raises.
+        reduction: ``"mean"`` over lists, ``"sum"``, or ``"none"`` (per list); per-list weights
+            multiply each list's value first.
+        validate_args: check the values (NaN/inf scores, negative grades, weights); one host sync.
 
     Example:
         >>> import torch
@@ -665,7 +709,6 @@ def lambda_loss(
 
 
 # ------------------------------------------------------------------------------------------ smooth nDCG
-@_documented
 def approx_ndcg(
     preds: Tensor,
     target: Tensor,
@@ -701,7 +744,21 @@ def approx_ndcg(
         k: the cutoff (default: the whole list).
         temperature: smoothness of the ranks (> 0).
         log_base, discount: the discount, as in the metrics.
-        {common}
+        mask: bool, False marks padding (never ranked, never counted).
+        ignore_index: a grade value in ``target`` that marks padding.
+        indexes: ``(D,)`` query id of each document, for flat ``(D,)`` preds and target (grouped
+            with :func:`~torch_rankeval.ranking.flat.group_by_query`; ``reduction="none"`` then
+            returns one value per query, in increasing id).
+        weights: per item (the shape of ``preds``) or per list (``(N,)``, ``(N, 1)``; ``()`` for
+            one list), finite and ``>= 0``; see the module docstring for what each loss does with them.
+        gain, convention: the gain (``"exp2"`` default, ``"linear"``, ``{grade: gain}``, callable)
+            and a preset or :class:`~torch_rankeval.conventions.Convention`, as in the metrics.
+        empty_target_action: a list without a document of positive gain (ideal DCG 0) carries no
+            signal: ``"skip"`` (default) leaves it out of the mean (it contributes 0; a mean over no
+            list is 0), ``"neg"`` counts it as 0, ``"error"`` raises.
+        reduction: ``"mean"`` over lists, ``"sum"``, or ``"none"`` (per list); per-list weights
+            multiply each list's value first.
+        validate_args: check the values (NaN/inf scores, negative grades, weights); one host sync.
 
     Example:
         >>> import torch
@@ -750,7 +807,6 @@ def _neural_sort(s: Tensor, valid: Tensor, temperature: float, iters: int) -> Te
     return p
 
 
-@_documented
 def neural_ndcg(
     preds: Tensor,
     target: Tensor,
@@ -788,7 +844,21 @@ def neural_ndcg(
         temperature: NeuralSort's temperature (> 0).
         sinkhorn_iters: Sinkhorn normalisation steps (0: NeuralSort's row-stochastic ``P``).
         log_base, discount: the discount, as in the metrics.
-        {common}
+        mask: bool, False marks padding (never ranked, never counted).
+        ignore_index: a grade value in ``target`` that marks padding.
+        indexes: ``(D,)`` query id of each document, for flat ``(D,)`` preds and target (grouped
+            with :func:`~torch_rankeval.ranking.flat.group_by_query`; ``reduction="none"`` then
+            returns one value per query, in increasing id).
+        weights: per item (the shape of ``preds``) or per list (``(N,)``, ``(N, 1)``; ``()`` for
+            one list), finite and ``>= 0``; see the module docstring for what each loss does with them.
+        gain, convention: the gain (``"exp2"`` default, ``"linear"``, ``{grade: gain}``, callable)
+            and a preset or :class:`~torch_rankeval.conventions.Convention`, as in the metrics.
+        empty_target_action: a list without a document of positive gain (ideal DCG 0) carries no
+            signal: ``"skip"`` (default) leaves it out of the mean (it contributes 0; a mean over no
+            list is 0), ``"neg"`` counts it as 0, ``"error"`` raises.
+        reduction: ``"mean"`` over lists, ``"sum"``, or ``"none"`` (per list); per-list weights
+            multiply each list's value first.
+        validate_args: check the values (NaN/inf scores, negative grades, weights); one host sync.
 
     Example:
         >>> import torch
