@@ -573,12 +573,19 @@ def profile_from_tensors(
         >>> [round(v, 4) for v in s.profile["relevance"].tolist()], round(s.breakdown.mean, 4)
         ([0.0, 1.0, 2.0], 0.5869)
     """
-    settings = dict(locals())  # positions, bands, stat, ...: passed on as they are
-    for name in ("preds", "target", "mask", "ideal_target", "query_ids", "conventions"):
-        del settings[name]
     n = preds.shape[0] if preds.ndim == 2 else 1
     ids = torch.arange(n, device=preds.device) if query_ids is None else query_ids
-    return profile_from_batches([(preds, target, mask, ideal_target, ids)], **settings, **conventions)
+    return profile_from_batches(
+        [(preds, target, mask, ideal_target, ids)],
+        positions=positions,
+        bands=bands,
+        stat=stat,
+        worst=worst,
+        test=test,
+        convention=convention,
+        ignore_index=ignore_index,
+        **conventions,
+    )
 
 
 def profile_from_batches(

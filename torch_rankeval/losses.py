@@ -289,7 +289,19 @@ def softmax(
         >>> round(losses.softmax(preds, target).item(), 6)   # -log softmax(preds)[2]
         1.407606
     """
-    b = _prepare(preds, target, **_args(locals()))
+    b = _prepare(
+        preds,
+        target,
+        mask=mask,
+        ignore_index=ignore_index,
+        indexes=indexes,
+        weights=weights,
+        gain=gain,
+        convention=convention,
+        reduction=reduction,
+        empty_target_action=empty_target_action,
+        validate_args=validate_args,
+    )
     g = b.gains * b.item_w
     total = g.sum(1)
     log_p = torch.log_softmax(b.preds.masked_fill(~b.valid, float("-inf")), dim=1).masked_fill(~b.valid, 0.0)
@@ -343,7 +355,19 @@ def listnet(
         >>> round(losses.listnet(torch.tensor([2.0, 1.0]), torch.tensor([1, 0]), gain="linear").item(), 4)
         0.5822
     """
-    b = _prepare(preds, target, **_args(locals()))
+    b = _prepare(
+        preds,
+        target,
+        mask=mask,
+        ignore_index=ignore_index,
+        indexes=indexes,
+        weights=weights,
+        gain=gain,
+        convention=convention,
+        reduction=reduction,
+        empty_target_action=empty_target_action,
+        validate_args=validate_args,
+    )
     p_true = torch.softmax(b.gains.masked_fill(~b.valid, float("-inf")), dim=1)
     log_p = torch.log_softmax(b.preds.masked_fill(~b.valid, float("-inf")), dim=1).masked_fill(~b.valid, 0.0)
     per_list = -(b.item_w * p_true * log_p).sum(1)
@@ -400,7 +424,19 @@ def listmle(
         >>> round(losses.listmle(preds, torch.tensor([0, 2, 1])).item(), 6)   # -(log 3/6 + log 2/3 + log 1)
         1.098612
     """
-    b = _prepare(preds, target, **_args(locals(), "generator"))
+    b = _prepare(
+        preds,
+        target,
+        mask=mask,
+        ignore_index=ignore_index,
+        indexes=indexes,
+        weights=weights,
+        gain=gain,
+        convention=convention,
+        reduction=reduction,
+        empty_target_action=empty_target_action,
+        validate_args=validate_args,
+    )
     order = _sort_desc(b.gains, b.valid, generator)
     s = b.preds.gather(1, order)
     valid = b.valid.gather(1, order)
@@ -539,7 +575,20 @@ def ranknet(
         1.626523
     """
     _check_positive(sigma, "sigma")
-    b = _prepare(preds, target, **_args(locals()))
+    b = _prepare(
+        preds,
+        target,
+        k=k,
+        mask=mask,
+        ignore_index=ignore_index,
+        indexes=indexes,
+        weights=weights,
+        gain=gain,
+        convention=convention,
+        reduction=reduction,
+        empty_target_action=empty_target_action,
+        validate_args=validate_args,
+    )
     per_list = _pairwise(b, b.gains, "ranknet", sigma, None)
     return _reduce(per_list, b.gains.sum(1) <= 0, b, reduction, empty_target_action)
 
@@ -702,7 +751,22 @@ def lambda_loss(
     _check_positive(sigma, "sigma")
     if weighting == "ndcg_loss2pp":
         _check_positive(mu, "mu")
-    b = _prepare(preds, target, **_args(locals(), "weighting", "mu", "sigma", "generator"))
+    b = _prepare(
+        preds,
+        target,
+        k=k,
+        mask=mask,
+        ignore_index=ignore_index,
+        indexes=indexes,
+        weights=weights,
+        gain=gain,
+        log_base=log_base,
+        discount=discount,
+        convention=convention,
+        reduction=reduction,
+        empty_target_action=empty_target_action,
+        validate_args=validate_args,
+    )
     g = b.gains * b.item_w
     per_list = _pairwise(b, g, weighting, sigma, generator, float(mu))
     return _reduce(per_list, g.sum(1) <= 0, b, reduction, empty_target_action)
@@ -768,7 +832,22 @@ def approx_ndcg(
         (-0.659, -0.659)
     """
     _check_positive(temperature, "temperature")
-    b = _prepare(preds, target, **_args(locals(), "temperature"))
+    b = _prepare(
+        preds,
+        target,
+        k=k,
+        mask=mask,
+        ignore_index=ignore_index,
+        indexes=indexes,
+        weights=weights,
+        gain=gain,
+        log_base=log_base,
+        discount=discount,
+        convention=convention,
+        reduction=reduction,
+        empty_target_action=empty_target_action,
+        validate_args=validate_args,
+    )
     g = b.gains * b.item_w
     ideal = _ideal(b, g)
     conv, k_cut, t = b.conv, b.k, float(temperature)
@@ -870,7 +949,22 @@ def neural_ndcg(
     _check_positive(temperature, "temperature")
     if isinstance(sinkhorn_iters, bool) or not isinstance(sinkhorn_iters, int) or sinkhorn_iters < 0:
         raise ValueError(f"sinkhorn_iters must be an int >= 0, got {sinkhorn_iters!r}")
-    b = _prepare(preds, target, **_args(locals(), "temperature", "sinkhorn_iters"))
+    b = _prepare(
+        preds,
+        target,
+        k=k,
+        mask=mask,
+        ignore_index=ignore_index,
+        indexes=indexes,
+        weights=weights,
+        gain=gain,
+        log_base=log_base,
+        discount=discount,
+        convention=convention,
+        reduction=reduction,
+        empty_target_action=empty_target_action,
+        validate_args=validate_args,
+    )
     g = b.gains * b.item_w
     ideal = _ideal(b, g)
     length = g.shape[1]
@@ -886,25 +980,6 @@ def neural_ndcg(
     dcg = _chunked(fn, (b.preds, g, b.valid), length * length)
     per_list = -dcg / ideal.clamp_min(torch.finfo(g.dtype).tiny)
     return _reduce(per_list, ideal <= 0, b, reduction, empty_target_action)
-
-
-def _args(scope: dict[str, Any], *own: str) -> dict[str, Any]:
-    """The arguments of :func:`_prepare` found in a loss's ``locals()`` (minus the loss's own)."""
-    names = (
-        "k",
-        "mask",
-        "ignore_index",
-        "indexes",
-        "weights",
-        "gain",
-        "log_base",
-        "discount",
-        "convention",
-        "reduction",
-        "empty_target_action",
-        "validate_args",
-    )
-    return {name: scope[name] for name in names if name in scope and name not in own}
 
 
 # ------------------------------------------------------------------------------------------ modules

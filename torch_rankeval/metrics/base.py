@@ -77,20 +77,26 @@ def _plan(metrics: str | Sequence[str], k: Any, convention: Convention) -> Measu
     return MeasurePlan(measures, convention)
 
 
-def _input_options(scope: Mapping[str, Any]) -> Convention:
-    """The convention of a metric that reads input as :class:`RankingMetrics` does, from the
-    convention arguments among its ``__init__``'s ``locals()``, after the checks of its input
-    options there: ``input_format``, the bool flags, ``ignore_index``."""
-    convention = resolve_convention(scope["convention"], **{n: v for n, v in scope.items() if n in _CONVENTION_FIELDS})
-    if scope["input_format"] not in INPUT_FORMATS:
-        raise ValueError(f"input_format={scope['input_format']!r} is not valid: use one of {INPUT_FORMATS}")
-    for flag in ("whole_queries", "keep_per_query", "validate_args", "compile"):
-        if flag in scope and not isinstance(scope[flag], bool):
-            raise TypeError(f"{flag} must be a bool, got {type(scope[flag]).__name__}")
-    ignore_index = scope["ignore_index"]
+def _input_options(
+    convention: str | Convention | None,
+    overrides: Mapping[str, Any],
+    *,
+    input_format: str,
+    ignore_index: Any,
+    flags: Mapping[str, Any],
+) -> Convention:
+    """The convention of a metric that reads input as :class:`RankingMetrics` does: ``convention``
+    with the ``overrides`` its ``__init__`` takes (each passed by name), after the checks of its input
+    options: ``input_format``, the bool ``flags`` (name -> value), ``ignore_index``."""
+    resolved = resolve_convention(convention, **overrides)
+    if input_format not in INPUT_FORMATS:
+        raise ValueError(f"input_format={input_format!r} is not valid: use one of {INPUT_FORMATS}")
+    for flag, value in flags.items():
+        if not isinstance(value, bool):
+            raise TypeError(f"{flag} must be a bool, got {type(value).__name__}")
     if ignore_index is not None and (isinstance(ignore_index, bool) or not isinstance(ignore_index, (int, float))):
         raise TypeError(f"ignore_index must be an int grade value marking padding, got {ignore_index!r}")
-    return convention
+    return resolved
 
 
 class RankingMetrics(RunningMeanMetric):
@@ -211,28 +217,36 @@ class RankingMetrics(RunningMeanMetric):
             )
         check_metric_options(self, kwargs)
         super().__init__(**kwargs)
-        self.convention = _input_options(locals())
+        overrides = dict(
+            gain=gain,
+            log_base=log_base,
+            discount=discount,
+            ties=ties,
+            relevance_threshold=relevance_threshold,
+            empty_target_action=empty_target_action,
+            denominator=denominator,
+            graded=graded,
+            adaptive_k=adaptive_k,
+        )
+        self.convention = _input_options(
+            convention,
+            overrides,
+            input_format=input_format,
+            ignore_index=ignore_index,
+            flags=dict(
+                whole_queries=whole_queries,
+                keep_per_query=keep_per_query,
+                validate_args=validate_args,
+                compile=compile,
+            ),
+        )
         if (window is not None or half_life is not None) and input_format == "flat" and not whole_queries:
             raise ValueError(
                 "window= and half_life= need the values at each update: flat input without whole_queries=True is "
                 "grouped at compute; pass whole_queries=True (every update holds whole queries) or padded input"
             )
         self.plan = _plan(metrics, k, self.convention)
-        check_read_options(
-            self,
-            self.plan.measures,
-            dict(
-                gain=gain,
-                log_base=log_base,
-                discount=discount,
-                ties=ties,
-                relevance_threshold=relevance_threshold,
-                empty_target_action=empty_target_action,
-                denominator=denominator,
-                graded=graded,
-                adaptive_k=adaptive_k,
-            ),
-        )
+        check_read_options(self, self.plan.measures, overrides)
         self.ignore_index = ignore_index
         self.input_format = input_format
         self.whole_queries = whole_queries

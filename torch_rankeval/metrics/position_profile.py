@@ -161,7 +161,19 @@ class PositionProfile(RunningMeanMetric):
             raise TypeError(f"ideal must be a bool, got {type(ideal).__name__}")
         check_metric_options(self, kwargs)
         super().__init__(**kwargs)
-        self.convention = _input_options(locals())
+        self.convention = _input_options(
+            convention,
+            dict(
+                gain=gain,
+                log_base=log_base,
+                discount=discount,
+                ties=ties,
+                relevance_threshold=relevance_threshold,
+            ),
+            input_format=input_format,
+            ignore_index=ignore_index,
+            flags=dict(whole_queries=whole_queries, keep_per_query=keep_per_query, validate_args=validate_args),
+        )
         self.ignore_index = ignore_index
         self.input_format = input_format
         self.whole_queries = whole_queries

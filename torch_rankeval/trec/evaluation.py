@@ -367,7 +367,13 @@ def evaluate(
         >>> evaluate(qrels, tied, ["precision@1", "hits@2"], convention="ranx").summary # the run's order
         {'precision@1': 0.5, 'hits@2': 1.0}
     """
-    settings = {k: v for k, v in locals().items() if k not in ("qrels", "run", "measures", "convention")}
+    settings = dict(  # evaluate's keyword arguments, as the preset and diversity routes pass them on
+        relevance_level=relevance_level,
+        complete=complete,
+        max_docs=max_docs,
+        trec_eval_version=trec_eval_version,
+        device=device,
+    )
     if convention is not None and convention != "trec_eval":
         return _evaluate_preset(qrels, run, measures, convention, settings)
     if (
