@@ -14,7 +14,6 @@ grouped at ``compute``. ``keep_per_query=True`` also keeps one row of values per
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any, Callable, ClassVar
 
@@ -48,7 +47,6 @@ _ONE_LIST = (
     "update(preds, target, indexes=query_ids)); for one list pass a (1, L) batch (preds[None], target[None]), "
     "indexes=torch.zeros_like(preds, dtype=torch.long), or build the metric with input_format='padded'"
 )
-_CONVENTION_FIELDS = {f.name for f in dataclasses.fields(Convention)}
 _FLAT_STATES = {  # name -> dtype, fixed so that every rank gathers the same dtype
     "flat_preds": torch.float64,
     "flat_target": torch.float32,
