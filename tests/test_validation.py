@@ -41,7 +41,7 @@ T = torch.tensor([[1, 0, 2]])
         (lambda: F.ndcg(P, T, ties="random"), ValueError, "ties='random' is not valid"),
         (lambda: F.ndcg(P, T, reduction="avg"), ValueError, "reduction='avg' is not valid"),
         (lambda: F.ndcg(P, T, empty_target_action="zero"), ValueError, "empty_target_action='zero'"),
-        (lambda: F.ndcg(P, T, convention="ranx"), ValueError, "not a known preset"),
+        (lambda: F.ndcg(P, T, convention="pyterrier"), ValueError, "not a known preset"),
         (lambda: F.average_precision(P, T, denominator="found"), ValueError, "denominator='found'"),
         (lambda: F.average_precision(P, T, graded="yes"), TypeError, "graded must be a bool"),
         (lambda: F.recall(P, T, relevance_threshold=0), ValueError, "relevance_threshold must be"),
