@@ -237,6 +237,11 @@ class RunningMeanMetric(WindowMixin, StrataMixin, ConfiguredMetric):
         adds to the running states)."""
         policed, counted = self._policy(values, empty)
         transformed = self._reduction.transform(policed)
+        if counted is None:  # every list counts: a plain column sum, a dot product per column, a constant count
+            total = transformed.sum(0)
+            squares = torch.linalg.vecdot(transformed, transformed, dim=0)
+            count = torch.full_like(self.counts, transformed.shape[0]) if self._windowed else transformed.shape[0]
+            return policed, transformed, counted, total, squares, count
         total, count = counted_sums(transformed, counted)
         return policed, transformed, counted, total, counted_squares(transformed, counted), count
 
@@ -259,13 +264,13 @@ class RunningMeanMetric(WindowMixin, StrataMixin, ConfiguredMetric):
             self.query_ids.append(ids.reshape(-1).to(torch.int64))
 
     def _add_moments(
-        self, total: Tensor, squares: Tensor, count: Tensor, lists: int, rows: Tensor | None = None
+        self, total: Tensor, squares: Tensor, count: Tensor | int, lists: int, rows: Tensor | None = None
     ) -> None:
-        """Add a batch of ``lists`` lists, its sums, sums of squares and counts, to the running states
-        and its entry (or, per list, its ``rows``) to the window and the decayed sums (a batch of no
-        list takes no slot)."""
-        self.sums += total
-        self.squares += squares
+        """Add a batch of ``lists`` lists, its sums, sums of squares and counts (a tensor, or one count
+        for every value), to the running states (the two float64 states in one operation) and its
+        entry (or, per list, its ``rows``) to the window and the decayed sums (a batch of no list
+        takes no slot)."""
+        torch._foreach_add_([self.sums, self.squares], [total, squares])
         self.counts += count
         if self._windowed and lists:
             if rows is None:

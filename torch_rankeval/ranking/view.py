@@ -293,29 +293,17 @@ class TieGroups:
         self._boundary: tuple[Tensor, Tensor] | None = None
 
     def _bounds(self) -> None:
-        """Group starts and ends of the first ``width`` positions (computed on first need)."""
+        """Group starts and ends of the first ``width`` positions (computed on first need): slices of
+        the batch's full-row bounds (:meth:`RankedBatch.tie_bounds`), so a group that goes on past
+        ``width`` has its true end."""
         if self._bounds_done:
             return
         self._bounds_done = True
         rb, width = self.rb, self.width
         if not rb.averaged:
             return
-        # Group bounds from the sorted keys: int32 scans (int64 cummax is several times slower on
-        # CPU), arithmetic with the boolean masks (``where`` on an irregular mask is slower still).
-        key = rb._sorted_key[:, :width]
-        new = key[:, 1:] != key[:, :-1]  # position q starts a group (NaN padding always does)
-        pos = _table("arange", width, torch.int32, rb.device)[1:]
-        start = torch.constant_pad_nd(pos * new, (1, 0)).cummax(-1).values
-        # the next group start after q (``width`` when none inside): a suffix minimum
-        gap = _table("countdown", width - 1, torch.int32, rb.device)  # width - pos
-        following = torch.constant_pad_nd(width - gap * new, (0, 1), width)
-        end = following.flip(-1).cummin(-1).values.flip(-1)  # one past the group's last position inside
-        self._start32, self._end32 = start, end
-        self._start_i, self._end_i = start.long(), end.long()
-        if width < rb.length:
-            # The group of position width - 1 may go on beyond `width`: it is every document of the
-            # row whose key equals its key, counted over the full row (a full sort or a top-k alike).
-            self._boundary = (end == width, rb._doc_key == key[:, width - 1 :])
+        start, end = rb.tie_bounds()
+        self._start_i, self._end_i = start[:, :width], end[:, :width]
 
     @property
     def rb(self) -> RankedBatch:
@@ -351,7 +339,7 @@ class TieGroups:
             rb = self.rb
             if not rb.averaged:
                 return {"start": rb.positions[: self.width].expand(rb.n_lists, -1) - 1}
-            return {"start": self._start32.to(rb.dtype)}
+            return {"start": self._start_i.to(rb.dtype)}
 
         return self._get("start", make)
 
@@ -361,11 +349,7 @@ class TieGroups:
             rb = self.rb
             if not rb.averaged:
                 return {"size": torch.ones(rb.n_lists, self.width, dtype=rb.dtype, device=rb.device)}
-            n = (self._end32 - self._start32).to(rb.dtype)
-            if self._boundary is not None:
-                # a padding position (NaN key) matches nothing and is a group of one
-                n = self._crossing(n, self._boundary[1].sum(-1, keepdim=True, dtype=rb.dtype).clamp(min=1))
-            return {"size": n}
+            return {"size": (self._end_i - self._start_i).to(rb.dtype)}
 
         return self._get("size", make)
 
@@ -394,20 +378,17 @@ class TieGroups:
         in ``dtype``. ``doc`` is read only for a group that crosses ``width``; its sum is taken in
         ``doc``'s own dtype (a sum of terms, no cancellation)."""
         self._bounds()
-        inclusive = head.cumsum(-1, dtype=dtype)
-        if not self.rb.averaged:
+        rb = self.rb
+        if not rb.averaged:
             x = head.to(dtype)
-            return x, inclusive - x
-        padded = torch.constant_pad_nd(inclusive, (1, 0))  # padded[:, q] = sum of the first q positions
-        before = padded.gather(-1, self._start_i)
-        total = padded.gather(-1, self._end_i).sub_(before)
-        if self._boundary is not None:
+            return x, head.cumsum(-1, dtype=dtype) - x
+        if head.shape[-1] < rb.length:  # groups may go on past the head: sum over the full ranked row
             if doc is None:
                 raise ValueError(_NEEDS_DOC)
-            same = self._boundary[1]
-            full = (same & doc if doc.dtype == torch.bool else doc * same).sum(-1, keepdim=True, dtype=dtype)
-            total = self._crossing(total, full)
-        return total, before
+            head = rb.ranked(doc)
+        padded = torch.constant_pad_nd(head.cumsum(-1, dtype=dtype), (1, 0))  # [:, q]: the first q positions
+        before = padded.gather(-1, self._start_i)
+        return padded.gather(-1, self._end_i) - before, before
 
     @property
     def rel(self) -> Tensor:
@@ -421,7 +402,7 @@ class TieGroups:
         rb = self.rb
         # exact counts: float32 holds every integer up to 2**24, float64 up to 2**53
         dtype = rb.dtype if rb.length < 2**24 else torch.float64
-        total, before = self.sums(rb.head("relmask", self.width), rb._doc("rel"), dtype=dtype)
+        total, before = self.sums(*self._head("relmask"), dtype=dtype)
         return {"rel": total.to(rb.dtype), "rel_before": before.to(rb.dtype)}
 
     @property
@@ -434,8 +415,16 @@ class TieGroups:
 
     def _make_gain(self) -> dict[str, Tensor]:
         # float64 prefix sums: their differences do not cancel over long rows
-        total, before = self.sums(self.rb.head("gains", self.width), self.rb._doc("gains"), dtype=torch.float64)
+        total, before = self.sums(*self._head("gains"), dtype=torch.float64)
         return {"gain": total, "gain_before": before}
+
+    def _head(self, name: str) -> tuple[Tensor, Tensor | None]:
+        """(head, doc) for :meth:`sums` of ``name``: the whole ranked row when groups are averaged (their
+        sums read it), else the first ``width`` positions."""
+        rb = self.rb
+        if rb.averaged and not rb.truncated:
+            return rb.head(name), None
+        return rb.head(name, self.width), rb._doc(name if name != "relmask" else "rel")
 
     @property
     def gain_sq(self) -> Tensor:
@@ -584,6 +573,35 @@ class RankedBatch:
         """``(N,)`` bool: whether two real documents of each list share a score (no host sync)."""
         key = self._sorted_key
         return (key[:, 1:] == key[:, :-1]).any(-1)
+
+    def tie_bounds(self) -> tuple[Tensor, Tensor]:
+        """``(start, end)``, ``(N, L)`` int64: for each ranked position the first position of its tie
+        group and one past its last, from two binary searches of the sorted keys in each row (no
+        scan, no flip). Each padding slot is a group of its own.
+
+        Example:
+            >>> from torch_rankeval.conventions import DEFAULT
+            >>> RankedBatch(torch.tensor([[0.2, 0.9, 0.2, 0.1]]), torch.tensor([[1, 0, 0, 1]]), None, DEFAULT).tie_bounds()
+            (tensor([[0, 1, 1, 3]]), tensor([[1, 3, 3, 4]]))
+        """
+        hit = self._cache.get("tie_start")
+        if hit is not None:
+            return hit, self._cache["tie_end"]
+        key = self._sorted_key
+        if not self._has_padding:
+            ascending = -key  # the scores sorted in descending order
+        else:  # -scores ascending, NaN (padding) last: searched as +inf
+            ascending = torch.nan_to_num(key, nan=float("inf"), posinf=float("inf"))
+        start = torch.searchsorted(ascending, ascending, side="left")
+        end = torch.searchsorted(ascending, ascending, side="right")
+        if self._has_padding:
+            # a real key of +inf (a score of -inf) stops at the last real document; padding: groups of one
+            valid = self.head("valid")
+            pos = _table("arange", self.length, torch.int64, self.device)
+            start = torch.where(valid, start, pos)
+            end = torch.where(valid, torch.minimum(end, valid.sum(-1, keepdim=True)), pos + 1)
+        self._cache["tie_start"], self._cache["tie_end"] = start, end
+        return start, end
 
     def assume_no_ties(self) -> None:
         """Use groups of one document (the deterministic formulas): exact for a batch without ties,
