@@ -44,6 +44,7 @@ from torch_rankeval.measures.reduction import Reduction, counted_squares, counte
 from torch_rankeval.metrics._hooks import ConfiguredMetric, _size
 from torch_rankeval.metrics._strata import STRATUM_STATES, StrataMixin, check_strata_options
 from torch_rankeval.metrics._window import DECAY_PREFIX, WINDOW_PREFIX, WindowMixin
+from torch_rankeval.ranking.view import device_constant
 
 __all__ = ["RunningMeanMetric"]
 
@@ -229,6 +230,11 @@ class RunningMeanMetric(WindowMixin, StrataMixin, ConfiguredMetric):
     def _policy(self, values: Tensor, empty: Tensor) -> tuple[Tensor, Tensor | None]:
         """The empty-list policy of the metric's reduction: (float64 values, NaN where skipped;
         counted mask)."""
+        action = self._reduction.action
+        if action in ("neg", "pos") and values.dtype != torch.float64:
+            # the score of an empty list as a (1,) float64 tensor: the one `where` also casts to float64
+            fill = device_constant((1.0 if action == "pos" else 0.0,), torch.float64, values.device)
+            return torch.where(empty, fill, values), None
         return self._reduction.policy(values.to(torch.float64), empty)
 
     def _sums(self, values: Tensor, empty: Tensor) -> tuple[Tensor, Tensor, Tensor | None, Tensor, Tensor, Tensor]:

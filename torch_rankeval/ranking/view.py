@@ -251,6 +251,8 @@ class RankedView(Protocol):
     def cumulative(self, x: Tensor, ks: tuple[int | None, ...], *, dtype: torch.dtype | None = None) -> Tensor: ...
     def expected_in_top(self, name: str, ks: tuple[int | None, ...]) -> Tensor: ...
     def expected_relevant(self, ks: tuple[int | None, ...]) -> Tensor: ...
+    def discounted_top(self, name: str, ks: tuple[int | None, ...]) -> Tensor: ...
+    def discounted_prefix(self, x: Tensor, idx: list[int]) -> Tensor: ...
 
     # helpers
     def constant(self, values: list[float] | list[int], dtype: torch.dtype | None = None) -> Tensor: ...
@@ -550,6 +552,9 @@ class RankedBatch:
         self.length: int = length
         self.device: torch.device = preds.device
         self._gain = gain_fn(convention.gain) if gain is None else gain
+        self._exp2_of_int = (
+            gain is None and convention.gain == "exp2" and not target.is_floating_point() and target.dtype != torch.bool
+        )
         self._threshold_int = not target.is_floating_point() and target.dtype != torch.bool
         self._has_padding = valid is not None
         self.averaged: bool = convention.ties == "average"
@@ -627,7 +632,10 @@ class RankedBatch:
             if name == "rel":
                 rel = self._is_relevant(target)
                 return rel if keep is None else rel & keep
-            g = self._gain(target.to(self.dtype))
+            if self._exp2_of_int and torch.get_default_dtype() == self.dtype:
+                g = torch.exp2(target) - 1  # exp2 of integer grades is in the default float dtype: no cast
+            else:
+                g = self._gain(target.to(self.dtype))
             return g if keep is None else torch.where(keep, g, self._zero)
 
         return self.cached(f"doc_{name}", make)
@@ -872,6 +880,62 @@ class RankedBatch:
         """Expected number of relevant documents in the top ``k``, ``(N, K)``."""
         return self.expected_in_top("rel", ks)
 
+    def discounted_top(self, name: str, ks: tuple[int | None, ...]) -> Tensor:
+        """Expected ``sum_{p < k} discount_p x_p`` over the orders of tied documents for each cutoff,
+        ``(N, K)``, ``x`` the ranked ``"gains"`` (DCG@k) or ``"rel"``.
+
+        A full sort with averaged ties reads it per document: a document of a group spanning positions
+        ``[s, e)`` gets the mean discount of the group's slots inside the cutoff,
+        ``(T[e] - T[s]) / (e - s)`` with ``T[q]`` the discounts of the first ``min(q, k)`` ranks (one
+        lookup of a constant table per bound, all cutoffs at once), and the sum over the row is one
+        float64 contraction. Otherwise the head's (group means') product with a constant ``(W, K)`` matrix of
+        the discounts inside each cutoff.
+
+        Example:
+            >>> from torch_rankeval.conventions import DEFAULT
+            >>> rb = RankedBatch(torch.tensor([[0.9, 0.5, 0.5]]), torch.tensor([[0, 1, 0]]), None, DEFAULT)
+            >>> rb.discounted_top("gains", (1, 2, None))   # the relevant document is at rank 2 or 3
+            tensor([[0.0000, 0.3155, 0.5655]])
+        """
+        idx = self.cutoff_index(ks)
+        width = max(idx) + 1
+        if self.averaged and "_sorted_key" in vars(self):  # a full sort: whole groups in the row
+            start, end = self.tie_bounds()
+            table = self._discount_tables(("sums", tuple(idx)), lambda d: _cutoff_sums(d, idx, self.length))
+            size = (end - start).unsqueeze(-1)
+            weights = (table[end] - table[start]) / size  # (N, L, K) float64
+            # summed in float64: a row may hold a million tied documents
+            return torch.einsum("nl,nlk->nk", self.head(name).to(torch.float64), weights).to(self.dtype)
+        x = self.groups(width).mean(name) if self.averaged else self.head(name, width)
+        return x @ self._discount_tables(("matrix", tuple(idx)), lambda d: _cutoff_matrix(d[:width], idx))
+
+    def discounted_prefix(self, x: Tensor, idx: list[int]) -> Tensor:
+        """``sum_{p <= i} discount_p x_p`` for each column index ``i`` of ``idx``, ``(N, K)``, for ``x``
+        ``(N, m)`` in ranked order (an ideal ranking's gains): one product with a constant matrix."""
+        m = x.shape[-1]
+        head = self.discount_head(m)
+        if head.ndim != 1:  # per-row discounts (a top-k view's ideal tail)
+            return prefix_sums(x * head, idx)
+        return x @ self._discount_tables(("matrix", tuple(idx)), lambda d: _cutoff_matrix(d[:m], idx))
+
+    def _discount_tables(self, key: tuple, build: Callable[[Tensor], Tensor]) -> Tensor:
+        """A constant table built from the discount table by ``build`` (given it in float64), in the
+        working dtype, kept per discount table (a metric's buffer is reused over updates)."""
+        table = self._discounts_in
+        dtype = self.dtype if key[0] == "matrix" else torch.float64
+        key = (*key, self.dtype, self.length)
+        if torch.compiler.is_compiling() or table.requires_grad:
+            return build(table.to(torch.float64)).to(dtype)
+        entry = _DISCOUNT_HEADS.get(id(table))
+        if entry is None or entry[0]() is not table:
+            if len(_DISCOUNT_HEADS) > 256:
+                _DISCOUNT_HEADS.clear()
+            entry = _DISCOUNT_HEADS[id(table)] = (weakref.ref(table), {})
+        out = entry[1].get(key)
+        if out is None:
+            out = entry[1][key] = build(table.to(torch.float64)).to(dtype)
+        return out
+
     def constant(self, values: list[float] | list[int], dtype: torch.dtype | None = None) -> Tensor:
         """A small constant tensor (cutoffs, cutoff positions) on the batch's device, built once per
         process and device rather than per call."""
@@ -881,6 +945,21 @@ class RankedBatch:
         if name not in self._cache:
             self._cache[name] = fn()
         return self._cache[name]
+
+
+def _cutoff_matrix(discounts: Tensor, idx: list[int]) -> Tensor:
+    """``(W, K)``: ``M[p, j] = discounts[p]`` for the positions ``p <= idx[j]``, 0 past them."""
+    width = discounts.shape[0]
+    inside = torch.arange(width, device=discounts.device).unsqueeze(-1) <= torch.tensor(idx, device=discounts.device)
+    return discounts.unsqueeze(-1) * inside
+
+
+def _cutoff_sums(discounts: Tensor, idx: list[int], length: int) -> Tensor:
+    """``(length + 1, K)`` float64: ``T[q, j]``, the sum of the discounts of the first ``min(q, idx[j] + 1)`` ranks."""
+    cum = torch.constant_pad_nd(discounts[:length].to(torch.float64).cumsum(0), (1, 0))
+    q = torch.arange(length + 1, device=discounts.device).unsqueeze(-1)
+    cap = torch.minimum(q, torch.tensor(idx, device=discounts.device) + 1)
+    return cum[cap]
 
 
 def relevant(t: Tensor, convention: Convention) -> Tensor:
