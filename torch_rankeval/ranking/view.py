@@ -905,7 +905,7 @@ class RankedBatch:
             size = (end - start).unsqueeze(-1)
             weights = (table[end] - table[start]) / size  # (N, L, K) float64
             # summed in float64: a row may hold a million tied documents
-            return torch.einsum("nl,nlk->nk", self.head(name).to(torch.float64), weights).to(self.dtype)
+            return torch.linalg.vecdot(self.head(name).to(torch.float64).unsqueeze(-1), weights, dim=1).to(self.dtype)
         x = self.groups(width).mean(name) if self.averaged else self.head(name, width)
         return x @ self._discount_tables(("matrix", tuple(idx)), lambda d: _cutoff_matrix(d[:width], idx))
 
