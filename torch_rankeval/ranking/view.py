@@ -11,10 +11,12 @@ the group's size and relevant count; R-precision and AP's retrieved-relevant den
 group the cutoff ends in. Other tie policies give groups of size one, for which the same formulas
 reduce to the deterministic metric.
 
-**One path.** The group statistics of every position come from the sorted keys by scans: group
-starts with a ``cummax``, group ends with a reversed ``cummin``, group and before-group sums by
-gathering prefix sums at those bounds. There is no scatter, no per-group table, no data-dependent
-branch, shape or host sync: a batch with ties costs what a batch without ties costs, and the path
+**One path.** The group statistics of every position come from the sorted keys: each position's
+group start and end over the whole row by two binary searches of the row's sorted keys
+(:meth:`RankedBatch.tie_bounds`, ``torch.searchsorted``), group and before-group sums by gathering
+prefix sums at those bounds, and cutoff sums of discounted gains per document from a constant table
+of the discounts inside each cutoff (:meth:`RankedBatch.discounted_top`). There is no scatter, no
+per-group table, no data-dependent branch, shape or host sync: a batch with ties costs what a batch without ties costs, and the path
 compiles with ``torch.compile(fullgraph=True)``. (A validated call, which syncs once for its value
 checks anyway, also reads in that sync which lists hold a tie; a batch without one uses groups of
 one document, the same values for less work (:meth:`RankedBatch.assume_no_ties`), and so does a
@@ -35,7 +37,8 @@ and :class:`TieStatistics` protocols; the top-k view of a catalogue,
   (:meth:`RankedBatch.groups` -> :class:`TieGroups`): start ``s``, end ``e`` and size ``n``;
   relevant count ``r`` and relevant count before the group ``c``; gain sum, squared-gain sum and
   gain before the group. The only group that can cross position ``W`` is the one holding position
-  ``W - 1``; its statistics come from full-row counts (documents whose score equals its score);
+  ``W - 1``; a full sort reads its sums from the whole ranked row, a top-k view from the documents
+  whose score equals its score;
 * per query: :attr:`RankedBatch.n_relevant`, :attr:`RankedBatch.n_valid` and the ideal's top gains
   (:meth:`RankedBatch.ideal_top`).
 
