@@ -11,11 +11,13 @@ the group's size and relevant count; R-precision and AP's retrieved-relevant den
 group the cutoff ends in. Other tie policies give groups of size one, for which the same formulas
 reduce to the deterministic metric.
 
-**One path.** The group statistics of every position come from the sorted keys: each position's
-group start and end over the whole row by two binary searches of the row's sorted keys
-(:meth:`RankedBatch.tie_bounds`, ``torch.searchsorted``), group and before-group sums by gathering
-prefix sums at those bounds, and cutoff sums of discounted gains per document from a constant table
-of the discounts inside each cutoff (:meth:`RankedBatch.discounted_top`). There is no scatter, no
+**One path.** The group statistics of the first ``W`` positions come from the sorted keys: each position's
+group start and end over the whole row by two binary searches of the row's sorted keys for the
+head's keys (:meth:`RankedBatch.tie_bounds`, ``torch.searchsorted``, ``(N, W)`` queries), group and
+before-group sums by gathering prefix sums of the head at those bounds (the one group that goes on
+past the head is summed over the row's documents that share its key), and cutoff sums of discounted
+gains as the head's group means times a constant matrix (:meth:`RankedBatch.discounted_top`). Only
+the sort and a few elementwise passes read the whole row. There is no scatter, no
 per-group table, no data-dependent branch, shape or host sync: a batch with ties costs what a batch without ties costs, and the path
 compiles with ``torch.compile(fullgraph=True)``. (A validated call, which syncs once for its value
 checks anyway, also reads in that sync which lists hold a tie; a batch without one uses groups of
@@ -296,6 +298,7 @@ class TieGroups:
         self._cache: dict[str, Tensor] = {}
         self._bounds_done = False
         self._boundary: tuple[Tensor, Tensor] | None = None
+        self._crossing_hit: tuple[Tensor, Tensor, Tensor] | None = None
 
     def _bounds(self) -> None:
         """Group starts and ends of the first ``width`` positions (computed on first need): slices of
@@ -307,8 +310,7 @@ class TieGroups:
         rb, width = self.rb, self.width
         if not rb.averaged:
             return
-        start, end = rb.tie_bounds()
-        self._start_i, self._end_i = start[:, :width], end[:, :width]
+        self._start_i, self._end_i = rb.tie_bounds(width)
 
     @property
     def rb(self) -> RankedBatch:
@@ -387,13 +389,26 @@ class TieGroups:
         if not rb.averaged:
             x = head.to(dtype)
             return x, head.cumsum(-1, dtype=dtype) - x
-        if head.shape[-1] < rb.length:  # groups may go on past the head: sum over the full ranked row
-            if doc is None:
-                raise ValueError(_NEEDS_DOC)
-            head = rb.ranked(doc)
         padded = torch.constant_pad_nd(head.cumsum(-1, dtype=dtype), (1, 0))  # [:, q]: the first q positions
         before = padded.gather(-1, self._start_i)
-        return padded.gather(-1, self._end_i) - before, before
+        if head.shape[-1] >= rb.length:
+            return padded.gather(-1, self._end_i) - before, before
+        # Only the group of the head's last position may go on past the head: its sum is that of the
+        # row's documents (input order) whose key equals its key (no cumulative sum over the whole row).
+        if doc is None:
+            raise ValueError(_NEEDS_DOC)
+        crossing, end_inside, same = self._crossing_group()
+        full = (same & doc if doc.dtype == torch.bool else doc * same).sum(-1, keepdim=True, dtype=dtype)
+        return torch.where(crossing, full, padded.gather(-1, end_inside) - before), before
+
+    def _crossing_group(self) -> tuple[Tensor, Tensor, Tensor]:
+        """(positions in the group that goes on past the head ``(N, width)``, group ends capped at
+        ``width``, the row's documents (input order, ``(N, L)``) in the head's last group)."""
+        if self._crossing_hit is None:
+            rb, width = self.rb, self.width
+            same = rb._doc_key == rb._sorted_key[:, width - 1 : width]  # NaN (padding) equals nothing
+            self._crossing_hit = (self._end_i > width, self._end_i.clamp(max=width), same)
+        return self._crossing_hit
 
     @property
     def rel(self) -> Tensor:
@@ -424,10 +439,10 @@ class TieGroups:
         return {"gain": total, "gain_before": before}
 
     def _head(self, name: str) -> tuple[Tensor, Tensor | None]:
-        """(head, doc) for :meth:`sums` of ``name``: the whole ranked row when groups are averaged (their
-        sums read it), else the first ``width`` positions."""
+        """(head, doc) for :meth:`sums` of ``name``: the first ``width`` positions, and the per-document
+        values where a group may go on past them."""
         rb = self.rb
-        if rb.averaged and not rb.truncated:
+        if rb.averaged and not rb.truncated and self.width >= rb.length:
             return rb.head(name), None
         return rb.head(name, self.width), rb._doc(name if name != "relmask" else "rel")
 
@@ -582,33 +597,40 @@ class RankedBatch:
         key = self._sorted_key
         return (key[:, 1:] == key[:, :-1]).any(-1)
 
-    def tie_bounds(self) -> tuple[Tensor, Tensor]:
-        """``(start, end)``, ``(N, L)`` int64: for each ranked position the first position of its tie
-        group and one past its last, from two binary searches of the sorted keys in each row (no
-        scan, no flip). Each padding slot is a group of its own.
+    def tie_bounds(self, width: int | None = None) -> tuple[Tensor, Tensor]:
+        """``(start, end)``, ``(N, width)`` int64 (default the whole row): for each of the first
+        ``width`` ranked positions the first position of its tie group and one past its last, over
+        the WHOLE row (a group may go on past ``width``), from binary searches of the row's sorted
+        keys for the head's keys only (no scan, no flip; the cost grows with ``width``, not with the
+        row). Each padding slot is a group of its own.
 
         Example:
             >>> from torch_rankeval.conventions import DEFAULT
-            >>> RankedBatch(torch.tensor([[0.2, 0.9, 0.2, 0.1]]), torch.tensor([[1, 0, 0, 1]]), None, DEFAULT).tie_bounds()
+            >>> rb = RankedBatch(torch.tensor([[0.2, 0.9, 0.2, 0.1]]), torch.tensor([[1, 0, 0, 1]]), None, DEFAULT)
+            >>> rb.tie_bounds()
             (tensor([[0, 1, 1, 3]]), tensor([[1, 3, 3, 4]]))
+            >>> rb.tie_bounds(2)   # the group at position 1 ends past the head
+            (tensor([[0, 1]]), tensor([[1, 3]]))
         """
-        hit = self._cache.get("tie_start")
+        width = self.length if width is None else min(width, self.length)
+        hit = self._cache.get(f"tie_bounds_{width}")
         if hit is not None:
-            return hit, self._cache["tie_end"]
+            return hit
         key = self._sorted_key
         if not self._has_padding:
             ascending = -key  # the scores sorted in descending order
         else:  # -scores ascending, NaN (padding) last: searched as +inf
             ascending = torch.nan_to_num(key, nan=float("inf"), posinf=float("inf"))
-        start = torch.searchsorted(ascending, ascending, side="left")
-        end = torch.searchsorted(ascending, ascending, side="right")
+        query = ascending if width == self.length else ascending[:, :width].contiguous()
+        start = torch.searchsorted(ascending, query, side="left")
+        end = torch.searchsorted(ascending, query, side="right")
         if self._has_padding:
             # a real key of +inf (a score of -inf) stops at the last real document; padding: groups of one
-            valid = self.head("valid")
-            pos = _table("arange", self.length, torch.int64, self.device)
+            valid = self.head("valid", width)
+            pos = _table("arange", width, torch.int64, self.device)
             start = torch.where(valid, start, pos)
-            end = torch.where(valid, torch.minimum(end, valid.sum(-1, keepdim=True)), pos + 1)
-        self._cache["tie_start"], self._cache["tie_end"] = start, end
+            end = torch.where(valid, torch.minimum(end, self.head("valid").sum(-1, keepdim=True)), pos + 1)
+        self._cache[f"tie_bounds_{width}"] = start, end
         return start, end
 
     def assume_no_ties(self) -> None:
@@ -887,12 +909,9 @@ class RankedBatch:
         """Expected ``sum_{p < k} discount_p x_p`` over the orders of tied documents for each cutoff,
         ``(N, K)``, ``x`` the ranked ``"gains"`` (DCG@k) or ``"rel"``.
 
-        A full sort with averaged ties reads it per document: a document of a group spanning positions
-        ``[s, e)`` gets the mean discount of the group's slots inside the cutoff,
-        ``(T[e] - T[s]) / (e - s)`` with ``T[q]`` the discounts of the first ``min(q, k)`` ranks (one
-        lookup of a constant table per bound, all cutoffs at once), and the sum over the row is one
-        float64 contraction. Otherwise the head's (group means') product with a constant ``(W, K)`` matrix of
-        the discounts inside each cutoff.
+        The head's values (with averaged ties: each position's group mean, the group read over the whole
+        row) times a constant ``(W, K)`` matrix of the discounts inside each cutoff: ``(N, W)`` work, not
+        ``(N, L)`` (a per-document form over the whole row costs more than the sort on CPU).
 
         Example:
             >>> from torch_rankeval.conventions import DEFAULT
@@ -902,13 +921,6 @@ class RankedBatch:
         """
         idx = self.cutoff_index(ks)
         width = max(idx) + 1
-        if self.averaged and "_sorted_key" in vars(self):  # a full sort: whole groups in the row
-            start, end = self.tie_bounds()
-            table = self._discount_tables(("sums", tuple(idx)), lambda d: _cutoff_sums(d, idx, self.length))
-            size = (end - start).unsqueeze(-1)
-            weights = (table[end] - table[start]) / size  # (N, L, K) float64
-            # summed in float64: a row may hold a million tied documents
-            return torch.linalg.vecdot(self.head(name).to(torch.float64).unsqueeze(-1), weights, dim=1).to(self.dtype)
         x = self.groups(width).mean(name) if self.averaged else self.head(name, width)
         return x @ self._discount_tables(("matrix", tuple(idx)), lambda d: _cutoff_matrix(d[:width], idx))
 
@@ -955,14 +967,6 @@ def _cutoff_matrix(discounts: Tensor, idx: list[int]) -> Tensor:
     width = discounts.shape[0]
     inside = torch.arange(width, device=discounts.device).unsqueeze(-1) <= torch.tensor(idx, device=discounts.device)
     return discounts.unsqueeze(-1) * inside
-
-
-def _cutoff_sums(discounts: Tensor, idx: list[int], length: int) -> Tensor:
-    """``(length + 1, K)`` float64: ``T[q, j]``, the sum of the discounts of the first ``min(q, idx[j] + 1)`` ranks."""
-    cum = torch.constant_pad_nd(discounts[:length].to(torch.float64).cumsum(0), (1, 0))
-    q = torch.arange(length + 1, device=discounts.device).unsqueeze(-1)
-    cap = torch.minimum(q, torch.tensor(idx, device=discounts.device) + 1)
-    return cum[cap]
 
 
 def relevant(t: Tensor, convention: Convention) -> Tensor:
