@@ -398,7 +398,10 @@ class TieGroups:
         if doc is None:
             raise ValueError(_NEEDS_DOC)
         crossing, end_inside, same = self._crossing_group()
-        full = (same & doc if doc.dtype == torch.bool else doc * same).sum(-1, keepdim=True, dtype=dtype)
+        # summed in the documents' own dtype when it is exact enough (a cast of the whole row costs more
+        # than the sum); ``where`` promotes it to ``dtype``
+        acc = None if doc.dtype in (torch.bool, torch.float32, torch.float64) else dtype
+        full = (same & doc if doc.dtype == torch.bool else doc * same).sum(-1, keepdim=True, dtype=acc)
         return torch.where(crossing, full, padded.gather(-1, end_inside) - before), before
 
     def _crossing_group(self) -> tuple[Tensor, Tensor, Tensor]:
