@@ -417,6 +417,8 @@ def _exercise(rb, target, exclude):  # noqa: ANN001, ANN202
         "cumulative": lambda: rb.cumulative(rb.gains, ks),
         "expected_in_top": lambda: rb.expected_in_top("rel", ks),
         "expected_relevant": lambda: rb.expected_relevant(ks),
+        "discounted_top": lambda: rb.discounted_top("gains", ks),
+        "discounted_prefix": lambda: rb.discounted_prefix(rb.ideal_top((2,)), [0, 1]),
         "ideal_top": lambda: (rb.ideal_top((None,)), rb.ideal_top((1,))),
         "constant": lambda: rb.constant([1, 2]),
         "cached": lambda: rb.cached("probe", lambda: torch.zeros(1)),
@@ -462,6 +464,7 @@ def test_dense_and_topk_views_implement_the_whole_contract():
             assert torch.allclose(x.double(), y.double()), key
     assert torch.allclose(dense["expected"][:, :2], cut["expected"][:, :2])
     assert torch.allclose(dense["expected_in_top"][:, :1], cut["expected_in_top"][:, :1])
+    assert torch.allclose(dense["discounted_top"][:, :1], cut["discounted_top"][:, :1])
     assert torch.equal(dense["n_relevant"], cut["n_relevant"]) and torch.equal(dense["n_valid"], cut["n_valid"])
 
 

@@ -6,7 +6,7 @@ import torch
 from torch import Tensor
 
 from torch_rankeval.conventions import Convention
-from torch_rankeval.ranking.view import RankedView, prefix_sums
+from torch_rankeval.ranking.view import RankedView
 
 __all__ = ["dcg_values", "idcg_values", "ndcg_values"]
 
@@ -15,16 +15,14 @@ def dcg_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> 
     """Per-query (expected, under averaged ties) DCG at each cutoff, ``(N, K)``: the sum over the first
     ``k`` positions of the position's expected gain (its tie group's mean gain) times its discount.
     DCG has no empty case."""
-    width = rb.span(ks)
-    return rb.cumulative(rb.groups(width).mean("gains") * rb.discount_head(width), ks), None
+    return rb.discounted_top("gains", ks), None
 
 
 def idcg_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, None]:
     """Per-query ideal DCG (gains of the judged set in decreasing order), ``(N, K)``; no empty case."""
     ideal = rb.ideal_top(ks)
     m = ideal.shape[-1]
-    idx = [m - 1 if k is None else min(k, m) - 1 for k in ks]
-    return prefix_sums(ideal * rb.discount_head(m), idx), None
+    return rb.discounted_prefix(ideal, [m - 1 if k is None else min(k, m) - 1 for k in ks]), None
 
 
 def ndcg_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, Tensor]:

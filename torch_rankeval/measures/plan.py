@@ -254,11 +254,11 @@ class MeasurePlan:
                 redo, redo_empty = _run_calls(tied, calls, conv)
                 values = values.index_copy(0, idx, redo.to(values.dtype))
                 empty = empty.index_copy(0, idx, redo_empty.expand_as(redo))
-            j = 0
-            for call in calls:
-                for col in call.columns:
-                    out[col], empties[col] = values[:, j], empty[:, j]
-                    j += 1
+            columns = [col for call in calls for col in call.columns]
+            if len(self._groups) == 1 and self._identity and columns == list(range(self._n_unique)):
+                return values, empty, single  # one ranking whose kernels filled the columns in order
+            for j, col in enumerate(columns):
+                out[col], empties[col] = values[:, j], empty[:, j]
         values = torch.stack(out, dim=1)  # type: ignore[arg-type]
         empty = torch.stack(empties, dim=1)  # type: ignore[arg-type]
         if not self._identity:

@@ -44,6 +44,7 @@ from torch_rankeval.measures.reduction import Reduction, counted_squares, counte
 from torch_rankeval.metrics._hooks import ConfiguredMetric, _size
 from torch_rankeval.metrics._strata import STRATUM_STATES, StrataMixin, check_strata_options
 from torch_rankeval.metrics._window import DECAY_PREFIX, WINDOW_PREFIX, WindowMixin
+from torch_rankeval.ranking.view import device_constant
 
 __all__ = ["RunningMeanMetric"]
 
@@ -229,6 +230,11 @@ class RunningMeanMetric(WindowMixin, StrataMixin, ConfiguredMetric):
     def _policy(self, values: Tensor, empty: Tensor) -> tuple[Tensor, Tensor | None]:
         """The empty-list policy of the metric's reduction: (float64 values, NaN where skipped;
         counted mask)."""
+        action = self._reduction.action
+        if action in ("neg", "pos") and values.dtype != torch.float64:
+            # the score of an empty list as a (1,) float64 tensor: the one `where` also casts to float64
+            fill = device_constant((1.0 if action == "pos" else 0.0,), torch.float64, values.device)
+            return torch.where(empty, fill, values), None
         return self._reduction.policy(values.to(torch.float64), empty)
 
     def _sums(self, values: Tensor, empty: Tensor) -> tuple[Tensor, Tensor, Tensor | None, Tensor, Tensor, Tensor]:
@@ -237,6 +243,11 @@ class RunningMeanMetric(WindowMixin, StrataMixin, ConfiguredMetric):
         adds to the running states)."""
         policed, counted = self._policy(values, empty)
         transformed = self._reduction.transform(policed)
+        if counted is None:  # every list counts: a plain column sum, a dot product per column, a constant count
+            total = transformed.sum(0)
+            squares = torch.linalg.vecdot(transformed, transformed, dim=0)
+            count = torch.full_like(self.counts, transformed.shape[0]) if self._windowed else transformed.shape[0]
+            return policed, transformed, counted, total, squares, count
         total, count = counted_sums(transformed, counted)
         return policed, transformed, counted, total, counted_squares(transformed, counted), count
 
@@ -259,13 +270,13 @@ class RunningMeanMetric(WindowMixin, StrataMixin, ConfiguredMetric):
             self.query_ids.append(ids.reshape(-1).to(torch.int64))
 
     def _add_moments(
-        self, total: Tensor, squares: Tensor, count: Tensor, lists: int, rows: Tensor | None = None
+        self, total: Tensor, squares: Tensor, count: Tensor | int, lists: int, rows: Tensor | None = None
     ) -> None:
-        """Add a batch of ``lists`` lists, its sums, sums of squares and counts, to the running states
-        and its entry (or, per list, its ``rows``) to the window and the decayed sums (a batch of no
-        list takes no slot)."""
-        self.sums += total
-        self.squares += squares
+        """Add a batch of ``lists`` lists, its sums, sums of squares and counts (a tensor, or one count
+        for every value), to the running states (the two float64 states in one operation) and its
+        entry (or, per list, its ``rows``) to the window and the decayed sums (a batch of no list
+        takes no slot)."""
+        torch._foreach_add_([self.sums, self.squares], [total, squares])
         self.counts += count
         if self._windowed and lists:
             if rows is None:

@@ -11,10 +11,14 @@ the group's size and relevant count; R-precision and AP's retrieved-relevant den
 group the cutoff ends in. Other tie policies give groups of size one, for which the same formulas
 reduce to the deterministic metric.
 
-**One path.** The group statistics of every position come from the sorted keys by scans: group
-starts with a ``cummax``, group ends with a reversed ``cummin``, group and before-group sums by
-gathering prefix sums at those bounds. There is no scatter, no per-group table, no data-dependent
-branch, shape or host sync: a batch with ties costs what a batch without ties costs, and the path
+**One path.** The group statistics of the first ``W`` positions come from the sorted keys: each position's
+group start and end over the whole row by two binary searches of the row's sorted keys for the
+head's keys (:meth:`RankedBatch.tie_bounds`, ``torch.searchsorted``, ``(N, W)`` queries), group and
+before-group sums by gathering prefix sums of the head at those bounds (the one group that goes on
+past the head is summed over the row's documents that share its key), and cutoff sums of discounted
+gains as the head's group means times a constant matrix (:meth:`RankedBatch.discounted_top`). Only
+the sort and a few elementwise passes read the whole row. There is no scatter, no
+per-group table, no data-dependent branch, shape or host sync: a batch with ties costs what a batch without ties costs, and the path
 compiles with ``torch.compile(fullgraph=True)``. (A validated call, which syncs once for its value
 checks anyway, also reads in that sync which lists hold a tie; a batch without one uses groups of
 one document, the same values for less work (:meth:`RankedBatch.assume_no_ties`), and so does a
@@ -35,7 +39,8 @@ and :class:`TieStatistics` protocols; the top-k view of a catalogue,
   (:meth:`RankedBatch.groups` -> :class:`TieGroups`): start ``s``, end ``e`` and size ``n``;
   relevant count ``r`` and relevant count before the group ``c``; gain sum, squared-gain sum and
   gain before the group. The only group that can cross position ``W`` is the one holding position
-  ``W - 1``; its statistics come from full-row counts (documents whose score equals its score);
+  ``W - 1``; a full sort reads its sums from the whole ranked row, a top-k view from the documents
+  whose score equals its score;
 * per query: :attr:`RankedBatch.n_relevant`, :attr:`RankedBatch.n_valid` and the ideal's top gains
   (:meth:`RankedBatch.ideal_top`).
 
@@ -251,6 +256,8 @@ class RankedView(Protocol):
     def cumulative(self, x: Tensor, ks: tuple[int | None, ...], *, dtype: torch.dtype | None = None) -> Tensor: ...
     def expected_in_top(self, name: str, ks: tuple[int | None, ...]) -> Tensor: ...
     def expected_relevant(self, ks: tuple[int | None, ...]) -> Tensor: ...
+    def discounted_top(self, name: str, ks: tuple[int | None, ...]) -> Tensor: ...
+    def discounted_prefix(self, x: Tensor, idx: list[int]) -> Tensor: ...
 
     # helpers
     def constant(self, values: list[float] | list[int], dtype: torch.dtype | None = None) -> Tensor: ...
@@ -291,31 +298,19 @@ class TieGroups:
         self._cache: dict[str, Tensor] = {}
         self._bounds_done = False
         self._boundary: tuple[Tensor, Tensor] | None = None
+        self._crossing_hit: tuple[Tensor, Tensor, Tensor] | None = None
 
     def _bounds(self) -> None:
-        """Group starts and ends of the first ``width`` positions (computed on first need)."""
+        """Group starts and ends of the first ``width`` positions (computed on first need): slices of
+        the batch's full-row bounds (:meth:`RankedBatch.tie_bounds`), so a group that goes on past
+        ``width`` has its true end."""
         if self._bounds_done:
             return
         self._bounds_done = True
         rb, width = self.rb, self.width
         if not rb.averaged:
             return
-        # Group bounds from the sorted keys: int32 scans (int64 cummax is several times slower on
-        # CPU), arithmetic with the boolean masks (``where`` on an irregular mask is slower still).
-        key = rb._sorted_key[:, :width]
-        new = key[:, 1:] != key[:, :-1]  # position q starts a group (NaN padding always does)
-        pos = _table("arange", width, torch.int32, rb.device)[1:]
-        start = torch.constant_pad_nd(pos * new, (1, 0)).cummax(-1).values
-        # the next group start after q (``width`` when none inside): a suffix minimum
-        gap = _table("countdown", width - 1, torch.int32, rb.device)  # width - pos
-        following = torch.constant_pad_nd(width - gap * new, (0, 1), width)
-        end = following.flip(-1).cummin(-1).values.flip(-1)  # one past the group's last position inside
-        self._start32, self._end32 = start, end
-        self._start_i, self._end_i = start.long(), end.long()
-        if width < rb.length:
-            # The group of position width - 1 may go on beyond `width`: it is every document of the
-            # row whose key equals its key, counted over the full row (a full sort or a top-k alike).
-            self._boundary = (end == width, rb._doc_key == key[:, width - 1 :])
+        self._start_i, self._end_i = rb.tie_bounds(width)
 
     @property
     def rb(self) -> RankedBatch:
@@ -351,7 +346,7 @@ class TieGroups:
             rb = self.rb
             if not rb.averaged:
                 return {"start": rb.positions[: self.width].expand(rb.n_lists, -1) - 1}
-            return {"start": self._start32.to(rb.dtype)}
+            return {"start": self._start_i.to(rb.dtype)}
 
         return self._get("start", make)
 
@@ -361,11 +356,7 @@ class TieGroups:
             rb = self.rb
             if not rb.averaged:
                 return {"size": torch.ones(rb.n_lists, self.width, dtype=rb.dtype, device=rb.device)}
-            n = (self._end32 - self._start32).to(rb.dtype)
-            if self._boundary is not None:
-                # a padding position (NaN key) matches nothing and is a group of one
-                n = self._crossing(n, self._boundary[1].sum(-1, keepdim=True, dtype=rb.dtype).clamp(min=1))
-            return {"size": n}
+            return {"size": (self._end_i - self._start_i).to(rb.dtype)}
 
         return self._get("size", make)
 
@@ -394,20 +385,33 @@ class TieGroups:
         in ``dtype``. ``doc`` is read only for a group that crosses ``width``; its sum is taken in
         ``doc``'s own dtype (a sum of terms, no cancellation)."""
         self._bounds()
-        inclusive = head.cumsum(-1, dtype=dtype)
-        if not self.rb.averaged:
+        rb = self.rb
+        if not rb.averaged:
             x = head.to(dtype)
-            return x, inclusive - x
-        padded = torch.constant_pad_nd(inclusive, (1, 0))  # padded[:, q] = sum of the first q positions
+            return x, head.cumsum(-1, dtype=dtype) - x
+        padded = torch.constant_pad_nd(head.cumsum(-1, dtype=dtype), (1, 0))  # [:, q]: the first q positions
         before = padded.gather(-1, self._start_i)
-        total = padded.gather(-1, self._end_i).sub_(before)
-        if self._boundary is not None:
-            if doc is None:
-                raise ValueError(_NEEDS_DOC)
-            same = self._boundary[1]
-            full = (same & doc if doc.dtype == torch.bool else doc * same).sum(-1, keepdim=True, dtype=dtype)
-            total = self._crossing(total, full)
-        return total, before
+        if head.shape[-1] >= rb.length:
+            return padded.gather(-1, self._end_i) - before, before
+        # Only the group of the head's last position may go on past the head: its sum is that of the
+        # row's documents (input order) whose key equals its key (no cumulative sum over the whole row).
+        if doc is None:
+            raise ValueError(_NEEDS_DOC)
+        crossing, end_inside, same = self._crossing_group()
+        # summed in the documents' own dtype when it is exact enough (a cast of the whole row costs more
+        # than the sum); ``where`` promotes it to ``dtype``
+        acc = None if doc.dtype in (torch.bool, torch.float32, torch.float64) else dtype
+        full = (same & doc if doc.dtype == torch.bool else doc * same).sum(-1, keepdim=True, dtype=acc)
+        return torch.where(crossing, full, padded.gather(-1, end_inside) - before), before
+
+    def _crossing_group(self) -> tuple[Tensor, Tensor, Tensor]:
+        """(positions in the group that goes on past the head ``(N, width)``, group ends capped at
+        ``width``, the row's documents (input order, ``(N, L)``) in the head's last group)."""
+        if self._crossing_hit is None:
+            rb, width = self.rb, self.width
+            same = rb._doc_key == rb._sorted_key[:, width - 1 : width]  # NaN (padding) equals nothing
+            self._crossing_hit = (self._end_i > width, self._end_i.clamp(max=width), same)
+        return self._crossing_hit
 
     @property
     def rel(self) -> Tensor:
@@ -421,7 +425,7 @@ class TieGroups:
         rb = self.rb
         # exact counts: float32 holds every integer up to 2**24, float64 up to 2**53
         dtype = rb.dtype if rb.length < 2**24 else torch.float64
-        total, before = self.sums(rb.head("relmask", self.width), rb._doc("rel"), dtype=dtype)
+        total, before = self.sums(*self._head("relmask"), dtype=dtype)
         return {"rel": total.to(rb.dtype), "rel_before": before.to(rb.dtype)}
 
     @property
@@ -434,8 +438,16 @@ class TieGroups:
 
     def _make_gain(self) -> dict[str, Tensor]:
         # float64 prefix sums: their differences do not cancel over long rows
-        total, before = self.sums(self.rb.head("gains", self.width), self.rb._doc("gains"), dtype=torch.float64)
+        total, before = self.sums(*self._head("gains"), dtype=torch.float64)
         return {"gain": total, "gain_before": before}
+
+    def _head(self, name: str) -> tuple[Tensor, Tensor | None]:
+        """(head, doc) for :meth:`sums` of ``name``: the first ``width`` positions, and the per-document
+        values where a group may go on past them."""
+        rb = self.rb
+        if rb.averaged and not rb.truncated and self.width >= rb.length:
+            return rb.head(name), None
+        return rb.head(name, self.width), rb._doc(name if name != "relmask" else "rel")
 
     @property
     def gain_sq(self) -> Tensor:
@@ -561,6 +573,9 @@ class RankedBatch:
         self.length: int = length
         self.device: torch.device = preds.device
         self._gain = gain_fn(convention.gain) if gain is None else gain
+        self._exp2_of_int = (
+            gain is None and convention.gain == "exp2" and not target.is_floating_point() and target.dtype != torch.bool
+        )
         self._threshold_int = not target.is_floating_point() and target.dtype != torch.bool
         self._has_padding = valid is not None
         self.averaged: bool = convention.ties == "average"
@@ -584,6 +599,42 @@ class RankedBatch:
         """``(N,)`` bool: whether two real documents of each list share a score (no host sync)."""
         key = self._sorted_key
         return (key[:, 1:] == key[:, :-1]).any(-1)
+
+    def tie_bounds(self, width: int | None = None) -> tuple[Tensor, Tensor]:
+        """``(start, end)``, ``(N, width)`` int64 (default the whole row): for each of the first
+        ``width`` ranked positions the first position of its tie group and one past its last, over
+        the WHOLE row (a group may go on past ``width``), from binary searches of the row's sorted
+        keys for the head's keys only (no scan, no flip; the cost grows with ``width``, not with the
+        row). Each padding slot is a group of its own.
+
+        Example:
+            >>> from torch_rankeval.conventions import DEFAULT
+            >>> rb = RankedBatch(torch.tensor([[0.2, 0.9, 0.2, 0.1]]), torch.tensor([[1, 0, 0, 1]]), None, DEFAULT)
+            >>> rb.tie_bounds()
+            (tensor([[0, 1, 1, 3]]), tensor([[1, 3, 3, 4]]))
+            >>> rb.tie_bounds(2)   # the group at position 1 ends past the head
+            (tensor([[0, 1]]), tensor([[1, 3]]))
+        """
+        width = self.length if width is None else min(width, self.length)
+        hit = self._cache.get(f"tie_bounds_{width}")
+        if hit is not None:
+            return hit
+        key = self._sorted_key
+        if not self._has_padding:
+            ascending = -key  # the scores sorted in descending order
+        else:  # -scores ascending, NaN (padding) last: searched as +inf
+            ascending = torch.nan_to_num(key, nan=float("inf"), posinf=float("inf"))
+        query = ascending if width == self.length else ascending[:, :width].contiguous()
+        start = torch.searchsorted(ascending, query, side="left")
+        end = torch.searchsorted(ascending, query, side="right")
+        if self._has_padding:
+            # a real key of +inf (a score of -inf) stops at the last real document; padding: groups of one
+            valid = self.head("valid", width)
+            pos = _table("arange", width, torch.int64, self.device)
+            start = torch.where(valid, start, pos)
+            end = torch.where(valid, torch.minimum(end, self.head("valid").sum(-1, keepdim=True)), pos + 1)
+        self._cache[f"tie_bounds_{width}"] = start, end
+        return start, end
 
     def assume_no_ties(self) -> None:
         """Use groups of one document (the deterministic formulas): exact for a batch without ties,
@@ -609,7 +660,10 @@ class RankedBatch:
             if name == "rel":
                 rel = self._is_relevant(target)
                 return rel if keep is None else rel & keep
-            g = self._gain(target.to(self.dtype))
+            if self._exp2_of_int and torch.get_default_dtype() == self.dtype:
+                g = torch.exp2(target) - 1  # exp2 of integer grades is in the default float dtype: no cast
+            else:
+                g = self._gain(target.to(self.dtype))
             return g if keep is None else torch.where(keep, g, self._zero)
 
         return self.cached(f"doc_{name}", make)
@@ -854,6 +908,52 @@ class RankedBatch:
         """Expected number of relevant documents in the top ``k``, ``(N, K)``."""
         return self.expected_in_top("rel", ks)
 
+    def discounted_top(self, name: str, ks: tuple[int | None, ...]) -> Tensor:
+        """Expected ``sum_{p < k} discount_p x_p`` over the orders of tied documents for each cutoff,
+        ``(N, K)``, ``x`` the ranked ``"gains"`` (DCG@k) or ``"rel"``.
+
+        The head's values (with averaged ties: each position's group mean, the group read over the whole
+        row) times a constant ``(W, K)`` matrix of the discounts inside each cutoff: ``(N, W)`` work, not
+        ``(N, L)`` (a per-document form over the whole row costs more than the sort on CPU).
+
+        Example:
+            >>> from torch_rankeval.conventions import DEFAULT
+            >>> rb = RankedBatch(torch.tensor([[0.9, 0.5, 0.5]]), torch.tensor([[0, 1, 0]]), None, DEFAULT)
+            >>> rb.discounted_top("gains", (1, 2, None))   # the relevant document is at rank 2 or 3
+            tensor([[0.0000, 0.3155, 0.5655]])
+        """
+        idx = self.cutoff_index(ks)
+        width = max(idx) + 1
+        x = self.groups(width).mean(name) if self.averaged else self.head(name, width)
+        return x @ self._discount_tables(("matrix", tuple(idx)), lambda d: _cutoff_matrix(d[:width], idx))
+
+    def discounted_prefix(self, x: Tensor, idx: list[int]) -> Tensor:
+        """``sum_{p <= i} discount_p x_p`` for each column index ``i`` of ``idx``, ``(N, K)``, for ``x``
+        ``(N, m)`` in ranked order (an ideal ranking's gains): one product with a constant matrix."""
+        m = x.shape[-1]
+        head = self.discount_head(m)
+        if head.ndim != 1:  # per-row discounts (a top-k view's ideal tail)
+            return prefix_sums(x * head, idx)
+        return x @ self._discount_tables(("matrix", tuple(idx)), lambda d: _cutoff_matrix(d[:m], idx))
+
+    def _discount_tables(self, key: tuple, build: Callable[[Tensor], Tensor]) -> Tensor:
+        """A constant table built from the discount table by ``build`` (given it in float64), in the
+        working dtype, kept per discount table (a metric's buffer is reused over updates)."""
+        table = self._discounts_in
+        dtype = self.dtype if key[0] == "matrix" else torch.float64
+        key = (*key, self.dtype, self.length)
+        if torch.compiler.is_compiling() or table.requires_grad:
+            return build(table.to(torch.float64)).to(dtype)
+        entry = _DISCOUNT_HEADS.get(id(table))
+        if entry is None or entry[0]() is not table:
+            if len(_DISCOUNT_HEADS) > 256:
+                _DISCOUNT_HEADS.clear()
+            entry = _DISCOUNT_HEADS[id(table)] = (weakref.ref(table), {})
+        out = entry[1].get(key)
+        if out is None:
+            out = entry[1][key] = build(table.to(torch.float64)).to(dtype)
+        return out
+
     def constant(self, values: list[float] | list[int], dtype: torch.dtype | None = None) -> Tensor:
         """A small constant tensor (cutoffs, cutoff positions) on the batch's device, built once per
         process and device rather than per call."""
@@ -863,6 +963,13 @@ class RankedBatch:
         if name not in self._cache:
             self._cache[name] = fn()
         return self._cache[name]
+
+
+def _cutoff_matrix(discounts: Tensor, idx: list[int]) -> Tensor:
+    """``(W, K)``: ``M[p, j] = discounts[p]`` for the positions ``p <= idx[j]``, 0 past them."""
+    width = discounts.shape[0]
+    inside = torch.arange(width, device=discounts.device).unsqueeze(-1) <= torch.tensor(idx, device=discounts.device)
+    return discounts.unsqueeze(-1) * inside
 
 
 def relevant(t: Tensor, convention: Convention) -> Tensor:
