@@ -396,7 +396,10 @@ _READ_BUT_INVISIBLE = {
     ("ndcg", "log_base"): "a change of base scales DCG and ideal DCG alike: nDCG is the same (still read: DCG@k)",
     ("ndcg_rel", "log_base"): "as nDCG: a ratio of two DCGs",
     ("rndcg", "log_base"): "as nDCG: a ratio of two DCGs",
-    ("alpha_dcg", "log_base"): "ndeval's alpha-DCG is over its ideal-ideal value: a ratio, as nDCG (still read: discount=)",
+    (
+        "alpha_dcg",
+        "log_base",
+    ): "ndeval's alpha-DCG is over its ideal-ideal value: a ratio, as nDCG (still read: discount=)",
     ("alpha_ndcg", "log_base"): "as nDCG: a ratio of two alpha-DCGs",
 }
 
