@@ -276,3 +276,26 @@ def test_presets_on_tensors_are_trec_eval_s() -> None:
     assert F.ndcg(preds, target, k=2, convention="ranx").item() == pytest.approx(
         (2 / math.log2(3)) / (2 + 1 / math.log2(3))  # input order: the grade-0 document first
     )
+
+
+@pytest.mark.parametrize(
+    "convention, name, tool",
+    [
+        ("ir_measures", "ERR@10", "gdeval"),
+        ("ir_measures", "nDCG(dcg='exp-log2')@10", "gdeval"),
+        ("ir_measures", "RBP(rel=1,p=0.5)", "cwl_eval"),
+        ("ranx", "RBP(p=0.5)", "raw grade"),
+    ],
+)
+def test_presets_refuse_the_measures_they_do_not_reproduce(convention, name, tool):
+    """ir_measures routes ERR@k and nDCG(dcg='exp-log2') to its gdeval provider and RBP to cwl_eval (each with
+    its own tie order; on seeded tied data RBP(rel=1,p=0.5) is 0.2796 in ir_measures and 0.2712 in trec_eval's
+    order), and ranx's RBP weights by raw grade: the presets do not reproduce those, so an error naming the
+    measure, never another number."""
+    from torch_rankeval import trec
+
+    qrels = {"q1": {"a": 1, "b": 0, "c": 2}}
+    run = {"q1": {"a": 0.5, "b": 0.5, "c": 0.1}}
+    with pytest.raises(ValueError, match=tool):
+        trec.evaluate(qrels, run, [name], convention=convention)
+    assert trec.evaluate(qrels, run, [name]).summary  # without the preset: trec_eval's conventions

@@ -574,6 +574,13 @@ def _evaluate_preset(
     parsed, post = _preset_measures(measures, convention, settings["trec_eval_version"])
     if isinstance(qrels, SubtopicQrels) or any(m.family.subtopics for m in parsed):
         raise ValueError(f"convention={convention!r} covers ad-hoc measures; evaluate intent-aware measures without it")
+    for m in parsed:
+        reason = preset.refused.get(m.key) or preset.refused.get(m.key + "".join(f"({k}={v})" for k, v in m.params))
+        if reason:
+            raise ValueError(
+                f"{m.label!r} under convention={convention!r}: {reason}, which this preset does not reproduce; "
+                "evaluate it without convention= (trec_eval's conventions) or with the peer itself"
+            )
     # a sorted ranx Run is in ranx's order already (ranx.evaluate does not sort it again)
     ranked = any(c.__module__.split(".")[0] == "ranx" for c in type(run).__mro__) and getattr(run, "sorted", True)
     qrels, run = as_qrels(qrels, argument="qrels"), as_run(run, argument="run")

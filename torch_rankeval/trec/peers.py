@@ -76,6 +76,9 @@ class TrecPreset:
     trec_eval_version: str | None = None
     negative_judged: bool = False
     by_measure: dict[str, tuple[str, str | None]] = field(default_factory=dict)
+    #: measures the peer computes with a tool whose numbers the preset does not reproduce, refused
+    #: rather than answered with another number: ``{key, or key(param=value): reason}``
+    refused: dict[str, str] = field(default_factory=dict)
 
     def rule(self, key: str, cutoff: int | None) -> tuple[str, str | None]:
         """``(order, rule)`` of the measure ``key`` (a registry key) at ``cutoff``.
@@ -96,7 +99,11 @@ TREC_PRESETS: dict[str, TrecPreset] = {
     # ranx: its own tie order for every measure, the qrels' queries, negative grades judged non-relevant,
     # bpref NaN without judged non-relevant documents (ranx/metrics/bpref.py: 0 / min(R, 0))
     "ranx": TrecPreset(
-        order="ranx", complete=True, negative_judged=True, by_measure={"bpref": ("ranx", "nan_no_nonrelevant")}
+        order="ranx",
+        complete=True,
+        negative_judged=True,
+        by_measure={"bpref": ("ranx", "nan_no_nonrelevant")},
+        refused={"rbp": "ranx's RBP weights each document by its raw grade"},
     ),
     # ir_measures: pytrec_eval's (trec_eval's) order, except its msmarco (RR@k) and judged (Judged@k)
     # providers: score, then docno ascending; every query of the qrels, 0 where the run has none
@@ -105,6 +112,12 @@ TREC_PRESETS: dict[str, TrecPreset] = {
         unanswered_zero=True,
         trec_eval_version="9.0.8",  # pytrec_eval's (interpolated precision rounds recall levels as 9.0.8)
         by_measure={"rr_cutoff": ("docno_ascending", None), "judged": ("docno_ascending", None)},
+        refused={
+            "err": "ir_measures computes ERR@k with the gdeval script (its own order of tied scores)",
+            "ndcg(dcg=exp-log2)": "ir_measures computes nDCG(dcg='exp-log2') with the gdeval script (its own "
+            "order of tied scores)",
+            "rbp": "ir_measures computes RBP with cwl_eval (its own order of tied scores and grades)",
+        },
     ),
 }
 # ------------------------------------------------------------------------------------------------------
