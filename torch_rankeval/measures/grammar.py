@@ -269,8 +269,9 @@ def _parse(name: str, api_cutoffs: tuple[int | None, ...] | None) -> list[Measur
     rbp = _RANX_RBP.match(text)
     if rbp is not None:
         raise ValueError(
-            f"measure {text!r} is ranx's rank-biased precision with p=0.{rbp[1]} on binary relevance: write "
-            f"'RBP(p=0.{rbp[1]},rel=1)' (ir_measures' spelling) or trec_eval's 'rbp.p=0.{rbp[1]}' (graded gains)"
+            f"measure {text!r} is ranx's rank-biased precision with p=0.{rbp[1]}, which weights each document by "
+            f"its raw grade (not reproduced here): the library's RBP is 'RBP(p=0.{rbp[1]})' (ir_measures' spelling; "
+            f"'RBP(p=0.{rbp[1]},rel=1)' on binary relevance) or trec_eval's 'rbp.p=0.{rbp[1]}'"
         )
     base, at, rest = text.partition("@")
     head = base.split("(", 1)[0]
