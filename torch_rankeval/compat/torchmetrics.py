@@ -150,18 +150,7 @@ class _Retrieval(RankingMetrics):
             >>> m.compute()
             tensor(0.5000)
         """
-        if indexes is None:
-            raise ValueError("Argument `indexes` cannot be None: pass the integer query id of every document")
-        for name, value in (("preds", preds), ("target", target), ("indexes", indexes)):
-            if not isinstance(value, Tensor):
-                raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
-        if not (indexes.shape == preds.shape == target.shape):
-            raise ValueError(
-                "`indexes`, `preds` and `target` must be of the same shape, got "
-                f"{tuple(indexes.shape)}, {tuple(preds.shape)} and {tuple(target.shape)}"
-            )
-        if not preds.is_floating_point():
-            raise ValueError(f"`preds` must be a tensor of floats, got {preds.dtype}")
+        _check_documents(preds, target, indexes)
         if not (target.dtype in (torch.bool, torch.int32, torch.int64) or target.is_floating_point()):
             raise ValueError(f"`target` must be a tensor of booleans, integers or floats, got {target.dtype}")
         preds, target, indexes = preds.reshape(-1), target.reshape(-1), indexes.reshape(-1)
@@ -711,15 +700,14 @@ def _one_query(cls: type[_Retrieval], preds: Tensor, target: Tensor, **options: 
     return metric.compute()
 
 
-def _flat_documents(
-    preds: Tensor, target: Tensor, indexes: Tensor, ignore_index: int | None, name: str
-) -> tuple[Tensor, Tensor, Tensor]:
-    """torchmetrics' checks of a curve's input: float scores, binary target (long), long ids, flattened."""
+def _check_documents(preds: Tensor, target: Tensor, indexes: Tensor | None) -> None:
+    """torchmetrics' checks of a retrieval update's flat input, shared by every compat class: ``indexes``
+    given, three tensors of one shape, float scores."""
     if indexes is None:
         raise ValueError("Argument `indexes` cannot be None: pass the integer query id of every document")
-    for arg, value in (("preds", preds), ("target", target), ("indexes", indexes)):
+    for name, value in (("preds", preds), ("target", target), ("indexes", indexes)):
         if not isinstance(value, Tensor):
-            raise TypeError(f"{arg} must be a torch.Tensor, got {type(value).__name__}")
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
     if not (indexes.shape == preds.shape == target.shape):
         raise ValueError(
             "`indexes`, `preds` and `target` must be of the same shape, got "
@@ -727,6 +715,13 @@ def _flat_documents(
         )
     if not preds.is_floating_point():
         raise ValueError(f"`preds` must be a tensor of floats, got {preds.dtype}")
+
+
+def _flat_documents(
+    preds: Tensor, target: Tensor, indexes: Tensor, ignore_index: int | None, name: str
+) -> tuple[Tensor, Tensor, Tensor]:
+    """torchmetrics' checks of a curve's input: float scores, binary target (long), long ids, flattened."""
+    _check_documents(preds, target, indexes)
     if indexes.is_floating_point() or indexes.dtype == torch.bool or indexes.is_complex():
         raise ValueError(f"`indexes` must be a tensor of integers, got {indexes.dtype}")
     preds, target, indexes = preds.reshape(-1).float(), target.reshape(-1), indexes.reshape(-1).long()
