@@ -364,3 +364,27 @@ def test_the_command_line_names_the_missing_catalogue_size(tmp_path, capsys):
     write_run(tmp_path / "run", {"q1": {"d1": 0.5, "d2": 0.4}})
     assert main(["evaluate", str(tmp_path / "qrels"), str(tmp_path / "run"), "-m", "mcc@2"], io.StringIO()) == 2
     assert "needs catalog_size" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ routes
+def test_the_top_k_route_gives_the_dense_values():
+    """Long rows and a sparse target take the top-k view (measures/plan.py ``_route``); a measure the view
+    does not serve (NCRR) in the same call sends the batch down the dense route: the values agree."""
+    g = torch.Generator().manual_seed(2)
+    n, length = 3, 4096
+    preds = torch.randint(0, 200, (n, length), generator=g).double()  # many ties
+    target = torch.randint(0, 3, (n, length), generator=g) * (torch.rand(n, length, generator=g) < 0.01)
+    names = [
+        "mcc(catalog_size=5000)@10",
+        "catalogue_accuracy(catalog_size=5000)@20",
+        "fbeta(beta=2)@10",
+        "P(min_k_relevant=True)@20",
+        "AP(denominator='k')@10",
+        "nDCG(ideal_ranking='k_relevant')@20",
+    ]
+    topk = F.evaluate(preds, target, names, reduction="none")
+    dense = F.evaluate(preds, target, [*names, "ncrr@2"], reduction="none")
+    sparse = F.evaluate(preds, target.to_sparse(), names, reduction="none")
+    for name in names:
+        torch.testing.assert_close(topk[name], dense[name], msg=name)
+        torch.testing.assert_close(sparse[name], dense[name], msg=name)
