@@ -388,3 +388,32 @@ def test_the_top_k_route_gives_the_dense_values():
     for name in names:
         torch.testing.assert_close(topk[name], dense[name], msg=name)
         torch.testing.assert_close(sparse[name], dense[name], msg=name)
+
+
+# ------------------------------------------------------------------ checkpoints and combined options
+def test_a_new_option_at_its_default_keeps_the_fingerprint_and_set_it_refuses_foreign_state():
+    """``min_k_relevant`` and ``ideal_ranking`` enter a metric's configuration only when set
+    (metrics/_hooks.py ``"when_set"``): a checkpoint written before they existed still loads, and one of a
+    metric that sets them does not load into one that does not."""
+    from torch_rankeval.conventions import DEFAULT
+    from torch_rankeval.metrics._hooks import _describe
+
+    assert "ideal_ranking" not in _describe(DEFAULT) and "min_k_relevant" not in _describe(DEFAULT)
+    assert "ideal_ranking='k_relevant'" in _describe(Convention(ideal_ranking="k_relevant"))
+    set_, plain = NDCG(k=2, ideal_ranking="k_relevant"), NDCG(k=2)
+    set_.update(torch.tensor([[0.9, 0.5]]), torch.tensor([[0, 1]]))
+    with pytest.raises(ValueError, match="ideal_ranking"):
+        plain.load_state_dict(set_.state_dict())
+    NDCG(k=2).load_state_dict(plain.state_dict())
+
+
+def test_min_k_relevant_with_adaptive_k_divides_by_the_least_of_k_the_list_and_the_relevant():
+    preds, target = torch.tensor([[0.9, 0.8, 0.7]]), torch.tensor([[1, 0, 1]])
+    n_relevant = torch.tensor([4])  # two relevant documents the list missed
+    got = F.evaluate(
+        preds, target, ["p@2", "p@5"], n_relevant=n_relevant, min_k_relevant=True, adaptive_k=True, reduction="none"
+    )
+    assert got["p@2"].item() == pytest.approx(1 / 2)  # min(2, 3, 4)
+    assert got["p@5"].item() == pytest.approx(2 / 3)  # min(5, 3, 4)
+    only = F.evaluate(preds, target, ["p@5"], n_relevant=n_relevant, min_k_relevant=True)["p@5"]
+    assert only.item() == pytest.approx(2 / 4)  # min(5, 4)

@@ -409,7 +409,7 @@ _ROWS = (
     Family(
         "f1",
         f1_values,
-        "harmonic mean of precision@k and recall@k, per query",
+        "harmonic mean of precision@k and recall@k, per query; F-beta@k with beta (recall weighted beta times)",
         aliases=("f_measure",),
         params=(REL, BETA),
         peer_names=(("fbeta", ()), ("f1beta", ()), ("f_beta", ())),  # RecTools' F1Beta, sklearn's fbeta_score
@@ -746,7 +746,8 @@ _ROWS = (
     Family(
         "catalogue_accuracy",
         catalogue_accuracy_values,
-        "share of the catalogue classified right: (tp + tn) / catalog_size, the top k predicted relevant",
+        "RecTools' Accuracy@k: the share of the catalogue classified right, (tp + tn) / catalog_size, the top k "
+        "predicted relevant",
         aliases=("catalog_accuracy",),
         params=(REL, CATALOG_SIZE),
         check=catalogue_checks,
@@ -757,7 +758,8 @@ _ROWS = (
     Family(
         "mcc",
         mcc_values,
-        "Matthews' correlation of the top k with the relevant documents over the catalogue (catalog_size items)",
+        "RecTools' MCC@k: Matthews' correlation of the top k with the relevant documents over the catalogue "
+        "(catalog_size items)",
         aliases=("matthews_corrcoef", "catalogue_mcc"),
         params=(REL, CATALOG_SIZE),
         check=catalogue_checks,
