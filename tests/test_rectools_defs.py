@@ -417,3 +417,20 @@ def test_min_k_relevant_with_adaptive_k_divides_by_the_least_of_k_the_list_and_t
     assert got["p@5"].item() == pytest.approx(2 / 3)  # min(5, 3, 4)
     only = F.evaluate(preds, target, ["p@5"], n_relevant=n_relevant, min_k_relevant=True)["p@5"]
     assert only.item() == pytest.approx(2 / 4)  # min(5, 4)
+
+
+def test_streaming_and_flat_input_give_the_one_shot_values():
+    """Two updates, and flat input with query indexes, give the mean of the per-query values of one call."""
+    g = torch.Generator().manual_seed(4)
+    preds = torch.randint(0, 4, (6, 5), generator=g).float()
+    target = torch.randint(0, 2, (6, 5), generator=g)
+    names = ["mcc(catalog_size=20)@3", "AP(denominator='k')@3", "nDCG(ideal_ranking='k_relevant')@3", "fbeta(beta=3)@2"]
+    whole = F.evaluate(preds, target, names)
+    metric = RankingMetrics(names)
+    metric.update(preds[:4], target[:4])
+    metric.update(preds[4:], target[4:])
+    flat = RankingMetrics(names)
+    flat.update(preds.reshape(-1), target.reshape(-1), indexes=torch.arange(6).repeat_interleave(5))
+    for out in (metric.compute(), flat.compute()):
+        for name in names:
+            torch.testing.assert_close(out[name], whole[name], msg=name)
