@@ -390,6 +390,8 @@ _OPTION_VALUES = dict(
     denominator="retrieved_relevant",
     graded=True,
     adaptive_k=True,
+    min_k_relevant=True,
+    ideal_ranking="k_relevant",
 )
 #: Declared options whose effect the probe below cannot show, and why.
 _READ_BUT_INVISIBLE = {
@@ -432,7 +434,9 @@ def test_each_row_reads_exactly_the_options_that_change_its_values():
     for key, family in M.FAMILIES.items():
         if family.kernel is None:
             continue
-        name = f"{key}@{at[family.at]}" if family.at != "cutoff" else f"{key}@3" if family.cutoff else key
+        required = ",".join(f"{p.name}={p.example!r}" for p in family.params if p.required)  # catalog_size
+        head = f"{key}({required})" if required else key
+        name = f"{head}@{at[family.at]}" if family.at != "cutoff" else f"{head}@3" if family.cutoff else head
         base = {} if family.ties_average else {"ties": "first"}  # no exact tie-averaged value: a fixed order
         inputs = {"mask": mask} if family.subtopics else {"mask": mask, "judged": judged}
 

@@ -65,6 +65,8 @@ CONVENTION_VALUES = {
     "denominator": "retrieved_relevant",
     "graded": True,
     "adaptive_k": True,
+    "min_k_relevant": True,
+    "ideal_ranking": "k_relevant",
     "nonpositive_not_relevant": True,
     "by_measure": {"ndcg": {"ties": "first"}},
     "all_skipped": "zero",  # the torchmetrics presets' mean over no counted query

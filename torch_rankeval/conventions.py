@@ -42,6 +42,7 @@ __all__ = [
     "EMPTY_TARGET_ACTIONS",
     "ALL_SKIPPED",
     "AP_DENOMINATORS",
+    "IDEALS",
     "REDUCTIONS",
 ]
 
@@ -53,7 +54,9 @@ EMPTY_TARGET_ACTIONS = ("neg", "pos", "skip", "error")
 #: float32 scores (dense lists only: the top-k view and the command line take :data:`TIES`)
 TORCH_TIES = ("torch_topk", "torch_argsort")
 ALL_SKIPPED = ("nan", "zero")
-AP_DENOMINATORS = ("all_relevant", "retrieved_relevant", "min_k_relevant")
+AP_DENOMINATORS = ("all_relevant", "retrieved_relevant", "min_k_relevant", "k")
+#: nDCG's ideal: the query's achievable ranking, or ``k`` documents of its highest gain (RecTools' default)
+IDEALS = ("achievable", "k_relevant")
 REDUCTIONS = ("mean", "sum", "none")
 
 
@@ -128,9 +131,15 @@ class Convention:
             (default, with a warning: a mean over nothing is undefined) or ``"zero"`` (0.0, as
             torchmetrics' retrieval classes return).
         denominator: average precision's denominator (``"all_relevant"``: trec_eval,
-            ``"retrieved_relevant"``: torchmetrics, ``"min_k_relevant"``: ``min(k, R)``).
+            ``"retrieved_relevant"``: torchmetrics, ``"min_k_relevant"``: ``min(k, R)``, ``"k"``: the
+            cutoff, as if all ``k`` ranks could hold a relevant document, RecTools' ``divide_by_k``).
         graded: average precision weights each rank by its gain (graded AP) instead of 0/1.
         adaptive_k: precision@k divides by ``min(k, list length)`` instead of ``k``.
+        min_k_relevant: precision@k divides by ``min(k, R)`` (``R``: the query's relevant documents;
+            RecTools' ``Precision(r_precision=True)``), with ``adaptive_k`` by ``min(k, list length, R)``.
+        ideal_ranking: nDCG's ideal DCG: ``"achievable"`` (the query's judged gains in decreasing order) or
+            ``"k_relevant"`` (``k`` documents of the query's highest gain, however few it has: RecTools'
+            ``NDCG(divide_by_achievable=False)``; the list's length for no cutoff).
         nonpositive_not_relevant: a document scored ``<= 0`` is never relevant (nor gains
             anything), though it keeps its rank and still counts among the query's relevant
             documents (the recall denominator, the "no relevant document" test). torchmetrics >= 1.8
@@ -160,6 +169,9 @@ class Convention:
     graded: bool = False
     adaptive_k: bool = False
     nonpositive_not_relevant: bool = False
+    # fields added after checkpoints were written: in a metric's fingerprint only when set (metrics/_hooks.py)
+    min_k_relevant: bool = field(default=False, metadata={"fingerprint": "when_set"})
+    ideal_ranking: str = field(default="achievable", metadata={"fingerprint": "when_set"})
     by_measure: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
     # set per measure by the plan under the torchmetrics presets (never a metric's own setting): left out of
     # its fingerprint, as checkpoints of metrics that predate the field must still load (metrics/_hooks.py)
@@ -196,13 +208,14 @@ class Convention:
         _check_choice("empty_target_action", self.empty_target_action, EMPTY_TARGET_ACTIONS)
         _check_choice("all_skipped", self.all_skipped, ALL_SKIPPED)
         _check_choice("denominator", self.denominator, AP_DENOMINATORS)
+        _check_choice("ideal_ranking", self.ideal_ranking, IDEALS)
         t = self.relevance_threshold
         if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t <= 0):
             raise ValueError(
                 f"relevance_threshold must be a finite number > 0 (a document is relevant when "
                 f"target >= threshold), got {t!r}"
             )
-        for flag in ("graded", "adaptive_k", "nonpositive_not_relevant"):
+        for flag in ("graded", "adaptive_k", "nonpositive_not_relevant", "min_k_relevant"):
             if not isinstance(getattr(self, flag), bool):
                 raise TypeError(f"{flag} must be a bool, got {type(getattr(self, flag)).__name__}")
         for key, _ in self.by_measure:

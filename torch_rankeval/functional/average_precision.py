@@ -40,6 +40,8 @@ def average_precision(
       else counted in ``ideal_target``, else in the list); unretrieved ones count as misses.
     - ``"retrieved_relevant"`` (torchmetrics): relevant documents found in the top ``k``.
     - ``"min_k_relevant"``: ``min(k, R)``, so a perfect top-k scores 1.
+    - ``"k"``: the cutoff (the list's length for ``k=None``), as if every rank of the top ``k`` could
+      hold a relevant document (RecTools' ``MAP(divide_by_k=True)``).
 
     A document is relevant when ``target >= relevance_threshold`` (default: ``>= 1`` for integer
     grades, ``> 0`` for float or bool).
@@ -48,7 +50,8 @@ def average_precision(
     (``G`` the largest judged gain of the query, so ``w`` is in ``[0, 1]``) multiplies the
     cumulative relevance-weighted precision ``sum_{q <= p} w_q / p``; the sum is divided by the
     total relevance (``sum w`` over the judged documents, over the top ``min(k, R)`` ideal ones,
-    or over the retrieved top ``k``, per ``denominator``). With binary grades it equals binary AP.
+    or over the retrieved top ``k``, or ``k`` times the largest, per ``denominator``). With binary
+    grades it equals binary AP.
 
     ``ties="average"`` (default) gives the exact expected AP over all orders of tied scores,
     including a tie that straddles ``k`` (hypergeometric expectation). The one combination without

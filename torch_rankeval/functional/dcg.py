@@ -143,6 +143,7 @@ def ndcg(
     discount: Callable[[Tensor], Tensor] | None = None,
     ties: str | None = None,
     empty_target_action: str | None = None,
+    ideal_ranking: str | None = None,
     convention: str | Convention | None = None,
     reduction: str = "mean",
     validate_args: bool = True,
@@ -156,7 +157,9 @@ def ndcg(
 
     With ``ties="average"`` (default) the value is the exact expected nDCG over all orders of tied
     scores, as in sklearn and torchmetrics. With ``ideal_target`` the ideal comes from every
-    judged document (trec_eval), so unretrieved relevant documents lower the score.
+    judged document (trec_eval), so unretrieved relevant documents lower the score. With
+    ``ideal_ranking="k_relevant"`` the ideal is ``k`` documents of the list's highest gain, however few it has
+    (RecTools' ``NDCG(divide_by_achievable=False)``).
 
     Example:
         >>> import torch
@@ -169,6 +172,8 @@ def ndcg(
         tensor([0.0000, 0.5721])
         >>> ndcg(torch.tensor([0.5, 0.5]), torch.tensor([1, 0]), gain="linear")   # tie: mean of 1 and 0.6309
         tensor(0.8155)
+        >>> ndcg(torch.tensor([0.9, 0.8, 0.7]), torch.tensor([1, 0, 0]), k=3, ideal_ranking="k_relevant")  # 1 / (1 + 0.6309 + 0.5)
+        tensor(0.4693)
     """
     return evaluate_family(
         "ndcg",
@@ -182,6 +187,7 @@ def ndcg(
             discount=discount,
             ties=ties,
             empty_target_action=empty_target_action,
+            ideal_ranking=ideal_ranking,
         ),
         reduction=reduction,
         validate_args=validate_args,

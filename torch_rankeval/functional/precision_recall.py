@@ -23,6 +23,7 @@ def precision(
     ideal_target: Tensor | None = None,
     n_relevant: Tensor | None = None,
     adaptive_k: bool | None = None,
+    min_k_relevant: bool | None = None,
     relevance_threshold: float | None = None,
     ties: str | None = None,
     empty_target_action: str | None = None,
@@ -33,7 +34,9 @@ def precision(
     """Precision@k: the fraction of the top ``k`` that is relevant.
 
     ``k`` beyond the list divides by ``k`` (trec_eval, default) or, with ``adaptive_k=True``, by the
-    number of real documents in the list; ``k=None`` divides by the list length. Under
+    number of real documents in the list; ``k=None`` divides by the list length. With
+    ``min_k_relevant=True`` it divides by at most the query's relevant documents, ``min(k, R)``
+    (RecTools' ``Precision(r_precision=True)``). Under
     ``ties="average"`` (default) a tie that straddles ``k`` contributes its expected relevant count.
 
     A document is relevant when ``target >= relevance_threshold`` (default ``>= 1`` for integer
@@ -48,6 +51,8 @@ def precision(
         tensor([1.0000, 0.5000, 0.4000])
         >>> precision(preds, target, k=5, adaptive_k=True)
         tensor(0.6667)
+        >>> precision(preds, target, k=5, min_k_relevant=True)   # 2 found / min(5, 2 relevant)
+        tensor(1.)
     """
     return evaluate_family(
         "precision",
@@ -57,6 +62,7 @@ def precision(
         convention=resolve_convention(
             convention,
             adaptive_k=adaptive_k,
+            min_k_relevant=min_k_relevant,
             relevance_threshold=relevance_threshold,
             ties=ties,
             empty_target_action=empty_target_action,

@@ -6,7 +6,7 @@ import torch
 from torch import Tensor
 
 from torch_rankeval.conventions import Convention
-from torch_rankeval.ranking.groups import no_relevant
+from torch_rankeval.ranking.groups import cutoff_sizes, no_relevant
 from torch_rankeval.ranking.view import RankedView, prefix_sums
 
 __all__ = ["average_precision_values"]
@@ -125,6 +125,8 @@ def average_precision_values(rb: RankedView, ks: tuple[int | None, ...], conv: C
             best = rb.ideal_top(ks).clamp(min=0)
             m = best.shape[-1]
             den = prefix_sums(best, [m - 1 if k is None else min(k, m) - 1 for k in ks])
+        elif denominator == "k":  # k documents of the largest gain (normalised below: weight 1)
+            den = cutoff_sizes(rb, ks, adaptive_k=False, dtype=rb.dtype) * top
         else:
             den = rb.expected_in_top("gains", ks)
         den = den * top
@@ -136,6 +138,8 @@ def average_precision_values(rb: RankedView, ks: tuple[int | None, ...], conv: C
         elif denominator == "min_k_relevant":
             cut = rb.constant([float("inf") if k is None else float(k) for k in ks])
             den = torch.minimum(r_total, cut)
+        elif denominator == "k":
+            den = cutoff_sizes(rb, ks, adaptive_k=False)
         else:
             den = rb.expected_in_top("rel", ks)
     # den == 0 means no relevant weight anywhere counted, where the numerator is 0 too: 0 / 1

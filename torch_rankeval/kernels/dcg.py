@@ -6,6 +6,7 @@ import torch
 from torch import Tensor
 
 from torch_rankeval.conventions import Convention
+from torch_rankeval.kernels.ideal import k_relevant_idcg
 from torch_rankeval.ranking.view import RankedView
 
 __all__ = ["dcg_values", "idcg_values", "ndcg_values"]
@@ -26,7 +27,9 @@ def idcg_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) ->
 
 
 def ndcg_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, Tensor]:
-    """Per-query nDCG and the "empty" flag (ideal DCG is 0), both ``(N, K)``."""
-    d, i = dcg_values(rb, ks, conv)[0], idcg_values(rb, ks, conv)[0]
+    """Per-query nDCG and the "empty" flag (ideal DCG is 0), both ``(N, K)``; the ideal per the
+    convention's ``ideal_ranking`` (``"k_relevant"``: :func:`~torch_rankeval.kernels.ideal.k_relevant_idcg`)."""
+    d = dcg_values(rb, ks, conv)[0]
+    i = idcg_values(rb, ks, conv)[0] if conv.ideal_ranking == "achievable" else k_relevant_idcg(rb, ks, conv)
     empty = i <= 0
     return d / torch.where(empty, 1.0, i), empty

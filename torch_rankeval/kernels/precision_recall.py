@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor
 
 from torch_rankeval.conventions import Convention
@@ -13,9 +14,12 @@ __all__ = ["precision_values", "recall_values", "hit_rate_values", "r_precision_
 
 def precision_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, Tensor]:
     """Expected relevant documents in the top k divided by k (by ``min(k, list length)`` with the
-    convention's ``adaptive_k``)."""
+    convention's ``adaptive_k``; by at most the query's relevant documents with ``min_k_relevant``)."""
     found = rb.expected_in_top("rel", ks)
-    return safe_div(found, cutoff_sizes(rb, ks, adaptive_k=conv.adaptive_k)), no_relevant(rb)
+    size = cutoff_sizes(rb, ks, adaptive_k=conv.adaptive_k)
+    if conv.min_k_relevant:  # RecTools' r_precision: at most the relevant documents count
+        size = torch.minimum(size, rb.n_relevant.to(size.dtype).unsqueeze(-1))
+    return safe_div(found, size), no_relevant(rb)
 
 
 def recall_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, Tensor]:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from torch_rankeval.conventions import GainMap
+from torch_rankeval.conventions import AP_DENOMINATORS, IDEALS, GainMap
 from torch_rankeval.kernels.interpolated import RECALL_LEVELS, ROUNDINGS
 from torch_rankeval.kernels.set_measures import UTILITY_COEFFICIENTS
 
@@ -43,6 +43,10 @@ __all__ = [
     "ALPHA",
     "NRBP_BETA",
     "ALPHA_NORM",
+    "DENOMINATOR",
+    "IDEAL",
+    "MIN_K_RELEVANT",
+    "CATALOG_SIZE",
 ]
 
 
@@ -78,6 +82,9 @@ class Param:
         size: the required length of a ``"numbers"`` value.
         trec: whether trec_eval's printed name shows the parameter (``False`` for ``rounding``,
             which tells trec_eval versions apart, not measures).
+        required: whether a measure's name must give it (there is no default: the catalogue size of
+            ``mcc(catalog_size=1000)@10``); a name without it is a ``ValueError`` that shows ``example``.
+        example: a value for the error message and the docs of a required parameter.
 
     Example:
         >>> Param("rel", "positive", "minimum relevant grade").coerce(2, "P(rel=2)@5")
@@ -94,6 +101,8 @@ class Param:
     convention: str | None = None
     size: int | None = None
     trec: bool = True
+    required: bool = False
+    example: Any = None
 
     def coerce(self, value: Any, where: str) -> Any:
         """Check ``value`` and return it in a hashable, canonical form; errors name ``where``."""
@@ -224,4 +233,35 @@ ALPHA_NORM = Param(
     "subtopic once more) for k >= 2; 'none': the plain sum (TF-Ranking's AlphaDCG)",
     default="ideal_ideal",
     choices=("ideal_ideal", "none"),
+)
+# convention options a measure's name can set (so trec.evaluate and the command line reach them by name)
+DENOMINATOR = Param(
+    "denominator",
+    "choice",
+    "AP's denominator: 'all_relevant' (trec_eval), 'retrieved_relevant' (torchmetrics), 'min_k_relevant' "
+    "(min(k, R)), 'k' (RecTools' divide_by_k); default: the convention's",
+    choices=AP_DENOMINATORS,
+    convention="denominator",
+)
+IDEAL = Param(
+    "ideal_ranking",
+    "choice",
+    "nDCG's ideal: 'achievable' (the judged gains in decreasing order) or 'k_relevant' (k documents of the "
+    "highest gain: RecTools' divide_by_achievable=False); default: the convention's",
+    choices=IDEALS,
+    convention="ideal_ranking",
+)
+MIN_K_RELEVANT = Param(
+    "min_k_relevant",
+    "choice",
+    "divide by min(k, relevant documents) instead of k (RecTools' r_precision=True); default: the convention's",
+    choices=(True, False),
+    convention="min_k_relevant",
+)
+CATALOG_SIZE = Param(
+    "catalog_size",
+    "count",
+    "the number of items in the catalogue the lists are drawn from",
+    required=True,
+    example=1000,
 )

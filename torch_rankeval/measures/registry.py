@@ -17,7 +17,7 @@ name in ``F.evaluate``, ``RankingMetrics``, ``trec.evaluate``, the command line 
 
 Example:
     >>> FAMILIES["ndcg"].ir, [p.name for p in FAMILIES["ndcg"].params]
-    ('nDCG', ['gains', 'dcg'])
+    ('nDCG', ['gains', 'dcg', 'ideal_ranking'])
     >>> Measure("ndcg", 10) == Measure("ndcg", 10, label="nDCG@10")
     True
 """
@@ -36,6 +36,7 @@ from torch import Tensor
 from torch_rankeval.conventions import Convention, gain_fn, resolve_convention, set_measure_rules
 from torch_rankeval.kernels.ap import average_precision_values
 from torch_rankeval.kernels.bpref import JudgedNonRelevant, bpref_values, infap_values, num_nonrel_judged_ret_values
+from torch_rankeval.kernels.confusion import catalogue_accuracy_values, catalogue_checks, mcc_values
 from torch_rankeval.kernels.counts import num_q_values, num_rel_ret_values, num_rel_values, num_ret_values
 from torch_rankeval.kernels.dcg import dcg_values, idcg_values, ndcg_values
 from torch_rankeval.kernels.err import err_grade_checks, err_values
@@ -80,13 +81,17 @@ from torch_rankeval.measures.params import (
     ALPHA,
     ALPHA_NORM,
     BETA,
+    CATALOG_SIZE,
     COEFFICIENTS,
     DCG,
+    DENOMINATOR,
     GAINS,
+    IDEAL,
     LENGTH,
     LEVELS,
     MAX_FPR,
     MAX_GRADE,
+    MIN_K_RELEVANT,
     MULTIPLE,
     NRBP_BETA,
     PERSISTENCE,
@@ -127,6 +132,8 @@ OPTIONS = (
     "denominator",
     "graded",
     "adaptive_k",
+    "min_k_relevant",
+    "ideal_ranking",
 )
 #: What the binary measures read: the relevance threshold, the tie policy and the empty-query policy.
 _BINARY = ("relevance_threshold", "ties", "empty_target_action")
@@ -340,6 +347,7 @@ _ROWS = (
         "average precision (its mean is MAP)",
         ir="AP",
         aliases=("ap", "average_precision"),
+        params=(REL, DENOMINATOR),
         uses_gain="graded",
         reads=_AP_READS,
         topk_not_when=("graded",),
@@ -382,7 +390,8 @@ _ROWS = (
         "share of the top k that is relevant",
         ir="P",
         aliases=("p",),
-        reads=(*_BINARY, "adaptive_k"),
+        params=(REL, MIN_K_RELEVANT),
+        reads=(*_BINARY, "adaptive_k", "min_k_relevant"),
         preset_rules=_torchmetrics("torch_topk", nonpositive=True),
         function="precision",
         metric_class="Precision",
@@ -400,10 +409,11 @@ _ROWS = (
     Family(
         "f1",
         f1_values,
-        "harmonic mean of precision@k and recall@k, per query",
+        "harmonic mean of precision@k and recall@k, per query; F-beta@k with beta (recall weighted beta times)",
         aliases=("f_measure",),
-        params=(REL,),
-        oracle="sklearn's f1_score per query, hand-computed",
+        params=(REL, BETA),
+        peer_names=(("fbeta", ()), ("f1beta", ()), ("f_beta", ())),  # RecTools' F1Beta, sklearn's fbeta_score
+        oracle="sklearn's f1_score per query, hand-computed; RecTools' F1Beta expected values",
         reads=(*_BINARY, "adaptive_k"),
     ),
     _gains(
@@ -412,8 +422,9 @@ _ROWS = (
         "normalised discounted cumulative gain",
         ir="nDCG",
         oracle="pytrec_eval, sklearn, torchmetrics",
+        params=(GAINS, DCG, IDEAL),
         peer_names=(("ndcg_burges", (("dcg", "exp-log2"),)),),  # ranx: nDCG with the 2**grade - 1 gain
-        reads=(*_DCG_READS, "empty_target_action"),
+        reads=(*_DCG_READS, "empty_target_action", "ideal_ranking"),
         function="ndcg",
         metric_class="NDCG",
     ),
@@ -731,6 +742,31 @@ _ROWS = (
         aliases=("strec", "subtopic_recall"),
         params=(REL,),
     ),
+    # --- rectools: RecTools' catalogue confusion-matrix measures (the catalogue size is a parameter) ---
+    Family(
+        "catalogue_accuracy",
+        catalogue_accuracy_values,
+        "RecTools' Accuracy@k: the share of the catalogue classified right, (tp + tn) / catalog_size, the top k "
+        "predicted relevant",
+        aliases=("catalog_accuracy",),
+        params=(REL, CATALOG_SIZE),
+        check=catalogue_checks,
+        oracle="RecTools' expected values (tests/metrics/test_classification.py::TestAccuracy), brute-force tie orders",
+        reads=(*_BINARY, "adaptive_k"),
+        topk=True,
+    ),
+    Family(
+        "mcc",
+        mcc_values,
+        "RecTools' MCC@k: Matthews' correlation of the top k with the relevant documents over the catalogue "
+        "(catalog_size items)",
+        aliases=("matthews_corrcoef", "catalogue_mcc"),
+        params=(REL, CATALOG_SIZE),
+        check=catalogue_checks,
+        oracle="RecTools' expected values (tests/metrics/test_classification.py::TestMCC), brute-force tie orders",
+        reads=(*_BINARY, "adaptive_k"),
+        topk=True,
+    ),
 )
 FAMILIES: dict[str, Family] = {f.key: f for f in _ROWS}
 
@@ -973,6 +1009,13 @@ class Measure:
         # A value equal to the parameter's default is the default: set_F and set_F.1, RBP(p=0.9) and rbp are one measure.
         params = tuple(sorted((n, v) for n, v in coerced if v != family.param(n).default))  # type: ignore[union-attr]
         object.__setattr__(self, "params", params)
+        missing = [p for p in family.params if p.required and p.name not in given]
+        if missing:
+            needed = ", ".join(f"{p.name}={p.example!r}" for p in missing)
+            raise ValueError(
+                f"measure {self.key!r} needs {', '.join(p.name for p in missing)} ({missing[0].doc}), which a "
+                f"ranking does not hold: write e.g. {family.ir or self.key}({needed})@10"
+            )
         if family.at != "cutoff" and self.param(family.at) is None:
             example = f"{family.ir or family.key}@0.5"
             raise ValueError(
@@ -1095,6 +1138,9 @@ class Measure:
             gain = UnjudgedZeroGain(gain)
         if gain is not base.gain:
             overrides["gain"] = gain
+        for p in self.family.params:  # the options a name sets as they are (AP(denominator='k')@10)
+            if p.convention not in (None, "relevance_threshold", "gain") and self.param(p.name) is not None:
+                overrides[p.convention] = self.param(p.name)
         return resolve_convention(base, **overrides) if overrides else base
 
     def kernel_params(self) -> dict[str, Any]:

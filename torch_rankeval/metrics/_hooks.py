@@ -445,12 +445,14 @@ def _describe(x: Any) -> str:
     """A deterministic description of a configuration (the same in every process and session):
     callables by qualified name, mappings sorted, small tensors by value, large ones by a digest of
     their values; a dataclass field marked ``metadata={"fingerprint": "omit"}`` (it changes what
-    ``compute`` reports, not what the states accumulate) is left out."""
+    ``compute`` reports, not what the states accumulate) is left out, one marked ``"when_set"`` (added
+    after checkpoints were written) is left out at its default."""
     if dataclasses.is_dataclass(x) and not isinstance(x, type):
         parts = [
             f"{f.name}={_describe(getattr(x, f.name))}"
             for f in dataclasses.fields(x)
             if f.metadata.get("fingerprint") != "omit"
+            and not (f.metadata.get("fingerprint") == "when_set" and getattr(x, f.name) == f.default)
         ]
         return f"{type(x).__name__}({','.join(parts)})"
     if isinstance(x, Mapping):

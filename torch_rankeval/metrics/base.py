@@ -107,7 +107,7 @@ class RankingMetrics(RunningMeanMetric):
             ``"ndcg@10"`` fixes the cutoff of that entry.
         k: cutoffs for entries without ``@``: None (whole list), an int or a sequence of ints.
         gain, log_base, discount, ties, relevance_threshold, empty_target_action, denominator, graded,
-            adaptive_k, convention: the conventions of :mod:`torch_rankeval.conventions` (a preset
+            adaptive_k, min_k_relevant, ideal_ranking, convention: the conventions of :mod:`torch_rankeval.conventions` (a preset
             name such as ``"trec_eval"`` plus overrides), shared by all metrics.
         ignore_index: a grade value in ``target`` that marks padding.
         input_format: ``"auto"`` (2-D input is padded; 1-D input is flat and needs ``indexes``: without
@@ -194,6 +194,8 @@ class RankingMetrics(RunningMeanMetric):
         denominator: str | None = None,
         graded: bool | None = None,
         adaptive_k: bool | None = None,
+        min_k_relevant: bool | None = None,
+        ideal_ranking: str | None = None,
         convention: str | Convention | None = None,
         ignore_index: int | None = None,
         input_format: str = "auto",
@@ -225,6 +227,8 @@ class RankingMetrics(RunningMeanMetric):
             denominator=denominator,
             graded=graded,
             adaptive_k=adaptive_k,
+            min_k_relevant=min_k_relevant,
+            ideal_ranking=ideal_ranking,
         )
         self.convention = _input_options(
             convention,

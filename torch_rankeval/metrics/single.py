@@ -262,6 +262,8 @@ class NDCG(_SingleMetric):
             ``"optimistic"``.
         empty_target_action: queries whose ideal DCG is 0: ``"neg"`` (default: 0, counted),
             ``"pos"`` (1), ``"skip"`` (left out of the mean), ``"error"``.
+        ideal_ranking: ``"achievable"`` (default: the list's gains in decreasing order) or ``"k_relevant"``
+            (``k`` documents of its highest gain: RecTools' ``divide_by_achievable=False``).
         convention: a preset name (``"torchmetrics"``, ``"trec_eval"``, ``"sklearn"``, ...) or a
             :class:`~torch_rankeval.conventions.Convention`; explicit arguments win over it.
         ignore_index, input_format, whole_queries, keep_per_query, strata, stratum_weights, validate_args,
@@ -288,6 +290,7 @@ class NDCG(_SingleMetric):
         discount: Callable[[Tensor], Tensor] | None = None,
         ties: str | None = None,
         empty_target_action: str | None = None,
+        ideal_ranking: str | None = None,
         convention: str | Convention | None = None,
         ignore_index: int | None = None,
         input_format: str = "auto",
@@ -304,7 +307,14 @@ class NDCG(_SingleMetric):
     ) -> None:
         super().__init__(
             k,
-            dict(gain=gain, log_base=log_base, discount=discount, ties=ties, empty_target_action=empty_target_action),
+            dict(
+                gain=gain,
+                log_base=log_base,
+                discount=discount,
+                ties=ties,
+                empty_target_action=empty_target_action,
+                ideal_ranking=ideal_ranking,
+            ),
             convention=convention,
             ignore_index=ignore_index,
             input_format=input_format,
@@ -330,7 +340,7 @@ class MAP(_SingleMetric):
     Args:
         k: cutoff: None (whole list), an int, or a sequence of ints (``compute`` then returns one value per cutoff).
         denominator: ``"all_relevant"`` (trec_eval, default), ``"retrieved_relevant"``
-            (torchmetrics) or ``"min_k_relevant"``.
+            (torchmetrics), ``"min_k_relevant"`` or ``"k"`` (RecTools' ``divide_by_k``).
         graded: gain-weighted AP (default False).
         relevance_threshold: relevant when ``target >= threshold`` (default: ``>= 1`` for integer
             grades, ``> 0`` for float/bool).
@@ -474,6 +484,8 @@ class Precision(_SingleMetric):
     Args:
         k: cutoff: None (whole list), an int, or a sequence of ints (``compute`` then returns one value per cutoff).
         adaptive_k: divide by ``min(k, list length)`` instead of ``k`` (default False).
+        min_k_relevant: divide by at most the query's relevant documents, ``min(k, R)`` (RecTools'
+            ``r_precision=True``; default False).
         relevance_threshold, ties, empty_target_action, convention: as in :class:`MAP` (relevant when
             ``target >= threshold``; queries without a relevant document score 0 by default).
         ignore_index, input_format, whole_queries, keep_per_query, strata, stratum_weights, validate_args,
@@ -499,6 +511,7 @@ class Precision(_SingleMetric):
         relevance_threshold: float | None = None,
         empty_target_action: str | None = None,
         adaptive_k: bool | None = None,
+        min_k_relevant: bool | None = None,
         convention: str | Convention | None = None,
         ignore_index: int | None = None,
         input_format: str = "auto",
@@ -520,6 +533,7 @@ class Precision(_SingleMetric):
                 relevance_threshold=relevance_threshold,
                 empty_target_action=empty_target_action,
                 adaptive_k=adaptive_k,
+                min_k_relevant=min_k_relevant,
             ),
             convention=convention,
             ignore_index=ignore_index,
