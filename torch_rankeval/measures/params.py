@@ -43,6 +43,11 @@ __all__ = [
     "ALPHA",
     "NRBP_BETA",
     "ALPHA_NORM",
+    "CWL_T",
+    "MIN_REL",
+    "MAX_REL",
+    "CWL_DEPTH",
+    "SDCG_DCG",
 ]
 
 
@@ -225,3 +230,15 @@ ALPHA_NORM = Param(
     default="ideal_ideal",
     choices=("ideal_ideal", "none"),
 )
+
+# cwl_eval's C/W/L measures (kernels/cwl.py), in ir_measures' names and defaults
+CWL_T = Param("T", "positive", "the total gain the user wants, gains being in [0, 1]", default=1)
+MIN_REL = Param("min_rel", "number", "the grade of gain 0 and lower grades too", default=0)
+MAX_REL = Param(
+    "max_rel",
+    "number",
+    "the grade of gain 1 and higher grades too; ir_measures requires it",
+    default=1,
+)
+CWL_DEPTH = Param("depth", "count", "cwl_eval's max_n: the ranks read and normalised over", default=1000)
+SDCG_DCG = Param("dcg", "choice", "cwl_eval's discount: 'log2' only", default="log2", choices=("log2",))
