@@ -166,6 +166,39 @@ def test_trec_evaluate_under_the_ir_measures_preset_matches_ir_measures_live(see
     assert plain.summary["INSQ(T=2.0,max_rel=3)"] != pytest.approx(ours.summary["INSQ(T=2.0,max_rel=3)"], abs=1e-6)
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_rbp_under_the_ir_measures_preset_matches_ir_measures_live(seed):
+    """ir_measures computes RBP(rel=...) with cwl_eval: binary utility, the run's order of tied scores, the first
+    1000 ranks with weights normalised over them (visible at p=0.999, and on the query of 1,100 documents); the
+    preset answers it as RBP(depth=1000). trec_eval's RBP (no preset) differs on the same data."""
+    qrels, run = _live_data(seed)
+    names = ["RBP(rel=1)", "RBP(rel=2,p=0.5)", "RBP(p=0.99,rel=1)", "RBP(p=0.999,rel=3)"]
+    theirs = _ir_measures(names, qrels, run)
+    ours = trec.evaluate(qrels, run, names, convention="ir_measures")
+    for name in names:
+        mine = dict(zip(ours.qids, ours.per_query[name].tolist()))
+        assert set(theirs[name]) == set(mine), name
+        for q, v in theirs[name].items():
+            assert mine[q] == pytest.approx(v, abs=1e-12), (name, q)
+        assert ours.summary[name] == pytest.approx(np.mean(list(theirs[name].values())), abs=1e-12), name
+    plain = trec.evaluate(qrels, run, ["RBP(p=0.999,rel=3)"], complete=True).summary["RBP(p=0.999,rel=3)"]
+    assert plain != pytest.approx(ours.summary["RBP(p=0.999,rel=3)"], abs=1e-4)
+    explicit = trec.evaluate(qrels, run, ["RBP(p=0.999,rel=3,depth=1000)"], convention="ir_measures")
+    assert explicit.summary["RBP(p=0.999,rel=3,depth=1000)"] == ours.summary["RBP(p=0.999,rel=3)"]
+    for refused in ["RBP(p=0.5)", "RBP(rel=1)@10"]:
+        with pytest.raises(ValueError, match="binary relevance and without a cutoff"):
+            trec.evaluate(qrels, run, [refused], convention="ir_measures")
+
+
+def test_rbp_depth_written_out():
+    """RBP(depth=D): the first D ranks, ``(1 - p) / (1 - p**D) * sum_{i <= D} u_i p^(i-1)``."""
+    preds, target = torch.tensor([[0.9, 0.8, 0.7]]), torch.tensor([[1, 0, 1]])
+    values = F.evaluate(preds, target, ["RBP(p=0.5,depth=2)", "RBP(p=0.5,depth=3)", "RBP(p=0.5)"])
+    assert values["RBP(p=0.5,depth=2)"].item() == pytest.approx(0.5 / 0.75)
+    assert values["RBP(p=0.5,depth=3)"].item() == pytest.approx(0.5 * 1.25 / 0.875)
+    assert values["RBP(p=0.5)"].item() == pytest.approx(0.5 * 1.25)
+
+
 def test_the_preset_on_files_and_on_the_command_line_matches_ir_measures(tmp_path):
     """A run file in its own line order (not sorted by docno), read by ir_measures and by the command line."""
     qrels, run = _live_data(5)
@@ -174,7 +207,7 @@ def test_the_preset_on_files_and_on_the_command_line_matches_ir_measures(tmp_pat
         for q, docs in run.items():
             for i, (d, s) in enumerate(docs.items()):
                 f.write(f"{q} Q0 {d} {i + 1} {s!r} tag\n")
-    names = ["NERR9(max_rel=3)@10", "INST(T=2.0,max_rel=3)"]
+    names = ["NERR9(max_rel=3)@10", "INST(T=2.0,max_rel=3)", "RBP(p=0.99,rel=2)"]
     file_qrels = list(ir_measures.read_trec_qrels(str(tmp_path / "qrels")))
     file_run = list(ir_measures.read_trec_run(str(tmp_path / "run")))
     theirs = _ir_measures(names, file_qrels, file_run)

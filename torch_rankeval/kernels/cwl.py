@@ -25,11 +25,10 @@ gain 0. With ``r`` the 1-based rank, ``G_i`` the gain summed over ranks ``1 .. i
 - ``NERR8@k``: ``C_i = 1 - g_i`` for ``r < k``, then 0; ``NERR9@k``: ``C_i = r / (r + 1) * (1 - g_i)`` for
   ``r < k``; ``NERR10(p)``: ``C_i = p (1 - g_i)``; ``NERR11(T)``: INSQ's ``C_i`` times ``(1 - g_i)``
   (Azzopardi, Mackenzie & Moffat, ICTIR 2021, equations 8 to 11);
-- ``RBP(p)``: ``C_i = p`` (what ir_measures' ``RBP(rel=...)`` computes with cwl_eval: Moffat & Zobel's
-  RBP over the first ``D`` ranks, divided by ``1 - p**D``).
 
 ``k=None`` sets no cutoff: the depth bounds the user. No measure has an empty case: a ranking without
-gain scores 0 (cwl_eval's value). Ties: INSQ, SDCG and RBP weigh each rank by a fixed ``P_i``, so their
+gain scores 0 (cwl_eval's value). (cwl_eval's RBP, ``C_i = p``, is the library's RBP with ``depth``:
+:mod:`torch_rankeval.kernels.rbp`.) Ties: INSQ and SDCG weigh each rank by a fixed ``P_i``, so their
 expectation over the orders of tied documents replaces each gain by its tie group's mean (exact); the
 others' continuations depend on the gains above, and they rank tied documents in one order.
 
@@ -51,7 +50,6 @@ __all__ = [
     "DEPTH",
     "bpm_values",
     "cwl_gains",
-    "cwl_rbp_values",
     "expected_utility",
     "insq_values",
     "inst_values",
@@ -313,30 +311,3 @@ def nerr9_values(
     r = _ranks(rb, depth)
     step = r / (r + 1.0) * (1.0 - g)
     return _columns(rb, [expected_utility(g, step * _before_cutoff(rb, k, depth)) for k in ks]), None
-
-
-def cwl_rbp_values(
-    rb: RankedView,
-    ks: tuple[int | None, ...],
-    conv: Convention,
-    *,
-    p: float = 0.9,
-    rel: float = 1,
-    depth: int = DEPTH,
-) -> tuple[Tensor, None]:
-    """RBP as cwl_eval computes it for ir_measures' ``RBP(rel=...)``: utility 1 for a judged document of
-    grade ``>= rel``, ``C_i = p`` over ``depth`` ranks, ``(N, K)`` (one value, no cutoff).
-
-    Example:
-        >>> from torch_rankeval.conventions import DEFAULT
-        >>> rb = RankedBatch(torch.tensor([[0.9, 0.8]]), torch.tensor([[1, 2]]), None, DEFAULT)
-        >>> cwl_rbp_values(rb, (None,), DEFAULT, p=0.5, rel=2, depth=2)[0]   # 0.5 / (1 + 0.5)
-        tensor([[0.3333]])
-    """
-    g = (rb.judged & rb.valid & (rb.target >= rel)).to(_F64)
-    if rb.averaged:
-        start, end = bounds(rb)
-        g = between(prefix(g), start, end) / (end - start).to(_F64)
-    g = g[:, :depth] if rb.length >= depth else torch.constant_pad_nd(g, (0, depth - rb.length))
-    eu = expected_utility(g, torch.full_like(g, float(p)))
-    return _columns(rb, [eu] * len(ks)), None

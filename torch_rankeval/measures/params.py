@@ -48,6 +48,7 @@ __all__ = [
     "MAX_REL",
     "CWL_DEPTH",
     "SDCG_DCG",
+    "RBP_DEPTH",
 ]
 
 
@@ -242,3 +243,9 @@ MAX_REL = Param(
 )
 CWL_DEPTH = Param("depth", "count", "cwl_eval's max_n: the ranks read and normalised over", default=1000)
 SDCG_DCG = Param("dcg", "choice", "cwl_eval's discount: 'log2' only", default="log2", choices=("log2",))
+RBP_DEPTH = Param(
+    "depth",
+    "count",
+    "cwl_eval's RBP: the first depth ranks, weights normalised over them (ir_measures' RBP(rel=...): 1000); "
+    "default: the whole ranking, as trec_eval",
+)
