@@ -27,7 +27,8 @@ RANX_MEASURES = [
     "precision@50", "recall@10", "recall@100", "hit_rate@10", "r-precision", "bpref", "f1@5", "hits@5", "hits",
 ]  # fmt: skip
 #: every measure docs/migration/ir-measures.md lists that an installed provider computes (ERR and
-#: nDCG(dcg='exp-log2') go to gdeval, a perl script; RBP to cwl_eval: not covered), and more
+#: nDCG(dcg='exp-log2') go to gdeval, a perl script: not covered; RBP(rel=...) and the C/W/L measures go to cwl_eval:
+#: tests/test_cwl.py), and more
 IR_MEASURES = [
     "nDCG@10", "nDCG", "P@5", "P(rel=2)@5", "R@100", "AP", "AP@100", "RR", "RR@10", "RR(rel=2)@5", "Judged@10",
     "Judged", "Rprec", "Bpref", "Success@10", "NumRelRet", "NumRet", "NumRel", "NumQ", "infAP", "SetF", "SetP",
