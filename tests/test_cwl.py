@@ -334,3 +334,21 @@ def test_qrels_and_run_objects_under_the_preset():
     qrels, run = Qrels.from_dict(CWL_QRELS), Run.from_dict(CWL_RUN)
     evaluation = trec.evaluate(qrels, run, ["INST(T=2.0, max_rel=1)"], convention="ir_measures")
     assert evaluation.per_query["INST(T=2.0, max_rel=1)"].tolist() == pytest.approx((0.5994, 0.6924, 0.1397), abs=1e-4)
+
+
+def test_updates_without_validation_make_no_host_sync():
+    """Every C/W/L measure, and RBP(depth=...), in one unvalidated update: no value read, no data-dependent shape."""
+    from tests.sync_guard import HostSyncGuard
+
+    names = ["BPM(T=2,max_rel=3)@10", "INSQ(T=2,max_rel=3)", "INST(max_rel=3)", "SDCG(max_rel=3)@5", "sdcg"]
+    names += ["NERR8(max_rel=3)@10", "NERR9(max_rel=3)@3", "NERR10(p=0.8,max_rel=3)", "NERR11(T=2,max_rel=3)"]
+    names += ["RBP(rel=1,depth=1000)"]
+    g = torch.Generator().manual_seed(2)
+    preds = torch.randint(0, 5, (8, 30), generator=g).float()
+    target = torch.randint(-1, 4, (8, 30), generator=g)
+    mask = torch.rand(8, 30, generator=g) > 0.2
+    metric = RankingMetrics(tuple(names), ties="first", validate_args=False)
+    metric.update(preds, target, mask=mask)  # first update outside: tables are grown on the host once
+    with HostSyncGuard():
+        metric.update(preds, target, mask=mask)
+        metric.update(preds.double(), target, mask=mask)
