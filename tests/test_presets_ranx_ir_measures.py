@@ -27,7 +27,8 @@ RANX_MEASURES = [
     "precision@50", "recall@10", "recall@100", "hit_rate@10", "r-precision", "bpref", "f1@5", "hits@5", "hits",
 ]  # fmt: skip
 #: every measure docs/migration/ir-measures.md lists that an installed provider computes (ERR and
-#: nDCG(dcg='exp-log2') go to gdeval, a perl script; RBP to cwl_eval: not covered), and more
+#: nDCG(dcg='exp-log2') go to gdeval, a perl script: not covered; RBP(rel=...) and the C/W/L measures go to cwl_eval:
+#: tests/test_cwl.py), and more
 IR_MEASURES = [
     "nDCG@10", "nDCG", "P@5", "P(rel=2)@5", "R@100", "AP", "AP@100", "RR", "RR@10", "RR(rel=2)@5", "Judged@10",
     "Judged", "Rprec", "Bpref", "Success@10", "NumRelRet", "NumRet", "NumRel", "NumQ", "infAP", "SetF", "SetP",
@@ -283,15 +284,15 @@ def test_presets_on_tensors_are_trec_eval_s() -> None:
     [
         ("ir_measures", "ERR@10", "gdeval"),
         ("ir_measures", "nDCG(dcg='exp-log2')@10", "gdeval"),
-        ("ir_measures", "RBP(rel=1,p=0.5)", "cwl_eval"),
+        ("ir_measures", "RBP(p=0.5)", "cwl_eval, on binary relevance"),  # RBP(rel=...): tests/test_cwl.py
         ("ranx", "RBP(p=0.5)", "raw grade"),
     ],
 )
 def test_presets_refuse_the_measures_they_do_not_reproduce(convention, name, tool):
-    """ir_measures routes ERR@k and nDCG(dcg='exp-log2') to its gdeval provider and RBP to cwl_eval (each with
-    its own tie order; on seeded tied data RBP(rel=1,p=0.5) is 0.2796 in ir_measures and 0.2712 in trec_eval's
-    order), and ranx's RBP weights by raw grade: the presets do not reproduce those, so an error naming the
-    measure, never another number."""
+    """ir_measures routes ERR@k and nDCG(dcg='exp-log2') to its gdeval provider (its own tie order), computes RBP
+    with cwl_eval on binary relevance only (``RBP(rel=...)``, which the preset reproduces, tests/test_cwl.py; graded
+    RBP is no ir_measures measure), and ranx's RBP weights by raw grade: the presets do not reproduce those, so an
+    error naming the measure, never another number."""
     from torch_rankeval import trec
 
     qrels = {"q1": {"a": 1, "b": 0, "c": 2}}

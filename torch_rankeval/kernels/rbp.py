@@ -12,6 +12,10 @@
 
 Unjudged documents (``judged=False``) and padding have utility 0; negative grades count as 0.
 
+``depth=D`` is RBP as cwl_eval computes it (the C/W/L form, ir_measures' ``RBP(rel=...)`` with ``D=1000``):
+only the first ``D`` ranks count and the weights are normalised over them,
+``(1 - p) / (1 - p**D) * sum_{i <= min(k, D)} u_i p^(i-1)``.
+
 The residual ``rbp_resid@k`` is the most RBP could still rise if every unjudged document in the
 top ``k`` were fully relevant and the ranking went on past its end with relevant documents:
 ``(1 - p) * sum_{unjudged i <= k} p^(i-1) + p^m`` with ``m = min(k, n)`` the documents inside the
@@ -39,12 +43,18 @@ from torch_rankeval.ranking.view import RankedBatch, RankedView, device_constant
 __all__ = ["rbp_residual_values", "rbp_values"]
 
 
-def _weighted_expected(rb: RankedView, u: Tensor, ks: tuple[int | None, ...], p: float) -> Tensor:
-    """``(1 - p) * sum_{i <= k} E[u_i] p^(i-1)``, ``(N, K)`` float64."""
+def _weighted_expected(
+    rb: RankedView, u: Tensor, ks: tuple[int | None, ...], p: float, depth: int | None = None
+) -> Tensor:
+    """``(1 - p) * sum_{i <= k} E[u_i] p^(i-1)``, ``(N, K)`` float64; with ``depth``, over the first ``depth``
+    ranks only, divided by ``1 - p**depth``."""
     start, end = bounds(rb)
     cs = prefix(u)
     mean = between(cs, start, end) / (end - start).to(torch.float64)
-    w = (1.0 - p) * torch.pow(float(p), torch.arange(rb.length, dtype=torch.float64, device=rb.device))
+    ranks = torch.arange(rb.length, dtype=torch.float64, device=rb.device)
+    w = (1.0 - p) * torch.pow(float(p), ranks)
+    if depth is not None:
+        w = torch.where(ranks < depth, w, torch.zeros((), dtype=torch.float64, device=rb.device)) / (1.0 - p**depth)
     return rb.cumulative(mean * w, ks)
 
 
@@ -104,16 +114,19 @@ def rbp_values(
     p: float = 0.9,
     rel: float | None = None,
     gains: Mapping[float, float] | None = None,
+    depth: int | None = None,
 ) -> tuple[Tensor, None]:
-    """Rank-biased precision at each cutoff, ``(N, K)``.
+    """Rank-biased precision at each cutoff, ``(N, K)``; ``depth``: cwl_eval's (see the module docstring).
 
     Example:
         >>> from torch_rankeval.conventions import DEFAULT
         >>> rb = RankedBatch(torch.tensor([[0.9, 0.8, 0.7]]), torch.tensor([[1, 0, 1]]), None, DEFAULT)
         >>> rbp_values(rb, (None,), DEFAULT, p=0.5)[0]                     # 0.5 * (1 + 0.25)
         tensor([[0.6250]])
+        >>> rbp_values(rb, (None,), DEFAULT, p=0.5, depth=2)[0]            # 0.5 * 1 / (1 - 0.25)
+        tensor([[0.6667]])
     """
-    return _weighted_expected(rb, utilities(rb, rel=rel, gains=gains), ks, p).to(rb.dtype), None
+    return _weighted_expected(rb, utilities(rb, rel=rel, gains=gains), ks, p, depth).to(rb.dtype), None
 
 
 def rbp_residual_values(

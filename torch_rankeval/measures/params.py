@@ -47,6 +47,12 @@ __all__ = [
     "IDEAL",
     "MIN_K_RELEVANT",
     "CATALOG_SIZE",
+    "CWL_T",
+    "MIN_REL",
+    "MAX_REL",
+    "CWL_DEPTH",
+    "SDCG_DCG",
+    "RBP_DEPTH",
 ]
 
 
@@ -264,4 +270,22 @@ CATALOG_SIZE = Param(
     "the number of items in the catalogue the lists are drawn from",
     required=True,
     example=1000,
+)
+
+# cwl_eval's C/W/L measures (kernels/cwl.py), in ir_measures' names and defaults
+CWL_T = Param("T", "positive", "the total gain the user wants, gains being in [0, 1]", default=1)
+MIN_REL = Param("min_rel", "number", "the grade of gain 0 and lower grades too", default=0)
+MAX_REL = Param(
+    "max_rel",
+    "number",
+    "the grade of gain 1 and higher grades too; ir_measures requires it",
+    default=1,
+)
+CWL_DEPTH = Param("depth", "count", "cwl_eval's max_n: the ranks read and normalised over", default=1000)
+SDCG_DCG = Param("dcg", "choice", "cwl_eval's discount: 'log2' only", default="log2", choices=("log2",))
+RBP_DEPTH = Param(
+    "depth",
+    "count",
+    "cwl_eval's RBP: the first depth ranks, weights normalised over them (ir_measures' RBP(rel=...): 1000); "
+    "default: the whole ranking, as trec_eval",
 )

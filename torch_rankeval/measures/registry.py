@@ -38,6 +38,16 @@ from torch_rankeval.kernels.ap import average_precision_values
 from torch_rankeval.kernels.bpref import JudgedNonRelevant, bpref_values, infap_values, num_nonrel_judged_ret_values
 from torch_rankeval.kernels.confusion import catalogue_accuracy_values, catalogue_checks, mcc_values
 from torch_rankeval.kernels.counts import num_q_values, num_rel_ret_values, num_rel_values, num_ret_values
+from torch_rankeval.kernels.cwl import (
+    bpm_values,
+    insq_values,
+    inst_values,
+    nerr8_values,
+    nerr9_values,
+    nerr10_values,
+    nerr11_values,
+    sdcg_values,
+)
 from torch_rankeval.kernels.dcg import dcg_values, idcg_values, ndcg_values
 from torch_rankeval.kernels.err import err_grade_checks, err_values
 from torch_rankeval.kernels.f1 import f1_values
@@ -83,6 +93,8 @@ from torch_rankeval.measures.params import (
     BETA,
     CATALOG_SIZE,
     COEFFICIENTS,
+    CWL_DEPTH,
+    CWL_T,
     DCG,
     DENOMINATOR,
     GAINS,
@@ -91,15 +103,19 @@ from torch_rankeval.measures.params import (
     LEVELS,
     MAX_FPR,
     MAX_GRADE,
+    MAX_REL,
     MIN_K_RELEVANT,
+    MIN_REL,
     MULTIPLE,
     NRBP_BETA,
     PERSISTENCE,
+    RBP_DEPTH,
     RBP_GAINS,
     RBP_REL,
     RECALL,
     REL,
     ROUNDING,
+    SDCG_DCG,
     TAIL,
     Param,
     number_text,
@@ -314,6 +330,9 @@ _peer = _row(
 _gains = _row(
     params=(GAINS, DCG), uses_gain="always", reads=_DCG_READS, topk=True, preset_rules=_torchmetrics("average")
 )
+# cwl_eval's C/W/L measures: gains (grade - min_rel) / (max_rel - min_rel), clipped to [0, 1], over depth ranks
+_cwl = _row(reads=("ties",), oracle="cwl_eval (via ir_measures), its test_cwl_eval.py expected values")
+_CWL_GRADES = (MIN_REL, MAX_REL, CWL_DEPTH)
 _BRUTE = "pytrec_eval, brute-force tie orders"
 _V9 = "pytrec_eval (rounding='v9'), trec_eval 10.0's test outputs"
 _PAIRS = "TF-Ranking's formula, hand-computed"
@@ -593,7 +612,7 @@ _ROWS = (
         "rank-biased precision",
         ir="RBP",
         aliases=("rank_biased_precision",),
-        params=(PERSISTENCE, RBP_REL, RBP_GAINS),
+        params=(PERSISTENCE, RBP_REL, RBP_GAINS, RBP_DEPTH),
         ir_defaults=(("p", 0.8),),
         oracle="trec_eval 10.0 expected outputs, cwl_eval (via ir_measures), tie orders enumerated",
         reads=("ties",),
@@ -766,6 +785,73 @@ _ROWS = (
         oracle="RecTools' expected values (tests/metrics/test_classification.py::TestMCC), brute-force tie orders",
         reads=(*_BINARY, "adaptive_k"),
         topk=True,
+    ),
+    # --- cwl: cwl_eval's C/W/L user-model measures, as ir_measures computes them (kernels/cwl.py) ---
+    _cwl(
+        "bpm",
+        bpm_values,
+        "Bejeweled Player Model: mean gain read until the gain reaches T or k documents",
+        ir="BPM",
+        params=(CWL_T, *_CWL_GRADES),
+        ties_average=False,
+    ),
+    _cwl(
+        "insq",
+        insq_values,
+        "INSQ: gain weighted by the chance to read on, ((r + 2T - 1) / (r + 2T))^2 per rank",
+        ir="INSQ",
+        cutoff=False,
+        params=(CWL_T, *_CWL_GRADES),
+    ),
+    _cwl(
+        "inst",
+        inst_values,
+        "INST: INSQ whose patience falls as the gain read approaches T",
+        ir="INST",
+        cutoff=False,
+        params=(CWL_T, *_CWL_GRADES),
+        ties_average=False,
+    ),
+    _cwl(
+        "sdcg",
+        sdcg_values,
+        "scaled DCG: DCG@k of the gains in [0, 1] over that of k fully relevant documents",
+        ir="SDCG",
+        params=(SDCG_DCG, *_CWL_GRADES),
+    ),
+    _cwl(
+        "nerr8",
+        nerr8_values,
+        "Not (but nearly) ERR, eq. 8: read on with probability 1 - gain, stop at k",
+        ir="NERR8",
+        params=_CWL_GRADES,
+        ties_average=False,
+    ),
+    _cwl(
+        "nerr9",
+        nerr9_values,
+        "Not (but nearly) ERR, eq. 9: read on with probability r / (r + 1) (1 - gain), stop at k",
+        ir="NERR9",
+        params=_CWL_GRADES,
+        ties_average=False,
+    ),
+    _cwl(
+        "nerr10",
+        nerr10_values,
+        "Not (but nearly) ERR, eq. 10: read on with probability p (1 - gain)",
+        ir="NERR10",
+        cutoff=False,
+        params=(PERSISTENCE, *_CWL_GRADES),
+        ties_average=False,
+    ),
+    _cwl(
+        "nerr11",
+        nerr11_values,
+        "Not (but nearly) ERR, eq. 11: INSQ's chance to read on times 1 - gain",
+        ir="NERR11",
+        cutoff=False,
+        params=(CWL_T, *_CWL_GRADES),
+        ties_average=False,
     ),
 )
 FAMILIES: dict[str, Family] = {f.key: f for f in _ROWS}

@@ -25,7 +25,7 @@ from torch_rankeval.trec.convert import as_measures, as_qrels, as_run
 from torch_rankeval.trec.diversity import SubtopicQrels, intent_aware_values, read_subtopic_qrels
 from torch_rankeval.trec.io import PathLike, Qrels, Run
 from torch_rankeval.trec.join import TrecBatch, to_batches
-from torch_rankeval.trec.peers import TREC_PRESETS, judged_negative, ranked_run
+from torch_rankeval.trec.peers import CWL_EVAL_DEPTH, TREC_PRESETS, judged_negative, ranked_run
 
 __all__ = ["TREC_EVAL_VERSIONS", "Evaluation", "Output", "evaluate", "preset_measures", "relstrings", "trec_measures"]
 
@@ -588,6 +588,7 @@ def _evaluate_preset(
         qrels = judged_negative(qrels)
     settings = dict(settings, complete=settings["complete"] or preset.complete)
     rules = {m.label: preset.rule(m.key, m.cutoff) for m in parsed}
+    parsed = [_as_computed_by(m, rules[m.label][1], convention) for m in parsed]
     groups: dict[str, list[Measure]] = {}
     for m in parsed:
         groups.setdefault(rules[m.label][0], []).append(m)
@@ -616,6 +617,22 @@ def _evaluate_preset(
     return dataclasses.replace(
         first, outputs=outputs, texts=texts, per_query=per_query, summary=summary, info=info, text=text
     )
+
+
+def _as_computed_by(m: Measure, rule: str | None, convention: str) -> Measure:
+    """The measure a peer computes for ``m`` under ``rule`` (see :class:`~torch_rankeval.trec.peers.TrecPreset`):
+    ``"cwl_eval"``: RBP over cwl_eval's depth, refused without ``rel=`` or with a cutoff; else ``m``."""
+    if rule != "cwl_eval":
+        return m
+    if m.param("rel") is None or m.cutoff is not None:
+        raise ValueError(
+            f"{m.label!r} under convention={convention!r}: ir_measures computes RBP with cwl_eval, on binary "
+            "relevance and without a cutoff only: write RBP(rel=1) (any p and rel), or evaluate it without "
+            "convention= (trec_eval's graded RBP)"
+        )
+    if m.param("depth") is not None:
+        return m
+    return Measure(m.key, m.cutoff, (*m.params, ("depth", CWL_EVAL_DEPTH)), m.label, m.trec_label)
 
 
 def _apply_rule(

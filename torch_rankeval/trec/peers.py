@@ -22,6 +22,11 @@ Both peers compute trec_eval's measures, except in these points (read in their s
   provider, which order tied scores by docno *ascending*. Every provider scores each query of the qrels
   that the run does not answer ``0`` (``Measure.DEFAULT``, ``providers/base.py``), counts included.
   pytrec_eval is trec_eval 9.0.8 (interpolated precision rounds recall levels as 9.0.8 did).
+  Its ``cwl_eval`` provider (BPM, INSQ, INST, SDCG, NERR8-NERR11, and RBP) ranks each query by score with
+  Python's stable sort (``RunConverter.as_sorted_namedtuple_iter``): tied scores in the order the run lists
+  its documents (a file's lines, a dict's items). Its RBP takes binary relevance (``RBP(rel=1)``; RBP
+  without ``rel`` is no measure of ir_measures) and is cwl_eval's: the first 1000 ranks, weights
+  normalised over them (``RBP(depth=1000)`` here).
 
 :data:`TREC_PRESETS` holds these facts, one entry per preset; :func:`ranked_run` rewrites a run's
 scores so that the join (score descending, then docno descending) ranks each query in a peer's order.
@@ -32,6 +37,8 @@ Example:
     >>> ranked_run(run, "docno_ascending").score.tolist()        # c first, then a before b
     [-2.0, -1.0, -0.0]
     >>> ranked_run(run, "ranx").score.tolist()                   # c first, then the run's order: b, a
+    [-1.0, -2.0, -0.0]
+    >>> ranked_run(run, "run").score.tolist()                    # the same: a stable sort by score
     [-1.0, -2.0, -0.0]
 """
 
@@ -44,11 +51,15 @@ import numpy as np
 
 from torch_rankeval.trec.io import Qrels, Run
 
-__all__ = ["ORDERS", "TREC_PRESETS", "TrecPreset", "numba_argsort", "ranked_run", "judged_negative"]
+__all__ = ["CWL_EVAL_DEPTH", "ORDERS", "TREC_PRESETS", "TrecPreset", "numba_argsort", "ranked_run", "judged_negative"]
+
+#: cwl_eval's depth (``max_n``) that ir_measures passes to it: the ranks its measures read and normalise over.
+CWL_EVAL_DEPTH = 1000
 
 #: How a preset orders tied scores: ``"trec_eval"`` (docno descending: the join's own order),
-#: ``"docno_ascending"``, ``"ranx"`` (numba's quicksort of the negated scores in the run's order).
-ORDERS = ("trec_eval", "docno_ascending", "ranx")
+#: ``"docno_ascending"``, ``"ranx"`` (numba's quicksort of the negated scores in the run's order),
+#: ``"run"`` (the run's order: a stable sort by score, ir_measures' cwl_eval provider).
+ORDERS = ("trec_eval", "docno_ascending", "ranx", "run")
 
 
 @dataclass(frozen=True)
@@ -67,7 +78,9 @@ class TrecPreset:
             rule names are matched by :meth:`rule` (``"rr_cutoff"``: ``RR@k`` with a cutoff,
             ``"judged"``, ``"bpref"``), the rules applied by :func:`torch_rankeval.trec.evaluate`:
             ``"nan_no_nonrelevant"`` (NaN for a query without judged non-relevant documents that
-            retrieves a relevant one) or ``None``.
+            retrieves a relevant one), ``"cwl_eval"`` (RBP as cwl_eval computes it: binary utility
+            ``rel=`` required, no cutoff, the first :data:`CWL_EVAL_DEPTH` ranks normalised over, the
+            ``depth`` parameter where not given) or ``None``.
     """
 
     order: str = "trec_eval"
@@ -111,12 +124,17 @@ TREC_PRESETS: dict[str, TrecPreset] = {
         complete=True,
         unanswered_zero=True,
         trec_eval_version="9.0.8",  # pytrec_eval's (interpolated precision rounds recall levels as 9.0.8)
-        by_measure={"rr_cutoff": ("docno_ascending", None), "judged": ("docno_ascending", None)},
+        by_measure={
+            "rr_cutoff": ("docno_ascending", None),
+            "judged": ("docno_ascending", None),
+            # its cwl_eval provider: tied scores in the run's order; RBP(rel=...) over cwl_eval's depth
+            **{key: ("run", None) for key in ("bpm", "insq", "inst", "sdcg", "nerr8", "nerr9", "nerr10", "nerr11")},
+            "rbp": ("run", "cwl_eval"),
+        },
         refused={
             "err": "ir_measures computes ERR@k with the gdeval script (its own order of tied scores)",
             "ndcg(dcg=exp-log2)": "ir_measures computes nDCG(dcg='exp-log2') with the gdeval script (its own "
             "order of tied scores)",
-            "rbp": "ir_measures computes RBP with cwl_eval (its own order of tied scores and grades)",
         },
     ),
 }
@@ -201,7 +219,9 @@ def ranked_run(run: Run, order: str, *, ranked: bool = False) -> Run:
         raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
     n = len(run)
     q, score = run.qid, run.score
-    if order == "ranx":
+    if order == "run":
+        idx = np.lexsort((-score, q))  # a stable sort: tied scores in the run's order
+    elif order == "ranx":
         idx = np.lexsort((q,)) if ranked else _ranx_fixup(np.lexsort((-score, q)), q, score)  # stable sorts
     else:
         docno = np.unique(np.array(run.docnos()), return_inverse=True)[1].reshape(-1)  # docno ranks
