@@ -11,11 +11,14 @@ from torch_rankeval.ranking.view import RankedView, take_columns
 __all__ = ["precision_values", "recall_values", "hit_rate_values", "r_precision_values"]
 
 
-def precision_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, Tensor]:
-    """Expected relevant documents in the top k divided by k (by ``min(k, list length)`` with the
-    convention's ``adaptive_k``)."""
+def precision_values(
+    rb: RankedView, ks: tuple[int | None, ...], conv: Convention, *, adaptive_k: bool | None = None
+) -> tuple[Tensor, Tensor]:
+    """Expected relevant documents in the top k divided by k (by ``min(k, list length)`` with
+    ``adaptive_k``: the measure's parameter, ``None``: the convention's)."""
     found = rb.expected_in_top("rel", ks)
-    return safe_div(found, cutoff_sizes(rb, ks, adaptive_k=conv.adaptive_k)), no_relevant(rb)
+    adaptive = conv.adaptive_k if adaptive_k is None else adaptive_k
+    return safe_div(found, cutoff_sizes(rb, ks, adaptive_k=adaptive)), no_relevant(rb)
 
 
 def recall_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, Tensor]:

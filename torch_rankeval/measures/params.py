@@ -43,6 +43,8 @@ __all__ = [
     "ALPHA",
     "NRBP_BETA",
     "ALPHA_NORM",
+    "COMPAT_P",
+    "COMPAT_NORMALIZE",
 ]
 
 
@@ -224,4 +226,12 @@ ALPHA_NORM = Param(
     "subtopic once more) for k >= 2; 'none': the plain sum (TF-Ranking's AlphaDCG)",
     default="ideal_ideal",
     choices=("ideal_ideal", "none"),
+)
+COMPAT_P = Param("p", "unit", "RBO's persistence: the weight of depth d is p**(d - 1)", default=0.95)
+COMPAT_NORMALIZE = Param(
+    "normalize",
+    "choice",
+    "divide by the ideal ranking's own RBO (False: RBO against the ideal ranking as it is)",
+    default=True,
+    choices=(True, False),
 )

@@ -19,7 +19,12 @@ Both peers compute trec_eval's measures, except in these points (read in their s
   top ``k``, averaged over queries (``k`` times ``P@k``; ``hits`` alone: over the whole ranking).
 - **ir_measures** sends most measures to pytrec_eval (trec_eval's order: score, then docno
   descending), but ``RR@k`` (a cutoff) to its ``msmarco`` provider and ``Judged@k`` to its ``judged``
-  provider, which order tied scores by docno *ascending*. Every provider scores each query of the qrels
+  provider, which order tied scores by docno *ascending*, as its ``compat`` provider (``Compat``) does;
+  its ``accuracy`` provider (``Accuracy``) keeps tied scores in the run's order and reports no value for
+  a query whose top ``k`` lack a relevant or a non-relevant document (nor fills in 0 for one the run
+  does not answer) when every measure of the call is an ``Accuracy`` (asked for with another provider's
+  measures, its ``FallbackEvaluator`` scores those queries 0); it reports ``NumQ`` per query (1). Every
+  other provider scores each query of the qrels
   that the run does not answer ``0`` (``Measure.DEFAULT``, ``providers/base.py``), counts included.
   pytrec_eval is trec_eval 9.0.8 (interpolated precision rounds recall levels as 9.0.8 did).
 
@@ -47,8 +52,9 @@ from torch_rankeval.trec.io import Qrels, Run
 __all__ = ["ORDERS", "TREC_PRESETS", "TrecPreset", "numba_argsort", "ranked_run", "judged_negative"]
 
 #: How a preset orders tied scores: ``"trec_eval"`` (docno descending: the join's own order),
-#: ``"docno_ascending"``, ``"ranx"`` (numba's quicksort of the negated scores in the run's order).
-ORDERS = ("trec_eval", "docno_ascending", "ranx")
+#: ``"docno_ascending"``, ``"ranx"`` (numba's quicksort of the negated scores in the run's order),
+#: ``"run_order"`` (a stable sort by score: tied scores in the order the run lists them).
+ORDERS = ("trec_eval", "docno_ascending", "ranx", "run_order")
 
 
 @dataclass(frozen=True)
@@ -67,7 +73,8 @@ class TrecPreset:
             rule names are matched by :meth:`rule` (``"rr_cutoff"``: ``RR@k`` with a cutoff,
             ``"judged"``, ``"bpref"``), the rules applied by :func:`torch_rankeval.trec.evaluate`:
             ``"nan_no_nonrelevant"`` (NaN for a query without judged non-relevant documents that
-            retrieves a relevant one) or ``None``.
+            retrieves a relevant one), ``"skip_empty"`` (NaN where the measure flags the query empty,
+            left out of the mean, when every measure of the call has this rule; else none) or ``None``.
     """
 
     order: str = "trec_eval"
@@ -76,6 +83,9 @@ class TrecPreset:
     trec_eval_version: str | None = None
     negative_judged: bool = False
     by_measure: dict[str, tuple[str, str | None]] = field(default_factory=dict)
+    #: ``num_q`` has a value per query (1 for each query the run answers, ir_measures' ``NumQ``), not
+    #: only trec_eval's summary
+    num_q_per_query: bool = False
     #: measures the peer computes with a tool whose numbers the preset does not reproduce, refused
     #: rather than answered with another number: ``{key, or key(param=value): reason}``
     refused: dict[str, str] = field(default_factory=dict)
@@ -111,7 +121,15 @@ TREC_PRESETS: dict[str, TrecPreset] = {
         complete=True,
         unanswered_zero=True,
         trec_eval_version="9.0.8",  # pytrec_eval's (interpolated precision rounds recall levels as 9.0.8)
-        by_measure={"rr_cutoff": ("docno_ascending", None), "judged": ("docno_ascending", None)},
+        by_measure={
+            "rr_cutoff": ("docno_ascending", None),
+            "judged": ("docno_ascending", None),
+            # its compat provider: score, then docno ascending; its accuracy provider: a stable sort by
+            # score (the run's order), and no value for a query without a (relevant, non-relevant) pair
+            "compat": ("docno_ascending", None),
+            "pairwise_accuracy": ("run_order", "skip_empty"),
+        },
+        num_q_per_query=True,
         refused={
             "err": "ir_measures computes ERR@k with the gdeval script (its own order of tied scores)",
             "ndcg(dcg=exp-log2)": "ir_measures computes nDCG(dcg='exp-log2') with the gdeval script (its own "
@@ -203,6 +221,8 @@ def ranked_run(run: Run, order: str, *, ranked: bool = False) -> Run:
     q, score = run.qid, run.score
     if order == "ranx":
         idx = np.lexsort((q,)) if ranked else _ranx_fixup(np.lexsort((-score, q)), q, score)  # stable sorts
+    elif order == "run_order":
+        idx = np.lexsort((-score, q))  # stable: tied scores in the run's order
     else:
         docno = np.unique(np.array(run.docnos()), return_inverse=True)[1].reshape(-1)  # docno ranks
         idx = np.lexsort((docno if order == "docno_ascending" else -docno, -score, q))
