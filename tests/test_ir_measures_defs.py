@@ -441,3 +441,41 @@ def test_every_surface_by_name(tmp_path, providers_files):
     text = stream.getvalue()
     assert "Compat(p=0.8)" in text and "Accuracy" in text and "NumQ" in text
     assert f"{summary['Compat(p=0.8)']:.4f}"[:5] in text
+
+
+def test_accuracy_under_averaged_ties_is_the_mean_over_tie_orders():
+    """``ties="average"``: the mean over every order of the tied documents of the value in that order (an
+    order whose top k lack a relevant or a non-relevant document counting 0, as AUROC@k), brute force."""
+    import itertools
+
+    g = torch.Generator().manual_seed(3)
+    preds = torch.randint(0, 3, (24, 5), generator=g).double()
+    target = torch.randint(0, 3, (24, 5), generator=g) * (torch.rand(24, 5, generator=g) < 0.7)
+    for k in (None, 2, 4):
+        name = "Accuracy" if k is None else f"Accuracy@{k}"
+        out = F.evaluate(preds, target, [name], reduction="none", ties="average")[name]
+        for i in range(preds.shape[0]):
+            values = []
+            for perm in itertools.permutations(range(5)):  # an order of the list, kept when it ranks by score
+                order = sorted(perm, key=lambda j: -preds[i, j].item())
+                if order != list(perm):
+                    continue
+                top = [int(target[i, j] >= 1) for j in order[: k or 5]]
+                rel, non = sum(top), len(top) - sum(top)
+                above = sum(top[:p].count(0) for p in range(len(top)) if top[p])
+                values.append(1 - above / (rel * non) if rel and non else 0.0)
+            assert out[i].item() == pytest.approx(sum(values) / len(values), abs=1e-9), (name, i)
+
+
+def test_classes_stream_compat_and_accuracy_over_batches():
+    g = torch.Generator().manual_seed(5)
+    preds = torch.rand(16, 9, generator=g, dtype=torch.float64)
+    target = torch.randint(0, 4, (16, 9), generator=g)
+    names = ["Compat", "Compat(p=0.8,normalize=False)", "Accuracy", "Accuracy(rel=2)@4"]
+    whole = F.evaluate(preds, target, names, ties="first", empty_target_action="skip")
+    metric = RankingMetrics(names, ties="first", empty_target_action="skip")
+    for rows in (slice(0, 5), slice(5, 11), slice(11, 16)):
+        metric.update(preds[rows], target[rows])
+    streamed = metric.compute()
+    for name in names:
+        assert streamed[name].item() == pytest.approx(whole[name].item(), abs=1e-6), name

@@ -5,8 +5,9 @@ in which the relevant document ranks first.
 ``k`` (every retrieved document without ``k``); unjudged documents count as non-relevant. That is the
 area under the ROC curve of the top ``k`` (:func:`~torch_rankeval.kernels.pairwise.auroc_values`),
 whose tie averaging it shares (a tied pair counts 1/2; a tie group the cutoff splits is averaged over
-the documents it keeps). Empty: the top ``k`` hold no relevant document (ir_measures reports no value
-for the query) or no non-relevant one (ir_measures divides by zero there).
+the documents it keeps; an order whose top ``k`` lack a relevant or a non-relevant document counts 0).
+Empty: the top ``k`` hold no relevant document (ir_measures reports no value for the query) or no
+non-relevant one (ir_measures divides by zero there), in every order of the tied documents.
 """
 
 from __future__ import annotations
