@@ -12,11 +12,14 @@ from torch_rankeval.ranking.view import RankedView, take_columns
 __all__ = ["precision_values", "recall_values", "hit_rate_values", "r_precision_values"]
 
 
-def precision_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, Tensor]:
-    """Expected relevant documents in the top k divided by k (by ``min(k, list length)`` with the
-    convention's ``adaptive_k``; by at most the query's relevant documents with ``min_k_relevant``)."""
+def precision_values(
+    rb: RankedView, ks: tuple[int | None, ...], conv: Convention, *, adaptive_k: bool | None = None
+) -> tuple[Tensor, Tensor]:
+    """Expected relevant documents in the top k divided by k (by ``min(k, list length)`` with
+    ``adaptive_k``: the measure's parameter, ``None``: the convention's; by at most the query's relevant
+    documents with the convention's ``min_k_relevant``)."""
     found = rb.expected_in_top("rel", ks)
-    size = cutoff_sizes(rb, ks, adaptive_k=conv.adaptive_k)
+    size = cutoff_sizes(rb, ks, adaptive_k=conv.adaptive_k if adaptive_k is None else adaptive_k)
     if conv.min_k_relevant:  # RecTools' r_precision: at most the relevant documents count
         size = torch.minimum(size, rb.n_relevant.to(size.dtype).unsqueeze(-1))
     return safe_div(found, size), no_relevant(rb)

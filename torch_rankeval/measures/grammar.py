@@ -552,6 +552,8 @@ def _parse_at(text: str, api_cutoffs: tuple[int | None, ...] | None) -> list[Mea
         cutoff = int(cutoff_text)
         if cutoff <= 0:
             raise ValueError(f"measure {text!r}: the cutoff must be a positive int, got {cutoff}")
+        if not family.cutoff and family.ir_cutoff is not None and name == family.ir:  # SetP@5: the top 5's set
+            family, implied = FAMILIES[family.ir_cutoff[0]], (*implied, *family.ir_cutoff[1])
         if not family.cutoff:
             raise ValueError(f"measure {text!r}: {name} takes no cutoff")
         cutoffs = (cutoff,)

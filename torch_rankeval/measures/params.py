@@ -53,6 +53,8 @@ __all__ = [
     "CWL_DEPTH",
     "SDCG_DCG",
     "RBP_DEPTH",
+    "COMPAT_P",
+    "COMPAT_NORMALIZE",
 ]
 
 
@@ -288,4 +290,12 @@ RBP_DEPTH = Param(
     "count",
     "cwl_eval's RBP: the first depth ranks, weights normalised over them (ir_measures' RBP(rel=...): 1000); "
     "default: the whole ranking, as trec_eval",
+)
+COMPAT_P = Param("p", "unit", "RBO's persistence: the weight of depth d is p**(d - 1)", default=0.95)
+COMPAT_NORMALIZE = Param(
+    "normalize",
+    "choice",
+    "divide by the ideal ranking's own RBO (False: RBO against the ideal ranking as it is)",
+    default=True,
+    choices=(True, False),
 )

@@ -34,8 +34,10 @@ import torch
 from torch import Tensor
 
 from torch_rankeval.conventions import Convention, gain_fn, resolve_convention, set_measure_rules
+from torch_rankeval.kernels.accuracy import accuracy_values
 from torch_rankeval.kernels.ap import average_precision_values
 from torch_rankeval.kernels.bpref import JudgedNonRelevant, bpref_values, infap_values, num_nonrel_judged_ret_values
+from torch_rankeval.kernels.compat import compat_values
 from torch_rankeval.kernels.confusion import catalogue_accuracy_values, catalogue_checks, mcc_values
 from torch_rankeval.kernels.counts import num_q_values, num_rel_ret_values, num_rel_values, num_ret_values
 from torch_rankeval.kernels.cwl import (
@@ -93,6 +95,8 @@ from torch_rankeval.measures.params import (
     BETA,
     CATALOG_SIZE,
     COEFFICIENTS,
+    COMPAT_NORMALIZE,
+    COMPAT_P,
     CWL_DEPTH,
     CWL_T,
     DCG,
@@ -234,6 +238,8 @@ class Family:
         ir_switches: ir_measures' spellings of another family through one of this family's parameters,
             ``((parameter, ((value or None: any, family key), ...)), ...)``: ``NumRet(rel=1)`` (how
             ir_measures prints ``NumRelRet``) is ``num_rel_ret``.
+        ir_cutoff: for a family without a cutoff, what its ir_measures name means with one, ``(family
+            key, implied parameters)``: ``SetP@5`` is the set precision of the top 5, ``P(adaptive_k=True)@5``.
     """
 
     key: str
@@ -261,6 +267,7 @@ class Family:
     metric_class: str | None = None
     peer_names: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
     ir_switches: tuple[tuple[str, tuple[tuple[Any, str], ...]], ...] = ()
+    ir_cutoff: tuple[str, tuple[tuple[str, Any], ...]] | None = None
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.reads) - set(OPTIONS))
@@ -409,7 +416,7 @@ _ROWS = (
         "share of the top k that is relevant",
         ir="P",
         aliases=("p",),
-        params=(REL, MIN_K_RELEVANT),
+        params=(REL, ADAPTIVE_K, MIN_K_RELEVANT),
         reads=(*_BINARY, "adaptive_k", "min_k_relevant"),
         preset_rules=_torchmetrics("torch_topk", nonpositive=True),
         function="precision",
@@ -566,6 +573,7 @@ _ROWS = (
         ir="SetP",
         aliases=("set_p",),
         ir_switches=(("relative", ((True, "set_relative_precision"), (False, "set_precision"))),),
+        ir_cutoff=("precision", (("adaptive_k", True),)),  # the retrieved set cut at k: r_k / min(k, n)
     ),
     _set(
         "set_relative_precision",
@@ -574,7 +582,7 @@ _ROWS = (
         ir="SetRelP",
         aliases=("set_relative_p",),
     ),
-    _set("set_recall", set_recall_values, "recall of the whole retrieved set", ir="SetR"),
+    _set("set_recall", set_recall_values, "recall of the whole retrieved set", ir="SetR", ir_cutoff=("recall", ())),
     _set("set_ap", set_ap_values, "set precision times set recall", ir="SetAP", aliases=("set_map",)),
     _set("set_f", set_f_values, "F-measure of set precision and set recall", ir="SetF", params=(BETA, REL)),
     _count("num_nonrel_judged_ret", num_nonrel_judged_ret_values, "number of judged non-relevant documents retrieved"),
@@ -852,6 +860,26 @@ _ROWS = (
         cutoff=False,
         params=(CWL_T, *_CWL_GRADES),
         ties_average=False,
+    ),
+    # --- irm: ir_measures' Compat and pairwise Accuracy (issue 28) ---
+    _whole(
+        "compat",
+        compat_values,
+        "compatibility: rank-biased overlap with the ideal ranking (relevant documents by grade), over the ideal's",
+        ir="Compat",
+        aliases=("compatibility",),
+        params=(COMPAT_P, COMPAT_NORMALIZE),
+        ties_average=False,
+        oracle="ir_measures' expected values (tests/test_compat.py, tests/test_providers.py), ir_measures live",
+    ),
+    Family(
+        "pairwise_accuracy",
+        accuracy_values,
+        "share of the (relevant, non-relevant) pairs of the top k in which the relevant document ranks first",
+        ir="Accuracy",
+        params=(REL,),
+        oracle="ir_measures' expected values (tests/test_accuracy.py, tests/test_providers.py), ir_measures live",
+        reads=_BINARY,
     ),
 )
 FAMILIES: dict[str, Family] = {f.key: f for f in _ROWS}

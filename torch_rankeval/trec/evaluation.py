@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 
 from torch_rankeval._choices import TREC_EVAL_VERSIONS as _TREC_EVAL_VERSIONS
+from torch_rankeval.conventions import resolve_convention
 from torch_rankeval.measures import NICKNAMES, Measure, compute, parse_measures, summarize
 from torch_rankeval.measures.grammar import check_distinct
 from torch_rankeval.measures.reduction import sample_stderr
@@ -376,6 +377,16 @@ def evaluate(
     )
     if convention is not None and convention != "trec_eval":
         return _evaluate_preset(qrels, run, measures, convention, settings)
+    _check_settings(settings)
+    parsed = trec_measures(measures, trec_eval_version=trec_eval_version)
+    if isinstance(qrels, SubtopicQrels) or any(m.family.subtopics for m in parsed):
+        return _evaluate_diversity(qrels, run, parsed, settings)
+    return _evaluate_adhoc(qrels, run, parsed, settings)
+
+
+def _check_settings(settings: dict[str, Any]) -> None:
+    """:func:`evaluate`'s checks of its ``relevance_level`` and ``max_docs``."""
+    relevance_level, max_docs = settings["relevance_level"], settings["max_docs"]
     if (
         isinstance(relevance_level, bool)
         or not isinstance(relevance_level, (int, np.integer))
@@ -391,15 +402,21 @@ def evaluate(
         raise ValueError(
             f"max_docs must be None or an int >= 1 (documents kept per query, trec_eval -M), got {max_docs!r}"
         )
-    parsed = trec_measures(measures, trec_eval_version=trec_eval_version)
-    if isinstance(qrels, SubtopicQrels) or any(m.family.subtopics for m in parsed):
-        return _evaluate_diversity(qrels, run, parsed, settings)
+
+
+def _evaluate_adhoc(
+    qrels: object, run: object, parsed: list[Measure], settings: dict[str, Any], *, skip_empty: bool = False
+) -> Evaluation:
+    """:func:`evaluate` of parsed ad-hoc measures (``settings``: its keyword arguments, checked);
+    ``skip_empty``: a query a measure flags empty gets NaN, and the mean leaves it out (a peer that
+    reports no value there: ir_measures' ``Accuracy``)."""
+    max_docs, device, relevance_level = settings["max_docs"], settings["device"], settings["relevance_level"]
     qrels = as_qrels(qrels, argument="qrels")
     run = as_run(run, argument="run")
     lengths = {m.label: int(m.param("length")) for m in parsed if m.family.aggregate == "text"}
     # Queries are evaluated in length buckets (memory follows the data, not the longest query)
     # and their values put back in trec_eval's query order.
-    joined = to_batches(qrels, run, complete=complete)
+    joined = to_batches(qrels, run, complete=settings["complete"])
     n = len(joined.qids)
     values: dict[str, Tensor] = {}
     text: dict[str, list[str]] = {name: [""] * n for name in lengths}
@@ -421,6 +438,7 @@ def evaluate(
             batch.target,
             mask=batch.mask,
             ideal_target=batch.ideal_target,
+            convention=_SKIP_EMPTY if skip_empty else "trec_eval",
             relevance_level=relevance_level,
             validate_args=False,
         )
@@ -454,7 +472,7 @@ def evaluate(
         joined.retrieved,
         texts,
         text,
-        trec_eval_version,
+        settings["trec_eval_version"],
         info,
     )
 
@@ -511,6 +529,8 @@ def _evaluate_diversity(
     )
 
 
+#: trec_eval's conventions with the queries a measure flags empty left out (NaN per query).
+_SKIP_EMPTY = resolve_convention("trec_eval", empty_target_action="skip")
 _HITS = re.compile(r"^hits(?:@([0-9]+))?$", re.IGNORECASE)
 _RANX_LEVEL = re.compile(r"^(.+)-l([0-9]+)$")  # ranx's relevance level: 'precision@5-l2'
 
@@ -589,17 +609,26 @@ def _evaluate_preset(
     settings = dict(settings, complete=settings["complete"] or preset.complete)
     rules = {m.label: preset.rule(m.key, m.cutoff) for m in parsed}
     parsed = [_as_computed_by(m, rules[m.label][1], convention) for m in parsed]
-    groups: dict[str, list[Measure]] = {}
+    if not all(rule == "skip_empty" for _, rule in rules.values()):
+        # ir_measures leaves a query out only when one provider computes every measure of the call; with
+        # another provider's measures its FallbackEvaluator gives each query of the qrels 0 where it has none
+        rules = {label: (order, None if rule == "skip_empty" else rule) for label, (order, rule) in rules.items()}
+    groups: dict[tuple[str, bool], list[Measure]] = {}
     for m in parsed:
-        groups.setdefault(rules[m.label][0], []).append(m)
+        order, rule = rules[m.label]
+        groups.setdefault((order, rule == "skip_empty"), []).append(m)
+    _check_settings(settings)
     results = {
-        order: evaluate(qrels, run if order == "trec_eval" else ranked_run(run, order, ranked=ranked), ms, **settings)
-        for order, ms in groups.items()
+        (order, skip): _evaluate_adhoc(
+            qrels, run if order == "trec_eval" else ranked_run(run, order, ranked=ranked), ms, settings, skip_empty=skip
+        )
+        for (order, skip), ms in groups.items()
     }
     first = next(iter(results.values()))
     outputs, texts, per_query, summary, info, text = [], [], {}, {}, {}, {}
     for m in parsed:
-        r = results[rules[m.label][0]]
+        order, rule = rules[m.label]
+        r = results[order, rule == "skip_empty"]
         outputs.extend(o for o in r.outputs if o.name == m.label)
         texts.extend(o for o in r.texts if o.name == m.label)
         for mine, theirs in ((per_query, r.per_query), (summary, r.summary), (info, r.info), (text, r.text)):
@@ -607,10 +636,12 @@ def _evaluate_preset(
                 mine[m.label] = theirs[m.label]
         if preset.unanswered_zero and m.key == "num_q":
             summary[m.label] = int(first.retrieved.sum())
+        if preset.num_q_per_query and m.key == "num_q":  # 1 for each query the run answers
+            per_query[m.label] = first.retrieved.to(torch.float64)
         rule = post.get(m.label) or rules[m.label][1]
         if m.label in per_query and (rule is not None or preset.unanswered_zero):
             v = per_query[m.label]
-            if preset.unanswered_zero:
+            if preset.unanswered_zero and rule != "skip_empty":
                 v = torch.where(first.retrieved, v, torch.zeros_like(v))
             level = m.param("rel") or settings["relevance_level"]
             per_query[m.label], summary[m.label] = _apply_rule(rule, m, v, qrels, first.qids, level)
@@ -642,6 +673,9 @@ def _apply_rule(
     :class:`~torch_rankeval.trec.peers.TrecPreset`)."""
     if rule == "times_k":  # ranx's hits@k: relevant documents in the top k
         v = torch.round(v * m.cutoff)
+    elif rule == "skip_empty":  # NaN where the measure has no value: the mean of the others (NaN without any)
+        values = v[~torch.isnan(v)].tolist()
+        return v, sum(values) / len(values) if values else float("nan")
     elif rule == "nan_no_nonrelevant":  # ranx's bpref: 0 / min(R, N) with N = 0
         index = {q: i for i, q in enumerate(qrels.qids)}
         rows = np.array([index[q] for q in qids], dtype=np.int64)

@@ -19,7 +19,12 @@ Both peers compute trec_eval's measures, except in these points (read in their s
   top ``k``, averaged over queries (``k`` times ``P@k``; ``hits`` alone: over the whole ranking).
 - **ir_measures** sends most measures to pytrec_eval (trec_eval's order: score, then docno
   descending), but ``RR@k`` (a cutoff) to its ``msmarco`` provider and ``Judged@k`` to its ``judged``
-  provider, which order tied scores by docno *ascending*. Every provider scores each query of the qrels
+  provider, which order tied scores by docno *ascending*, as its ``compat`` provider (``Compat``) does;
+  its ``accuracy`` provider (``Accuracy``) keeps tied scores in the run's order and reports no value for
+  a query whose top ``k`` lack a relevant or a non-relevant document (nor fills in 0 for one the run
+  does not answer) when every measure of the call is an ``Accuracy`` (asked for with another provider's
+  measures, its ``FallbackEvaluator`` scores those queries 0); it reports ``NumQ`` per query (1). Every
+  other provider scores each query of the qrels
   that the run does not answer ``0`` (``Measure.DEFAULT``, ``providers/base.py``), counts included.
   pytrec_eval is trec_eval 9.0.8 (interpolated precision rounds recall levels as 9.0.8 did).
   Its ``cwl_eval`` provider (BPM, INSQ, INST, SDCG, NERR8-NERR11, and RBP) ranks each query by score with
@@ -58,7 +63,7 @@ CWL_EVAL_DEPTH = 1000
 
 #: How a preset orders tied scores: ``"trec_eval"`` (docno descending: the join's own order),
 #: ``"docno_ascending"``, ``"ranx"`` (numba's quicksort of the negated scores in the run's order),
-#: ``"run"`` (the run's order: a stable sort by score, ir_measures' cwl_eval provider).
+#: ``"run"`` (the run's order: a stable sort by score, ir_measures' cwl_eval and accuracy providers).
 ORDERS = ("trec_eval", "docno_ascending", "ranx", "run")
 
 
@@ -80,7 +85,8 @@ class TrecPreset:
             ``"nan_no_nonrelevant"`` (NaN for a query without judged non-relevant documents that
             retrieves a relevant one), ``"cwl_eval"`` (RBP as cwl_eval computes it: binary utility
             ``rel=`` required, no cutoff, the first :data:`CWL_EVAL_DEPTH` ranks normalised over, the
-            ``depth`` parameter where not given) or ``None``.
+            ``depth`` parameter where not given), ``"skip_empty"`` (NaN where the measure flags the query
+            empty, left out of the mean, when every measure of the call has this rule; else none) or ``None``.
     """
 
     order: str = "trec_eval"
@@ -89,6 +95,9 @@ class TrecPreset:
     trec_eval_version: str | None = None
     negative_judged: bool = False
     by_measure: dict[str, tuple[str, str | None]] = field(default_factory=dict)
+    #: ``num_q`` has a value per query (1 for each query the run answers, ir_measures' ``NumQ``), not
+    #: only trec_eval's summary
+    num_q_per_query: bool = False
     #: measures the peer computes with a tool whose numbers the preset does not reproduce, refused
     #: rather than answered with another number: ``{key, or key(param=value): reason}``
     refused: dict[str, str] = field(default_factory=dict)
@@ -130,7 +139,12 @@ TREC_PRESETS: dict[str, TrecPreset] = {
             # its cwl_eval provider: tied scores in the run's order; RBP(rel=...) over cwl_eval's depth
             **{key: ("run", None) for key in ("bpm", "insq", "inst", "sdcg", "nerr8", "nerr9", "nerr10", "nerr11")},
             "rbp": ("run", "cwl_eval"),
+            # its compat provider: score, then docno ascending; its accuracy provider: a stable sort by
+            # score (the run's order), and no value for a query without a (relevant, non-relevant) pair
+            "compat": ("docno_ascending", None),
+            "pairwise_accuracy": ("run", "skip_empty"),
         },
+        num_q_per_query=True,
         refused={
             "err": "ir_measures computes ERR@k with the gdeval script (its own order of tied scores)",
             "ndcg(dcg=exp-log2)": "ir_measures computes nDCG(dcg='exp-log2') with the gdeval script (its own "
