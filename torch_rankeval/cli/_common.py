@@ -166,10 +166,15 @@ def measures(args: argparse.Namespace, default: Sequence[str]) -> list[Measure]:
 
 
 def evaluate_inputs(
-    args: argparse.Namespace, measures: list[Measure], *, complete: bool, convention: str | None = None
+    args: argparse.Namespace,
+    measures: list[Measure],
+    *,
+    complete: bool,
+    convention: str | None = None,
+    judged_only: bool = False,
 ) -> tuple[Qrels | SubtopicQrels, list[Evaluation]]:
     """Read the inputs of :func:`add_input_arguments` and evaluate every run (for subcommands), under
-    ``convention`` (:func:`torch_rankeval.trec.evaluate`'s).
+    ``convention`` and ``judged_only`` (:func:`torch_rankeval.trec.evaluate`'s).
 
     Example:
         >>> import os, tempfile
@@ -210,6 +215,7 @@ def evaluate_inputs(
             trec_eval_version=args.trec_eval_version,
             device=dev,
             convention=convention,
+            judged_only=judged_only,
         )
         for run in runs
     ]

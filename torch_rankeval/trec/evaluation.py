@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 
 from torch_rankeval._choices import TREC_EVAL_VERSIONS as _TREC_EVAL_VERSIONS
+from torch_rankeval.kernels.interpolated import relevant_counts
 from torch_rankeval.measures import NICKNAMES, Measure, compute, parse_measures, summarize
 from torch_rankeval.measures.grammar import check_distinct
 from torch_rankeval.measures.reduction import sample_stderr
@@ -27,7 +28,16 @@ from torch_rankeval.trec.io import PathLike, Qrels, Run
 from torch_rankeval.trec.join import TrecBatch, to_batches
 from torch_rankeval.trec.peers import TREC_PRESETS, judged_negative, ranked_run
 
-__all__ = ["TREC_EVAL_VERSIONS", "Evaluation", "Output", "evaluate", "preset_measures", "relstrings", "trec_measures"]
+__all__ = [
+    "TREC_EVAL_VERSIONS",
+    "Evaluation",
+    "Output",
+    "evaluate",
+    "judged_documents",
+    "preset_measures",
+    "relstrings",
+    "trec_measures",
+]
 
 #: The trec_eval versions whose output :func:`evaluate` reproduces: ``"10.0"`` (the current one)
 #: and ``"9.0.8"`` (the one pytrec_eval and ir_measures compile in). Defined torch-free in
@@ -232,6 +242,62 @@ class Evaluation:
         return lines
 
 
+def judged_documents(batch: TrecBatch) -> TrecBatch:
+    """``batch`` with its unjudged documents removed (trec_eval's ``-J``): each row keeps the documents
+    with a grade (``target >= 0``) in their order, moved to the front without gaps (form_res_rels.c
+    re-ranks the judged documents in their original order); the rest becomes padding.
+
+    Example:
+        >>> from torch_rankeval.trec.join import to_tensors
+        >>> qrels = Qrels.from_dict({"q1": {"a": 1, "b": -1, "c": 0}})
+        >>> batch = judged_documents(to_tensors(qrels, Run.from_dict({"q1": {"a": 3.0, "b": 4.0, "x": 2.0, "c": 1.0}})))
+        >>> batch.preds.tolist(), batch.target.tolist(), batch.mask.tolist()
+        ([[3.0, 1.0]], [[1, 0]], [[True, True]])
+    """
+    keep = batch.mask & (batch.target >= 0)
+    width = max(int(keep.sum(-1).max()), 1) if keep.numel() else 1
+    order = torch.argsort((~keep).to(torch.int8), dim=-1, stable=True)[:, :width]  # judged first, in order
+    mask = keep.gather(-1, order)
+    return dataclasses.replace(
+        batch,
+        preds=torch.where(mask, batch.preds.gather(-1, order), 0.0),
+        target=torch.where(mask, batch.target.gather(-1, order), -1),
+        mask=mask,
+    )
+
+
+#: The measures whose value trec_eval computes as ``num_rel_ret / num_ret`` before anything else
+#: (m_iprec_at_recall.c, m_11pt_avg.c): NaN on an empty ranking at a recall level that rounds to 0
+#: relevant documents. Only ``-J`` empties a ranking that the run answers.
+_ZERO_BY_ZERO = ("iprec_at_recall", "11pt_avg")
+
+
+def _no_judged_ranking(
+    parsed: list[Measure],
+    bucket: dict[str, Tensor],
+    ideal_target: Tensor,
+    emptied: Tensor,
+    relevance_level: int,
+    lost: dict[str, int],
+) -> dict[str, Tensor]:
+    """trec_eval's values on the queries that ``-J`` leaves without documents (``emptied``): interpolated
+    precision is ``0 / 0`` (NaN) at a recall level that rounds to 0 relevant documents (the level 0, and
+    any level of a query without relevant documents), and so is an ``11pt_avg`` over such a level; the
+    other measures score 0 as on any empty ranking. Counts the NaN queries per measure in ``lost``."""
+    out = dict(bucket)
+    for m in parsed:
+        if m.key not in _ZERO_BY_ZERO or m.label not in bucket:
+            continue
+        levels = (m.param("recall"),) if m.key == "iprec_at_recall" else tuple(m.param("levels"))
+        n_relevant = (ideal_target >= (m.param("rel") or relevance_level)).sum(-1)
+        zero = (relevant_counts(levels, n_relevant, m.param("rounding") or "lround") == 0).any(-1)
+        nan = (zero & emptied).to(bucket[m.label].device)
+        if bool(nan.any()):
+            out[m.label] = torch.where(nan, torch.nan, bucket[m.label])
+            lost[m.label] = lost.get(m.label, 0) + int(nan.sum())
+    return out
+
+
 def _fmt(value: float | str) -> str:
     """A value as trec_eval prints it: ``%6.4f`` (``nan`` padded to 6), counts as integers."""
     return str(value) if isinstance(value, (str, int)) else f"{value:6.4f}"
@@ -308,6 +374,7 @@ def evaluate(
     trec_eval_version: str = "10.0",
     device: torch.device | str | None = None,
     convention: str | None = None,
+    judged_only: bool = False,
 ) -> Evaluation:
     """Evaluate a run against qrels with trec_eval's semantics (or a peer's: ``convention``).
 
@@ -316,8 +383,9 @@ def evaluate(
     recall and R-precision denominators come from every judged document; queries only in the run
     are ignored; ``complete=True`` (``-c``) scores the qrels' queries missing from the run as 0;
     ``relevance_level`` (``-l``) is the minimum grade of a relevant document for binary measures;
-    ``max_docs`` (``-M``) keeps each query's first ``max_docs`` ranked documents. Everything is
-    computed in float64.
+    ``max_docs`` (``-M``) keeps each query's first ``max_docs`` ranked documents; ``judged_only``
+    (``-J``) then removes the unjudged ones (absent from the qrels or with a negative grade) and
+    ranks the rest without gaps. Everything is computed in float64.
 
     Intent-aware measures (``alpha_nDCG@20``, ``ERR_IA@20``, ``P_IA@10``, ...) read TREC diversity
     qrels (``topic subtopic docno judgment``): a path is then read as such, or pass a
@@ -343,6 +411,10 @@ def evaluate(
             ``"ir_measures"`` (``ir_measures.calc_aggregate``'s: the order of tied scores of the provider
             each measure goes to, every query of the qrels, 0 where the run has none, trec_eval
             9.0.8 as pytrec_eval); see :mod:`torch_rankeval.trec.peers` for the rules.
+        judged_only: trec_eval's ``-J`` (pytrec_eval's ``judged_docs_only_flag``): every measure on
+            each query's judged documents only, the unjudged ones removed from the ranking after
+            ``max_docs``; a query left without documents scores as one that retrieves nothing
+            (``num_ret`` 0). The judgments themselves (``num_rel``, IDCG) do not change.
 
     Example:
         >>> qrels = Qrels.from_dict({"q1": {"d1": 1, "d2": 2}, "q2": {"d9": 1}})
@@ -355,6 +427,14 @@ def evaluate(
         {'P@2': 0.5, 'P(rel=2)@2': 0.5}
         >>> evaluate(qrels, run, ["num_ret", "P.2"], max_docs=1).summary
         {'num_ret': 1, 'P_2': 0.5}
+
+    Judged documents only (``-J``): the unjudged ``d0`` no longer takes rank 1:
+
+        >>> run = Run.from_dict({"q1": {"d0": 0.3, "d1": 0.2, "d2": 0.1}})
+        >>> evaluate(qrels, run, ["num_ret", "P.1", "recip_rank"]).summary
+        {'num_ret': 3, 'P_1': 0.0, 'recip_rank': 0.5}
+        >>> evaluate(qrels, run, ["num_ret", "P.1", "recip_rank"], judged_only=True).summary
+        {'num_ret': 2, 'P_1': 1.0, 'recip_rank': 1.0}
 
     Peers' numbers: ranx and ir_measures order tied scores otherwise than trec_eval (docno descending):
 
@@ -373,7 +453,10 @@ def evaluate(
         max_docs=max_docs,
         trec_eval_version=trec_eval_version,
         device=device,
+        judged_only=judged_only,
     )
+    if not isinstance(judged_only, bool):
+        raise TypeError(f"judged_only must be a bool (trec_eval's -J), got {judged_only!r}")
     if convention is not None and convention != "trec_eval":
         return _evaluate_preset(qrels, run, measures, convention, settings)
     if (
@@ -403,6 +486,7 @@ def evaluate(
     n = len(joined.qids)
     values: dict[str, Tensor] = {}
     text: dict[str, list[str]] = {name: [""] * n for name in lengths}
+    lost: dict[str, int] = {}  # judged_only: queries whose value is trec_eval's 0 / 0, per measure
     for batch in joined:
         rows = batch.rows
         if max_docs is not None and batch.preds.shape[-1] > max_docs:
@@ -410,6 +494,10 @@ def evaluate(
             batch = dataclasses.replace(
                 batch, preds=batch.preds[:, keep], target=batch.target[:, keep], mask=batch.mask[:, keep]
             )
+        emptied = None
+        if judged_only:
+            batch = judged_documents(batch)
+            emptied = ~batch.mask.any(-1)  # every document unjudged (or none: -c)
         for name, length in lengths.items():
             for i, line in zip(rows.tolist(), relstrings(batch, length)):
                 text[name][i] = line
@@ -424,12 +512,21 @@ def evaluate(
             relevance_level=relevance_level,
             validate_args=False,
         )
+        if emptied is not None and bool(emptied.any()):
+            bucket = _no_judged_ranking(parsed, bucket, batch.ideal_target.cpu(), emptied, relevance_level, lost)
         for name, v in bucket.items():
             v = v.cpu()
             if len(rows) == n:  # one bucket: every query, in order
                 values[name] = v
             else:
                 values.setdefault(name, v.new_zeros(n))[rows] = v
+    for name, count in lost.items():
+        warnings.warn(
+            f"{name}: {count} queries have no judged retrieved document under judged_only (trec_eval -J); trec_eval "
+            "and pytrec_eval divide 0 retrieved documents by 0 there, so these values (and the mean) are NaN",
+            RuntimeWarning,
+            stacklevel=2,
+        )
     outputs, texts, per_query, summary, info = [], [], {}, {}, {}
     for m in parsed:
         out = Output(m, 0, m.label, m.trec_label)
@@ -474,6 +571,11 @@ def _evaluate_diversity(
     run = as_run(run, argument="run")
     aware = [m for m in parsed if m.family.subtopics]
     rest = [m for m in parsed if not m.family.subtopics]
+    if settings["judged_only"] and aware:
+        raise ValueError(
+            "judged_only (trec_eval's -J) applies to ad-hoc measures; evaluate intent-aware measures without it "
+            "(ndeval has no judged-only mode)"
+        )
     if settings["relevance_level"] != 1 and aware:
         raise ValueError(
             "relevance_level applies to ad-hoc measures; ndeval's subtopic judgments are binary (> 0 is relevant)"
