@@ -7,7 +7,7 @@ import dataclasses
 import os
 import re
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence, Sized
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,9 +22,10 @@ from torch_rankeval.measures.grammar import check_distinct
 from torch_rankeval.measures.reduction import sample_stderr
 from torch_rankeval.measures.registry import TREC_BY_NAME
 from torch_rankeval.trec._tables import csv_text, latex_escape, latex_number, latex_table, require_pandas
-from torch_rankeval.trec.convert import as_measures, as_qrels, as_run
+from torch_rankeval.trec._text import EmptyTrecFile, table_from_rows
+from torch_rankeval.trec.convert import _dict_of_dicts, _is_dataframe, as_measures, as_qrels, as_run
 from torch_rankeval.trec.diversity import SubtopicQrels, intent_aware_values, read_subtopic_qrels
-from torch_rankeval.trec.io import PathLike, Qrels, Run
+from torch_rankeval.trec.io import PathLike, Qrels, Run, read_qrels, read_run
 from torch_rankeval.trec.join import TrecBatch, to_batches
 from torch_rankeval.trec.peers import TREC_PRESETS, judged_negative, ranked_run
 
@@ -685,6 +686,10 @@ def _evaluate_preset(
             )
     # a sorted ranx Run is in ranx's order already (ranx.evaluate does not sort it again)
     ranked = any(c.__module__.split(".")[0] == "ranx" for c in type(run).__mro__) and getattr(run, "sorted", True)
+    if preset.empty_scored:
+        qrels, run = _maybe_empty(qrels, "qrels"), _maybe_empty(run, "run")
+        if not len(qrels) or not set(run.qids) & set(qrels.qids):
+            return _unanswered(parsed, qrels, run, settings["trec_eval_version"])
     qrels, run = as_qrels(qrels, argument="qrels"), as_run(run, argument="run")
     if preset.negative_judged:
         qrels = judged_negative(qrels)
@@ -717,6 +722,73 @@ def _evaluate_preset(
             per_query[m.label], summary[m.label] = _apply_rule(rule, m, v, qrels, first.qids, level)
     return dataclasses.replace(
         first, outputs=outputs, texts=texts, per_query=per_query, summary=summary, info=info, text=text
+    )
+
+
+def _maybe_empty(obj: object, kind: str) -> Qrels | Run:
+    """``obj`` as :func:`~torch_rankeval.trec.convert.as_qrels` or ``as_run`` reads it, or an empty
+    :class:`Qrels` / :class:`Run` for an input without a row (an empty file, dict, list or DataFrame), which
+    they refuse. An iterator of rows is read once, here."""
+    if isinstance(obj, (Qrels, Run)):
+        return obj
+    path = str(obj) if isinstance(obj, (str, os.PathLike)) else None
+    if path is not None:
+        try:
+            return read_qrels(path) if kind == "qrels" else read_run(path)
+        except EmptyTrecFile:
+            rows = None
+    else:
+        if isinstance(obj, Iterator):
+            obj = list(obj)
+        data = _dict_of_dicts(obj)
+        if data is not None:
+            rows = sum(len(docs) if isinstance(docs, Mapping) else 1 for docs in data.values())
+        elif _is_dataframe(obj) or isinstance(obj, Sized):
+            rows = len(obj)  # type: ignore[arg-type]
+        else:
+            rows = 1  # not a form of qrels or run: as_qrels / as_run say so
+        if rows:
+            return as_qrels(obj, argument=kind) if kind == "qrels" else as_run(obj, argument=kind)
+    if kind == "qrels":
+        return Qrels(table_from_rows([], [], np.zeros(0, dtype=np.int64)), path)
+    name = getattr(obj, "name", None)
+    tag = name if isinstance(name, str) and name and path is None and not _is_dataframe(obj) else "run"
+    return Run(table_from_rows([], [], np.zeros(0, dtype=np.float64), tag), path)
+
+
+def _unanswered(parsed: list[Measure], qrels: Qrels, run: Run, version: str) -> Evaluation:
+    """ir_measures' evaluation of a run that answers no query of the qrels (an empty run, or empty
+    qrels): every query of the qrels scores 0 (none answered, so ``num_q`` is 0); without queries, a
+    mean is NaN and a count 0."""
+    n = len(qrels.qids)
+    outputs, texts, per_query, summary, info, text = [], [], {}, {}, {}, {}
+    for m in parsed:
+        out = Output(m, 0, m.label, m.trec_label)
+        if m.family.aggregate == "text":
+            texts.append(out)
+            text[m.label] = [""] * n
+            continue
+        outputs.append(out)
+        if m.family.aggregate == "info":
+            info[m.label] = run.tag
+            continue
+        v = torch.zeros(n, dtype=torch.float64)
+        summary[m.label] = 0 if m.key == "num_q" else summarize(m, v)
+        if m.per_query:
+            per_query[m.label] = v
+    retrieved = torch.zeros(n, dtype=torch.bool)
+    return Evaluation(
+        run.path or run.tag,
+        run.tag,
+        list(qrels.qids),
+        outputs,
+        per_query,
+        summary,
+        retrieved,
+        texts,
+        text,
+        version,
+        info,
     )
 
 
