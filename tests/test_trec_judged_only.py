@@ -155,6 +155,36 @@ def test_under_the_ir_measures_preset_matches_ir_measures_judged_only_live():
     assert rows == len(names) * len(result.qids)
 
 
+def test_ir_measures_spelling_asks_it_of_one_measure():
+    """ir_measures' P(judged_only=True)@4 (test_pytrec_eval.py::test_P: 0.75 and 0.25) among other measures, as
+    a name and as ir_measures' measure object, in the order given; ir_measures live on the same measures."""
+    ir_measures = pytest.importorskip("ir_measures")
+    q, r = Qrels.from_dict(_QRELS_P), Run.from_dict(_RUN_P)
+    result = trec.evaluate(q, r, ["map", "P(judged_only=True)@4", "P@4", "AP(rel=2, judged_only=True)"])
+    assert [o.name for o in result.outputs] == ["map", "P(judged_only=True)@4", "P@4", "AP(rel=2, judged_only=True)"]
+    assert list(result.summary) == [o.name for o in result.outputs]
+    assert result.per_query["P(judged_only=True)@4"].tolist() == [0.75, 0.25]
+    assert result.per_query["P@4"].tolist() == [0.5, 0.25]
+    assert (
+        result.summary["AP(rel=2, judged_only=True)"]
+        == trec.evaluate(q, r, ["AP(rel=2)"], judged_only=True).summary["AP(rel=2)"]
+    )
+    both = trec.evaluate(q, r, ["P(judged_only=True)@4", "P@4"], judged_only=True).per_query  # -J for all
+    assert both["P(judged_only=True)@4"].tolist() == both["P@4"].tolist() == [0.75, 0.25]
+    objects = [ir_measures.P(judged_only=True) @ 4, ir_measures.AP, ir_measures.nDCG(judged_only=True) @ 4]
+    qrels, run = random_collection(11, tie_levels=3)
+    want = {str(m): v for m, v in ir_measures.calc_aggregate(objects, qrels, run).items()}
+    got = trec.evaluate(qrels, run, objects, convention="ir_measures").summary
+    assert list(got) == ["P(judged_only=True)@4", "AP", "nDCG(judged_only=True)@4"]
+    for name, value in want.items():
+        assert got[name] == pytest.approx(value, rel=1e-12), name
+
+
+def test_the_tensor_functions_refuse_the_spelling_and_say_what_to_do():
+    with pytest.raises(ValueError, match=r"judged_only=True is not supported here .* mark the unjudged documents"):
+        F.evaluate(torch.tensor([[0.5, 0.2]]), torch.tensor([[1, 0]]), ["P(judged_only=True)@2"])
+
+
 def test_max_docs_cuts_before_unjudged_documents_are_removed():
     """form_res_rels.c keeps the first -M ranked documents, then (with -J) drops the unjudged among them: with
     -M 2 the ranking u1, d1, u2, d2 (u unjudged) keeps d1 only, not d1 and d2."""

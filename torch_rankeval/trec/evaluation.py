@@ -415,7 +415,9 @@ def evaluate(
         judged_only: trec_eval's ``-J`` (pytrec_eval's ``judged_docs_only_flag``): every measure on
             each query's judged documents only, the unjudged ones removed from the ranking after
             ``max_docs``; a query left without documents scores as one that retrieves nothing
-            (``num_ret`` 0). The judgments themselves (``num_rel``, IDCG) do not change.
+            (``num_ret`` 0; interpolated precision is trec_eval's ``0 / 0`` there: NaN, with a
+            warning). The judgments themselves (``num_rel``, IDCG) do not change. ir_measures'
+            spelling, ``P(judged_only=True)@5``, asks it of one measure.
 
     Example:
         >>> qrels = Qrels.from_dict({"q1": {"d1": 1, "d2": 2}, "q2": {"d9": 1}})
@@ -458,6 +460,10 @@ def evaluate(
     )
     if not isinstance(judged_only, bool):
         raise TypeError(f"judged_only must be a bool (trec_eval's -J), got {judged_only!r}")
+    names = as_measures(measures, argument="measures")
+    names = [names] if isinstance(names, str) else names
+    if any(isinstance(m, str) and _without_judged_only(m) for m in names):
+        return _evaluate_judged_only_spelled(qrels, run, names, convention, settings)
     if convention is not None and convention != "trec_eval":
         return _evaluate_preset(qrels, run, measures, convention, settings)
     if (
@@ -720,6 +726,75 @@ def _evaluate_preset(
                 v = torch.where(first.retrieved, v, torch.zeros_like(v))
             level = m.param("rel") or settings["relevance_level"]
             per_query[m.label], summary[m.label] = _apply_rule(rule, m, v, qrels, first.qids, level)
+    return dataclasses.replace(
+        first, outputs=outputs, texts=texts, per_query=per_query, summary=summary, info=info, text=text
+    )
+
+
+_JUDGED_ONLY = re.compile(r"judged_only\s*=\s*True\b")
+
+
+def _without_judged_only(name: str) -> str | None:
+    """``name`` without ir_measures' ``judged_only=True`` parameter (``P(rel=2,judged_only=True)@5``:
+    ``P(rel=2)@5``), or None when it has none.
+
+    Example:
+        >>> _without_judged_only("P(judged_only=True)@4"), _without_judged_only("AP(rel=2, judged_only=True)")
+        ('P@4', 'AP(rel=2)')
+        >>> _without_judged_only("P@4") is None
+        True
+    """
+    if not _JUDGED_ONLY.search(name):
+        return None
+    out = re.sub(r"\s*,\s*" + _JUDGED_ONLY.pattern, "", name, count=1)
+    if out == name:
+        out = re.sub(_JUDGED_ONLY.pattern + r"\s*,?\s*", "", name, count=1)
+    return re.sub(r"\(\s*\)", "", out)
+
+
+def _evaluate_judged_only_spelled(
+    qrels: object, run: object, names: list[str | Measure], convention: str | None, settings: dict[str, Any]
+) -> Evaluation:
+    """:func:`evaluate` of measures some of which carry ir_measures' ``judged_only=True``: those on the judged
+    documents only (``judged_only=True``), under their names as written, the others as asked; one evaluation."""
+    qrels = list(qrels) if isinstance(qrels, Iterator) else qrels  # read twice below
+    run = list(run) if isinstance(run, Iterator) else run
+    plain: list[str | Measure] = []
+    judged: list[Measure] = []
+    for m in names:
+        stripped = _without_judged_only(m) if isinstance(m, str) else None
+        if stripped is None:
+            plain.append(m)
+        else:
+            label = m.strip()  # type: ignore[union-attr]
+            judged.append(parse_measures([stripped])[0].with_label(label, label))
+    results = [evaluate(qrels, run, judged, convention=convention, **dict(settings, judged_only=True))]
+    if plain:
+        results.insert(0, evaluate(qrels, run, plain, convention=convention, **settings))
+    first = results[0]
+    texts, per_query, summary, info, text = [], {}, {}, {}, {}
+    for r in results:
+        texts.extend(r.texts)
+        for mine, theirs in ((per_query, r.per_query), (summary, r.summary), (info, r.info), (text, r.text)):
+            mine.update(theirs)
+    # outputs in the order of the call: each judged-only measure after the outputs of the names before it
+    plain_outputs = results[0].outputs if plain else []
+    judged_outputs = {o.name: o for o in results[-1].outputs}
+    outputs, taken, before = [], 0, []
+    version = first.version
+    for m in names:
+        if not (isinstance(m, str) and _without_judged_only(m)):
+            before.append(m)
+            continue
+        labels = {x.label for x in _preset_measures(before, convention or "trec_eval", version)[0]} if before else set()
+        while taken < len(plain_outputs) and plain_outputs[taken].name in labels:
+            outputs.append(plain_outputs[taken])
+            taken += 1
+        if m.strip() in judged_outputs:
+            outputs.append(judged_outputs.pop(m.strip()))
+    outputs.extend(plain_outputs[taken:])
+    summary = {o.name: summary[o.name] for o in outputs if o.name in summary}
+    per_query = {o.name: per_query[o.name] for o in outputs if o.name in per_query}
     return dataclasses.replace(
         first, outputs=outputs, texts=texts, per_query=per_query, summary=summary, info=info, text=text
     )
