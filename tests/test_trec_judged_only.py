@@ -224,6 +224,38 @@ def test_a_query_left_without_documents_scores_as_an_empty_ranking():
         assert all(_same(v[i].item(), expected[q][key]) for i, q in enumerate(old.qids)), name
 
 
+def test_trec_eval_10_output_with_dash_c_and_dash_j():
+    """``trec_eval -J -q -c -m iprec_at_recall -m 11pt_avg -m num_ret -m num_rel -m map -m P.1`` (trec_eval 10.0,
+    built from usnistgov/trec_eval at f4253652), its lines transcribed: query 0 retrieves only unjudged documents
+    (R = 1: the levels 0 to 0.4 round to 0 relevant documents, NaN), query 1 an unjudged one first, and query 2,
+    which -c adds, is empty too under -J (R = 3: the levels 0 and 0.1 are NaN); the means are NaN where one is."""
+    qrels = {"0": {"D0": 0, "D1": 1}, "1": {"D0": 1, "D1": 0}, "2": {"D0": 1, "D1": 1, "D2": 1}}
+    run = {"0": {"X1": 0.8, "X2": 0.7}, "1": {"D0": 0.5, "Z": 0.9}}
+    names = ["num_ret", "num_rel", "map", "iprec_at_recall", "P.1", "11pt_avg"]
+    with pytest.warns(RuntimeWarning):
+        result = trec.evaluate(qrels, run, names, complete=True, judged_only=True)
+    nan = float("nan")
+    iprec = {  # query: values at 0.0, 0.1, ..., 1.0
+        "0": [nan] * 5 + [0.0] * 6,
+        "1": [1.0] * 11,
+        "2": [nan] * 2 + [0.0] * 9,
+    }
+    expected = {
+        "num_ret": ([0, 1, 0], 1),
+        "num_rel": ([1, 1, 3], 5),
+        "map": ([0.0, 1.0, 0.0], 1 / 3),
+        "P_1": ([0.0, 1.0, 0.0], 1 / 3),
+        "11pt_avg": ([nan, 1.0, nan], nan),
+    }
+    for i, level in enumerate([f"{x / 10:.2f}" for x in range(11)]):
+        values = [iprec[q][i] for q in "012"]
+        expected[f"iprec_at_recall_{level}"] = (values, nan if any(map(math.isnan, values)) else sum(values) / 3)
+    assert result.qids == ["0", "1", "2"]
+    for name, (values, mean) in expected.items():
+        assert all(_same(a, b) for a, b in zip(result.per_query[name].tolist(), values)), name
+        assert _same(result.summary[name], mean), name
+
+
 def test_without_unjudged_documents_nothing_changes():
     qrels, run = random_collection(3)
     qrels = {q: {d: max(g, 0) for d, g in docs.items()} for q, docs in qrels.items()}

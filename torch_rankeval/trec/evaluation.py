@@ -269,7 +269,8 @@ def judged_documents(batch: TrecBatch) -> TrecBatch:
 
 #: The measures whose value trec_eval computes as ``num_rel_ret / num_ret`` before anything else
 #: (m_iprec_at_recall.c, m_11pt_avg.c): NaN on an empty ranking at a recall level that rounds to 0
-#: relevant documents. Only ``-J`` empties a ranking that the run answers.
+#: relevant documents. Only ``-J`` empties a ranking: a query that ``-c`` adds otherwise holds
+#: trec_eval's one placeholder document (``bogus_ranking``, trec_eval.c), unjudged, so ``0 / 1``.
 _ZERO_BY_ZERO = ("iprec_at_recall", "11pt_avg")
 
 
