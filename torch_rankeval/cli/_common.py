@@ -166,10 +166,15 @@ def measures(args: argparse.Namespace, default: Sequence[str]) -> list[Measure]:
 
 
 def evaluate_inputs(
-    args: argparse.Namespace, measures: list[Measure], *, complete: bool, convention: str | None = None
+    args: argparse.Namespace,
+    measures: list[Measure],
+    *,
+    complete: bool,
+    convention: str | None = None,
+    judged_only: bool = False,
 ) -> tuple[Qrels | SubtopicQrels, list[Evaluation]]:
     """Read the inputs of :func:`add_input_arguments` and evaluate every run (for subcommands), under
-    ``convention`` (:func:`torch_rankeval.trec.evaluate`'s).
+    ``convention`` and ``judged_only`` (:func:`torch_rankeval.trec.evaluate`'s).
 
     Example:
         >>> import os, tempfile
@@ -197,8 +202,8 @@ def evaluate_inputs(
 
         qrels = read_subtopic_qrels(args.qrels, progress=args.progress)
     else:
-        qrels = read_qrels(args.qrels, progress=args.progress)
-    runs = [read_run(path, progress=args.progress) for path in args.runs]
+        qrels = _read(read_qrels, args.qrels, args.progress, convention)
+    runs = [_read(read_run, path, args.progress, convention) for path in args.runs]
     results = [
         evaluate(
             qrels,
@@ -210,10 +215,26 @@ def evaluate_inputs(
             trec_eval_version=args.trec_eval_version,
             device=dev,
             convention=convention,
+            judged_only=judged_only,
         )
         for run in runs
     ]
     return qrels, results
+
+
+def _read(reader: Any, path: str, progress: bool | None, convention: str | None) -> Any:
+    """``reader(path)``; an empty file (no content line) stays its path under a preset that scores empty
+    inputs (ir_measures'), for :func:`torch_rankeval.trec.evaluate` to read as such, and is an error otherwise
+    (trec_eval refuses it)."""
+    from torch_rankeval.trec._text import EmptyTrecFile
+    from torch_rankeval.trec.peers import TREC_PRESETS
+
+    try:
+        return reader(path, progress=progress)
+    except EmptyTrecFile:
+        if convention is None or not TREC_PRESETS[convention].empty_scored:
+            raise
+        return path
 
 
 # ----------------------------------------------------------------------------- formatting

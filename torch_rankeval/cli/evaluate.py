@@ -8,9 +8,9 @@ Example:
     >>> import argparse
     >>> parser = argparse.ArgumentParser(prog="torch-rankeval evaluate")
     >>> add_arguments(parser)
-    >>> args = parser.parse_args(["qrels.txt", "run.txt", "-m", "map", "-q", "--format", "csv", "--convention", "ranx"])
-    >>> args.measures, args.per_query, args.format, args.convention
-    (['map'], True, 'csv', 'ranx')
+    >>> args = parser.parse_args(["qrels.txt", "run.txt", "-m", "map", "-q", "--format", "csv", "--convention", "ranx", "-J"])
+    >>> args.measures, args.per_query, args.format, args.convention, args.judged_only
+    (['map'], True, 'csv', 'ranx', True)
 """
 
 from __future__ import annotations
@@ -48,11 +48,17 @@ CONVENTIONS = ("trec_eval", "ranx", "ir_measures")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The subcommand's arguments: the shared inputs, ``-q``, ``-n`` and ``--format``."""
+    """The subcommand's arguments: the shared inputs, ``-q``, ``-n``, ``-J``, ``--format`` and ``--convention``."""
     add_input_arguments(parser)
     parser.add_argument("-q", "--per-query", action="store_true", help="also print each query's values (trec_eval -q)")
     parser.add_argument(
         "-n", "--no-summary", action="store_true", help="omit the summary over all queries (trec_eval -n)"
+    )
+    parser.add_argument(
+        "-J",
+        "--judged-only",
+        action="store_true",
+        help="evaluate each query on its judged documents only: unjudged ones are removed from the ranking (trec_eval -J)",
     )
     parser.add_argument(
         "--format",
@@ -81,7 +87,9 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         chosen = preset_measures(
             args.measures or ["official"], args.convention, trec_eval_version=args.trec_eval_version
         )
-    _, results = evaluate_inputs(args, chosen, complete=args.complete, convention=args.convention)
+    _, results = evaluate_inputs(
+        args, chosen, complete=args.complete, convention=args.convention, judged_only=args.judged_only
+    )
     if args.format == "trec":
         for r in results:
             lines = format_trec_eval(r, per_query=args.per_query, summary=not args.no_summary)

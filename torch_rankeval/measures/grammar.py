@@ -516,7 +516,10 @@ def _parse_at(text: str, api_cutoffs: tuple[int | None, ...] | None) -> list[Mea
         raise _unknown(text)
     params: dict[str, Any] = _keywords(params_text, text) if params_text else {}
     if params.pop("judged_only", False):
-        raise ValueError(f"measure {text!r}: judged_only=True is not supported (trec_eval's -J); drop the parameter")
+        raise ValueError(
+            f"measure {text!r}: judged_only=True is not supported here (trec_eval's -J): trec.evaluate reads it "
+            "(or takes judged_only=True; -J on the command line); on tensors, mark the unjudged documents False in mask"
+        )
     for (key, switch), targets in _IR_SWITCHES.items():
         if family.key == key and switch in params:
             value = params[switch]

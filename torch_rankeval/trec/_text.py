@@ -38,6 +38,7 @@ from typing import BinaryIO, Callable, Iterator
 import numpy as np
 
 __all__ = [
+    "EmptyTrecFile",
     "TrecFormatError",
     "Strings",
     "Table",
@@ -57,6 +58,11 @@ _MAX_EXACT = 2**53
 
 class TrecFormatError(ValueError):
     """A qrels or run file that cannot be read; the message names the file and the line."""
+
+
+class EmptyTrecFile(TrecFormatError):
+    """A qrels or run file without a single line of content (empty, or only comments): trec_eval refuses it,
+    ir_measures scores it (``trec.evaluate(..., convention="ir_measures")``)."""
 
 
 # Shared read-only empties: strings without tails (nearly all) allocate nothing for them.
@@ -733,7 +739,7 @@ def read_table(
         finally:
             close()
     if not parts:
-        raise TrecFormatError(f"{name}: no {spec.what} lines (the file is empty or holds only comments)")
+        raise EmptyTrecFile(f"{name}: no {spec.what} lines (the file is empty or holds only comments)")
     # One head width for the whole file, chosen from every block's docno sizes (blocks chose their own).
     width = head_width(
         n=sum(p[4][0] for p in parts),

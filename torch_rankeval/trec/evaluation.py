@@ -7,7 +7,7 @@ import dataclasses
 import os
 import re
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence, Sized
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,18 +17,29 @@ from torch import Tensor
 
 from torch_rankeval._choices import TREC_EVAL_VERSIONS as _TREC_EVAL_VERSIONS
 from torch_rankeval.conventions import resolve_convention
+from torch_rankeval.kernels.interpolated import relevant_counts
 from torch_rankeval.measures import NICKNAMES, Measure, compute, parse_measures, summarize
 from torch_rankeval.measures.grammar import check_distinct
 from torch_rankeval.measures.reduction import sample_stderr
 from torch_rankeval.measures.registry import TREC_BY_NAME
 from torch_rankeval.trec._tables import csv_text, latex_escape, latex_number, latex_table, require_pandas
-from torch_rankeval.trec.convert import as_measures, as_qrels, as_run
+from torch_rankeval.trec._text import EmptyTrecFile, table_from_rows
+from torch_rankeval.trec.convert import _dict_of_dicts, _is_dataframe, as_measures, as_qrels, as_run
 from torch_rankeval.trec.diversity import SubtopicQrels, intent_aware_values, read_subtopic_qrels
-from torch_rankeval.trec.io import PathLike, Qrels, Run
+from torch_rankeval.trec.io import PathLike, Qrels, Run, read_qrels, read_run
 from torch_rankeval.trec.join import TrecBatch, to_batches
 from torch_rankeval.trec.peers import CWL_EVAL_DEPTH, TREC_PRESETS, judged_negative, ranked_run
 
-__all__ = ["TREC_EVAL_VERSIONS", "Evaluation", "Output", "evaluate", "preset_measures", "relstrings", "trec_measures"]
+__all__ = [
+    "TREC_EVAL_VERSIONS",
+    "Evaluation",
+    "Output",
+    "evaluate",
+    "judged_documents",
+    "preset_measures",
+    "relstrings",
+    "trec_measures",
+]
 
 #: The trec_eval versions whose output :func:`evaluate` reproduces: ``"10.0"`` (the current one)
 #: and ``"9.0.8"`` (the one pytrec_eval and ir_measures compile in). Defined torch-free in
@@ -233,6 +244,63 @@ class Evaluation:
         return lines
 
 
+def judged_documents(batch: TrecBatch) -> TrecBatch:
+    """``batch`` with its unjudged documents removed (trec_eval's ``-J``): each row keeps the documents
+    with a grade (``target >= 0``) in their order, moved to the front without gaps (form_res_rels.c
+    re-ranks the judged documents in their original order); the rest becomes padding.
+
+    Example:
+        >>> from torch_rankeval.trec.join import to_tensors
+        >>> qrels = Qrels.from_dict({"q1": {"a": 1, "b": -1, "c": 0}})
+        >>> batch = judged_documents(to_tensors(qrels, Run.from_dict({"q1": {"a": 3.0, "b": 4.0, "x": 2.0, "c": 1.0}})))
+        >>> batch.preds.tolist(), batch.target.tolist(), batch.mask.tolist()
+        ([[3.0, 1.0]], [[1, 0]], [[True, True]])
+    """
+    keep = batch.mask & (batch.target >= 0)
+    width = max(int(keep.sum(-1).max()), 1) if keep.numel() else 1
+    order = torch.argsort((~keep).to(torch.int8), dim=-1, stable=True)[:, :width]  # judged first, in order
+    mask = keep.gather(-1, order)
+    return dataclasses.replace(
+        batch,
+        preds=torch.where(mask, batch.preds.gather(-1, order), 0.0),
+        target=torch.where(mask, batch.target.gather(-1, order), -1),
+        mask=mask,
+    )
+
+
+#: The measures whose value trec_eval computes as ``num_rel_ret / num_ret`` before anything else
+#: (m_iprec_at_recall.c, m_11pt_avg.c): NaN on an empty ranking at a recall level that rounds to 0
+#: relevant documents. Only ``-J`` empties a ranking: a query that ``-c`` adds otherwise holds
+#: trec_eval's one placeholder document (``bogus_ranking``, trec_eval.c), unjudged, so ``0 / 1``.
+_ZERO_BY_ZERO = ("iprec_at_recall", "11pt_avg")
+
+
+def _no_judged_ranking(
+    parsed: list[Measure],
+    bucket: dict[str, Tensor],
+    ideal_target: Tensor,
+    emptied: Tensor,
+    relevance_level: int,
+    lost: dict[str, int],
+) -> dict[str, Tensor]:
+    """trec_eval's values on the queries that ``-J`` leaves without documents (``emptied``): interpolated
+    precision is ``0 / 0`` (NaN) at a recall level that rounds to 0 relevant documents (the level 0, and
+    any level of a query without relevant documents), and so is an ``11pt_avg`` over such a level; the
+    other measures score 0 as on any empty ranking. Counts the NaN queries per measure in ``lost``."""
+    out = dict(bucket)
+    for m in parsed:
+        if m.key not in _ZERO_BY_ZERO or m.label not in bucket:
+            continue
+        levels = (m.param("recall"),) if m.key == "iprec_at_recall" else tuple(m.param("levels"))
+        n_relevant = (ideal_target >= (m.param("rel") or relevance_level)).sum(-1)
+        zero = (relevant_counts(levels, n_relevant, m.param("rounding") or "lround") == 0).any(-1)
+        nan = (zero & emptied).to(bucket[m.label].device)
+        if bool(nan.any()):
+            out[m.label] = torch.where(nan, torch.nan, bucket[m.label])
+            lost[m.label] = lost.get(m.label, 0) + int(nan.sum())
+    return out
+
+
 def _fmt(value: float | str) -> str:
     """A value as trec_eval prints it: ``%6.4f`` (``nan`` padded to 6), counts as integers."""
     return str(value) if isinstance(value, (str, int)) else f"{value:6.4f}"
@@ -309,6 +377,7 @@ def evaluate(
     trec_eval_version: str = "10.0",
     device: torch.device | str | None = None,
     convention: str | None = None,
+    judged_only: bool = False,
 ) -> Evaluation:
     """Evaluate a run against qrels with trec_eval's semantics (or a peer's: ``convention``).
 
@@ -317,8 +386,9 @@ def evaluate(
     recall and R-precision denominators come from every judged document; queries only in the run
     are ignored; ``complete=True`` (``-c``) scores the qrels' queries missing from the run as 0;
     ``relevance_level`` (``-l``) is the minimum grade of a relevant document for binary measures;
-    ``max_docs`` (``-M``) keeps each query's first ``max_docs`` ranked documents. Everything is
-    computed in float64.
+    ``max_docs`` (``-M``) keeps each query's first ``max_docs`` ranked documents; ``judged_only``
+    (``-J``) then removes the unjudged ones (absent from the qrels or with a negative grade) and
+    ranks the rest without gaps. Everything is computed in float64.
 
     Intent-aware measures (``alpha_nDCG@20``, ``ERR_IA@20``, ``P_IA@10``, ...) read TREC diversity
     qrels (``topic subtopic docno judgment``): a path is then read as such, or pass a
@@ -344,6 +414,12 @@ def evaluate(
             ``"ir_measures"`` (``ir_measures.calc_aggregate``'s: the order of tied scores of the provider
             each measure goes to, every query of the qrels, 0 where the run has none, trec_eval
             9.0.8 as pytrec_eval); see :mod:`torch_rankeval.trec.peers` for the rules.
+        judged_only: trec_eval's ``-J`` (pytrec_eval's ``judged_docs_only_flag``): every measure on
+            each query's judged documents only, the unjudged ones removed from the ranking after
+            ``max_docs``; a query left without documents scores as one that retrieves nothing
+            (``num_ret`` 0; interpolated precision is trec_eval's ``0 / 0`` there: NaN, with a
+            warning). The judgments themselves (``num_rel``, IDCG) do not change. ir_measures'
+            spelling, ``P(judged_only=True)@5``, asks it of one measure.
 
     Example:
         >>> qrels = Qrels.from_dict({"q1": {"d1": 1, "d2": 2}, "q2": {"d9": 1}})
@@ -356,6 +432,14 @@ def evaluate(
         {'P@2': 0.5, 'P(rel=2)@2': 0.5}
         >>> evaluate(qrels, run, ["num_ret", "P.2"], max_docs=1).summary
         {'num_ret': 1, 'P_2': 0.5}
+
+    Judged documents only (``-J``): the unjudged ``d0`` no longer takes rank 1:
+
+        >>> run = Run.from_dict({"q1": {"d0": 0.3, "d1": 0.2, "d2": 0.1}})
+        >>> evaluate(qrels, run, ["num_ret", "P.1", "recip_rank"]).summary
+        {'num_ret': 3, 'P_1': 0.0, 'recip_rank': 0.5}
+        >>> evaluate(qrels, run, ["num_ret", "P.1", "recip_rank"], judged_only=True).summary
+        {'num_ret': 2, 'P_1': 1.0, 'recip_rank': 1.0}
 
     Peers' numbers: ranx and ir_measures order tied scores otherwise than trec_eval (docno descending):
 
@@ -374,7 +458,14 @@ def evaluate(
         max_docs=max_docs,
         trec_eval_version=trec_eval_version,
         device=device,
+        judged_only=judged_only,
     )
+    if not isinstance(judged_only, bool):
+        raise TypeError(f"judged_only must be a bool (trec_eval's -J), got {judged_only!r}")
+    names = as_measures(measures, argument="measures")
+    names = [names] if isinstance(names, str) else names
+    if any(isinstance(m, str) and _without_judged_only(m) for m in names):
+        return _evaluate_judged_only_spelled(qrels, run, names, convention, settings)
     if convention is not None and convention != "trec_eval":
         return _evaluate_preset(qrels, run, measures, convention, settings)
     _check_settings(settings)
@@ -411,6 +502,7 @@ def _evaluate_adhoc(
     ``skip_empty``: a query a measure flags empty gets NaN, and the mean leaves it out (a peer that
     reports no value there: ir_measures' ``Accuracy``)."""
     max_docs, device, relevance_level = settings["max_docs"], settings["device"], settings["relevance_level"]
+    judged_only = settings.get("judged_only", False)
     qrels = as_qrels(qrels, argument="qrels")
     run = as_run(run, argument="run")
     lengths = {m.label: int(m.param("length")) for m in parsed if m.family.aggregate == "text"}
@@ -420,6 +512,7 @@ def _evaluate_adhoc(
     n = len(joined.qids)
     values: dict[str, Tensor] = {}
     text: dict[str, list[str]] = {name: [""] * n for name in lengths}
+    lost: dict[str, int] = {}  # judged_only: queries whose value is trec_eval's 0 / 0, per measure
     for batch in joined:
         rows = batch.rows
         if max_docs is not None and batch.preds.shape[-1] > max_docs:
@@ -427,6 +520,10 @@ def _evaluate_adhoc(
             batch = dataclasses.replace(
                 batch, preds=batch.preds[:, keep], target=batch.target[:, keep], mask=batch.mask[:, keep]
             )
+        emptied = None
+        if judged_only:
+            batch = judged_documents(batch)
+            emptied = ~batch.mask.any(-1)  # every document unjudged (or none: -c)
         for name, length in lengths.items():
             for i, line in zip(rows.tolist(), relstrings(batch, length)):
                 text[name][i] = line
@@ -442,12 +539,21 @@ def _evaluate_adhoc(
             relevance_level=relevance_level,
             validate_args=False,
         )
+        if emptied is not None and bool(emptied.any()):
+            bucket = _no_judged_ranking(parsed, bucket, batch.ideal_target.cpu(), emptied, relevance_level, lost)
         for name, v in bucket.items():
             v = v.cpu()
             if len(rows) == n:  # one bucket: every query, in order
                 values[name] = v
             else:
                 values.setdefault(name, v.new_zeros(n))[rows] = v
+    for name, count in lost.items():
+        warnings.warn(
+            f"{name}: {count} queries have no judged retrieved document under judged_only (trec_eval -J); trec_eval "
+            "and pytrec_eval divide 0 retrieved documents by 0 there, so these values (and the mean) are NaN",
+            RuntimeWarning,
+            stacklevel=2,
+        )
     outputs, texts, per_query, summary, info = [], [], {}, {}, {}
     for m in parsed:
         out = Output(m, 0, m.label, m.trec_label)
@@ -492,6 +598,11 @@ def _evaluate_diversity(
     run = as_run(run, argument="run")
     aware = [m for m in parsed if m.family.subtopics]
     rest = [m for m in parsed if not m.family.subtopics]
+    if settings["judged_only"] and aware:
+        raise ValueError(
+            "judged_only (trec_eval's -J) applies to ad-hoc measures; evaluate intent-aware measures without it "
+            "(ndeval has no judged-only mode)"
+        )
     if settings["relevance_level"] != 1 and aware:
         raise ValueError(
             "relevance_level applies to ad-hoc measures; ndeval's subtopic judgments are binary (> 0 is relevant)"
@@ -603,6 +714,10 @@ def _evaluate_preset(
             )
     # a sorted ranx Run is in ranx's order already (ranx.evaluate does not sort it again)
     ranked = any(c.__module__.split(".")[0] == "ranx" for c in type(run).__mro__) and getattr(run, "sorted", True)
+    if preset.empty_scored:
+        qrels, run = _maybe_empty(qrels, "qrels"), _maybe_empty(run, "run")
+        if not len(qrels) or not set(run.qids) & set(qrels.qids):
+            return _unanswered(parsed, qrels, run, settings["trec_eval_version"])
     qrels, run = as_qrels(qrels, argument="qrels"), as_run(run, argument="run")
     if preset.negative_judged:
         qrels = judged_negative(qrels)
@@ -664,6 +779,142 @@ def _as_computed_by(m: Measure, rule: str | None, convention: str) -> Measure:
     if m.param("depth") is not None:
         return m
     return Measure(m.key, m.cutoff, (*m.params, ("depth", CWL_EVAL_DEPTH)), m.label, m.trec_label)
+
+
+_JUDGED_ONLY = re.compile(r"judged_only\s*=\s*True\b")
+
+
+def _without_judged_only(name: str) -> str | None:
+    """``name`` without ir_measures' ``judged_only=True`` parameter (``P(rel=2,judged_only=True)@5``:
+    ``P(rel=2)@5``), or None when it has none.
+
+    Example:
+        >>> _without_judged_only("P(judged_only=True)@4"), _without_judged_only("AP(rel=2, judged_only=True)")
+        ('P@4', 'AP(rel=2)')
+        >>> _without_judged_only("P@4") is None
+        True
+    """
+    if not _JUDGED_ONLY.search(name):
+        return None
+    out = re.sub(r"\s*,\s*" + _JUDGED_ONLY.pattern, "", name, count=1)
+    if out == name:
+        out = re.sub(_JUDGED_ONLY.pattern + r"\s*,?\s*", "", name, count=1)
+    return re.sub(r"\(\s*\)", "", out)
+
+
+def _evaluate_judged_only_spelled(
+    qrels: object, run: object, names: list[str | Measure], convention: str | None, settings: dict[str, Any]
+) -> Evaluation:
+    """:func:`evaluate` of measures some of which carry ir_measures' ``judged_only=True``: those on the judged
+    documents only (``judged_only=True``), under their names as written, the others as asked; one evaluation."""
+    qrels = list(qrels) if isinstance(qrels, Iterator) else qrels  # read twice below
+    run = list(run) if isinstance(run, Iterator) else run
+    plain: list[str | Measure] = []
+    judged: list[Measure] = []
+    for m in names:
+        stripped = _without_judged_only(m) if isinstance(m, str) else None
+        if stripped is None:
+            plain.append(m)
+        else:
+            label = m.strip()  # type: ignore[union-attr]
+            judged.append(parse_measures([stripped])[0].with_label(label, label))
+    results = [evaluate(qrels, run, judged, convention=convention, **dict(settings, judged_only=True))]
+    if plain:
+        results.insert(0, evaluate(qrels, run, plain, convention=convention, **settings))
+    first = results[0]
+    texts, per_query, summary, info, text = [], {}, {}, {}, {}
+    for r in results:
+        texts.extend(r.texts)
+        for mine, theirs in ((per_query, r.per_query), (summary, r.summary), (info, r.info), (text, r.text)):
+            mine.update(theirs)
+    # outputs in the order of the call: each judged-only measure after the outputs of the names before it
+    plain_outputs = results[0].outputs if plain else []
+    judged_outputs = {o.name: o for o in results[-1].outputs}
+    outputs, taken, before = [], 0, []
+    version = first.version
+    for m in names:
+        if not (isinstance(m, str) and _without_judged_only(m)):
+            before.append(m)
+            continue
+        labels = {x.label for x in _preset_measures(before, convention or "trec_eval", version)[0]} if before else set()
+        while taken < len(plain_outputs) and plain_outputs[taken].name in labels:
+            outputs.append(plain_outputs[taken])
+            taken += 1
+        if m.strip() in judged_outputs:
+            outputs.append(judged_outputs.pop(m.strip()))
+    outputs.extend(plain_outputs[taken:])
+    summary = {o.name: summary[o.name] for o in outputs if o.name in summary}
+    per_query = {o.name: per_query[o.name] for o in outputs if o.name in per_query}
+    return dataclasses.replace(
+        first, outputs=outputs, texts=texts, per_query=per_query, summary=summary, info=info, text=text
+    )
+
+
+def _maybe_empty(obj: object, kind: str) -> Qrels | Run:
+    """``obj`` as :func:`~torch_rankeval.trec.convert.as_qrels` or ``as_run`` reads it, or an empty
+    :class:`Qrels` / :class:`Run` for an input without a row (an empty file, dict, list or DataFrame), which
+    they refuse. An iterator of rows is read once, here."""
+    if isinstance(obj, (Qrels, Run)):
+        return obj
+    path = str(obj) if isinstance(obj, (str, os.PathLike)) else None
+    if path is not None:
+        try:
+            return read_qrels(path) if kind == "qrels" else read_run(path)
+        except EmptyTrecFile:
+            rows = None
+    else:
+        if isinstance(obj, Iterator):
+            obj = list(obj)
+        data = _dict_of_dicts(obj)
+        if data is not None:
+            rows = sum(len(docs) if isinstance(docs, Mapping) else 1 for docs in data.values())
+        elif _is_dataframe(obj) or isinstance(obj, Sized):
+            rows = len(obj)  # type: ignore[arg-type]
+        else:
+            rows = 1  # not a form of qrels or run: as_qrels / as_run say so
+        if rows:
+            return as_qrels(obj, argument=kind) if kind == "qrels" else as_run(obj, argument=kind)
+    if kind == "qrels":
+        return Qrels(table_from_rows([], [], np.zeros(0, dtype=np.int64)), path)
+    name = getattr(obj, "name", None)
+    tag = name if isinstance(name, str) and name and path is None and not _is_dataframe(obj) else "run"
+    return Run(table_from_rows([], [], np.zeros(0, dtype=np.float64), tag), path)
+
+
+def _unanswered(parsed: list[Measure], qrels: Qrels, run: Run, version: str) -> Evaluation:
+    """ir_measures' evaluation of a run that answers no query of the qrels (an empty run, or empty
+    qrels): every query of the qrels scores 0 (none answered, so ``num_q`` is 0); without queries, a
+    mean is NaN and a count 0."""
+    n = len(qrels.qids)
+    outputs, texts, per_query, summary, info, text = [], [], {}, {}, {}, {}
+    for m in parsed:
+        out = Output(m, 0, m.label, m.trec_label)
+        if m.family.aggregate == "text":
+            texts.append(out)
+            text[m.label] = [""] * n
+            continue
+        outputs.append(out)
+        if m.family.aggregate == "info":
+            info[m.label] = run.tag
+            continue
+        v = torch.zeros(n, dtype=torch.float64)
+        summary[m.label] = 0 if m.key == "num_q" else summarize(m, v)
+        if m.per_query:
+            per_query[m.label] = v
+    retrieved = torch.zeros(n, dtype=torch.bool)
+    return Evaluation(
+        run.path or run.tag,
+        run.tag,
+        list(qrels.qids),
+        outputs,
+        per_query,
+        summary,
+        retrieved,
+        texts,
+        text,
+        version,
+        info,
+    )
 
 
 def _apply_rule(

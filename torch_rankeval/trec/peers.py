@@ -32,6 +32,10 @@ Both peers compute trec_eval's measures, except in these points (read in their s
   its documents (a file's lines, a dict's items). Its RBP takes binary relevance (``RBP(rel=1)``; RBP
   without ``rel`` is no measure of ir_measures) and is cwl_eval's: the first 1000 ranks, weights
   normalised over them (``RBP(depth=1000)`` here).
+  pytrec_eval is trec_eval 9.0.8 (interpolated precision rounds recall levels as 9.0.8 did). An empty
+  run (or one that answers no query of the qrels) scores 0 on every query of the qrels; empty qrels
+  give no query, so every mean is NaN and every count 0 (``tests/test_providers.py::test_empty``);
+  trec_eval refuses both.
 
 :data:`TREC_PRESETS` holds these facts, one entry per preset; :func:`ranked_run` rewrites a run's
 scores so that the join (score descending, then docno descending) ranks each query in a peer's order.
@@ -79,6 +83,9 @@ class TrecPreset:
             counts the answered queries only.
         trec_eval_version: the trec_eval version the peer computes with (``None``: the caller's).
         negative_judged: a negative grade is a judged non-relevant document (not an unjudged one).
+        empty_scored: an empty run, or one without a query of the qrels, scores 0 on every query of the
+            qrels (``num_q`` 0), and empty qrels give no query and a NaN mean (``num_*`` and ``num_q``: 0),
+            where trec_eval refuses both (ir_measures' tests/test_providers.py::test_empty).
         by_measure: ``{rule name: (order, rule)}`` for the measures a peer computes otherwise; the
             rule names are matched by :meth:`rule` (``"rr_cutoff"``: ``RR@k`` with a cutoff,
             ``"judged"``, ``"bpref"``), the rules applied by :func:`torch_rankeval.trec.evaluate`:
@@ -94,6 +101,7 @@ class TrecPreset:
     unanswered_zero: bool = False
     trec_eval_version: str | None = None
     negative_judged: bool = False
+    empty_scored: bool = False
     by_measure: dict[str, tuple[str, str | None]] = field(default_factory=dict)
     #: ``num_q`` has a value per query (1 for each query the run answers, ir_measures' ``NumQ``), not
     #: only trec_eval's summary
@@ -132,6 +140,7 @@ TREC_PRESETS: dict[str, TrecPreset] = {
     "ir_measures": TrecPreset(
         complete=True,
         unanswered_zero=True,
+        empty_scored=True,
         trec_eval_version="9.0.8",  # pytrec_eval's (interpolated precision rounds recall levels as 9.0.8)
         by_measure={
             "rr_cutoff": ("docno_ascending", None),
