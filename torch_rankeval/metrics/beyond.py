@@ -852,9 +852,8 @@ class AvgRecPopularity(_ItemValueMean):
         pop = _popularity(popularity, num_items)
         if not isinstance(normalize, bool):
             raise TypeError(f"normalize must be a bool, got {type(normalize).__name__}")
-        if normalize and not bool(pop.sum() > 0):
-            raise ValueError("normalize=True: popularity sums to 0 (no interaction to normalise by)")
-        self._setup_values(pop / pop.sum() if normalize else pop, "users")
+        # no interaction at all: every popularity is 0, normalised or not (RecTools' empty value_counts)
+        self._setup_values(pop / pop.sum().clamp(min=1e-300) if normalize else pop, "users")
         self.normalize = normalize
         self.key = f"arp@{k}"
         self._set_config({"num_items": num_items, "k": k, "ties": ties, "popularity": pop, "normalize": normalize})
@@ -1102,6 +1101,13 @@ class Serendipity(Unexpectedness):
         return {f"serendipity@{self.k}": value.to(out.dtype), **unexpected}
 
 
+def _below_rank(rank: Tensor, a: Tensor, b: Tensor, size: float) -> Tensor:
+    """``sum_{r=a}^{b} max(rank - r, 0) / size`` (closed form; broadcast): RecTools' ``max(p(r) - pu, 0)``
+    summed over the ranks ``a..b``, ``p(r) - pu = (rank - r) / n``."""
+    top = torch.minimum(b, rank - 1)
+    return (top - a + 1).clamp(min=0) * (rank - (a + top) / 2) / size
+
+
 class PopularityRankSerendipity(_TopKListMetric):
     """RecTools' ``Serendipity@k``: relevant items recommended above their popularity rank.
 
@@ -1163,7 +1169,7 @@ class PopularityRankSerendipity(_TopKListMetric):
         self._setup(num_items, k, ties, validate_args, chunk_elements)
         pop = _popularity(popularity, num_items)
         counts = torch.unique(pop[pop > 0])  # ascending: the most popular count last
-        ranks = torch.cat([counts.flip(0).new_tensor([num_items + 1.0]), torch.arange(1.0, counts.numel() + 1).to(pop)])
+        ranks = torch.cat([pop.new_tensor([num_items + 1.0]), torch.arange(1, counts.numel() + 1).to(pop)])
         # class 0: cold (rank n + 1: pu = 0); class c >= 1: the c-th most popular count
         classes = torch.where(pop > 0, counts.numel() - torch.searchsorted(counts, pop), 0)
         self.register_buffer("features", classes.long(), persistent=False)
@@ -1201,16 +1207,16 @@ class PopularityRankSerendipity(_TopKListMetric):
         size = float(self.num_items)
         rank = self.rank_values.index_select(0, self.features.index_select(0, view.items.reshape(-1)))
         rank = rank.view_as(at)
-        r = torch.arange(1, view.k + 1, dtype=torch.float64, device=preds.device)
-        sure = torch.where(fixed, ((rank - r) / size).clamp(min=0) * at, zero).sum(-1)
+        if self.ties == "average":  # a tie group inside the list: its members share its ranks a..b
+            a = view.group_start.to(torch.float64) + 1
+            b = a + view.group_size.to(torch.float64) - 1
+        else:
+            a = b = torch.arange(1, view.k + 1, dtype=torch.float64, device=preds.device).expand_as(at)
+        sure = torch.where(fixed, _below_rank(rank, a, b, size) / (b - a + 1) * at, zero).sum(-1)
         _, g = self._sums(preds, view, exclude, fixed, group, doc=rel, doc_view=at)  # (N, classes)
         # the group's m slots are ranks a..b; a member takes each of its n ranks with probability 1/n
-        a = fixed.sum(-1, dtype=torch.float64).unsqueeze(-1) + 1
-        b = a + m.unsqueeze(-1) - 1
-        top = torch.minimum(b, self.rank_values - 1)
-        slots = (top - a + 1).clamp(min=0)
-        per_rank = slots * (self.rank_values - (a + top) / 2) / size  # sum_r max(R - r, 0) / n over a..b
-        tied = (g * per_rank).sum(-1) / n.clamp(min=1)
+        first = fixed.sum(-1, dtype=torch.float64).unsqueeze(-1) + 1
+        tied = (g * _below_rank(self.rank_values, first, first + m.unsqueeze(-1) - 1, size)).sum(-1) / n.clamp(min=1)
         counted = kk > 0
         self._add((sure + torch.where(n > 0, tied, zero)) / kk.clamp(min=1).to(torch.float64), counted)
 
