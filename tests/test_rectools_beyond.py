@@ -397,22 +397,27 @@ def _error(call) -> tuple[type, str]:
     return info.type, str(info.value)
 
 
+P3 = torch.tensor([[0.1, 0.2, 0.3]])
 BAD_INPUTS = {
-    "preds not a tensor": ([[0.1, 0.2, 0.3]], None),
-    "integer preds": (torch.tensor([[1, 2, 3]]), None),
-    "NaN preds": (torch.tensor([[0.1, math.nan, 0.3]]), None),
-    "integer mask": (torch.tensor([[0.1, 0.2, 0.3]]), torch.tensor([[1, 1, 0]])),
-    "mask of another shape": (torch.tensor([[0.1, 0.2, 0.3]]), torch.tensor([[True, False]])),
-    "mask not a tensor": (torch.tensor([[0.1, 0.2, 0.3]]), [[True, True, False]]),
+    "preds not a tensor": ([[0.1, 0.2, 0.3]], {}),
+    "integer preds": (torch.tensor([[1, 2, 3]]), {}),
+    "NaN preds": (torch.tensor([[0.1, math.nan, 0.3]]), {}),
+    "integer mask": (P3, {"mask": torch.tensor([[1, 1, 0]])}),
+    "mask of another shape": (P3, {"mask": torch.tensor([[True, False]])}),
+    "mask not a tensor": (P3, {"mask": [[True, True, False]]}),
+    "integer exclude": (P3, {"exclude": torch.tensor([[1, 0, 0]])}),
+    "exclude of another shape": (P3, {"exclude": torch.tensor([[True, False]])}),
+    "exclude not a tensor": (P3, {"exclude": [[True, False, False]]}),
+    "float sparse exclude": (P3, {"exclude": torch.tensor([[1.0, 0.0, 0.0]]).to_sparse()}),
 }
 
 
 @pytest.mark.parametrize("case", sorted(BAD_INPUTS))
 def test_catalogue_metrics_give_the_ranking_metrics_errors_for_the_same_bad_input(case):
-    preds, mask = BAD_INPUTS[case]
-    want = _error(lambda: RankingMetrics(("ndcg",)).update(preds, torch.tensor([[1, 0, 0]]), mask=mask))
+    preds, options = BAD_INPUTS[case]
+    want = _error(lambda: RankingMetrics(("ndcg",)).update(preds, torch.tensor([[1, 0, 0]]), **options))
     for name, (make, extra) in _catalogue_metrics(3).items():
-        got = _error(lambda: make().update(preds, *_extra(extra, (1, 3)), mask=mask))
+        got = _error(lambda: make().update(preds, *_extra(extra, (1, 3)), **options))
         assert got == want, (name, got, want)
 
 
