@@ -20,7 +20,6 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from torchmetrics.utilities.data import dim_zero_sum
 
 from torch_rankeval import RankingMetrics
 from torch_rankeval.metrics import (
@@ -331,8 +330,8 @@ def _tied_data(seed: int, n: int = 6, items: int = 7):
     return scores, exclude
 
 
-@pytest.mark.parametrize("validate_args", [True, False])
-def test_tie_averaged_values_against_enumeration(validate_args):
+@pytest.mark.parametrize(("validate_args", "sparse"), [(True, False), (False, False), (True, True)])
+def test_tie_averaged_values_against_enumeration(validate_args, sparse):
     k, items = 3, 7
     scores, exclude = _tied_data(seed=3)
     pop = torch.tensor([5.0, 0.0, 2.0, 2.0, 7.0, 1.0, 0.0])
@@ -358,16 +357,23 @@ def test_tie_averaged_values_against_enumeration(validate_args):
         ),
     }
     for name, (make, oracle) in metrics.items():
+        totals, counts = 0.0, 0.0
         for r in range(scores.shape[0]):
             allowed = [i for i in range(items) if not exclude[r, i]]
             values = [oracle(order[:k], r) for order in _orders(scores[r].tolist(), allowed)]
             defined = [v for v in values if v is not None]
             metric = make()
             args = (rel[r : r + 1],) if name == "ser" else ()
-            metric.update(scores[r : r + 1], *args, exclude=exclude[r : r + 1])
+            skip = exclude[r : r + 1].to_sparse() if sparse else exclude[r : r + 1]
+            metric.update(scores[r : r + 1], *(a.to_sparse() if sparse else a for a in args), exclude=skip)
             # the expected value over the orders where it is defined, counted by their share
             assert metric.users.item() == pytest.approx(len(defined) / len(values)), (name, r)
             assert metric.total.item() == pytest.approx(sum(defined) / len(values), abs=1e-12), (name, r)
+            totals, counts = totals + metric.total.item(), counts + metric.users.item()
+        batch = make()  # the whole batch in one update: the same sums
+        args = (rel.to_sparse() if sparse else rel,) if name == "ser" else ()
+        batch.update(scores, *args, exclude=exclude.to_sparse() if sparse else exclude)
+        assert (batch.total.item(), batch.users.item()) == pytest.approx((totals, counts), abs=1e-12), name
 
 
 # ---------------------------------------------------------------------------------------- the shared input stage
@@ -489,7 +495,7 @@ def test_new_metrics_empty_update_pickle_merge_and_sum_states():
     _feed_new(a, scores[:3], exclude[:3], rel[:3])
     _feed_new(b, scores[3:], exclude[3:], rel[3:])
     for key in whole:
-        assert all(f is dim_zero_sum for f in whole[key]._reductions.values())  # summed across processes
+        assert {f.__name__ for f in whole[key]._reductions.values()} == {"dim_zero_sum"}  # summed across processes
         c = pickle.loads(pickle.dumps(a[key]))
         c.merge_state(b[key])
         for name, value in whole[key].compute().items():
