@@ -65,6 +65,8 @@ def _item_similarity(
     categories: Tensor | None,
     similarity: Tensor | None,
     distance: Tensor | None = None,
+    *,
+    takes_distance: bool = False,
 ) -> tuple[Tensor, Tensor | None, int, str]:
     """``(features, table, classes, kind)`` with ``sim(a, b) = x_a M x_b``:
 
@@ -78,10 +80,12 @@ def _item_similarity(
     named = (("embeddings", embeddings), ("categories", categories), ("similarity", similarity), ("distance", distance))
     given = {name: x for name, x in named if x is not None}
     if len(given) != 1:
+        last = "similarity= (num_items, num_items)"
+        if takes_distance:
+            last = "similarity= (num_items, num_items), or distance= (num_items, num_items) pairwise distances"
         raise ValueError(
             "give exactly one item similarity: embeddings= (num_items, d) for cosine, categories= "
-            "(num_items,) labels or (num_items, C) bool sets, similarity= (num_items, num_items), or "
-            f"distance= (num_items, num_items) pairwise distances; got {list(given) or 'none'}"
+            f"(num_items,) labels or (num_items, C) bool sets, or {last}; got {list(given) or 'none'}"
         )
     [(name, x)] = given.items()
     if not isinstance(x, Tensor) or x.layout != torch.strided or x.dtype.is_complex:
@@ -274,7 +278,12 @@ class _TopKListMetric(ConfiguredMetric):
         """The item similarity of the pairwise metrics (exactly one of ``embeddings``, ``categories``,
         ``similarity``, ``distance``) as the ``features`` / ``table`` buffers; returns the configuration to set."""
         features, table, self.classes, self.similarity_kind = _item_similarity(
-            self.num_items, embeddings, categories, similarity, distance
+            self.num_items,
+            embeddings,
+            categories,
+            similarity,
+            distance,
+            takes_distance=isinstance(self, IntraListDiversity),
         )
         self.register_buffer("features", features, persistent=False)
         self.register_buffer("table", table, persistent=False)
