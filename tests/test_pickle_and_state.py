@@ -36,6 +36,8 @@ from torch_rankeval import (
     RPrecision,
 )
 from torch_rankeval.measures.registry import UnjudgedZeroGain
+from torch_rankeval.metrics import AvgRecPopularity, MeanInvUserFreq
+from torch_rankeval.metrics.beyond import hamming_distances
 
 
 def steep_discount(ranks: torch.Tensor) -> torch.Tensor:  # a module-level callable pickles by reference
@@ -118,6 +120,15 @@ EXPOSURE = {
     "ItemExposure": lambda: ItemExposure(num_items=7, k=3, popularity=torch.arange(7.0)),
     "IntraListDiversity": lambda: IntraListDiversity(num_items=7, k=3, embeddings=torch.arange(14.0).view(7, 2) + 1),
     "Novelty": lambda: Novelty(num_items=7, k=3, popularity=torch.arange(7.0)),
+    "AvgRecPopularity": lambda: AvgRecPopularity(num_items=7, k=3, popularity=torch.arange(7.0), normalize=True),
+    "MeanInvUserFreq": lambda: MeanInvUserFreq(num_items=7, k=3, users_per_item=torch.arange(7.0), num_users=9),
+    "IntraListDiversity RecTools": lambda: IntraListDiversity(
+        num_items=7,
+        k=3,
+        one_item="zero",
+        featureless="skip",
+        distance=hamming_distances(torch.tensor([[0.0, 1], [1, 1], [float("nan"), 0], [0, 0], [1, 0], [2, 1], [2, 2]])),
+    ),  # fmt: skip
 }
 ALL = {**RANKING, **DEBIASED, **EXPOSURE}
 

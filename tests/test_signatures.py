@@ -47,6 +47,9 @@ REQUIRED = {  # arguments without a default (RankingMetrics: measures that read 
     "Novelty": {"num_items": 6, "k": 2, "popularity": torch.arange(6.0)},
     "Unexpectedness": {"num_items": 6, "k": 2, "categories": torch.tensor([0, 0, 1, 1, 2, 2])},
     "Serendipity": {"num_items": 6, "k": 2, "categories": torch.tensor([0, 0, 1, 1, 2, 2])},
+    "AvgRecPopularity": {"num_items": 6, "k": 2, "popularity": torch.arange(6.0)},
+    "MeanInvUserFreq": {"num_items": 6, "k": 2, "users_per_item": torch.arange(6.0), "num_users": 6},
+    "PopularityRankSerendipity": {"num_items": 6, "k": 2, "popularity": torch.arange(6.0)},
 }
 
 

@@ -7,7 +7,15 @@ Example:
 """
 
 from torch_rankeval.metrics.base import RankingMetrics
-from torch_rankeval.metrics.beyond import IntraListDiversity, Novelty, Serendipity, Unexpectedness
+from torch_rankeval.metrics.beyond import (
+    AvgRecPopularity,
+    IntraListDiversity,
+    MeanInvUserFreq,
+    Novelty,
+    PopularityRankSerendipity,
+    Serendipity,
+    Unexpectedness,
+)
 from torch_rankeval.metrics.debiased import PositionDebiasedDCG, PositionDebiasedNDCG
 from torch_rankeval.metrics.exposure import ItemExposure
 from torch_rankeval.metrics.position_profile import PositionProfile
@@ -46,4 +54,7 @@ __all__ = [
     "Novelty",
     "Serendipity",
     "Unexpectedness",
+    "AvgRecPopularity",
+    "MeanInvUserFreq",
+    "PopularityRankSerendipity",
 ]

@@ -16,10 +16,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from torch_rankeval.metrics._catalogue import catalogue_input, check_catalogue_kwargs
 from torch_rankeval.metrics._hooks import ConfiguredMetric
-from torch_rankeval.metrics._options import check_catalogue_options, check_metric_options
+from torch_rankeval.metrics._options import check_catalogue_options
 from torch_rankeval.metrics._window import DECAY_PREFIX, WINDOW_PREFIX, WindowMixin
-from torch_rankeval.ranking.catalogue import catalogue_rows
 from torch_rankeval.ranking.topk import DEFAULT_CHUNK_ELEMENTS, boundary_histogram, boundary_sums, topk_view
 
 __all__ = ["ItemExposure"]
@@ -171,7 +171,7 @@ class ItemExposure(WindowMixin, ConfiguredMetric):
         window_unit: str = "updates",
         **kwargs: Any,
     ) -> None:
-        check_metric_options(self, kwargs)
+        check_catalogue_kwargs(self, kwargs)
         super().__init__(**kwargs)
         ks = tuple(k) if isinstance(k, (tuple, list)) else (k,)
         if not ks:
@@ -231,18 +231,25 @@ class ItemExposure(WindowMixin, ConfiguredMetric):
         self._set_config({**config, **recent})
 
     # ------------------------------------------------------------------ update
-    def update(self, preds: Tensor, exclude: Tensor | None = None) -> None:
-        """Add the top-``k`` lists of a batch.
+    def update(
+        self, preds: Tensor, exclude: Tensor | None = None, *, mask: Tensor | None = None, indexes: Any = None
+    ) -> None:
+        """Add the top-``k`` lists of a batch (the input stage of :mod:`torch_rankeval.metrics._catalogue`:
+        the ranking metrics' checks and messages).
 
         Args:
             preds: ``(N, num_items)`` scores (float16 / bfloat16 / float32 / float64), one row per
                 user; ``(num_items,)`` for one user.
             exclude: optional ``(N, num_items)`` bool, dense or sparse (COO / CSR): True = never
                 recommended (e.g. already seen).
+            mask: optional ``(N, num_items)`` bool, as for the ranking metrics: False = padding (never
+                recommended, as ``exclude=True``).
+            indexes: not taken (flat input has no item identity): a ``TypeError``.
         """
-        preds, exclude = catalogue_rows(
-            preds, exclude, self.num_items, self.counts.device, validate_args=self.validate_args
-        )
+        preds, exclude = catalogue_input(
+            self, preds, exclude, num_items=self.num_items, device=self.counts.device,
+            validate_args=self.validate_args, mask=mask, indexes=indexes,
+        )  # fmt: skip
         n = preds.shape[0]
         if n == 0:
             return

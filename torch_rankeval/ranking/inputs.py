@@ -21,7 +21,9 @@ __all__ = [
     "GAINS_NOT_FINITE",
     "SCORES_NOT_FINITE",
     "Cutoffs",
+    "check_mask",
     "check_reduction",
+    "check_scores",
     "check_values",
     "grade_checks",
     "parse_k",
@@ -85,14 +87,41 @@ def work_dtype(*tensors: object) -> torch.dtype:
     return torch.float64 if any(isinstance(t, Tensor) and t.dtype == torch.float64 for t in tensors) else torch.float32
 
 
-def check_preds_target(preds: Any, target: Any, mask: Any = None, *, target_name: str = "target") -> None:
-    """Type, shape and device checks shared by every entry point (no host sync)."""
+def check_scores(preds: Any) -> None:
+    """``preds`` is a floating torch tensor: the first check of every entry point (the ranking metrics,
+    the full-catalogue metrics), with the same messages (no host sync).
+
+    Example:
+        >>> check_scores(torch.tensor([1, 2]))
+        Traceback (most recent call last):
+        ...
+        TypeError: preds must be a floating tensor (float16/bfloat16/float32/float64), got torch.int64; call preds.float()
+    """
     _check_tensor(preds, "preds")
-    _check_tensor(target, target_name)
     if not preds.is_floating_point():
         raise TypeError(
             f"preds must be a floating tensor (float16/bfloat16/float32/float64), got {preds.dtype}; call preds.float()"
         )
+
+
+def check_mask(mask: Any, preds: Tensor) -> None:
+    """``mask`` is a bool tensor of the shape and device of ``preds`` (True = real document, False =
+    padding), with the messages of every entry point.
+
+    Example:
+        >>> check_mask(torch.tensor([1, 0]), torch.zeros(2))
+        Traceback (most recent call last):
+        ...
+        TypeError: mask must be a bool tensor (True = real document, False = padding), got torch.int64
+    """
+    _check_flags(mask, "mask", "True = real document, False = padding", preds)
+
+
+def check_preds_target(preds: Any, target: Any, mask: Any = None, *, target_name: str = "target") -> None:
+    """Type, shape and device checks shared by every entry point (no host sync)."""
+    _check_tensor(preds, "preds")
+    _check_tensor(target, target_name)
+    check_scores(preds)
     _check_grades(target, target_name)
     if preds.shape != target.shape:
         raise ValueError(
@@ -102,7 +131,7 @@ def check_preds_target(preds: Any, target: Any, mask: Any = None, *, target_name
         raise ValueError(f"preds must be (L,) for one list or (N, L) for a batch of lists, got {preds.ndim} dimensions")
     _same_device(preds, target, target_name)
     if mask is not None:
-        _check_flags(mask, "mask", "True = real document, False = padding", preds)
+        check_mask(mask, preds)
 
 
 def _check_grades(grades: Tensor, name: str) -> None:
