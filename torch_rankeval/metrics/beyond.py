@@ -839,7 +839,7 @@ class AvgRecPopularity(_ItemValueMean):
         >>> from torch_rankeval.metrics import AvgRecPopularity
         >>> metric = AvgRecPopularity(num_items=3, k=3, popularity=torch.tensor([3.0, 2.0, 1.0]))
         >>> metric.update(torch.tensor([[0.9, 0.8, 0.0], [0.7, 0.8, 0.9]]), exclude=torch.tensor([[0, 0, 1], [0, 0, 0]]).bool())
-        >>> metric.compute()["arp@3"].item()               # ((3 + 2) / 2 + (1 + 2 + 3) / 3) / 2
+        >>> metric.compute()["avg_rec_popularity@3"].item()               # ((3 + 2) / 2 + (1 + 2 + 3) / 3) / 2
         2.25
     """
 
@@ -864,11 +864,11 @@ class AvgRecPopularity(_ItemValueMean):
         # no interaction at all: every popularity is 0, normalised or not (RecTools' empty value_counts)
         self._setup_values(pop / pop.sum().clamp(min=1e-300) if normalize else pop, "users")
         self.normalize = normalize
-        self.key = f"arp@{k}"
+        self.key = f"avg_rec_popularity@{k}"
         self._set_config({"num_items": num_items, "k": k, "ties": ties, "popularity": pop, "normalize": normalize})
 
     def compute(self) -> dict[str, Tensor]:
-        """``{"arp@k": mean over the users with a non-empty list of their list's mean popularity}``."""
+        """``{"avg_rec_popularity@k": mean over the users with a non-empty list of their list's mean popularity}``."""
         return self._mean(self.key, "no user with a recommended item was seen")
 
 
