@@ -43,6 +43,7 @@ __all__ = [
     "ALPHA",
     "NRBP_BETA",
     "ALPHA_NORM",
+    "BPREF_TREC",
 ]
 
 
@@ -224,4 +225,12 @@ ALPHA_NORM = Param(
     "subtopic once more) for k >= 2; 'none': the plain sum (TF-Ranking's AlphaDCG)",
     default="ideal_ideal",
     choices=("ideal_ideal", "none"),
+)
+BPREF_TREC = Param(
+    "trec",
+    "choice",
+    "True: trec_eval's 1 - min(n, R) / min(N, R) per retrieved relevant document; False: 1 - min(n, R) / R "
+    "(TF-Ranking's use_trec_version=False)",
+    default=True,
+    choices=(True, False),
 )

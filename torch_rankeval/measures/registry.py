@@ -65,6 +65,7 @@ from torch_rankeval.kernels.judged import judged_values, unjudged_values
 from torch_rankeval.kernels.ncrr import ncrr_values
 from torch_rankeval.kernels.pairwise import arp_values, auroc_values, fall_out_values, opa_values
 from torch_rankeval.kernels.precision_recall import hit_rate_values, precision_values, r_precision_values, recall_values
+from torch_rankeval.kernels.pwa import pwa_values
 from torch_rankeval.kernels.rbp import rbp_residual_values, rbp_values
 from torch_rankeval.kernels.rr import reciprocal_rank_values
 from torch_rankeval.kernels.set_measures import (
@@ -80,6 +81,7 @@ from torch_rankeval.measures.params import (
     ALPHA,
     ALPHA_NORM,
     BETA,
+    BPREF_TREC,
     COEFFICIENTS,
     DCG,
     GAINS,
@@ -451,13 +453,19 @@ _ROWS = (
         bpref_values,
         "binary preference: how few judged non-relevant documents rank above the relevant ones",
         ir="Bpref",
-        params=(REL,),
+        params=(REL, BPREF_TREC),
         uses_gain="always",
         gain=JudgedNonRelevant,
-        oracle="pytrec_eval, hand-computed tie averages",
+        oracle="pytrec_eval, hand-computed tie averages; trec=False: TF-Ranking's expected values "
+        "(tensorflow_ranking/python/metrics_impl_test.py::BPrefMetricTest)",
     ),
     _gmean(
-        "gm_bpref", bpref_values, "geometric mean of bpref over queries", uses_gain="always", gain=JudgedNonRelevant
+        "gm_bpref",
+        bpref_values,
+        "geometric mean of bpref over queries",
+        params=(REL, BPREF_TREC),
+        uses_gain="always",
+        gain=JudgedNonRelevant,
     ),
     _whole(
         "infap",
@@ -730,6 +738,16 @@ _ROWS = (
         ir="StRecall",
         aliases=("strec", "subtopic_recall"),
         params=(REL,),
+    ),
+    # --- tfr: TF-Ranking's definitions (issue 28) ---
+    Family(
+        "pwa",
+        pwa_values,
+        "position-weighted average: the grades of the top k weighted by 1/rank, over the sum of those weights",
+        aliases=("position_weighted_average",),
+        oracle="TF-Ranking's expected values (tensorflow_ranking/python/metrics_impl_test.py::PWAMetricTest), "
+        "tie orders enumerated",
+        reads=("ties",),
     ),
 )
 FAMILIES: dict[str, Family] = {f.key: f for f in _ROWS}
