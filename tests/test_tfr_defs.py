@@ -110,7 +110,7 @@ def test_pwa_weights_should_raise_error_if_per_result():
     scores = torch.tensor([[3.0, 2.0, 1.0]] * 3)
     labels = torch.tensor([[1.0, 2.0, 0.0], [2.0, 0.0, 1.0], [0.0, 2.0, 1.0]])
     weights = torch.tensor([[2.0, 3.0, 2.0], [3.0, 7.0, 3.0], [8.0, 1.0, 4.0]])
-    with pytest.raises(TypeError, match=r"weights"):
+    with pytest.raises(TypeError, match=r"weights= .* not by pwa"):
         F.evaluate(scores, labels, ["pwa"], weights=weights)
 
 
@@ -193,3 +193,138 @@ def test_every_surface_takes_them_by_name(tmp_path):
     with pytest.raises(TypeError, match=r"does not read gain="):
         RankingMetrics(("pwa",), gain="linear")
     assert "| `pwa` |" in M.api_table() and "| `pwa` |" in M.markdown_table()
+
+
+# ----------------------------------------------------------------------------- per-item weights: ARP, OPA
+def test_arp_should_weight_items_with_weights_and_labels():
+    """ARPMetricTest.test_arp_should_weight_items_with_weights_and_labels."""
+    scores = torch.tensor([[1.0, 3.0, 2.0], [1.0, 2.0, 3.0]])
+    labels = torch.tensor([[0.0, 0.0, 1.0], [0.0, 1.0, 2.0]])
+    weights = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    expected = [2.0, 2.0 * (5.0 / (5.0 + 6.0 * 2.0)) + 1.0 * (6.0 * 2.0 / (5.0 + 6.0 * 2.0))]
+    assert _values(scores, labels, "arp", weights=weights) == pytest.approx(expected)
+    # ARPMetricTest.test_arp_weights_should_be_sum_of_weighted_labels: TF-Ranking weighs the lists by
+    # [[3], [5 + 6 * 2]] in its mean over lists; the library's mean is the plain mean of the values
+    metric = RankingMetrics(("arp",))
+    metric.update(scores, labels, weights=weights)
+    assert metric.compute()["arp"].item() == pytest.approx(sum(expected) / 2)
+    list_weights = torch.tensor([3.0, 5.0 + 6.0 * 2.0])
+    assert ((torch.tensor(expected) * list_weights).sum() / list_weights.sum()).item() == pytest.approx(
+        (2.0 * 3 + 22.0) / 20.0
+    )
+
+
+def test_opa_should_weight_pairs_with_weights():
+    """OPAMetricTest.test_opa_should_weight_pairs_with_weights: each pair weighs its higher-graded document."""
+    scores, labels, weights = (
+        torch.tensor([[1.0, 3.0, 2.0]]),
+        torch.tensor([[1.0, 0.0, 2.0]]),
+        torch.tensor([[3.0, 7.0, 9.0]]),
+    )
+    assert _values(scores, labels, "opa", weights=weights) == pytest.approx([9.0 / (9.0 + 9.0 + 3.0)])
+    metric = RankingMetrics(("opa", "ordered_pair_accuracy"))
+    metric.update(scores[0], labels[0], weights=weights[0])  # one (L,) list
+    assert metric.compute()["opa"].item() == pytest.approx(9.0 / 21.0)
+
+
+def _tfr_opa(preds, labels, weights):
+    """TF-Ranking's OPAMetric._compute_impl written out with loops (weights > 0: every item valid)."""
+    num = den = 0.0
+    for i in range(len(preds)):
+        for j in range(len(preds)):
+            if labels[i] > labels[j]:
+                den += weights[i]
+                num += weights[i] * (preds[i] > preds[j])
+    return num / den if den else 0.0
+
+
+def _tfr_arp(preds, labels, weights):
+    """TF-Ranking's ARPMetric._compute_impl written out (distinct scores: rank = 1 + higher scores)."""
+    ranks = [1 + sum(p > q for p in preds) for q in preds]
+    total = sum(g * w for g, w in zip(labels, weights))
+    return sum(r * g * w for r, g, w in zip(ranks, labels, weights)) / total if total else 0.0
+
+
+def test_weighted_arp_and_opa_against_tf_rankings_formula_and_tie_orders():
+    g = torch.Generator().manual_seed(11)
+    for _ in range(6):
+        labels = torch.randint(0, 4, (2, 7), generator=g).double()
+        weights = torch.rand(2, 7, generator=g, dtype=torch.float64) * 3 + 0.1
+        distinct = torch.rand(2, 7, generator=g, dtype=torch.float64)
+        tied = torch.randint(0, 3, (2, 7), generator=g).double()
+        arp = _values(distinct, labels, "arp", weights=weights)
+        opa = _values(distinct, labels, "opa", weights=weights)
+        strict = _values(tied, labels, "opa", weights=weights, ties="pessimistic")  # TF-Ranking's strict >
+        for i in range(2):
+            p, t, w = distinct[i].tolist(), labels[i].tolist(), weights[i].tolist()
+            assert arp[i] == pytest.approx(_tfr_arp(p, t, w))
+            assert opa[i] == pytest.approx(_tfr_opa(p, t, w))
+            assert strict[i] == pytest.approx(_tfr_opa(tied[i].tolist(), t, w))
+    for _ in range(3):
+        preds = torch.randint(0, 3, (6,), generator=g).double()
+        target = torch.randint(0, 3, (6,), generator=g).double()
+        weights = torch.rand(6, generator=g, dtype=torch.float64) + 0.5
+        _tie_orders(preds, target, ["arp", "opa"], weights=weights)
+
+
+def test_unit_weights_change_nothing_and_zero_weights_keep_their_rank():
+    g = torch.Generator().manual_seed(13)
+    preds = torch.randint(0, 4, (3, 8), generator=g).double()
+    target = torch.randint(0, 3, (3, 8), generator=g)
+    mask = torch.rand(3, 8, generator=g) > 0.2
+    for name in ("arp", "opa"):
+        plain = F.evaluate(preds, target, [name], mask=mask, reduction="none")[name]
+        ones = F.evaluate(
+            preds, target, [name], mask=mask, weights=torch.ones(3, 8, dtype=torch.float64), reduction="none"
+        )
+        torch.testing.assert_close(ones[name], plain)
+    # a document of weight 0 adds nothing but keeps its rank; TF-Ranking drops it: mask=weights > 0
+    preds, target = torch.tensor([[0.9, 0.8, 0.7]]), torch.tensor([[1.0, 1.0, 1.0]])
+    weights = torch.tensor([[0.0, 1.0, 1.0]])
+    assert _values(preds, target, "arp", weights=weights) == [2.5]
+    assert _values(preds, target, "arp", weights=weights, mask=weights > 0) == [1.5]
+
+
+def test_weights_are_refused_where_no_measure_reads_them():
+    preds, target = torch.tensor([[0.9, 0.8, 0.7]]), torch.tensor([[1, 0, 2]])
+    weights = torch.ones(1, 3)
+    with pytest.raises(TypeError, match=r"read only by opa, arp, not by ndcg@2"):
+        F.evaluate(preds, target, ["arp", "ndcg@2"], weights=weights)
+    metric = RankingMetrics(("opa", "map"))
+    with pytest.raises(TypeError, match=r"not by map"):
+        metric.update(preds, target, weights=weights)
+    with pytest.raises(TypeError, match=r"weights must be a floating tensor"):
+        F.evaluate(preds, target, ["arp"], weights=torch.ones(1, 3, dtype=torch.int64))
+    with pytest.raises(ValueError, match=r"weights must have the shape of preds"):
+        F.evaluate(preds, target, ["arp"], weights=torch.ones(1, 2))
+    with pytest.raises(ValueError, match=r"weights must be finite and >= 0"):
+        F.evaluate(preds, target, ["arp"], weights=torch.tensor([[1.0, -1.0, 1.0]]))
+    with pytest.raises(ValueError, match=r"weights must be finite and >= 0"):
+        F.evaluate(preds, target, ["opa"], weights=torch.tensor([[1.0, float("nan"), 1.0]]))
+    # padding is never read: NaN weights under mask=False are fine
+    mask = torch.tensor([[True, True, False]])
+    got = _values(preds, target, "arp", weights=torch.tensor([[1.0, 1.0, float("nan")]]), mask=mask)
+    assert got == pytest.approx([1.0])
+    with pytest.raises(ValueError, match=r"weights apply to padded"):
+        RankingMetrics(("arp",)).update(
+            torch.tensor([0.9, 0.1]), torch.tensor([1, 0]), indexes=torch.tensor([0, 0]), weights=torch.ones(2)
+        )
+
+
+def test_weights_through_the_compiled_update(monkeypatch):
+    """``compile=True`` carries the weights into its kernel (checked eagerly first); aot_eager keeps it quick."""
+    from torch_rankeval.metrics import _compiled
+
+    monkeypatch.setattr(_compiled, "BACKEND", "aot_eager")
+    preds = torch.tensor([[1.0, 3.0, 2.0], [1.0, 2.0, 3.0]])
+    target = torch.tensor([[0.0, 0.0, 1.0], [0.0, 1.0, 2.0]])
+    weights = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    compiled, eager = RankingMetrics(("arp", "opa"), compile=True), RankingMetrics(("arp", "opa"))
+    compiled.update(preds, target, weights=weights)
+    eager.update(preds, target, weights=weights)
+    for name, value in eager.compute().items():
+        torch.testing.assert_close(compiled.compute()[name], value)
+    with pytest.raises(ValueError, match=r"weights must be finite and >= 0"):
+        compiled.update(preds, target, weights=-weights)
+    with pytest.raises(TypeError, match=r"not by ndcg"):
+        RankingMetrics(("arp", "ndcg"), compile=True).update(preds, target, weights=weights)

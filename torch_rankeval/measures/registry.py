@@ -210,6 +210,9 @@ class Family:
         peer_names: other libraries' names for it that are not already among its names (ranx's, RecBole's;
             case-insensitive), with the parameter values each implies: ``(("ndcg_burges", (("dcg",
             "exp-log2"),)),)``.
+        item_weights: whether its kernel reads per-document weights (``weights=``, like ``preds``;
+            TF-Ranking's per-example weights) from ``rb.item_weights``; the plan refuses them for any
+            other measure.
         ir_switches: ir_measures' spellings of another family through one of this family's parameters,
             ``((parameter, ((value or None: any, family key), ...)), ...)``: ``NumRet(rel=1)`` (how
             ir_measures prints ``NumRelRet``) is ``num_rel_ret``.
@@ -240,6 +243,7 @@ class Family:
     metric_class: str | None = None
     peer_names: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
     ir_switches: tuple[tuple[str, tuple[tuple[Any, str], ...]], ...] = ()
+    item_weights: bool = False
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.reads) - set(OPTIONS))
@@ -659,6 +663,7 @@ _ROWS = (
         aliases=("ordered_pair_accuracy",),
         oracle=_PAIRS,
         reads=("ties", "empty_target_action"),
+        item_weights=True,
     ),
     _whole(
         "arp",
@@ -667,6 +672,7 @@ _ROWS = (
         aliases=("average_relevance_position",),
         oracle=_PAIRS,
         reads=("ties", "empty_target_action"),
+        item_weights=True,
     ),
     _intent_aware(
         "alpha_dcg",
