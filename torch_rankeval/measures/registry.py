@@ -315,7 +315,10 @@ _gains = _row(
 )
 _BRUTE = "pytrec_eval, brute-force tie orders"
 _V9 = "pytrec_eval (rounding='v9'), trec_eval 10.0's test outputs"
-_PAIRS = "TF-Ranking's formula, hand-computed"
+_PAIRS = (
+    "TF-Ranking's formula, hand-computed; weights=: TF-Ranking's expected values (metrics_impl_test.py), "
+    "its formula written out"
+)
 
 _ROWS = (
     _whole("runid", None, "the run's tag", aggregate="info", per_query=False, oracle="trec_eval", reads=()),
