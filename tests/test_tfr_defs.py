@@ -305,7 +305,7 @@ def test_weights_are_refused_where_no_measure_reads_them():
     mask = torch.tensor([[True, True, False]])
     got = _values(preds, target, "arp", weights=torch.tensor([[1.0, 1.0, float("nan")]]), mask=mask)
     assert got == pytest.approx([1.0])
-    with pytest.raises(ValueError, match=r"weights apply to padded"):
+    with pytest.raises(ValueError, match=r"weights and judged apply to padded"):
         RankingMetrics(("arp",)).update(
             torch.tensor([0.9, 0.1]), torch.tensor([1, 0]), indexes=torch.tensor([0, 0]), weights=torch.ones(2)
         )

@@ -361,7 +361,7 @@ class RankingMetrics(RunningMeanMetric):
         if flat:
             if any(a is not None for a in padded_only):
                 raise ValueError(
-                    "mask, ideal_target, n_relevant, judged and weights apply to padded (N, L) input; flat input takes "
+                    "mask, ideal_target, n_relevant, weights and judged apply to padded (N, L) input; flat input takes "
                     "preds, target and indexes (use ignore_index to drop documents)"
                 )
             self._update_flat(preds, target, indexes, strata)
