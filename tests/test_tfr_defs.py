@@ -208,10 +208,10 @@ def test_arp_should_weight_items_with_weights_and_labels():
     metric = RankingMetrics(("arp",))
     metric.update(scores, labels, weights=weights)
     assert metric.compute()["arp"].item() == pytest.approx(sum(expected) / 2)
-    list_weights = torch.tensor([3.0, 5.0 + 6.0 * 2.0])
-    assert ((torch.tensor(expected) * list_weights).sum() / list_weights.sum()).item() == pytest.approx(
-        (2.0 * 3 + 22.0) / 20.0
-    )
+    per_list = F.evaluate(scores, labels, ["arp"], weights=weights, reduction="none")["arp"]
+    list_weights = torch.tensor([3.0, 5.0 + 6.0 * 2.0])  # TF-Ranking's expected output_weights
+    tf_ranking_mean = (per_list * list_weights).sum() / list_weights.sum()
+    assert tf_ranking_mean.item() == pytest.approx((2.0 * 3.0 + 22.0) / 20.0)  # sum(rank * grade * w) / sum(grade * w)
 
 
 def test_opa_should_weight_pairs_with_weights():
