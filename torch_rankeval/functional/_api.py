@@ -26,6 +26,7 @@ def evaluate(
     n_relevant: Tensor | None = None,
     judged: Tensor | None = None,
     exclude: Tensor | None = None,
+    weights: Tensor | None = None,
     convention: str | Convention | None = None,
     reduction: str = "mean",
     validate_args: bool = True,
@@ -42,6 +43,11 @@ def evaluate(
             items a user interacted with in training); an excluded item that is also in the target
             does not count, exactly as ``mask=False``. ``target`` may be a torch sparse tensor
             (see "Recommender evaluation over the full catalogue" in the README).
+        weights: float, like ``preds``: per-document weights (TF-Ranking's per-example weights), read by
+            ``arp`` (each grade times its document's weight) and ``opa`` (each pair weighs its
+            higher-graded document's weight); any other measure refuses them (``TypeError``). Finite
+            and ``>= 0``; a document of weight 0 keeps its rank (TF-Ranking drops it from the ranking:
+            add ``mask=weights > 0`` for its values).
         metrics: names such as ``"ndcg@10"``, ``"nDCG@10"``, ``"ndcg_cut.10"``, ``"P(rel=2)@5"``, ``"map"``.
         k: cutoffs for names written without one (None: each name's own default).
         convention: a preset name or :class:`~torch_rankeval.conventions.Convention`; the keyword
@@ -59,6 +65,9 @@ def evaluate(
         >>> out = F.evaluate(preds, target, ["nDCG@2", "mrr", "P(rel=2)@2"], convention="trec_eval")
         >>> {name: round(v.item(), 4) for name, v in out.items()}
         {'nDCG@2': 0.4796, 'mrr': 0.5, 'P(rel=2)@2': 0.5}
+        >>> weights = torch.tensor([[1.0, 0.5, 3.0]])   # ARP: (2 * 2 * 0.5 + 3 * 1 * 3) / (2 * 0.5 + 1 * 3)
+        >>> F.evaluate(preds, target, ["arp"], weights=weights)
+        {'arp': tensor(2.7500)}
     """
     check_reduction(reduction)
     conv = resolve_convention(convention, **conventions)
@@ -77,5 +86,6 @@ def evaluate(
         n_relevant=n_relevant,
         judged=judged,
         exclude=exclude,
+        weights=weights,
     )
     return {label: out[..., j] for j, label in enumerate(plan.labels)}

@@ -71,14 +71,18 @@ def _judged_nonrelevant(rb: RankedView) -> Tensor:
     return rb.cached("judged_nonrelevant", lambda: ((rb.target >= 0) & rb.judged & (rb.rel == 0)).to(rb.dtype))
 
 
-def bpref_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, Tensor]:
+def bpref_values(
+    rb: RankedView, ks: tuple[int | None, ...], conv: Convention, *, trec: bool = True
+) -> tuple[Tensor, Tensor]:
     """bpref (Buckley & Voorhees, SIGIR 2004) as trec_eval computes it, ``(N, K)``.
 
     ``bpref = 1/R * sum over retrieved relevant documents d of (1 - min(n_d, R) / min(N, R))``,
     where ``R`` is the number of relevant documents, ``N`` the number of judged non-relevant
     documents of the query (retrieved or not: counted in ``ideal_target`` when given, else in the
     list) and ``n_d`` the number of judged non-relevant documents ranked above ``d``; documents
-    without a judgment (``judged=False`` or a negative grade) do not count.
+    without a judgment (``judged=False`` or a negative grade) do not count. ``trec=False`` divides
+    by ``R`` instead of ``min(N, R)`` (the formula most often cited; TF-Ranking's
+    ``BPrefMetric(use_trec_version=False)``), which is larger whenever ``N < R``.
 
     Under averaged ties the value is exact: for a relevant document in a tie group with ``m``
     judged non-relevant documents and ``B`` above the group, the number of them above it is
@@ -97,18 +101,21 @@ def bpref_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -
         >>> target = torch.tensor([[1, 0, 1, -1]])     # relevant, non-relevant, relevant, unjudged
         >>> compute(parse_measures(["bpref"]), preds, target)["bpref"].tolist()   # (1 + (1 - 1/1)) / 2
         [0.5]
+        >>> target = torch.tensor([[0, 1, 1, -1]])     # non-relevant, relevant, relevant, unjudged: N = 1, R = 2
+        >>> compute(parse_measures(["bpref", "bpref(trec=False)"]), preds, target)  # (1 - 1/1) * 2 / 2; (1 - 1/2) * 2 / 2
+        {'bpref': tensor([0.], dtype=torch.float64), 'bpref(trec=False)': tensor([0.5000], dtype=torch.float64)}
     """
     if not isinstance(conv.gain, JudgedNonRelevant):
         raise TypeError("bpref_values needs the JudgedNonRelevant gain; compute bpref through the measure registry")
-    values = rb.cached("bpref_values", lambda: _bpref(rb))  # bpref and gm_bpref share it
+    values = rb.cached(f"bpref_values_{trec}", lambda: _bpref(rb, trec))  # bpref and gm_bpref share it
     return values.unsqueeze(-1).expand(-1, len(ks)), no_relevant(rb)
 
 
-def _bpref(rb: RankedView) -> Tensor:
+def _bpref(rb: RankedView, trec: bool) -> Tensor:
     rel = rb.rel
     nonrel = _judged_nonrelevant(rb)
     r = rb.n_relevant.unsqueeze(-1)
-    denominator = torch.minimum(rb.ideal_gains.sum(-1, keepdim=True), r).clamp(min=1)
+    denominator = (torch.minimum(rb.ideal_gains.sum(-1, keepdim=True), r) if trec else r).clamp(min=1)
     inside, above = group_sums(rb, nonrel)  # judged non-relevant documents in / above the tie group
     if rb.averaged:
         c = torch.minimum((r - above).clamp(min=0), inside + 1)

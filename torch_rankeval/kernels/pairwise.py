@@ -9,9 +9,12 @@ pair accuracy (OPA) and average relevance position (ARP).
   lack a relevant or a non-relevant document. With ``max_fpr`` the McClish-standardised partial
   area over false-positive rates ``[0, max_fpr]``. Empty: a list without relevant document.
 - **OPA** (TF-Ranking ``OPAMetric``): among the pairs of judged documents with different grades, the
-  share that the scores order correctly. Empty: no such pair.
+  share that the scores order correctly. Empty: no such pair. With per-document weights
+  (``rb.item_weights``, TF-Ranking's per-example weights) each pair weighs the weight of its
+  higher-graded document.
 - **ARP** (TF-Ranking ``ARPMetric``): ``sum(rank * grade) / sum(grade)`` over judged documents (lower
-  is better; negative grades weigh 0). Empty: no positive grade.
+  is better; negative grades weigh 0). Empty: no positive grade. With per-document weights, each
+  grade is multiplied by its document's weight.
 
 Unjudged documents count as non-relevant in fall-out and AUROC (as in precision and recall); OPA
 and ARP leave them out (their grade is unknown), while they keep their ranks.
@@ -74,9 +77,15 @@ def arp_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> 
         >>> rb = RankedBatch(torch.tensor([[0.9, 0.8, 0.7]]), torch.tensor([[0, 2, 1]]), None, DEFAULT)
         >>> arp_values(rb, (None,), DEFAULT)[0]            # (2 * 2 + 3 * 1) / 3
         tensor([[2.3333]])
+        >>> rb = RankedBatch(torch.tensor([[0.9, 0.8, 0.7]]), torch.tensor([[0, 2, 1]]), None, DEFAULT,
+        ...                  item_weights=torch.tensor([[1.0, 0.5, 3.0]]))
+        >>> arp_values(rb, (None,), DEFAULT)[0]            # (2 * 2 * 0.5 + 3 * 1 * 3) / (2 * 0.5 + 1 * 3)
+        tensor([[2.7500]])
     """
     start, end = bounds(rb)
     w = judged_grades(rb)
+    if rb.item_weights is not None:
+        w = w * rb.ranked(rb.item_weights).to(torch.float64)
     mean_rank = (start + end + 1).to(torch.float64) / 2  # mean of ranks start+1 .. end
     total = w.sum(-1, keepdim=True)
     value = safe_div((w * mean_rank).sum(-1, keepdim=True), total)
@@ -204,21 +213,33 @@ def _partial_area(x, r0, u0, c0, h, nonrel, s, cs_r, cs_u, cs_credit, start, end
 
 
 # ----------------------------------------------------------------------------- OPA
-def _count_inversions(seq: Tensor) -> Tensor:
+def _count_inversions(seq: Tensor, weights: Tensor | None = None) -> Tensor:
     """Pairs ``p < q`` with ``seq[p] > seq[q]`` per row, ``(N,)`` float64; ``+inf`` entries must come
     last (they take part in no pair). Bottom-up merge sort: per round, each right run's values are
-    located in the sorted left run."""
+    located in the sorted left run. With ``weights`` (float64, like ``seq``) each pair counts
+    ``weights[p]``: the weights travel with the values through the sorts, and a right value finds the
+    weight of the left values above it from the left run's cumulative weights."""
     n, length = seq.shape
     size = 1 << max(0, (length - 1).bit_length())
     vals = torch.cat([seq, seq.new_full((n, size - length), math.inf)], dim=-1) if size > length else seq
+    if weights is not None and size > length:
+        weights = torch.cat([weights, weights.new_zeros(n, size - length)], dim=-1)
     total = torch.zeros(n, dtype=torch.float64, device=seq.device)
     width = 1
     while width < size:
         runs = vals.view(n, size // (2 * width), 2, width)
         left, right = runs[:, :, 0].contiguous(), runs[:, :, 1].contiguous()
         not_above = torch.searchsorted(left, right, right=True)  # left values <= each right value
-        total = total + (width - not_above).to(torch.float64).sum((-1, -2))
-        vals = torch.sort(vals.view(n, size // (2 * width), 2 * width), dim=-1).values.view(n, size)
+        if weights is None:
+            total = total + (width - not_above).to(torch.float64).sum((-1, -2))
+            vals = torch.sort(vals.view(n, size // (2 * width), 2 * width), dim=-1).values.view(n, size)
+        else:
+            cum = torch.constant_pad_nd(weights.view(n, size // (2 * width), 2, width)[:, :, 0].cumsum(-1), (1, 0))
+            above = cum[..., -1:] - cum.gather(-1, not_above)  # the left run's weight above each right value
+            total = total + above.sum((-1, -2))
+            vals, order = torch.sort(vals.view(n, size // (2 * width), 2 * width), dim=-1)
+            vals = vals.view(n, size)
+            weights = weights.view(n, size // (2 * width), 2 * width).gather(-1, order).view(n, size)
         width *= 2
     return total
 
@@ -231,11 +252,18 @@ def opa_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> 
         >>> rb = RankedBatch(torch.tensor([[0.9, 0.8, 0.8]]), torch.tensor([[2, 0, 1]]), None, DEFAULT)
         >>> opa_values(rb, (None,), DEFAULT)[0]            # (2,0), (2,1) right; (1,0) tied: 1/2
         tensor([[0.8333]])
+        >>> rb = RankedBatch(torch.tensor([[0.9, 0.8, 0.8]]), torch.tensor([[2, 0, 1]]), None, DEFAULT,
+        ...                  item_weights=torch.tensor([[1.0, 5.0, 4.0]]))
+        >>> opa_values(rb, (None,), DEFAULT)[0]            # pairs weigh 1, 1, 4 (their higher grade's): (1 + 1 + 4/2) / 6
+        tensor([[0.6667]])
     """
     f64 = torch.float64
     keep = rb.judged & rb.valid
     inf = torch.full((), math.inf, dtype=f64, device=rb.device)
     grades = torch.where(keep, rb.target.to(f64), inf)
+    weights = None  # each pair weighs the weight of its higher-graded document
+    if rb.item_weights is not None:
+        weights = torch.where(keep, rb.ranked(rb.item_weights).to(f64), 0.0)
     tied_pairs = torch.zeros(rb.n_lists, dtype=f64, device=rb.device)
     if rb.averaged:
         # Inside each tie group, put the documents in increasing grade (left-out documents last):
@@ -245,18 +273,22 @@ def opa_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> 
         by_group = torch.sort(start.gather(-1, by_grade), dim=-1, stable=True).indices
         order = by_grade.gather(-1, by_group)
         grades = grades.gather(-1, order)
+        weights = None if weights is None else weights.gather(-1, order)
         # lower-graded documents of one's own group = first slot of one's grade in the group - group start
         pos = torch.arange(rb.length, device=rb.device).expand(rb.n_lists, -1)
         new_run = torch.constant_pad_nd(grades[:, 1:] != grades[:, :-1], (1, 0), True) | (start == pos)
         run_start = torch.where(new_run, pos, torch.zeros_like(pos)).cummax(-1).values
         lower = (run_start - start).to(f64)
+        lower = lower if weights is None else lower * weights
         tied_pairs = torch.where(torch.isfinite(grades), lower, torch.zeros_like(lower)).sum(-1)
     # Pairs with different grades: each document with the judged documents graded below it.
     ordered = torch.sort(grades, dim=-1).values
     below = torch.searchsorted(ordered, grades.contiguous()).to(f64)
+    below = below if weights is None else below * weights
     pairs = torch.where(torch.isfinite(grades), below, torch.zeros_like(below)).sum(-1)
     # Move the left-out documents to the end (they take part in no pair), keeping the ranked order.
     compact = torch.sort((~torch.isfinite(grades)).to(torch.uint8), dim=-1, stable=True).indices
-    correct = _count_inversions(grades.gather(-1, compact)) + tied_pairs / 2
+    compact_weights = None if weights is None else weights.gather(-1, compact)
+    correct = _count_inversions(grades.gather(-1, compact), compact_weights) + tied_pairs / 2
     value = safe_div(correct, pairs).unsqueeze(-1)
     return value.to(rb.dtype).expand(-1, len(ks)), (pairs == 0).unsqueeze(-1)

@@ -55,6 +55,7 @@ __all__ = [
     "RBP_DEPTH",
     "COMPAT_P",
     "COMPAT_NORMALIZE",
+    "BPREF_TREC",
 ]
 
 
@@ -296,6 +297,14 @@ COMPAT_NORMALIZE = Param(
     "normalize",
     "choice",
     "divide by the ideal ranking's own RBO (False: RBO against the ideal ranking as it is)",
+    default=True,
+    choices=(True, False),
+)
+BPREF_TREC = Param(
+    "trec",
+    "choice",
+    "True: trec_eval's 1 - min(n, R) / min(N, R) per retrieved relevant document; False: 1 - min(n, R) / R "
+    "(TF-Ranking's use_trec_version=False)",
     default=True,
     choices=(True, False),
 )

@@ -29,7 +29,7 @@ from torch import Tensor
 
 from torch_rankeval.conventions import Convention
 from torch_rankeval.measures.reduction import Reduction
-from torch_rankeval.measures.registry import Family, Measure
+from torch_rankeval.measures.registry import FAMILIES, Family, Measure
 from torch_rankeval.ranking.catalogue import (
     WHOLE_LIST_CHUNK,
     catalogue_batch,
@@ -159,6 +159,7 @@ class MeasurePlan:
         discounts: Tensor | None = None,
         gain: Callable[[Tensor], Tensor] | None = None,
         exclude: Tensor | None = None,
+        weights: Tensor | None = None,
     ) -> tuple[Tensor, Tensor, bool]:
         """Per-query values ``(N, C)`` of every column, their "empty" flags ``(N, C)`` (a query
         without relevant documents, for the measures that have that case) and whether the input
@@ -171,7 +172,13 @@ class MeasurePlan:
         ``exclude`` an ``(N, L)`` bool tensor, dense or sparse (items never ranked, never counted).
         Those, and dense batches of long rows whose measures all have small cutoffs, take the top-k
         path (:func:`~torch_rankeval.ranking.catalogue.catalogue_batch`) when every measure
-        supports it; otherwise the target is made dense and ``exclude`` joins ``mask``."""
+        supports it; otherwise the target is made dense and ``exclude`` joins ``mask``.
+
+        ``weights``: per-document weights like ``preds``, for the measures whose row reads them
+        (:attr:`~torch_rankeval.measures.registry.Family.item_weights`); with any other measure a
+        ``TypeError``. They take the dense route."""
+        if weights is not None:
+            self.check_weights_read()
         subtopics = ideal_subtopics = None
         subtopic_checks: list | None = None
         if self._check_subtopics(preds, target):
@@ -179,7 +186,11 @@ class MeasurePlan:
             target, subtopics, ideal_target, ideal_subtopics = split[:4]
             if validate_args:
                 subtopic_checks = split.checks()  # resolved in the ranking stage's one host sync
-        route = self._route(preds, target, mask, ideal_target, n_relevant, judged, exclude)
+        route = (
+            "dense"
+            if weights is not None
+            else self._route(preds, target, mask, ideal_target, n_relevant, judged, exclude)
+        )
         if route == "dense" and (exclude is not None or _is_sparse(target)):
             target, mask = densified(preds, target, mask, exclude)
         out: list[Tensor | None] = [None] * self._n_unique
@@ -220,7 +231,7 @@ class MeasurePlan:
 
                 def rank(inputs: list, validate: bool, conv: Convention = conv, uses_gain: bool = uses_gain):  # noqa: ANN202
                     """Prepare ``(preds, target, mask, ideal_target, n_relevant, judged)`` under ``conv``."""
-                    p, t, m, ideal, n_rel, jd, sub, ideal_sub = inputs
+                    p, t, m, ideal, n_rel, jd, sub, ideal_sub, w = inputs
                     return prepare(
                         p,
                         t,
@@ -238,9 +249,10 @@ class MeasurePlan:
                         subtopics=sub,
                         ideal_subtopics=ideal_sub,
                         extra_checks=subtopic_checks if validate else None,
+                        weights=w,
                     )
 
-                inputs = [preds, target, mask, ideal_target, n_relevant, judged, subtopics, ideal_subtopics]
+                inputs = [preds, target, mask, ideal_target, n_relevant, judged, subtopics, ideal_subtopics, weights]
                 rb, single = rank(inputs, validate_args)
                 if validate_args:
                     _family_checks(rb, calls)
@@ -281,6 +293,25 @@ class MeasurePlan:
         if self.subtopics and not subtopic:
             raise ValueError(f"{', '.join(self.labels)}: {NEEDS_SUBTOPICS}")
         return subtopic
+
+    def check_weights_read(self) -> None:
+        """Refuse ``weights=`` unless every measure of the plan reads per-document weights.
+
+        Example:
+            >>> from torch_rankeval.conventions import DEFAULT
+            >>> MeasurePlan([Measure("arp"), Measure("opa")], DEFAULT).check_weights_read()
+            >>> MeasurePlan([Measure("arp"), Measure("mrr")], DEFAULT).check_weights_read()
+            Traceback (most recent call last):
+            ...
+            TypeError: weights= (per-document weights) is read only by opa, arp, not by mrr: evaluate those in a call without weights=
+        """
+        ignored = [m.label for m in self.measures if not m.family.item_weights]
+        if ignored:
+            readers = ", ".join(k for k, f in FAMILIES.items() if f.item_weights)
+            raise TypeError(
+                f"weights= (per-document weights) is read only by {readers}, not by {', '.join(ignored)}: "
+                "evaluate those in a call without weights="
+            )
 
     def _labels_of(self, subtopics: bool) -> list[str]:
         return [m.label for m in self.measures if m.family.subtopics == subtopics]

@@ -78,6 +78,7 @@ from torch_rankeval.kernels.judged import judged_values, unjudged_values
 from torch_rankeval.kernels.ncrr import ncrr_values
 from torch_rankeval.kernels.pairwise import arp_values, auroc_values, fall_out_values, opa_values
 from torch_rankeval.kernels.precision_recall import hit_rate_values, precision_values, r_precision_values, recall_values
+from torch_rankeval.kernels.pwa import pwa_values
 from torch_rankeval.kernels.rbp import rbp_residual_values, rbp_values
 from torch_rankeval.kernels.rr import reciprocal_rank_values
 from torch_rankeval.kernels.set_measures import (
@@ -93,6 +94,7 @@ from torch_rankeval.measures.params import (
     ALPHA,
     ALPHA_NORM,
     BETA,
+    BPREF_TREC,
     CATALOG_SIZE,
     COEFFICIENTS,
     COMPAT_NORMALIZE,
@@ -235,6 +237,9 @@ class Family:
         peer_names: other libraries' names for it that are not already among its names (ranx's, RecBole's;
             case-insensitive), with the parameter values each implies: ``(("ndcg_burges", (("dcg",
             "exp-log2"),)),)``.
+        item_weights: whether its kernel reads per-document weights (``weights=``, like ``preds``;
+            TF-Ranking's per-example weights) from ``rb.item_weights``; the plan refuses them for any
+            other measure.
         ir_switches: ir_measures' spellings of another family through one of this family's parameters,
             ``((parameter, ((value or None: any, family key), ...)), ...)``: ``NumRet(rel=1)`` (how
             ir_measures prints ``NumRelRet``) is ``num_rel_ret``.
@@ -268,6 +273,7 @@ class Family:
     peer_names: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
     ir_switches: tuple[tuple[str, tuple[tuple[Any, str], ...]], ...] = ()
     ir_cutoff: tuple[str, tuple[tuple[str, Any], ...]] | None = None
+    item_weights: bool = False
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.reads) - set(OPTIONS))
@@ -342,7 +348,10 @@ _cwl = _row(reads=("ties",), oracle="cwl_eval (via ir_measures), its test_cwl_ev
 _CWL_GRADES = (MIN_REL, MAX_REL, CWL_DEPTH)
 _BRUTE = "pytrec_eval, brute-force tie orders"
 _V9 = "pytrec_eval (rounding='v9'), trec_eval 10.0's test outputs"
-_PAIRS = "TF-Ranking's formula, hand-computed"
+_PAIRS = (
+    "TF-Ranking's formula, hand-computed; weights=: TF-Ranking's expected values (metrics_impl_test.py), "
+    "its formula written out"
+)
 
 _ROWS = (
     _whole("runid", None, "the run's tag", aggregate="info", per_query=False, oracle="trec_eval", reads=()),
@@ -488,13 +497,19 @@ _ROWS = (
         bpref_values,
         "binary preference: how few judged non-relevant documents rank above the relevant ones",
         ir="Bpref",
-        params=(REL,),
+        params=(REL, BPREF_TREC),
         uses_gain="always",
         gain=JudgedNonRelevant,
-        oracle="pytrec_eval, hand-computed tie averages",
+        oracle="pytrec_eval, hand-computed tie averages; trec=False: TF-Ranking's expected values "
+        "(tensorflow_ranking/python/metrics_impl_test.py::BPrefMetricTest)",
     ),
     _gmean(
-        "gm_bpref", bpref_values, "geometric mean of bpref over queries", uses_gain="always", gain=JudgedNonRelevant
+        "gm_bpref",
+        bpref_values,
+        "geometric mean of bpref over queries",
+        params=(REL, BPREF_TREC),
+        uses_gain="always",
+        gain=JudgedNonRelevant,
     ),
     _whole(
         "infap",
@@ -689,6 +704,7 @@ _ROWS = (
         aliases=("ordered_pair_accuracy",),
         oracle=_PAIRS,
         reads=("ties", "empty_target_action"),
+        item_weights=True,
     ),
     _whole(
         "arp",
@@ -697,6 +713,7 @@ _ROWS = (
         aliases=("average_relevance_position",),
         oracle=_PAIRS,
         reads=("ties", "empty_target_action"),
+        item_weights=True,
     ),
     _intent_aware(
         "alpha_dcg",
@@ -880,6 +897,16 @@ _ROWS = (
         params=(REL,),
         oracle="ir_measures' expected values (tests/test_accuracy.py, tests/test_providers.py), ir_measures live",
         reads=_BINARY,
+    ),
+    # --- tfr: TF-Ranking's definitions (issue 28) ---
+    Family(
+        "pwa",
+        pwa_values,
+        "position-weighted average: the grades of the top k weighted by 1/rank, over the sum of those weights",
+        aliases=("position_weighted_average",),
+        oracle="TF-Ranking's expected values (tensorflow_ranking/python/metrics_impl_test.py::PWAMetricTest), "
+        "tie orders enumerated",
+        reads=("ties",),
     ),
 )
 FAMILIES: dict[str, Family] = {f.key: f for f in _ROWS}

@@ -314,6 +314,7 @@ class RankingMetrics(RunningMeanMetric):
         judged: Tensor | None = None,
         exclude: Tensor | None = None,
         strata: Tensor | None = None,
+        weights: Tensor | None = None,
     ) -> None:
         """Add a batch.
 
@@ -340,6 +341,9 @@ class RankingMetrics(RunningMeanMetric):
                 (the same for all documents of a query). The range is checked with
                 ``validate_args`` (one host sync); without, an out-of-range stratum is an error
                 of ``index_add_`` on CPU and a device-side assert on CUDA.
+            weights: padded input: ``(N, L)`` float per-document weights, read by ``arp`` and ``opa``
+                (TF-Ranking's per-example weights; see :func:`~torch_rankeval.functional.evaluate`);
+                a metric with any other measure refuses them (``TypeError``).
         """
         subtopic = is_subtopic_target(preds, target)
         catalogue = exclude is not None or is_sparse(target)
@@ -348,7 +352,9 @@ class RankingMetrics(RunningMeanMetric):
         elif not subtopic:  # a subtopic target (N, L, S) is checked by the plan (ranking.subtopics)
             check_preds_target(preds, target, mask)
         self._check_device(preds)
-        padded_only = (mask, ideal_target, n_relevant, judged)  # any of them makes a 1-D input one padded list
+        if weights is not None:
+            self.plan.check_weights_read()  # eagerly: not from inside a compiled update
+        padded_only = (mask, ideal_target, n_relevant, judged, weights)  # any makes a 1-D input one padded list
         if self.input_format == "auto" and preds.ndim == 1 and indexes is None and all(a is None for a in padded_only):
             raise ValueError(_ONE_LIST)  # shapes and None only: no host sync
         flat = not catalogue and self._is_flat(preds, indexes)
@@ -357,16 +363,18 @@ class RankingMetrics(RunningMeanMetric):
                 "flat input cannot carry a subtopic axis: pass padded (N, L) preds with an (N, L, S) target"
             )
         if flat:
-            if mask is not None or ideal_target is not None or n_relevant is not None or judged is not None:
+            if any(a is not None for a in padded_only):
                 raise ValueError(
-                    "mask, ideal_target, n_relevant and judged apply to padded (N, L) input; flat input takes preds, target "
-                    "and indexes (use ignore_index to drop documents)"
+                    "mask, ideal_target, n_relevant, weights and judged apply to padded (N, L) input; flat input takes "
+                    "preds, target and indexes (use ignore_index to drop documents)"
                 )
             self._update_flat(preds, target, indexes, strata)
         else:
             n = 1 if preds.ndim == 1 else preds.shape[0]
             strata = self._check_update_strata(strata, n, preds, validate=self.validate_args)
-            self._update_padded(preds, target, mask, ideal_target, n_relevant, indexes, judged, exclude, strata)
+            self._update_padded(
+                preds, target, mask, ideal_target, n_relevant, indexes, judged, exclude, strata, weights=weights
+            )
 
     def _check_catalogue(self, preds: Tensor, target: Tensor, mask: Tensor | None, indexes: Tensor | None) -> None:
         """Inputs of a catalogue update (sparse target or ``exclude``): ``(N, L)`` scores, padded layout."""
@@ -406,15 +414,28 @@ class RankingMetrics(RunningMeanMetric):
         return False
 
     def _update_padded(
-        self, preds, target, mask, ideal_target, n_relevant, ids, judged=None, exclude=None, strata=None
+        self,
+        preds,
+        target,
+        mask,
+        ideal_target,
+        n_relevant,
+        ids,
+        judged=None,
+        exclude=None,
+        strata=None,
+        *,
+        weights=None,
     ) -> None:  # noqa: ANN001
         if self.compile and exclude is None and not is_sparse(target) and not is_subtopic_target(preds, target):
-            self._compiled_update(preds, target, mask, ideal_target, n_relevant, judged, ids, strata)
+            self._compiled_update(preds, target, mask, ideal_target, n_relevant, judged, ids, strata, weights)
             return
-        values, empty = self._batch(preds, target, mask, ideal_target, n_relevant, judged, exclude)
+        values, empty = self._batch(preds, target, mask, ideal_target, n_relevant, judged, exclude, weights=weights)
         self._accumulate(values, empty, ids, strata)
 
-    def _batch(self, preds, target, mask, ideal_target, n_relevant, judged=None, exclude=None) -> tuple[Tensor, Tensor]:  # noqa: ANN001
+    def _batch(
+        self, preds, target, mask, ideal_target, n_relevant, judged=None, exclude=None, *, weights=None
+    ) -> tuple[Tensor, Tensor]:  # noqa: ANN001
         """Per-query values ``(N, V)`` of every reported key and their empty flags (the one evaluation loop)."""
         length = preds.shape[-1] if ideal_target is None else max(preds.shape[-1], _ideal_length(preds, ideal_target))
         values, empty, _ = self.plan.values(
@@ -429,6 +450,7 @@ class RankingMetrics(RunningMeanMetric):
             discounts=self._discount_table(length),
             gain=self._gain(),
             exclude=exclude,
+            weights=weights,
         )
         return values, empty
 
@@ -443,6 +465,7 @@ class RankingMetrics(RunningMeanMetric):
         judged: Tensor | None,
         ids: Tensor | None,
         strata: Tensor | None = None,
+        weights: Tensor | None = None,
     ) -> None:
         """``_update_padded`` through one compiled kernel: the plan's values (validate_args=False),
         the empty-list policy and the per-value sums (the running states get two in-place adds). The
@@ -460,6 +483,7 @@ class RankingMetrics(RunningMeanMetric):
                 judged=judged,
                 uses_gain=self.plan.uses_gain,
                 gain=self._gain(),
+                weights=weights,
             )
         length = preds.shape[-1] if ideal_target is None else max(preds.shape[-1], _ideal_length(preds, ideal_target))
         reduce = (
@@ -468,7 +492,9 @@ class RankingMetrics(RunningMeanMetric):
         plan, ignore_index, reduction = self.plan, self.ignore_index, self._reduction
 
         def build() -> Callable:
-            def kernel(preds, target, mask, ideal_target, n_relevant, judged, discounts, gain_keys, gain_values):  # noqa: ANN001, ANN202
+            def kernel(
+                preds, target, mask, ideal_target, n_relevant, judged, discounts, gain_keys, gain_values, weights
+            ):  # noqa: ANN001, ANN202
                 gain = None if gain_keys is None else (lambda t: mapped_gain(t, gain_keys, gain_values))
                 values, empty, _ = plan.values(
                     preds,
@@ -481,6 +507,7 @@ class RankingMetrics(RunningMeanMetric):
                     validate_args=False,
                     discounts=discounts,
                     gain=gain,
+                    weights=weights,
                 )
                 if not reduce:
                     return values, empty
@@ -498,6 +525,7 @@ class RankingMetrics(RunningMeanMetric):
             self._discount_table(length),
             self._gain_keys,
             self._gain_values,
+            weights,
         )
         if reduce:
             self._add_moments(out[0], out[1], out[2], preds.shape[0] if preds.ndim > 1 else 1)

@@ -26,8 +26,10 @@ __all__ = [
     "check_scores",
     "check_values",
     "grade_checks",
+    "item_weights",
     "parse_k",
     "prepare",
+    "weight_checks",
     "work_dtype",
 ]
 
@@ -188,6 +190,7 @@ def prepare(
     subtopics: Tensor | None = None,
     ideal_subtopics: Tensor | None = None,
     extra_checks: list[tuple[Tensor, str]] | None = None,
+    weights: Tensor | None = None,
 ) -> tuple[RankedBatch, bool]:
     """Check the inputs and rank them; returns the ranked batch and whether the input was 1-D.
 
@@ -196,10 +199,22 @@ def prepare(
     either way. ``subtopics`` / ``ideal_subtopics``: the ``(N, L, S)`` / ``(N, M, S)`` subtopic grades
     of a subtopic target (:func:`~torch_rankeval.ranking.subtopics.split_subtopics`), whose ad-hoc
     view ``target`` / ``ideal_target`` are. ``extra_checks``: the caller's own value checks (flag,
-    message), resolved in the same host sync (validated calls only)."""
+    message), resolved in the same host sync (validated calls only). ``weights``: per-document weights
+    like ``preds`` (:func:`item_weights`), kept by the ranked batch as ``item_weights`` (0 at padding)."""
     inputs = _normalize(preds, target, mask, ignore_index, ideal_target, n_relevant, judged, convention)
+    if weights is not None:
+        weights = item_weights(weights, preds)
+        extra_checks = [*(extra_checks or []), *weight_checks(weights, inputs[2])]
+        if inputs[2] is not None:  # padding is never read: weight 0 there, whatever was passed
+            weights = torch.where(inputs[2], weights, 0.0)
     ranked = _ranked(
-        inputs, convention, discounts=discounts, gain=gain, subtopics=subtopics, ideal_subtopics=ideal_subtopics
+        inputs,
+        convention,
+        discounts=discounts,
+        gain=gain,
+        subtopics=subtopics,
+        ideal_subtopics=ideal_subtopics,
+        item_weights=weights,
     )
     if validate_args:
         # The checks sync with the host once anyway; the same sync tells whether the batch holds any
@@ -247,6 +262,7 @@ def check_values(
     judged: Tensor | None = None,
     uses_gain: bool = False,
     gain: Callable[[Tensor], Tensor] | None = None,
+    weights: Tensor | None = None,
 ) -> None:
     """The checks of ``validate_args=True`` on their own: shapes and types, then the checks that read
     values (NaN/inf scores, negative grades under exp2, ``n_relevant`` below the relevant documents
@@ -264,7 +280,44 @@ def check_values(
     ranked = None
     if uses_gain or inputs[3] is not None:  # finite gains, ideal_target holding the list: checks of a ranked batch
         ranked = _ranked(inputs, convention, gain=gain)
-    _check_normalized(inputs, convention, uses_gain, None, ranked)
+    extra = None if weights is None else weight_checks(item_weights(weights, preds), inputs[2])
+    _check_normalized(inputs, convention, uses_gain, None, ranked, extra)
+
+
+def item_weights(weights: Any, preds: Tensor) -> Tensor:
+    """Per-document weights checked without a host sync (a floating tensor of the shape and device of
+    ``preds``) and shaped as the ranked batch's ``(N, L)`` (a list without documents: one padding slot).
+
+    Example:
+        >>> item_weights(torch.tensor([2.0, 1.0]), torch.tensor([0.9, 0.1]))
+        tensor([[2., 1.]])
+        >>> item_weights(torch.tensor([2, 1]), torch.tensor([0.9, 0.1]))
+        Traceback (most recent call last):
+        ...
+        TypeError: weights must be a floating tensor (one weight per document, like preds), got torch.int64; call weights.float()
+    """
+    _check_tensor(weights, "weights")
+    if not weights.is_floating_point():
+        raise TypeError(
+            f"weights must be a floating tensor (one weight per document, like preds), got {weights.dtype}; "
+            "call weights.float()"
+        )
+    check_like(weights, preds, "weights")
+    weights = weights.unsqueeze(0) if weights.ndim == 1 else weights
+    return weights if weights.shape[-1] else weights.new_zeros(weights.shape[0], 1)
+
+
+def weight_checks(weights: Tensor, valid: Tensor | None) -> list[tuple[Tensor, str]]:
+    """The value check of per-document weights ``(N, L)`` (flag, message): finite and ``>= 0`` where
+    a document is real (padding is never read)."""
+    bad = ~torch.isfinite(weights) | (weights < 0)
+    return [
+        (
+            (bad if valid is None else bad & valid).any(),
+            "weights must be finite and >= 0 at unmasked positions (one weight per document); a document "
+            "that should not count takes weight 0, or mask=False to take it out of the ranking",
+        )
+    ]
 
 
 def _normalize(

@@ -210,6 +210,7 @@ class RankedView(Protocol):
     averaged: bool
     truncated: bool
     split_rows: list[int] | None
+    item_weights: Tensor | None
 
     # per query
     @property
@@ -509,6 +510,8 @@ class RankedBatch:
         subtopics: optional ``(N, L, S)`` subtopic grades in input order (the intent-aware measures
             read them, :mod:`~torch_rankeval.ranking.subtopics`); ``target`` is then their ad-hoc view.
         ideal_subtopics: optional ``(N, M, S)`` subtopic grades of every judged document.
+        item_weights: optional ``(N, L)`` float weights of the documents in input order (0 at padding),
+            for the kernels that weigh documents (``rb.ranked(rb.item_weights)``); None: not given.
 
     Per-document inputs beyond these (e.g. a ``judged`` flag) are put in ranked order with
     :meth:`ranked`.
@@ -535,6 +538,8 @@ class RankedBatch:
     subtopics: Tensor | None = None
     #: subtopic grades ``(N, M, S)`` of every judged document (``ideal_target`` with a subtopic axis)
     ideal_subtopics: Tensor | None = None
+    #: per-document weights ``(N, L)`` in input order (``weights=``), None when not given
+    item_weights: Tensor | None = None
 
     convention: Convention
     dtype: torch.dtype
@@ -561,10 +566,13 @@ class RankedBatch:
         dtype: torch.dtype = torch.float32,
         subtopics: Tensor | None = None,
         ideal_subtopics: Tensor | None = None,
+        item_weights: Tensor | None = None,
     ) -> None:
         self._cache: dict[str, Tensor] = {}
         if subtopics is not None:
             self.subtopics, self.ideal_subtopics = subtopics, ideal_subtopics
+        if item_weights is not None:
+            self.item_weights = item_weights
         self._groups: dict[int, TieGroups] = {}
         self.convention = convention
         self.dtype = dtype
