@@ -37,7 +37,7 @@ from torch_rankeval.ranking.catalogue import (
     row_chunks,
     whole_list_rows,
 )
-from torch_rankeval.ranking.inputs import check_reduction, parse_k, prepare
+from torch_rankeval.ranking.inputs import check_preds_target, check_reduction, parse_k, prepare
 from torch_rankeval.ranking.sparse import SparseTarget, check_exclude, is_sparse, sparse_target
 from torch_rankeval.ranking.subtopics import NEEDS_SUBTOPICS, is_subtopic_target, split_subtopics
 from torch_rankeval.ranking.view import RankedBatch, _to_device, device_constant
@@ -334,6 +334,8 @@ class MeasurePlan:
                 "for an intent-aware measure (alpha_nDCG@20, ERR_IA@20, P_IA@10, StRecall@10, ...)"
             )
         if self.subtopics and not subtopic:
+            if not _is_sparse(target):
+                check_preds_target(preds, target)  # a malformed input: the input stage's own message
             raise ValueError(f"{', '.join(self.labels)}: {NEEDS_SUBTOPICS}")
         return subtopic
 
