@@ -11,7 +11,9 @@ sync, ``keep_per_query``), whose per-query "values" are per-position statistics 
 (one sort per update). It reads its input as :class:`~torch_rankeval.RankingMetrics` does (padded
 or flat input, global query ids, flat documents pending until ``compute``, the device-resident
 discount and gain tables) with the same methods, which it takes from that class: one input
-handling for both, no measure plan here.
+stage for both (``_read_input``: the same checks and messages, the forgotten ``indexes=`` included),
+and the same ranking (``prepare``); its per-position statistics are not registry measures, so no
+measure plan here.
 """
 
 from __future__ import annotations
