@@ -154,3 +154,27 @@ def test_the_curve_classes_check_their_input_as_the_retrieval_classes(case: str)
     reference = _message(lambda: compat.RetrievalMAP().update(preds, target, indexes))
     for cls in CURVES:
         assert _message(lambda cls=cls: cls().update(preds, target, indexes)) == reference, cls.__name__
+
+
+@pytest.mark.parametrize("kw", [{}, {"max_k": 10}, {"max_k": 40, "adaptive_k": True}, {"empty_target_action": "skip"}])
+def test_the_curves_through_the_plan_equal_torchmetrics_on_long_tied_lists_of_skewed_lengths(kw: dict) -> None:
+    """The oracle: torchmetrics' own curve class. Lists beyond torch's 16-element insertion sort, six
+    distinct scores (ties everywhere), one query of 700 documents among short ones (the flat documents
+    go in several length buckets), queries split over three updates."""
+    from torchmetrics.retrieval import RetrievalPrecisionRecallCurve as TMCurve
+
+    for seed in range(2):
+        g = torch.Generator().manual_seed(seed)
+        sizes = torch.randint(1, 80, (30,), generator=g)
+        sizes[0] = 700
+        ids = torch.repeat_interleave(torch.randperm(5000, generator=g)[:30], sizes)
+        perm = torch.randperm(len(ids), generator=g)
+        preds = torch.rand(len(ids), generator=g).mul(5).round().div(5)[perm]
+        target = (torch.rand(len(ids), generator=g) < 0.3).long()[perm]
+        ours, theirs = compat.RetrievalPrecisionRecallCurve(**kw), TMCurve(**kw)
+        for part in torch.tensor_split(torch.arange(len(ids)), 3):
+            ours.update(preds[part], target[part], ids[part])
+            theirs.update(preds[part], target[part], ids[part])
+        for got, want in zip(ours.compute(), theirs.compute()):
+            assert got.shape == want.shape
+            torch.testing.assert_close(got, want.to(got.dtype), atol=1e-6, rtol=0)

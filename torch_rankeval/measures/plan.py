@@ -521,7 +521,9 @@ def _groups(unique: dict[Measure, int], convention: Convention, negative_unjudge
     groups: dict[Convention, dict[tuple, list[tuple[Measure, int]]]] = {}
     for m, j in unique.items():
         conv = m.convention(convention, negative_unjudged=negative_unjudged)
-        if conv.ties == "torch_topk":  # torch.topk orders ties by its k: one ranking per cutoff
+        if conv.ties == "torch_topk" and conv.torch_topk_k is None:
+            # torch.topk orders ties by its k: one ranking per cutoff, unless the convention fixes
+            # that k (torchmetrics' curves: one torch.topk(max_k) serves every cutoff)
             conv = replace(conv, torch_topk_k=m.cutoff)
         if conv.ties == "average" and not m.family.ties_average:
             raise ValueError(
