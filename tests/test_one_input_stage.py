@@ -178,3 +178,21 @@ def test_the_curves_through_the_plan_equal_torchmetrics_on_long_tied_lists_of_sk
         for got, want in zip(ours.compute(), theirs.compute()):
             assert got.shape == want.shape
             torch.testing.assert_close(got, want.to(got.dtype), atol=1e-6, rtol=0)
+
+
+def test_ignore_index_with_a_subtopic_target_is_a_type_error_naming_it() -> None:
+    """Subtopic grades have no padding value (a negative one is refused): ignore_index= was compared with
+    the ad-hoc view (the largest subtopic grade), so ignore_index=0 silently dropped every document
+    relevant to no subtopic. Now a TypeError naming it, in the class (at construction) and the function."""
+    target = torch.tensor([[[0, 1], [1, 0], [0, 0]]])
+    preds = torch.tensor([[0.9, 0.5, 0.1]])
+    with pytest.raises(TypeError, match="ignore_index= does not apply") as in_class:
+        RankingMetrics(("alpha_nDCG@3",), ignore_index=0)
+    with pytest.raises(TypeError, match="ignore_index= does not apply") as in_function:
+        F.evaluate(preds, target, ["alpha_nDCG@3"], ignore_index=0)
+    assert str(in_class.value) == str(in_function.value)
+    # the fix the message names: padding as mask=False
+    masked = F.evaluate(preds, target, ["alpha_nDCG@3"], mask=torch.tensor([[True, True, False]]))
+    assert masked["alpha_nDCG@3"].item() == pytest.approx(
+        F.evaluate(preds[:, :2], target[:, :2], ["alpha_nDCG@3"])["alpha_nDCG@3"].item()
+    )

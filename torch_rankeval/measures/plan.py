@@ -293,6 +293,8 @@ class MeasurePlan:
             preds, target, mask, ideal_target, n_relevant, judged, ignore_index, validate_args, discounts, gain, exclude
         )
         if self._check_subtopics(preds, target):
+            if ignore_index is not None:
+                raise TypeError(self.no_ignore_index())
             split = split_subtopics(preds, target, ideal_target)
             b.target, b.subtopics, b.ideal_target, b.ideal_subtopics = split[:4]
             if validate_args:
@@ -338,6 +340,14 @@ class MeasurePlan:
                 check_preds_target(preds, target)  # a malformed input: the input stage's own message
             raise ValueError(f"{', '.join(self.labels)}: {NEEDS_SUBTOPICS}")
         return subtopic
+
+    def no_ignore_index(self) -> str:
+        """Why an intent-aware plan takes no ``ignore_index`` (the message of its ``TypeError``)."""
+        return (
+            f"ignore_index= does not apply to the subtopic target of intent-aware measures ({', '.join(self.labels)}: "
+            "one grade per subtopic, no padding value): mark padding with mask= (False = padding) and documents "
+            "without judgments with judged="
+        )
 
     def _labels_of(self, subtopics: bool) -> list[str]:
         return [m.label for m in self.measures if m.family.subtopics == subtopics]

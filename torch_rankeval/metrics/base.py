@@ -245,6 +245,8 @@ class RankingMetrics(RunningMeanMetric):
             )
         self.plan = _plan(metrics, k, self.convention)
         check_read_options(self, self.plan.measures, overrides)
+        if ignore_index is not None and self.plan.subtopics:
+            raise TypeError(self.plan.no_ignore_index())
         self.ignore_index = ignore_index
         self.input_format = input_format
         self.whole_queries = whole_queries
