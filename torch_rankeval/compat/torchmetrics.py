@@ -48,8 +48,10 @@ import torchmetrics
 from packaging.version import Version
 from torch import Tensor
 
-from torch_rankeval.conventions import PRESETS, Convention
+from torch_rankeval.conventions import PRESETS, Convention, resolve_convention
+from torch_rankeval.measures import Measure, MeasurePlan
 from torch_rankeval.metrics.base import RankingMetrics
+from torch_rankeval.ranking.flat import group_by_query_buckets
 
 __all__ = [
     "RetrievalNormalizedDCG",
@@ -396,7 +398,8 @@ class RetrievalPrecisionRecallCurve(torchmetrics.Metric):
     Each query's top ``max_k`` is torchmetrics' own ``torch.topk`` pick on its float32 scores (tied
     scores in that call's order; no score threshold, unlike ``RetrievalPrecision``), its documents
     grouped by torchmetrics' ``torch.sort`` of the ids; queries of one length are ranked in one 2-D
-    call (the order a 1-D call gives, see :mod:`torch_rankeval.ranking.view`). ``max_k=None`` is
+    call (the order a 1-D call gives, see :mod:`torch_rankeval.ranking.view`); the values are the
+    library's precision@k and recall@k of that one ranking, through its measure plan. ``max_k=None`` is
     the longest query; ``adaptive_k`` stops a shorter query's cutoffs at its length. A query without
     a relevant document follows ``empty_target_action`` (``"neg"``: zeros, ``"pos"``: ones,
     ``"skip"``, ``"error"``). Documents are kept until ``compute`` (all-gathered across processes),
@@ -477,8 +480,7 @@ class RetrievalPrecisionRecallCurve(torchmetrics.Metric):
         sizes = torch.unique_consecutive(indexes, return_counts=True)[1]
         max_k = self.max_k if self.max_k is not None else int(sizes.max())
         device = preds.device
-        curves = _curves(preds, target, sizes, max_k, self.adaptive_k)  # (Q, max_k) precision, recall
-        empty = target.new_zeros(len(sizes)).index_add_(0, torch.repeat_interleave(sizes), target) == 0
+        *curves, empty = _curves(preds, target, indexes, max_k, self.adaptive_k)  # (Q, max_k) precision, recall
         if self.empty_target_action == "error" and bool(empty.any()):
             raise ValueError("`compute` method was provided with a query with no positive target.")
         fill = 1.0 if self.empty_target_action == "pos" else 0.0
@@ -672,8 +674,7 @@ def retrieval_precision_recall_curve(
     n = preds.shape[0]
     max_k = n if max_k is None else max_k
     top_k = torch.arange(1, max_k + 1, device=preds.device).clamp(max=n if adaptive_k else max_k)
-    sizes = torch.tensor([n], device=preds.device)
-    precision, recall = _curves(preds, target, sizes, max_k, adaptive_k)
+    precision, recall, _ = _curves(preds, target, torch.zeros_like(target), max_k, adaptive_k)
     return precision[0], recall[0], top_k
 
 
@@ -737,24 +738,24 @@ def _flat_documents(
     return preds, target.long(), indexes
 
 
-def _curves(preds: Tensor, target: Tensor, sizes: Tensor, max_k: int, adaptive_k: bool) -> tuple[Tensor, Tensor]:
-    """``(Q, max_k)`` precision and recall at ``1..max_k`` of the consecutive queries of ``sizes``
-    documents: each query's top ``min(max_k, n)`` by ``torch.topk`` on its own scores, one 2-D call per
-    distinct length (a loop over lengths, not queries)."""
-    device = preds.device
-    starts = torch.cumsum(sizes, 0) - sizes
-    hits = torch.zeros(len(sizes), max_k, device=device)
-    for n in torch.unique(sizes).tolist():
-        rows = (sizes == n).nonzero().squeeze(1)
-        cols = starts[rows, None] + torch.arange(n, device=device)
-        top = preds[cols].topk(min(max_k, n), dim=-1, sorted=True).indices
-        hits[rows, : top.shape[1]] = target[cols].gather(1, top).float()
-    found = torch.cumsum(hits, dim=1)
-    relevant = torch.zeros(len(sizes), device=device).index_add_(0, torch.repeat_interleave(sizes), target.float())
-    cutoffs = torch.arange(1, max_k + 1, device=device).expand(len(sizes), max_k)
-    if adaptive_k:
-        cutoffs = cutoffs.clamp(max=sizes[:, None])
-    return found / cutoffs, found / relevant.clamp(min=1)[:, None]
+def _curves(
+    preds: Tensor, target: Tensor, indexes: Tensor, max_k: int, adaptive_k: bool
+) -> tuple[Tensor, Tensor, Tensor]:
+    """``(Q, max_k)`` precision and recall at ``1..max_k`` of the queries of the flat documents (grouped
+    by ``indexes``, sorted; each query's documents in their order here) and ``(Q,)`` whether a query has
+    no relevant document, through the library's plan: precision@k and recall@k of one ranking, each
+    query's top ``min(max_k, n)`` by ``torch.topk`` on its own scores (``ties="torch_topk"`` with
+    ``torch.topk``'s k fixed at ``max_k``: rows of one length in one 2-D call, see
+    :mod:`torch_rankeval.ranking.view`), no score threshold, ``adaptive_k`` as the convention's."""
+    conv = replace(resolve_convention(None, ties="torch_topk", adaptive_k=adaptive_k), torch_topk_k=max_k)
+    cutoffs = range(1, max_k + 1)
+    plan = MeasurePlan([Measure("precision", k) for k in cutoffs] + [Measure("recall", k) for k in cutoffs], conv)
+    _, buckets = group_by_query_buckets(indexes, preds, target)
+    parts = [(rows, *plan.values(p, t, mask=mask, validate_args=False)[:2]) for rows, mask, (p, t) in buckets]
+    back = torch.argsort(torch.cat([rows for rows, _, _ in parts]))  # the buckets' queries in query-id order
+    values = torch.cat([v for _, v, _ in parts]).index_select(0, back)
+    empty = torch.cat([e for _, _, e in parts]).index_select(0, back)
+    return values[:, :max_k], values[:, max_k:], empty[:, max_k]  # recall's flag: no relevant document
 
 
 def _aggregate(values: Tensor, aggregation: Aggregation) -> Tensor:

@@ -16,8 +16,7 @@ from torch_rankeval.ranking.clicks import (
     raise_first,
     value_problems,
 )
-from torch_rankeval.ranking.inputs import check_preds_target, work_dtype
-from torch_rankeval.ranking.view import RankedBatch
+from torch_rankeval.ranking.inputs import check_preds_target, prepare, work_dtype
 
 __all__ = ["NORMALIZE", "position_debiased_values"]
 
@@ -49,8 +48,9 @@ def position_debiased_values(
 
     The building block of :func:`position_debiased_dcg`, :func:`position_debiased_ndcg` and of
     the Metric classes: checks the inputs, computes the debiased gains, ranks the batch once with
-    the library's ranking core (linear gain, the ``ties`` policy) and reads DCG / nDCG off at each
-    cutoff. No reduction and no empty-list policy are applied.
+    the library's input stage (:func:`~torch_rankeval.ranking.inputs.prepare`: linear gain, the
+    ``ties`` policy, the gains as grades) and reads DCG / nDCG off at each cutoff. No reduction and
+    no empty-list policy are applied.
 
     Args:
         ks: cutoffs as returned by :func:`~torch_rankeval.ranking.inputs.parse_k`
@@ -103,7 +103,8 @@ def position_debiased_values(
     if preds.shape[-1] == 0:  # lists without items: DCG 0, and no ideal (as fully masked lists)
         values = torch.zeros(preds.shape[0], len(ks), dtype=dtype, device=preds.device)
         return values, torch.full_like(values, normalize == "ideal", dtype=torch.bool)
-    rb = RankedBatch(preds, gains, valid, conv, dtype=dtype)
+    # the library's input stage ranks the batch (its checks of values are the ones above: +-inf scores rank)
+    rb, _ = prepare(preds, gains, convention=conv, mask=mask, validate_args=False)
     if normalize == "none":
         values, _ = dcg_values(rb, ks, conv)
         return values, torch.zeros_like(values, dtype=torch.bool)

@@ -504,6 +504,17 @@ def _keywords(params_text: str, text: str) -> dict[str, Any]:
     return literal_params(params_text, text)
 
 
+def _rank_cutoff(text: str, name: str, cutoff_text: str) -> int:
+    """The cutoff ``k`` of ``name@k`` (a positive integer in ASCII digits), or a ValueError naming the fix."""
+    if not re.fullmatch(r"[0-9]+", cutoff_text):
+        why = _why_not_a_number(cutoff_text) if _number(cutoff_text) is None else "write a whole number in ASCII digits"
+        raise ValueError(f"measure {text!r}: cutoff {cutoff_text!r} is not an integer ({why}); write e.g. {name}@10")
+    cutoff = int(cutoff_text)
+    if cutoff <= 0:
+        raise ValueError(f"measure {text!r}: the cutoff must be a positive int, got {cutoff}")
+    return cutoff
+
+
 def _parse_at(text: str, api_cutoffs: tuple[int | None, ...] | None) -> list[Measure]:
     match = _AT_SYNTAX.match(text)
     if not match:
@@ -543,18 +554,7 @@ def _parse_at(text: str, api_cutoffs: tuple[int | None, ...] | None) -> list[Mea
         params[family.at] = value
         cutoffs: tuple[int | None, ...] = (None,)
     elif cutoff_text is not None:
-        if not re.fullmatch(r"[0-9]+", cutoff_text):
-            why = (
-                _why_not_a_number(cutoff_text)
-                if _number(cutoff_text) is None
-                else "write a whole number in ASCII digits"
-            )
-            raise ValueError(
-                f"measure {text!r}: cutoff {cutoff_text!r} is not an integer ({why}); write e.g. {name}@10"
-            )
-        cutoff = int(cutoff_text)
-        if cutoff <= 0:
-            raise ValueError(f"measure {text!r}: the cutoff must be a positive int, got {cutoff}")
+        cutoff = _rank_cutoff(text, name, cutoff_text)
         if not family.cutoff and family.ir_cutoff is not None and name == family.ir:  # SetP@5: the top 5's set
             family, implied = FAMILIES[family.ir_cutoff[0]], (*implied, *family.ir_cutoff[1])
         if not family.cutoff:

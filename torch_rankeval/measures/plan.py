@@ -37,7 +37,7 @@ from torch_rankeval.ranking.catalogue import (
     row_chunks,
     whole_list_rows,
 )
-from torch_rankeval.ranking.inputs import check_reduction, parse_k, prepare
+from torch_rankeval.ranking.inputs import check_preds_target, check_reduction, parse_k, prepare
 from torch_rankeval.ranking.sparse import SparseTarget, check_exclude, is_sparse, sparse_target
 from torch_rankeval.ranking.subtopics import NEEDS_SUBTOPICS, is_subtopic_target, split_subtopics
 from torch_rankeval.ranking.view import RankedBatch, _to_device, device_constant
@@ -53,6 +53,147 @@ class _Call:
     kernel_params: tuple
     cutoffs: tuple
     columns: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class _Group:
+    """The measures computed under one convention: one ranking, its kernel calls and what they read
+    (fixed when the plan is built, so an update only looks them up)."""
+
+    conv: Convention
+    calls: tuple[_Call, ...]
+    #: a kernel reads gains under ``conv`` (the gain checks run, the gains are built)
+    uses_gain: bool
+    #: ``conv``'s gain is the plan's: the caller's device-resident gain table applies
+    base_gain: bool
+    #: every call's cutoffs and whether a call reads the whole list (the top-k view's depth)
+    cutoffs: tuple
+    whole: bool
+    #: the plan columns the calls fill, in the order of their values
+    columns: tuple[int, ...]
+
+
+@dataclass
+class _Batch:
+    """One batch's inputs (:meth:`MeasurePlan.values`' arguments) as the routes read them; a subtopic
+    target is split into its ad-hoc view (``target``, ``ideal_target``) and its subtopic grades."""
+
+    preds: Tensor
+    target: Any
+    mask: Tensor | None
+    ideal_target: Tensor | None
+    n_relevant: Tensor | None
+    judged: Tensor | None
+    ignore_index: int | float | None
+    validate_args: bool
+    discounts: Tensor | None
+    gain: Callable[[Tensor], Tensor] | None
+    exclude: Any
+    subtopics: Tensor | None = None
+    ideal_subtopics: Tensor | None = None
+    #: the subtopic grades' value checks, resolved in the ranking stage's one host sync
+    subtopic_checks: list | None = None
+    #: per-document weights (the measures whose row reads them; dense route only)
+    weights: Tensor | None = None
+
+
+@dataclass
+class _DenseRoute:
+    """The dense route: :func:`~torch_rankeval.ranking.inputs.prepare` checks the batch and ranks it
+    once per convention, every call of the group reads that ranking; a validated batch whose ties sit
+    in a few lists ranks the others with the plain formulas and redoes those lists with tie statistics."""
+
+    batch: _Batch
+
+    def run(self, group: _Group) -> tuple[Tensor, Tensor, bool]:
+        """``(values (N, C), empty (N, C), single)`` of the group's calls."""
+        b = self.batch
+        tensors = (
+            b.preds, b.target, b.mask, b.ideal_target, b.n_relevant, b.judged, b.subtopics, b.ideal_subtopics, b.weights
+        )  # fmt: skip
+        rb, single = self._rank(group, tensors, b.validate_args)
+        if b.validate_args:
+            _family_checks(rb, group.calls)
+        values, empty = _run_calls(rb, group.calls, group.conv)
+        if rb.split_rows:
+            # the few lists with a tie, again with tie statistics (the rest took the plain formulas)
+            idx = _to_device(torch.tensor(rb.split_rows, dtype=torch.int64), values.device)
+            tied, _ = self._rank(group, [None if x is None else x.index_select(0, idx) for x in tensors], False)
+            redo, redo_empty = _run_calls(tied, group.calls, group.conv)
+            values = values.index_copy(0, idx, redo.to(values.dtype))
+            empty = empty.index_copy(0, idx, redo_empty.expand_as(redo))
+        return values, empty, single
+
+    def _rank(self, group: _Group, tensors: Sequence, validate: bool) -> tuple[RankedBatch, bool]:
+        """``prepare`` of ``(preds, target, mask, ideal_target, n_relevant, judged, subtopics,
+        ideal_subtopics, weights)`` under the group's convention."""
+        preds, target, mask, ideal_target, n_relevant, judged, subtopics, ideal_subtopics, weights = tensors
+        b = self.batch
+        return prepare(
+            preds,
+            target,
+            convention=group.conv,
+            mask=mask,
+            ignore_index=b.ignore_index,
+            ideal_target=ideal_target,
+            n_relevant=n_relevant,
+            judged=judged,
+            validate_args=validate,
+            uses_gain=group.uses_gain,
+            discounts=b.discounts,
+            gain=b.gain if group.base_gain else None,
+            split_ties=validate,
+            subtopics=subtopics,
+            ideal_subtopics=ideal_subtopics,
+            extra_checks=b.subtopic_checks if validate else None,
+            weights=weights,
+        )
+
+
+@dataclass
+class _TopkRoute:
+    """The top-k route (:func:`~torch_rankeval.ranking.catalogue.catalogue_batch`): each convention's
+    top-k view of the batch (a sparse target, ``exclude=``, long rows); whole-list measures of a large
+    batch go in row chunks, so that the views' memory follows a chunk, not the batch."""
+
+    batch: _Batch
+    #: ``exclude`` with the padding (``mask=False``, ``ignore_index``) folded in
+    keep: Any
+    chunked: bool
+
+    @classmethod
+    def of(cls, plan: MeasurePlan, b: _Batch) -> _TopkRoute:
+        n, length = b.preds.shape
+        chunked = plan._deepest is None and whole_list_rows(n, length, WHOLE_LIST_CHUNK) < n
+        return cls(b, _excluded(b.preds, b.target, b.mask, b.ignore_index, b.exclude), chunked)
+
+    def run(self, group: _Group) -> tuple[Tensor, Tensor, bool]:
+        """``(values (N, C), empty (N, C), False)`` of the group's calls."""
+        b = self.batch
+        view = dict(
+            cutoffs=group.cutoffs,
+            whole_list=group.whole,
+            gain=b.gain if group.base_gain else None,
+            discounts=b.discounts,
+            uses_gain=group.uses_gain,
+        )
+        if not self.chunked:
+            rb = catalogue_batch(
+                b.preds, b.target, group.conv, exclude=self.keep, validate_args=b.validate_args, **view
+            )
+            values, empty = _run_calls(rb, group.calls, group.conv)
+            return values, empty, False
+        if b.validate_args:  # the checks over the whole batch, in one host sync
+            check_catalogue(
+                b.preds, b.target, group.conv, exclude=self.keep, gain=view["gain"], uses_gain=group.uses_gain
+            )
+        parts = []
+        for p, t, e, depth in row_chunks(
+            b.preds, b.target, self.keep, validate_args=b.validate_args, chunk_elements=WHOLE_LIST_CHUNK
+        ):
+            rb = catalogue_batch(p, t, group.conv, exclude=e, validate_args=False, depth=depth, **view)
+            parts.append(_run_calls(rb, group.calls, group.conv))
+        return torch.cat([v for v, _ in parts]), torch.cat([e for _, e in parts]), False
 
 
 class MeasurePlan:
@@ -98,37 +239,18 @@ class MeasurePlan:
         unique = {m: j for j, m in enumerate(dict.fromkeys(measures))}
         self._columns = [unique[m] for m in measures]  # output column -> unique measure
         self._identity = self._columns == list(range(len(measures)))
-        groups: dict[Convention, dict[tuple, list[tuple[Measure, int]]]] = {}
-        for m, j in unique.items():
-            conv = m.convention(convention, negative_unjudged=negative_unjudged)
-            if conv.ties == "torch_topk":  # torch.topk orders ties by its k: one ranking per cutoff
-                conv = replace(conv, torch_topk_k=m.cutoff)
-            if conv.ties == "average" and not m.family.ties_average:
-                raise ValueError(
-                    f"{m.label!r}: {m.family.summary} has no exact value averaged over the orders of tied scores "
-                    "(ties='average'); pass ties='first' (tied documents in input order), 'pessimistic' or "
-                    "'optimistic', or convention='trec_eval'"
-                )
-            at = m.family.at  # a parameter that the kernel takes in place of cutoffs (IPrec@0.1) groups like one
-            kernel_params = tuple(sorted((n, v) for n, v in m.kernel_params().items() if n != at))
-            calls = groups.setdefault(conv, {})
-            calls.setdefault((m.key, kernel_params), []).append((m, j))
-        self._groups: list[tuple[Convention, list[_Call]]] = []
-        for conv, calls in groups.items():
-            built = [
-                _Call(
-                    members[0][0].family, kparams, tuple(m.at_value for m, _ in members), tuple(j for _, j in members)
-                )
-                for (_, kparams), members in calls.items()
-            ]
-            self._groups.append((conv, built))
+        self._groups = _groups(unique, convention, negative_unjudged)
         self._n_unique = len(unique)
-        self.uses_gain = any(c.family.needs_gain(conv) for conv, calls in self._groups for c in calls)
+        #: one ranking whose kernels fill the columns in order: its values are the plan's as they are
+        self._direct = (
+            len(self._groups) == 1 and self._identity and self._groups[0].columns == tuple(range(self._n_unique))
+        )
+        self.uses_gain = any(g.uses_gain for g in self._groups)
         self.cutoffs = sorted({m.cutoff for m in unique if m.cutoff is not None})
-        self.conventions = [conv for conv, _ in self._groups]
+        self.conventions = [g.conv for g in self._groups]
         # how deep the measures read a list: the largest cutoff, None when one reads the whole list
-        cutoffs = [c for _, calls in self._groups for call in calls for c in call.cutoffs]
-        whole = None in cutoffs or any(call.family.whole_list for _, calls in self._groups for call in calls)
+        cutoffs = [c for g in self._groups for c in g.cutoffs]
+        whole = None in cutoffs or any(g.whole for g in self._groups)
         self._deepest = None if whole else max(cutoffs)
         self._negative_unjudged = negative_unjudged
         #: whether the measures are intent-aware (they read a subtopic target; ad-hoc ones never do)
@@ -179,104 +301,43 @@ class MeasurePlan:
         ``TypeError``. They take the dense route."""
         if weights is not None:
             self.check_weights_read()
-        subtopics = ideal_subtopics = None
-        subtopic_checks: list | None = None
+        b = _Batch(
+            preds, target, mask, ideal_target, n_relevant, judged, ignore_index, validate_args, discounts, gain, exclude,
+            weights=weights,
+        )  # fmt: skip
         if self._check_subtopics(preds, target):
+            if ignore_index is not None:
+                raise TypeError(self.no_ignore_index())
             split = split_subtopics(preds, target, ideal_target)
-            target, subtopics, ideal_target, ideal_subtopics = split[:4]
+            b.target, b.subtopics, b.ideal_target, b.ideal_subtopics = split[:4]
             if validate_args:
-                subtopic_checks = split.checks()  # resolved in the ranking stage's one host sync
-        route = (
-            "dense"
-            if weights is not None
-            else self._route(preds, target, mask, ideal_target, n_relevant, judged, exclude)
-        )
-        if route == "dense" and (exclude is not None or _is_sparse(target)):
-            target, mask = densified(preds, target, mask, exclude)
+                b.subtopic_checks = split.checks()  # resolved in the ranking stage's one host sync
+        if (
+            weights is None
+            and self._route(preds, b.target, mask, b.ideal_target, n_relevant, judged, exclude) == "topk"
+        ):
+            route: _DenseRoute | _TopkRoute = _TopkRoute.of(self, b)
+        else:
+            if exclude is not None or _is_sparse(b.target):
+                b.target, b.mask = densified(preds, b.target, mask, exclude)
+            route = _DenseRoute(b)
+        if self._direct:
+            return route.run(self._groups[0])
+        return self._assemble([route.run(group) for group in self._groups])
+
+    def _assemble(self, parts: list[tuple[Tensor, Tensor, bool]]) -> tuple[Tensor, Tensor, bool]:
+        """The groups' values and empty flags in the plan's columns (a repeated measure computed once)."""
         out: list[Tensor | None] = [None] * self._n_unique
         empties: list[Tensor | None] = [None] * self._n_unique
-        single = False
-        chunked = False
-        if route == "topk":
-            keep = _excluded(preds, target, mask, ignore_index, exclude)
-            # whole lists: row chunks, so that the views' memory follows a chunk, not the batch
-            n, length = preds.shape
-            chunked = self._deepest is None and whole_list_rows(n, length, WHOLE_LIST_CHUNK) < n
-        for conv, calls in self._groups:
-            same_gain = gain if conv.gain == self.convention.gain else None
-            uses_gain = any(c.family.needs_gain(conv) for c in calls)
-            if route == "topk":
-                cutoffs = tuple(c for call in calls for c in call.cutoffs)
-                whole = any(call.family.whole_list for call in calls)
-                if chunked:
-                    if validate_args:  # the checks over the whole batch, in one host sync
-                        check_catalogue(preds, target, conv, exclude=keep, gain=same_gain, uses_gain=uses_gain)
-                    parts = []
-                    for p, t, e, depth in row_chunks(
-                        preds, target, keep, validate_args=validate_args, chunk_elements=WHOLE_LIST_CHUNK
-                    ):
-                        rb = catalogue_batch(
-                            p, t, conv, cutoffs=cutoffs, whole_list=whole, exclude=e, gain=same_gain,
-                            discounts=discounts, validate_args=False, uses_gain=uses_gain, depth=depth,
-                        )  # fmt: skip
-                        parts.append(_run_calls(rb, calls, conv))
-                    values = torch.cat([v for v, _ in parts])
-                    empty = torch.cat([e.expand_as(v) for v, e in parts])
-                else:
-                    rb = catalogue_batch(
-                        preds, target, conv, cutoffs=cutoffs, whole_list=whole, exclude=keep, gain=same_gain,
-                        discounts=discounts, validate_args=validate_args, uses_gain=uses_gain,
-                    )  # fmt: skip
-            else:
-
-                def rank(inputs: list, validate: bool, conv: Convention = conv, uses_gain: bool = uses_gain):  # noqa: ANN202
-                    """Prepare ``(preds, target, mask, ideal_target, n_relevant, judged)`` under ``conv``."""
-                    p, t, m, ideal, n_rel, jd, sub, ideal_sub, w = inputs
-                    return prepare(
-                        p,
-                        t,
-                        convention=conv,
-                        mask=m,
-                        ignore_index=ignore_index,
-                        ideal_target=ideal,
-                        n_relevant=n_rel,
-                        judged=jd,
-                        validate_args=validate,
-                        uses_gain=uses_gain,
-                        discounts=discounts,
-                        gain=same_gain,
-                        split_ties=validate,
-                        subtopics=sub,
-                        ideal_subtopics=ideal_sub,
-                        extra_checks=subtopic_checks if validate else None,
-                        weights=w,
-                    )
-
-                inputs = [preds, target, mask, ideal_target, n_relevant, judged, subtopics, ideal_subtopics, weights]
-                rb, single = rank(inputs, validate_args)
-                if validate_args:
-                    _family_checks(rb, calls)
-            if not chunked:
-                values, empty = _run_calls(rb, calls, conv)
-            empty = empty.expand_as(values)
-            if not chunked and rb.split_rows:
-                # the few lists with a tie, again with tie statistics (the rest took the plain formulas)
-                idx = _to_device(torch.tensor(rb.split_rows, dtype=torch.int64), values.device)
-                tied, _ = rank([None if x is None else x.index_select(0, idx) for x in inputs], False)
-                redo, redo_empty = _run_calls(tied, calls, conv)
-                values = values.index_copy(0, idx, redo.to(values.dtype))
-                empty = empty.index_copy(0, idx, redo_empty.expand_as(redo))
-            columns = [col for call in calls for col in call.columns]
-            if len(self._groups) == 1 and self._identity and columns == list(range(self._n_unique)):
-                return values, empty, single  # one ranking whose kernels filled the columns in order
-            for j, col in enumerate(columns):
+        for group, (values, empty, _) in zip(self._groups, parts):
+            for j, col in enumerate(group.columns):
                 out[col], empties[col] = values[:, j], empty[:, j]
         values = torch.stack(out, dim=1)  # type: ignore[arg-type]
         empty = torch.stack(empties, dim=1)  # type: ignore[arg-type]
         if not self._identity:
             index = device_constant(tuple(self._columns), torch.int64, values.device)
             values, empty = values.index_select(1, index), empty.index_select(1, index)
-        return values, empty, single
+        return values, empty, parts[-1][2]
 
     # ------------------------------------------------------------------ routing
     def _check_subtopics(self, preds: object, target: object) -> bool:
@@ -291,6 +352,8 @@ class MeasurePlan:
                 "for an intent-aware measure (alpha_nDCG@20, ERR_IA@20, P_IA@10, StRecall@10, ...)"
             )
         if self.subtopics and not subtopic:
+            if not _is_sparse(target):
+                check_preds_target(preds, target)  # a malformed input: the input stage's own message
             raise ValueError(f"{', '.join(self.labels)}: {NEEDS_SUBTOPICS}")
         return subtopic
 
@@ -313,13 +376,21 @@ class MeasurePlan:
                 "evaluate those in a call without weights="
             )
 
+    def no_ignore_index(self) -> str:
+        """Why an intent-aware plan takes no ``ignore_index`` (the message of its ``TypeError``)."""
+        return (
+            f"ignore_index= does not apply to the subtopic target of intent-aware measures ({', '.join(self.labels)}: "
+            "one grade per subtopic, no padding value): mark padding with mask= (False = padding) and documents "
+            "without judgments with judged="
+        )
+
     def _labels_of(self, subtopics: bool) -> list[str]:
         return [m.label for m in self.measures if m.family.subtopics == subtopics]
 
     def topk_ready(self) -> bool:
         """Whether every measure of the plan runs on a top-k view (its registry row's ``topk``, under its convention)."""
         return not self._negative_unjudged and all(
-            call.family.topk_serves(conv) for conv, calls in self._groups for call in calls
+            call.family.topk_serves(g.conv) for g in self._groups for call in g.calls
         )
 
     def _route(self, preds, target, mask, ideal_target, n_relevant, judged, exclude) -> str:  # noqa: ANN001
@@ -465,7 +536,7 @@ def _dense_exclude(exclude, shape: tuple[int, int], device: torch.device) -> Ten
     return ex.to_dense() if isinstance(ex, SparseTarget) else ex
 
 
-def _family_checks(rb: RankedBatch, calls: list[_Call]) -> None:
+def _family_checks(rb: RankedBatch, calls: Sequence[_Call]) -> None:
     """The value checks some families declare (e.g. ERR's grade range), resolved in one host sync."""
     checks = [
         c for call in calls if call.family.check is not None for c in call.family.check(rb, **dict(call.kernel_params))
@@ -478,7 +549,7 @@ def _family_checks(rb: RankedBatch, calls: list[_Call]) -> None:
             raise ValueError(message)
 
 
-def _run_calls(rb: RankedBatch, calls: list[_Call], conv: Convention) -> tuple[Tensor, Tensor]:
+def _run_calls(rb: RankedBatch, calls: Sequence[_Call], conv: Convention) -> tuple[Tensor, Tensor]:
     values, empties = [], []
     for call in calls:
         v, e = call.family.kernel(rb, call.cutoffs, conv, **dict(call.kernel_params))  # type: ignore[misc]
@@ -487,6 +558,45 @@ def _run_calls(rb: RankedBatch, calls: list[_Call], conv: Convention) -> tuple[T
     if len(values) == 1:
         return values[0], empties[0]
     return torch.cat(values, dim=1), torch.cat(empties, dim=1)
+
+
+def _groups(unique: dict[Measure, int], convention: Convention, negative_unjudged: bool) -> list[_Group]:
+    """The plan's measures (each with its column) grouped by the convention they run under and, inside
+    a group, by kernel and kernel parameters: every cutoff of a kernel is one call."""
+    groups: dict[Convention, dict[tuple, list[tuple[Measure, int]]]] = {}
+    for m, j in unique.items():
+        conv = m.convention(convention, negative_unjudged=negative_unjudged)
+        if conv.ties == "torch_topk" and conv.torch_topk_k is None:
+            # torch.topk orders ties by its k: one ranking per cutoff, unless the convention fixes
+            # that k (torchmetrics' curves: one torch.topk(max_k) serves every cutoff)
+            conv = replace(conv, torch_topk_k=m.cutoff)
+        if conv.ties == "average" and not m.family.ties_average:
+            raise ValueError(
+                f"{m.label!r}: {m.family.summary} has no exact value averaged over the orders of tied scores "
+                "(ties='average'); pass ties='first' (tied documents in input order), 'pessimistic' or "
+                "'optimistic', or convention='trec_eval'"
+            )
+        at = m.family.at  # a parameter that the kernel takes in place of cutoffs (IPrec@0.1) groups like one
+        kernel_params = tuple(sorted((n, v) for n, v in m.kernel_params().items() if n != at))
+        groups.setdefault(conv, {}).setdefault((m.key, kernel_params), []).append((m, j))
+    out = []
+    for conv, by_kernel in groups.items():
+        calls = tuple(
+            _Call(members[0][0].family, kparams, tuple(m.at_value for m, _ in members), tuple(j for _, j in members))
+            for (_, kparams), members in by_kernel.items()
+        )
+        out.append(
+            _Group(
+                conv,
+                calls,
+                uses_gain=any(c.family.needs_gain(conv) for c in calls),
+                base_gain=conv.gain == convention.gain,
+                cutoffs=tuple(c for call in calls for c in call.cutoffs),
+                whole=any(call.family.whole_list for call in calls),
+                columns=tuple(col for call in calls for col in call.columns),
+            )
+        )
+    return out
 
 
 def evaluate_family(

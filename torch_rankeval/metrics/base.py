@@ -39,7 +39,7 @@ from torch_rankeval.ranking.inputs import SCORES_NOT_FINITE, check_preds_target,
 from torch_rankeval.ranking.sparse import is_sparse
 from torch_rankeval.ranking.subtopics import is_subtopic_target
 
-__all__ = ["RankingMetrics"]
+__all__ = ["RankingMetrics", "check_list_ids"]
 
 INPUT_FORMATS = ("auto", "padded", "flat")
 _ONE_LIST = (
@@ -249,6 +249,8 @@ class RankingMetrics(RunningMeanMetric):
             )
         self.plan = _plan(metrics, k, self.convention)
         check_read_options(self, self.plan.measures, overrides)
+        if ignore_index is not None and self.plan.subtopics:
+            raise TypeError(self.plan.no_ignore_index())
         self.ignore_index = ignore_index
         self.input_format = input_format
         self.whole_queries = whole_queries
@@ -345,29 +347,13 @@ class RankingMetrics(RunningMeanMetric):
                 (TF-Ranking's per-example weights; see :func:`~torch_rankeval.functional.evaluate`);
                 a metric with any other measure refuses them (``TypeError``).
         """
-        subtopic = is_subtopic_target(preds, target)
-        catalogue = exclude is not None or is_sparse(target)
-        if catalogue:
-            self._check_catalogue(preds, target, mask, indexes)
-        elif not subtopic:  # a subtopic target (N, L, S) is checked by the plan (ranking.subtopics)
-            check_preds_target(preds, target, mask)
-        self._check_device(preds)
+        flat = self._read_input(
+            preds, target, indexes, exclude=exclude, mask=mask, ideal_target=ideal_target, n_relevant=n_relevant,
+            weights=weights, judged=judged,
+        )  # fmt: skip
         if weights is not None:
             self.plan.check_weights_read()  # eagerly: not from inside a compiled update
-        padded_only = (mask, ideal_target, n_relevant, judged, weights)  # any makes a 1-D input one padded list
-        if self.input_format == "auto" and preds.ndim == 1 and indexes is None and all(a is None for a in padded_only):
-            raise ValueError(_ONE_LIST)  # shapes and None only: no host sync
-        flat = not catalogue and self._is_flat(preds, indexes)
-        if flat and subtopic:
-            raise ValueError(
-                "flat input cannot carry a subtopic axis: pass padded (N, L) preds with an (N, L, S) target"
-            )
         if flat:
-            if any(a is not None for a in padded_only):
-                raise ValueError(
-                    "mask, ideal_target, n_relevant, weights and judged apply to padded (N, L) input; flat input takes "
-                    "preds, target and indexes (use ignore_index to drop documents)"
-                )
             self._update_flat(preds, target, indexes, strata)
         else:
             n = 1 if preds.ndim == 1 else preds.shape[0]
@@ -375,6 +361,39 @@ class RankingMetrics(RunningMeanMetric):
             self._update_padded(
                 preds, target, mask, ideal_target, n_relevant, indexes, judged, exclude, strata, weights=weights
             )
+
+    def _read_input(
+        self, preds: Tensor, target: Tensor, indexes: Tensor | None, *, exclude: Tensor | None, **padded_only: Any
+    ) -> bool:
+        """The input stage of an ``update`` (this class's, and every class that reads input as it does,
+        such as :class:`~torch_rankeval.PositionProfile`): the checks of the tensors, the device and the
+        layout, then whether the input is flat. ``padded_only``: the arguments of padded input that the
+        class takes, by name (``mask``, ``ideal_target``, ...); any of them makes a 1-D input one
+        padded list, and none may come with flat input. Shapes and None only: no host sync."""
+        subtopic = is_subtopic_target(preds, target)
+        catalogue = exclude is not None or is_sparse(target)
+        if catalogue:
+            self._check_catalogue(preds, target, padded_only.get("mask"), indexes)
+        elif not subtopic:  # a subtopic target (N, L, S) is checked by the plan (ranking.subtopics)
+            check_preds_target(preds, target, padded_only.get("mask"))
+        self._check_device(preds)
+        padded = False  # a padded-only argument given (a loop, not a generator: the update's Python calls)
+        for value in padded_only.values():
+            padded = padded or value is not None
+        if self.input_format == "auto" and preds.ndim == 1 and indexes is None and not padded:
+            raise ValueError(_ONE_LIST)
+        flat = not catalogue and self._is_flat(preds, indexes)
+        if flat and subtopic:
+            raise ValueError(
+                "flat input cannot carry a subtopic axis: pass padded (N, L) preds with an (N, L, S) target"
+            )
+        if flat and padded:
+            names = list(padded_only)
+            raise ValueError(
+                f"{', '.join(names[:-1])} and {names[-1]} apply to padded (N, L) input; flat input takes preds, "
+                "target and indexes (use ignore_index to drop documents)"
+            )
+        return flat
 
     def _check_catalogue(self, preds: Tensor, target: Tensor, mask: Tensor | None, indexes: Tensor | None) -> None:
         """Inputs of a catalogue update (sparse target or ``exclude``): ``(N, L)`` scores, padded layout."""
@@ -406,11 +425,7 @@ class RankingMetrics(RunningMeanMetric):
                 )
             return True
         if indexes is not None:
-            n = 1 if preds.ndim == 1 else preds.shape[0]
-            if indexes.shape not in ((n,), () if preds.ndim == 1 else (n,)):
-                raise ValueError(
-                    f"for padded input indexes holds one query id per list: shape ({n},), got {tuple(indexes.shape)}"
-                )
+            _check_list_shape(indexes, preds)
         return False
 
     def _update_padded(
@@ -632,6 +647,28 @@ class RankingMetrics(RunningMeanMetric):
             {'mrr': 0.8333, 'mrr/stderr': 0.1667}
         """
         return self._with_stderr(stderr)
+
+
+def check_list_ids(indexes: Any, preds: Tensor) -> None:
+    """``indexes`` of padded input: an integer tensor of one id per list, ``(N,)`` (``()`` or ``(1,)``
+    for one ``(L,)`` list), on the device of ``preds``; the messages of every metric that takes list ids.
+
+    Example:
+        >>> check_list_ids(torch.tensor([3, 4, 5]), torch.zeros(2, 4))
+        Traceback (most recent call last):
+        ...
+        ValueError: for padded input indexes holds one id per list (its query id): shape (2,), got (3,)
+    """
+    check_integer_tensor("indexes", indexes, preds, "integer query ids", "of query ids")
+    _check_list_shape(indexes, preds)
+
+
+def _check_list_shape(indexes: Tensor, preds: Tensor) -> None:
+    n = 1 if preds.ndim == 1 else preds.shape[0]
+    if indexes.shape not in ((n,), () if preds.ndim == 1 else (n,)):
+        raise ValueError(
+            f"for padded input indexes holds one id per list (its query id): shape ({n},), got {tuple(indexes.shape)}"
+        )
 
 
 def _ideal_length(preds: Tensor, ideal_target: Tensor) -> int:

@@ -24,6 +24,7 @@ from torch_rankeval.conventions import resolve_convention
 from torch_rankeval.kernels.debiased import NORMALIZE, position_debiased_values
 from torch_rankeval.metrics._options import check_metric_options
 from torch_rankeval.metrics._running import RunningMeanMetric
+from torch_rankeval.metrics.base import check_list_ids
 from torch_rankeval.ranking.clicks import check_sources, raise_first, value_problems
 from torch_rankeval.ranking.inputs import parse_k
 
@@ -243,7 +244,10 @@ class PositionDebiasedNDCG(RunningMeanMetric):
             ties=self.ties,
             validate_args=self.validate_args,
         )
-        ids = None if indexes is None else _list_ids(indexes, values.shape[0], preds)
+        if indexes is not None:
+            check_list_ids(indexes, preds)  # the list ids of RankingMetrics' padded input, with its messages
+            indexes = indexes.reshape(-1).long()
+        ids = indexes
         strata = self._check_update_strata(strata, values.shape[0], preds, validate=self.validate_args)
         self._accumulate(values, empty, ids, strata)
 
@@ -392,22 +396,3 @@ def _check_static_source(*, clip: object, eta: object, propensity_table: object,
             )
         )
     return given[0] if given else None
-
-
-def _list_ids(indexes: object, n: int, preds: Tensor) -> Tensor:
-    if (
-        not isinstance(indexes, Tensor)
-        or indexes.is_floating_point()
-        or indexes.is_complex()
-        or indexes.dtype == torch.bool
-    ):
-        raise TypeError(
-            f"indexes must be an integer tensor of list (query) ids, got {getattr(indexes, 'dtype', type(indexes).__name__)}"
-        )
-    if indexes.device != preds.device:
-        raise ValueError(
-            f"indexes is on {indexes.device} but preds is on {preds.device}: move all inputs to one device"
-        )
-    if indexes.numel() != n or indexes.ndim > 1:
-        raise ValueError(f"indexes holds one id per list: shape ({n},), got {tuple(indexes.shape)}")
-    return indexes.reshape(-1).long()

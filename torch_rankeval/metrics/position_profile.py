@@ -11,7 +11,9 @@ sync, ``keep_per_query``), whose per-query "values" are per-position statistics 
 (one sort per update). It reads its input as :class:`~torch_rankeval.RankingMetrics` does (padded
 or flat input, global query ids, flat documents pending until ``compute``, the device-resident
 discount and gain tables) with the same methods, which it takes from that class: one input
-handling for both, no measure plan here.
+stage for both (``_read_input``: the same checks and messages, the forgotten ``indexes=`` included),
+and the same ranking (``prepare``); its per-position statistics are not registry measures, so no
+measure plan here.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from torch_rankeval.measures.reduction import empty_policy
 from torch_rankeval.metrics._options import check_metric_options
 from torch_rankeval.metrics._running import RunningMeanMetric
 from torch_rankeval.metrics.base import _FLAT_STATES, RankingMetrics, _input_options
-from torch_rankeval.ranking.inputs import check_preds_target, prepare, valid_mask
+from torch_rankeval.ranking.inputs import prepare, valid_mask
 from torch_rankeval.ranking.sparse import is_sparse
 from torch_rankeval.ranking.view import RankedBatch
 
@@ -124,6 +126,8 @@ class PositionProfile(RunningMeanMetric):
     # The input handling of RankingMetrics (see the module docstring); it reads ``input_format``,
     # ``ignore_index``, ``validate_args``, ``whole_queries``, ``convention``, the flat states and the
     # tables, and calls ``_batch``, which each class defines for itself.
+    _read_input = RankingMetrics._read_input
+    _check_catalogue = RankingMetrics._check_catalogue
     _is_flat = RankingMetrics._is_flat
     _update_flat = RankingMetrics._update_flat
     _add_flat_batch = RankingMetrics._add_flat_batch
@@ -212,7 +216,10 @@ class PositionProfile(RunningMeanMetric):
         """Add a batch.
 
         Args:
-            preds: ``(N, L)`` padded lists (or ``(L,)``: one list), or ``(D,)`` flat documents.
+            preds: ``(N, L)`` padded lists, or ``(D,)`` flat documents with ``indexes`` (``(L,)`` is
+                one list only with ``input_format="padded"`` or a padded-only argument such as ``mask``;
+                without them a 1-D ``preds`` and no ``indexes`` is an error, as in
+                :class:`~torch_rankeval.RankingMetrics`).
             target: grades, same shape as ``preds``.
             indexes: flat input: ``(D,)`` integer query id of each document (required). Padded
                 input: optional ``(N,)`` global query ids, used by ``keep_per_query``.
@@ -223,18 +230,12 @@ class PositionProfile(RunningMeanMetric):
                 ``target`` may be a torch sparse tensor. The profile reads every position, so both
                 are made dense here (``mask=False`` at excluded items): ``N x L`` memory.
         """
-        if exclude is not None or is_sparse(target):
-            target, mask = densified(preds, target, mask, exclude)
-        check_preds_target(preds, target, mask)
-        self._check_device(preds)
-        if self._is_flat(preds, indexes):
-            if mask is not None or ideal_target is not None:
-                raise ValueError(
-                    "mask and ideal_target apply to padded (N, L) input; flat input takes preds, target and indexes "
-                    "(use ignore_index to drop documents)"
-                )
+        # the input stage of RankingMetrics: the same checks, layouts and messages
+        if self._read_input(preds, target, indexes, exclude=exclude, mask=mask, ideal_target=ideal_target):
             self._update_flat(preds, target, indexes)
             return
+        if exclude is not None or is_sparse(target):
+            target, mask = densified(preds, target, mask, exclude)
         values, empty = self._batch(preds, target, mask, ideal_target, None)
         self._accumulate(values, empty, indexes)
 
