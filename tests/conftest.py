@@ -61,6 +61,8 @@ NOT_IN_OLDEST_TORCHMETRICS = {
     "test_lightning_ddp_spawn_metrics.py": "two spawned DDP processes (the slowest kind of test): the sync it "
     "relies on is test_metrics_distributed's, the pickling into the processes test_pickle_and_state's",
     "test_beyond_trec.py": "AUROC / fall-out values; the compat classes' AUROC is test_compat_torchmetrics'",
+    "test_rectools_defs.py": "RecTools' expected values through RankingMetrics; its checkpoint test loads a "
+    "state_dict, whose refusal of foreign state test_state_configuration covers",
     "test_monitoring.py": "standard errors against scipy (two of its items compile the update with inductor); "
     "its two tests of the overridden _wrap_compute cache are marked one by one",
 }
