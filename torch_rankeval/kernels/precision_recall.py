@@ -15,7 +15,10 @@ def precision_values(rb: RankedView, ks: tuple[int | None, ...], conv: Conventio
     """Expected relevant documents in the top k divided by k (by ``min(k, list length)`` with the
     convention's ``adaptive_k``)."""
     found = rb.expected_in_top("rel", ks)
-    return safe_div(found, cutoff_sizes(rb, ks, adaptive_k=conv.adaptive_k)), no_relevant(rb)
+    size = cutoff_sizes(rb, ks, adaptive_k=conv.adaptive_k)
+    if not conv.adaptive_k and None not in ks and min(ks) > 0:  # a constant divisor of at least 1
+        return found / size, no_relevant(rb)
+    return safe_div(found, size), no_relevant(rb)
 
 
 def recall_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, Tensor]:

@@ -362,7 +362,11 @@ class RankingMetrics(RunningMeanMetric):
         else:
             n = 1 if preds.ndim == 1 else preds.shape[0]
             strata = self._check_update_strata(strata, n, preds, validate=self.validate_args)
-            self._update_padded(preds, target, mask, ideal_target, n_relevant, indexes, judged, exclude, strata)
+            if self.compile and exclude is None and not is_sparse(target) and not subtopic:
+                self._compiled_update(preds, target, mask, ideal_target, n_relevant, judged, indexes, strata)
+                return
+            values, empty = self._batch(preds, target, mask, ideal_target, n_relevant, judged, exclude)
+            self._accumulate(values, empty, indexes, strata)
 
     def _check_catalogue(self, preds: Tensor, target: Tensor, mask: Tensor | None, indexes: Tensor | None) -> None:
         """Inputs of a catalogue update (sparse target or ``exclude``): ``(N, L)`` scores, padded layout."""
@@ -401,15 +405,6 @@ class RankingMetrics(RunningMeanMetric):
                 )
         return False
 
-    def _update_padded(
-        self, preds, target, mask, ideal_target, n_relevant, ids, judged=None, exclude=None, strata=None
-    ) -> None:  # noqa: ANN001
-        if self.compile and exclude is None and not is_sparse(target) and not is_subtopic_target(preds, target):
-            self._compiled_update(preds, target, mask, ideal_target, n_relevant, judged, ids, strata)
-            return
-        values, empty = self._batch(preds, target, mask, ideal_target, n_relevant, judged, exclude)
-        self._accumulate(values, empty, ids, strata)
-
     def _batch(self, preds, target, mask, ideal_target, n_relevant, judged=None, exclude=None) -> tuple[Tensor, Tensor]:  # noqa: ANN001
         """Per-query values ``(N, V)`` of every reported key and their empty flags (the one evaluation loop)."""
         length = preds.shape[-1] if ideal_target is None else max(preds.shape[-1], _ideal_length(preds, ideal_target))
@@ -422,8 +417,8 @@ class RankingMetrics(RunningMeanMetric):
             n_relevant=n_relevant,
             judged=judged,
             validate_args=self.validate_args,
-            discounts=self._discount_table(length),
-            gain=self._gain(),
+            discounts=self._discounts if length <= self._discounts.shape[0] else self._discount_table(length),
+            gain=None if self._gain_keys is None else self._gain(),
             exclude=exclude,
         )
         return values, empty
@@ -440,7 +435,7 @@ class RankingMetrics(RunningMeanMetric):
         ids: Tensor | None,
         strata: Tensor | None = None,
     ) -> None:
-        """``_update_padded`` through one compiled kernel: the plan's values (validate_args=False),
+        """The padded update through one compiled kernel: the plan's values (validate_args=False),
         the empty-list policy and the per-value sums (the running states get two in-place adds). The
         value checks run eagerly first. Per-query rows and ``empty_target_action="error"`` take the
         values out of the kernel and go through ``_accumulate``."""
