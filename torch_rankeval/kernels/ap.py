@@ -33,7 +33,7 @@ def _terms(rb: RankedView, width: int, *, binary: bool) -> Tensor:
         # (A + B (j - 1)) / p = r / n * (c + 1 + (r - 1) (j - 1) / (n - 1)) / p; j - 1 = 0 when n = 1
         # (g.slot_share). In place on fresh temporaries: on CPU every new (N, L) array is page-faulted in again.
         t = torch.addcmul(c + 1, r - 1, g.slot_share)
-        return t.mul_(g.mean("rel")).mul_(inverse_ranks)
+        return t.mul_(g.mean("rel")) / rb.ranks(width, torch.float64)  # float64, as the numerator sums it
     s1, s2, c, n = g.gain, g.gain_sq, g.gain_before, g.size.double()
     a = (s1 * c + s2) / n
     b = (s1 * s1 - s2) / (n * (n - 1)).clamp(min=1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor
 
 from torch_rankeval.conventions import Convention
@@ -23,7 +24,9 @@ def precision_values(rb: RankedView, ks: tuple[int | None, ...], conv: Conventio
 
 def recall_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, Tensor]:
     """Expected relevant documents in the top k divided by all relevant documents of the query."""
-    return safe_div(rb.expected_in_top("rel", ks), rb.n_relevant.unsqueeze(-1)), no_relevant(rb)
+    r_total = rb.n_relevant.unsqueeze(-1)
+    # 0 where the query has no relevant document (the quotient there is not read)
+    return torch.where(r_total != 0, rb.expected_in_top("rel", ks) / r_total, 0.0), no_relevant(rb)
 
 
 def hit_rate_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, Tensor]:

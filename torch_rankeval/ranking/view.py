@@ -141,10 +141,22 @@ def take_columns(x: Tensor, idx: list[int]) -> Tensor:
 
 def prefix_sums(x: Tensor, idx: list[int], dtype: torch.dtype | None = None) -> Tensor:
     """``x[:, : i + 1].sum(-1)`` for each column index ``i`` of ``idx``, ``(N, K)``, accumulated in
-    ``dtype`` (default ``x``'s): a plain sum for one cutoff, one cumulative sum for several."""
+    ``dtype`` (default ``x``'s): a plain sum for one cutoff; for several, floating ``x`` times a constant
+    0/1 matrix (one product), else a cumulative sum and a column pick.
+
+    Example:
+        >>> prefix_sums(torch.tensor([[1.0, 2.0, 3.0]]), [0, 2]), prefix_sums(torch.tensor([[1, 2, 3]]), [0, 2])
+        (tensor([[1., 6.]]), tensor([[1, 6]]))
+    """
     if len(idx) == 1:
         return x[:, : idx[0] + 1].sum(-1, keepdim=True, dtype=dtype)
-    return take_columns(x[:, : max(idx) + 1].cumsum(-1, dtype=dtype), idx)
+    width = max(idx) + 1
+    if x.is_floating_point() and (dtype is None or dtype == x.dtype):
+        key = ("inside_cutoffs", width, tuple(idx), x.dtype, str(x.device))
+        return x[:, :width] @ _cached(
+            key, lambda: _cutoff_matrix(torch.ones(width, dtype=x.dtype, device=x.device), idx)
+        )
+    return take_columns(x[:, :width].cumsum(-1, dtype=dtype), idx)
 
 
 def log_comb(a: Tensor, b: Tensor) -> Tensor:
@@ -1011,7 +1023,10 @@ class RankedBatch:
                 return (g.at(before, idx) + inside * g.at(total, idx) / g.at("size", idx)).to(self.dtype)
             # a short head: at every position, then the cutoffs' columns (fewer operations): what ranks
             # above the group plus the group's mean times its slots up to the position
-            inside = self.ranks(g.width) - g.start
+            start = g._start_i  # the int bounds where there are (no cast)
+            inside = _table("ranks", g.width, torch.int64, self.device) - start if start is not None else None
+            if inside is None:
+                inside = self.ranks(g.width) - g.start
             mean = g.mean(name) if name == "rel" else g.gain / g.size
             return take_columns(getattr(g, before) + inside * mean, idx).to(self.dtype)
 
