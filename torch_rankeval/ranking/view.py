@@ -181,8 +181,6 @@ class TieStatistics(Protocol):
     @property
     def offset(self) -> Tensor: ...
     @property
-    def slot(self) -> Tensor: ...
-    @property
     def slot_share(self) -> Tensor: ...
     @property
     def rel(self) -> Tensor: ...
@@ -208,7 +206,10 @@ class RankedView(Protocol):
     """The ranked-view contract: everything a kernel may read from a ranked batch (see the module
     docstring). The dense :class:`RankedBatch` (a full sort) and the top-k
     :class:`~torch_rankeval.ranking.catalogue.TopKRankedBatch` (the first ``W`` positions of a
-    catalogue) both implement all of it; kernels are typed against it, not against either class.
+    catalogue) both implement all of it; kernels are typed against it, not against either class. It
+    lists what the kernels and their helpers (:mod:`~torch_rankeval.ranking.groups`,
+    :mod:`~torch_rankeval.ranking.subtopics`) read; what only the input stage and the plan read
+    (``split_rows``, ``n_relevant_in_list``, ``ideal_target``) belongs to the classes, not to the contract.
 
     Example:
         >>> from torch_rankeval.conventions import DEFAULT
@@ -224,19 +225,14 @@ class RankedView(Protocol):
     length: int
     averaged: bool
     truncated: bool
-    split_rows: list[int] | None
 
     # per query
     @property
     def n_relevant(self) -> Tensor: ...
     @property
-    def n_relevant_in_list(self) -> Tensor: ...
-    @property
     def n_valid(self) -> Tensor: ...
     @property
     def ideal_gains(self) -> Tensor: ...
-    @property
-    def ideal_target(self) -> Tensor | None: ...
     @property
     def ideal_valid(self) -> Tensor | None: ...
     def ideal_top(self, ks: tuple[int | None, ...]) -> Tensor: ...
@@ -299,7 +295,7 @@ class TieGroups:
         size: ``n``, the number of documents in the group (all of them, also beyond ``width``).
         end: ``s + n``.
         offset: ``j - 1``, the group's positions above this one.
-        slot: 1-based slot ``j`` of the position inside its group (``position - s + 1``).
+        slot_share: ``(j - 1) / max(n - 1, 1)``, ``j`` the 1-based slot of the position inside its group.
         rel: relevant documents in the group, ``r``.
         rel_before: relevant documents ranked above the group, ``c``.
         gain, gain_before, gain_sq: the group's gain sum, the gain ranked above it and the group's
@@ -421,10 +417,6 @@ class TieGroups:
             return {"slot_share": (offset / (self._size_i - 1).clamp(min=1)).to(rb.dtype)}
 
         return self._get("slot_share", make)
-
-    @property
-    def slot(self) -> Tensor:
-        return self._get("slot", lambda: {"slot": self.offset + 1})
 
     # -- sums
     def sums(self, head: Tensor, doc: Tensor | None, *, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
