@@ -914,8 +914,8 @@ class RankedBatch:
                 hit = torch.constant_pad_nd(x.cumsum(-1, dtype=dtype), (1, 0))
             else:  # into a fresh buffer whose first column is zeroed: no padded copy of the whole row
                 hit = torch.empty(self.n_lists, self.length + 1, dtype=dtype, device=self.device)
-                hit[:, 0] = 0
-                torch.cumsum(x, -1, dtype=dtype, out=hit[:, 1:])
+                hit.narrow(1, 0, 1).zero_()
+                torch.cumsum(x, -1, dtype=dtype, out=hit.narrow(1, 1, self.length))
             self._cache[key] = hit
         return hit
 
