@@ -276,8 +276,17 @@ class RunningMeanMetric(WindowMixin, StrataMixin, ConfiguredMetric):
         for every value), to the running states (the two float64 states in one operation) and its
         entry (or, per list, its ``rows``) to the window and the decayed sums (a batch of no list
         takes no slot)."""
-        if not isinstance(count, Tensor):  # one count for every value: a constant, kept per process
-            count = device_constant((count,) * self.counts.shape[0], self.counts.dtype, self.counts.device)
+        if not isinstance(count, Tensor):  # one count for every value: a constant, kept per batch size and device
+            key = (count, self.counts.device)
+            constants = self.__dict__.setdefault("_count_constants", {})  # (batch size, device) -> counts
+            const = constants.get(key)
+            if const is None:
+                if len(constants) > 64:
+                    constants.clear()
+                const = constants[key] = device_constant(
+                    (count,) * self.counts.shape[0], self.counts.dtype, self.counts.device
+                )
+            count = const
         torch._foreach_add_([self.sums, self.squares, self.counts], [total, squares, count])  # one operation
         if self._windowed and lists:
             if rows is None:

@@ -343,11 +343,13 @@ class RankingMetrics(RunningMeanMetric):
             self._check_catalogue(preds, target, mask, indexes)
         elif not subtopic:  # a subtopic target (N, L, S) is checked by the plan (ranking.subtopics)
             check_preds_target(preds, target, mask)
-        self._check_device(preds)
+        if isinstance(preds, Tensor) and preds.device != self.sums.device:
+            self._check_device(preds)  # raises
         padded_only = (mask, ideal_target, n_relevant, judged)  # any of them makes a 1-D input one padded list
         if self.input_format == "auto" and preds.ndim == 1 and indexes is None and all(a is None for a in padded_only):
             raise ValueError(_ONE_LIST)  # shapes and None only: no host sync
-        flat = not catalogue and self._is_flat(preds, indexes)
+        # _is_flat reads indexes= and input_format='flat' only (no call otherwise: an update's hot path)
+        flat = not catalogue and (indexes is not None or self.input_format == "flat") and self._is_flat(preds, indexes)
         if flat and subtopic:
             raise ValueError(
                 "flat input cannot carry a subtopic axis: pass padded (N, L) preds with an (N, L, S) target"

@@ -414,6 +414,8 @@ class TieGroups:
             if self._end_i is None:  # no int bounds: from the float statistics
                 return {"slot_share": self.offset / (self.size - 1).clamp(min=1)}
             offset = _table("arange", self.width, torch.int64, rb.device) - self._start_i
+            if rb.dtype != torch.get_default_dtype():  # int / int divides in the default dtype
+                offset = offset.to(rb.dtype)
             return {"slot_share": (offset / (self._size_i - 1).clamp(min=1)).to(rb.dtype)}
 
         return self._get("slot_share", make)
@@ -984,7 +986,10 @@ class RankedBatch:
 
     def cutoff_index(self, ks: tuple[int | None, ...]) -> list[int]:
         """0-based last position inside each cutoff (``None`` = whole list; k beyond L = L)."""
-        return [self.length - 1 if k is None else min(k, self.length) - 1 for k in ks]
+        idx = []
+        for k in ks:  # a loop, not a comprehension: no call of its own (an update's hot path)
+            idx.append(self.length - 1 if k is None else min(k, self.length) - 1)
+        return idx
 
     def span(self, ks: tuple[int | None, ...]) -> int:
         """How many leading positions the cutoffs need."""
