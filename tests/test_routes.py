@@ -411,6 +411,7 @@ def _exercise(rb, target, exclude):  # noqa: ANN001, ANN202
         "ranked": lambda: rb.ranked(target),
         "discount_head": lambda: rb.discount_head(2),
         "inverse_ranks": lambda: rb.inverse_ranks(2),
+        "ranks": lambda: rb.ranks(2, torch.float64),
         "groups": lambda: rb.groups(2),
         "expected": lambda: rb.expected(rb.gains, doc=gains_doc),
         "cutoff_index": lambda: rb.cutoff_index(ks),
@@ -459,7 +460,7 @@ def test_dense_and_topk_views_implement_the_whole_contract():
     # the views agree where they overlap: whole-group sums over the first two positions (the group
     # of position 2 goes on past the truncated view), expected gains, cutoff statistics
     dense, cut = seen["dense"], seen["topk_truncated"]
-    for key in ("g2.sums", "g2.size", "g2.rel", "g2.gain", "g2.first_hazard"):
+    for key in ("g2.sums", "g2.size", "g2.rel", "g2.gain", "g2.first_hazard", "g2.slot_share", "g2.mean"):
         a, b = dense[key], cut[key]
         for x, y in zip(a, b) if isinstance(a, tuple) else [(a, b)]:
             assert torch.allclose(x.double(), y.double()), key

@@ -30,11 +30,10 @@ def _terms(rb: RankedView, width: int, *, binary: bool) -> Tensor:
         r, c = g.rel, g.rel_before
         if not rb.averaged:
             return r * (c + 1) * inverse_ranks
-        # (A + B (j - 1)) / p = r / n * (c + 1 + (r - 1) (j - 1) / (n - 1)) / p; j - 1 = 0 when n = 1.
-        # In place on fresh temporaries: on CPU every new (N, L) array is page-faulted in again.
-        n = g.size
-        t = (r - 1).mul_(g.offset).div_((n - 1).clamp_(min=1)).add_(c).add_(1)
-        return t.mul_(r).div_(n).mul_(inverse_ranks)
+        # (A + B (j - 1)) / p = r / n * (c + 1 + (r - 1) (j - 1) / (n - 1)) / p; j - 1 = 0 when n = 1
+        # (g.slot_share). In place on fresh temporaries: on CPU every new (N, L) array is page-faulted in again.
+        t = torch.addcmul(c + 1, r - 1, g.slot_share)
+        return t.mul_(g.mean("rel")) / rb.ranks(width, torch.float64)  # float64, as the numerator sums it
     s1, s2, c, n = g.gain, g.gain_sq, g.gain_before, g.size.double()
     a = (s1 * c + s2) / n
     b = (s1 * s1 - s2) / (n * (n - 1)).clamp(min=1)
@@ -132,7 +131,7 @@ def average_precision_values(rb: RankedView, ks: tuple[int | None, ...], conv: C
         den = den * top
     else:
         r_total = rb.n_relevant.unsqueeze(-1)
-        empty = r_total <= 0
+        empty = no_relevant(rb)
         if denominator == "all_relevant":
             den = r_total
         elif denominator == "min_k_relevant":

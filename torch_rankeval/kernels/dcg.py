@@ -23,13 +23,25 @@ def idcg_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) ->
     """Per-query ideal DCG (gains of the judged set in decreasing order), ``(N, K)``; no empty case."""
     ideal = rb.ideal_top(ks)
     m = ideal.shape[-1]
-    return rb.discounted_prefix(ideal, [m - 1 if k is None else min(k, m) - 1 for k in ks]), None
+    idx = []
+    for k in ks:
+        idx.append(m - 1 if k is None else min(k, m) - 1)
+    return rb.discounted_prefix(ideal, idx), None
 
 
 def ndcg_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, Tensor]:
-    """Per-query nDCG and the "empty" flag (ideal DCG is 0), both ``(N, K)``; the ideal per the
-    convention's ``ideal_ranking`` (``"k_relevant"``: :func:`~torch_rankeval.kernels.ideal.k_relevant_idcg`)."""
-    d = dcg_values(rb, ks, conv)[0]
-    i = idcg_values(rb, ks, conv)[0] if conv.ideal_ranking == "achievable" else k_relevant_idcg(rb, ks, conv)
+    """Per-query nDCG and the "empty" flag (ideal DCG is 0), both ``(N, K)``: DCG over ideal DCG (the two
+    kernels above, written out here: one update's hot path); the ideal per the convention's
+    ``ideal_ranking`` (``"k_relevant"``: :func:`~torch_rankeval.kernels.ideal.k_relevant_idcg`)."""
+    d = rb.discounted_top("gains", ks)
+    if conv.ideal_ranking == "achievable":
+        ideal = rb.ideal_top(ks)
+        m = ideal.shape[-1]
+        idx = []
+        for k in ks:
+            idx.append(m - 1 if k is None else min(k, m) - 1)
+        i = rb.discounted_prefix(ideal, idx)
+    else:
+        i = k_relevant_idcg(rb, ks, conv)
     empty = i <= 0
     return d / torch.where(empty, 1.0, i), empty

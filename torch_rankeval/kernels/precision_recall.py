@@ -19,15 +19,20 @@ def precision_values(
     ``adaptive_k``: the measure's parameter, ``None``: the convention's; by at most the query's relevant
     documents with the convention's ``min_k_relevant``)."""
     found = rb.expected_in_top("rel", ks)
-    size = cutoff_sizes(rb, ks, adaptive_k=conv.adaptive_k if adaptive_k is None else adaptive_k)
+    adaptive = conv.adaptive_k if adaptive_k is None else adaptive_k
+    size = cutoff_sizes(rb, ks, adaptive_k=adaptive)
     if conv.min_k_relevant:  # RecTools' r_precision: at most the relevant documents count
         size = torch.minimum(size, rb.n_relevant.to(size.dtype).unsqueeze(-1))
+    elif not adaptive and None not in ks and min(ks) > 0:  # a constant divisor of at least 1
+        return found / size, no_relevant(rb)
     return safe_div(found, size), no_relevant(rb)
 
 
 def recall_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, Tensor]:
     """Expected relevant documents in the top k divided by all relevant documents of the query."""
-    return safe_div(rb.expected_in_top("rel", ks), rb.n_relevant.unsqueeze(-1)), no_relevant(rb)
+    r_total = rb.n_relevant.unsqueeze(-1)
+    # 0 where the query has no relevant document (the quotient there is not read)
+    return torch.where(r_total != 0, rb.expected_in_top("rel", ks) / r_total, 0.0), no_relevant(rb)
 
 
 def hit_rate_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, Tensor]:

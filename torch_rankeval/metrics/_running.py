@@ -242,7 +242,7 @@ class RunningMeanMetric(WindowMixin, StrataMixin, ConfiguredMetric):
         for the summary, the counted mask or None, and the sums, the sums of squares and the counts it
         adds to the running states)."""
         policed, counted = self._policy(values, empty)
-        transformed = self._reduction.transform(policed)
+        transformed = self._reduction.transform(policed) if "gmean" in self._reduction.aggregates else policed
         if counted is None:  # every list counts: a plain column sum, a dot product per column, a constant count
             total = transformed.sum(0)
             squares = torch.linalg.vecdot(transformed, transformed, dim=0)
@@ -276,8 +276,18 @@ class RunningMeanMetric(WindowMixin, StrataMixin, ConfiguredMetric):
         for every value), to the running states (the two float64 states in one operation) and its
         entry (or, per list, its ``rows``) to the window and the decayed sums (a batch of no list
         takes no slot)."""
-        torch._foreach_add_([self.sums, self.squares], [total, squares])
-        self.counts += count
+        if not isinstance(count, Tensor):  # one count for every value: a constant, kept per batch size and device
+            key = (count, self.counts.device)
+            constants = self.__dict__.setdefault("_count_constants", {})  # (batch size, device) -> counts
+            const = constants.get(key)
+            if const is None:
+                if len(constants) > 64:
+                    constants.clear()
+                const = constants[key] = device_constant(
+                    (count,) * self.counts.shape[0], self.counts.dtype, self.counts.device
+                )
+            count = const
+        torch._foreach_add_([self.sums, self.squares, self.counts], [total, squares, count])  # one operation
         if self._windowed and lists:
             if rows is None:
                 rows = torch.stack((total, squares, count.to(torch.float64))).unsqueeze(0)

@@ -358,9 +358,11 @@ class RankingMetrics(RunningMeanMetric):
         else:
             n = 1 if preds.ndim == 1 else preds.shape[0]
             strata = self._check_update_strata(strata, n, preds, validate=self.validate_args)
-            self._update_padded(
-                preds, target, mask, ideal_target, n_relevant, indexes, judged, exclude, strata, weights=weights
-            )
+            if self.compile and exclude is None and not is_sparse(target) and not is_subtopic_target(preds, target):
+                self._compiled_update(preds, target, mask, ideal_target, n_relevant, judged, indexes, strata, weights)
+                return
+            values, empty = self._batch(preds, target, mask, ideal_target, n_relevant, judged, exclude, weights=weights)
+            self._accumulate(values, empty, indexes, strata)
 
     def _read_input(
         self, preds: Tensor, target: Tensor, indexes: Tensor | None, *, exclude: Tensor | None, **padded_only: Any
@@ -376,13 +378,15 @@ class RankingMetrics(RunningMeanMetric):
             self._check_catalogue(preds, target, padded_only.get("mask"), indexes)
         elif not subtopic:  # a subtopic target (N, L, S) is checked by the plan (ranking.subtopics)
             check_preds_target(preds, target, padded_only.get("mask"))
-        self._check_device(preds)
+        if isinstance(preds, Tensor) and preds.device != self.sums.device:
+            self._check_device(preds)  # raises
         padded = False  # a padded-only argument given (a loop, not a generator: the update's Python calls)
         for value in padded_only.values():
             padded = padded or value is not None
         if self.input_format == "auto" and preds.ndim == 1 and indexes is None and not padded:
-            raise ValueError(_ONE_LIST)
-        flat = not catalogue and self._is_flat(preds, indexes)
+            raise ValueError(_ONE_LIST)  # shapes and None only: no host sync
+        # _is_flat reads indexes= and input_format='flat' only (no call otherwise: an update's hot path)
+        flat = not catalogue and (indexes is not None or self.input_format == "flat") and self._is_flat(preds, indexes)
         if flat and subtopic:
             raise ValueError(
                 "flat input cannot carry a subtopic axis: pass padded (N, L) preds with an (N, L, S) target"
@@ -428,26 +432,6 @@ class RankingMetrics(RunningMeanMetric):
             _check_list_shape(indexes, preds)
         return False
 
-    def _update_padded(
-        self,
-        preds,
-        target,
-        mask,
-        ideal_target,
-        n_relevant,
-        ids,
-        judged=None,
-        exclude=None,
-        strata=None,
-        *,
-        weights=None,
-    ) -> None:  # noqa: ANN001
-        if self.compile and exclude is None and not is_sparse(target) and not is_subtopic_target(preds, target):
-            self._compiled_update(preds, target, mask, ideal_target, n_relevant, judged, ids, strata, weights)
-            return
-        values, empty = self._batch(preds, target, mask, ideal_target, n_relevant, judged, exclude, weights=weights)
-        self._accumulate(values, empty, ids, strata)
-
     def _batch(
         self, preds, target, mask, ideal_target, n_relevant, judged=None, exclude=None, *, weights=None
     ) -> tuple[Tensor, Tensor]:  # noqa: ANN001
@@ -462,8 +446,8 @@ class RankingMetrics(RunningMeanMetric):
             n_relevant=n_relevant,
             judged=judged,
             validate_args=self.validate_args,
-            discounts=self._discount_table(length),
-            gain=self._gain(),
+            discounts=self._discounts if length <= self._discounts.shape[0] else self._discount_table(length),
+            gain=None if self._gain_keys is None else self._gain(),
             exclude=exclude,
             weights=weights,
         )
@@ -482,7 +466,7 @@ class RankingMetrics(RunningMeanMetric):
         strata: Tensor | None = None,
         weights: Tensor | None = None,
     ) -> None:
-        """``_update_padded`` through one compiled kernel: the plan's values (validate_args=False),
+        """The padded update through one compiled kernel: the plan's values (validate_args=False),
         the empty-list policy and the per-value sums (the running states get two in-place adds). The
         value checks run eagerly first. Per-query rows and ``empty_target_action="error"`` take the
         values out of the kernel and go through ``_accumulate``."""

@@ -116,7 +116,7 @@ def expected_top(rb: RankedBatch, x: Tensor, ks: tuple[int, ...]) -> Tensor:
 def safe_div(num: Tensor, den: Tensor) -> Tensor:
     """``num / den``, 0 where ``den`` is 0."""
     ok = den != 0
-    return torch.where(ok, num / torch.where(ok, den, torch.ones_like(den)), torch.zeros_like(num))
+    return torch.where(ok, num / torch.where(ok, den, 1.0), 0.0)
 
 
 def no_relevant(rb: RankedBatch) -> Tensor:
@@ -128,7 +128,7 @@ def no_relevant(rb: RankedBatch) -> Tensor:
         tensor([[False],
                 [ True]])
     """
-    return (rb.n_relevant <= 0).unsqueeze(-1)
+    return rb.cached("no_relevant", lambda: (rb.n_relevant <= 0).unsqueeze(-1))
 
 
 def per_relevant(rb: RankedBatch, total: Tensor) -> Tensor:
@@ -147,8 +147,10 @@ def cutoff_sizes(rb: RankedBatch, ks: tuple[int, ...], *, adaptive_k: bool, dtyp
         >>> cutoff_sizes(rb, (2, 5, None), adaptive_k=False), cutoff_sizes(rb, (2, 5, None), adaptive_k=True)
         (tensor([[2., 5., 3.]]), tensor([[2., 3., 3.]]))
     """
-    n_valid = rb.n_valid.unsqueeze(-1) if dtype is None else rb.n_valid.to(dtype).unsqueeze(-1)
     cut = rb.constant([float("inf") if k is None else float(k) for k in ks], dtype)
+    if not adaptive_k and None not in ks:  # the cutoffs themselves: a constant, no work
+        return cut.expand(rb.n_lists, -1)
+    n_valid = rb.n_valid.unsqueeze(-1) if dtype is None else rb.n_valid.to(dtype).unsqueeze(-1)
     return torch.minimum(cut, n_valid) if adaptive_k else torch.where(torch.isinf(cut), n_valid, cut)
 
 

@@ -114,6 +114,7 @@ def device_constant(values: tuple[float, ...], dtype: torch.dtype, device: torch
 _TABLES: dict[str, Callable[[int, torch.dtype, torch.device], Tensor]] = {
     "arange": lambda n, dtype, device: torch.arange(n, dtype=dtype, device=device),
     "countdown": lambda n, dtype, device: torch.arange(n, 0, -1, dtype=dtype, device=device),
+    "ranks": lambda n, dtype, device: torch.arange(1, n + 1, dtype=dtype, device=device),
     "inverse_ranks": lambda n, dtype, device: (
         1.0 / torch.arange(1, n + 1, dtype=torch.float64, device=device).to(dtype)
     ),
@@ -121,8 +122,8 @@ _TABLES: dict[str, Callable[[int, torch.dtype, torch.device], Tensor]] = {
 
 
 def _table(kind: str, n: int, dtype: torch.dtype, device: torch.device) -> Tensor:
-    """Cached per-position tables of length ``n``: ``"arange"`` (0..n-1), ``"inverse_ranks"``
-    (1/1..1/n), ``"countdown"`` (n..1)."""
+    """Cached per-position tables of length ``n``: ``"arange"`` (0..n-1), ``"ranks"`` (1..n),
+    ``"inverse_ranks"`` (1/1..1/n), ``"countdown"`` (n..1)."""
     return _cached((kind, n, dtype, str(device)), lambda: _TABLES[kind](n, dtype, device))
 
 
@@ -138,12 +139,24 @@ def take_columns(x: Tensor, idx: list[int]) -> Tensor:
     return x.index_select(-1, device_constant(tuple(idx), torch.int64, x.device))
 
 
-def prefix_sums(x: Tensor, idx: list[int]) -> Tensor:
-    """``x[:, : i + 1].sum(-1)`` for each column index ``i`` of ``idx``, ``(N, K)``: a plain sum for
-    one cutoff, one cumulative sum for several."""
+def prefix_sums(x: Tensor, idx: list[int], dtype: torch.dtype | None = None) -> Tensor:
+    """``x[:, : i + 1].sum(-1)`` for each column index ``i`` of ``idx``, ``(N, K)``, accumulated in
+    ``dtype`` (default ``x``'s): a plain sum for one cutoff; for several, floating ``x`` times a constant
+    0/1 matrix (one product), else a cumulative sum and a column pick.
+
+    Example:
+        >>> prefix_sums(torch.tensor([[1.0, 2.0, 3.0]]), [0, 2]), prefix_sums(torch.tensor([[1, 2, 3]]), [0, 2])
+        (tensor([[1., 6.]]), tensor([[1, 6]]))
+    """
     if len(idx) == 1:
-        return x[:, : idx[0] + 1].sum(-1, keepdim=True)
-    return take_columns(x[:, : max(idx) + 1].cumsum(-1), idx)
+        return x[:, : idx[0] + 1].sum(-1, keepdim=True, dtype=dtype)
+    width = max(idx) + 1
+    if x.is_floating_point() and (dtype is None or dtype == x.dtype):
+        key = ("inside_cutoffs", width, tuple(idx), x.dtype, str(x.device))
+        return x[:, :width] @ _cached(
+            key, lambda: _cutoff_matrix(torch.ones(width, dtype=x.dtype, device=x.device), idx)
+        )
+    return take_columns(x[:, :width].cumsum(-1, dtype=dtype), idx)
 
 
 def log_comb(a: Tensor, b: Tensor) -> Tensor:
@@ -168,7 +181,7 @@ class TieStatistics(Protocol):
     @property
     def offset(self) -> Tensor: ...
     @property
-    def slot(self) -> Tensor: ...
+    def slot_share(self) -> Tensor: ...
     @property
     def rel(self) -> Tensor: ...
     @property
@@ -193,7 +206,10 @@ class RankedView(Protocol):
     """The ranked-view contract: everything a kernel may read from a ranked batch (see the module
     docstring). The dense :class:`RankedBatch` (a full sort) and the top-k
     :class:`~torch_rankeval.ranking.catalogue.TopKRankedBatch` (the first ``W`` positions of a
-    catalogue) both implement all of it; kernels are typed against it, not against either class.
+    catalogue) both implement all of it; kernels are typed against it, not against either class. It
+    lists what the kernels and their helpers (:mod:`~torch_rankeval.ranking.groups`,
+    :mod:`~torch_rankeval.ranking.subtopics`) read; what only the input stage and the plan read
+    (``split_rows``, ``n_relevant_in_list``, ``ideal_target``) belongs to the classes, not to the contract.
 
     Example:
         >>> from torch_rankeval.conventions import DEFAULT
@@ -209,20 +225,15 @@ class RankedView(Protocol):
     length: int
     averaged: bool
     truncated: bool
-    split_rows: list[int] | None
     item_weights: Tensor | None
 
     # per query
     @property
     def n_relevant(self) -> Tensor: ...
     @property
-    def n_relevant_in_list(self) -> Tensor: ...
-    @property
     def n_valid(self) -> Tensor: ...
     @property
     def ideal_gains(self) -> Tensor: ...
-    @property
-    def ideal_target(self) -> Tensor | None: ...
     @property
     def ideal_valid(self) -> Tensor | None: ...
     def ideal_top(self, ks: tuple[int | None, ...]) -> Tensor: ...
@@ -248,6 +259,7 @@ class RankedView(Protocol):
     def ranked(self, x: Tensor, width: int | None = None) -> Tensor: ...
     def discount_head(self, width: int) -> Tensor: ...
     def inverse_ranks(self, width: int) -> Tensor: ...
+    def ranks(self, width: int, dtype: torch.dtype | None = None) -> Tensor: ...
 
     # tie groups and cutoffs
     def groups(self, width: int | None = None) -> TieStatistics: ...
@@ -265,6 +277,9 @@ class RankedView(Protocol):
     def cached(self, name: str, fn: Callable[[], Tensor]) -> Tensor: ...
 
 
+#: on CPU, the largest batch (lists x documents) whose tie-group sums come from whole-row prefix sums
+_ROW_PREFIX_MAX_CPU = 1 << 17
+
 _NEEDS_DOC = (
     "the tie group that crosses the last position read goes on past it: its sum needs the per-document "
     "values (doc=, (N, L) in input order)"
@@ -281,7 +296,7 @@ class TieGroups:
         size: ``n``, the number of documents in the group (all of them, also beyond ``width``).
         end: ``s + n``.
         offset: ``j - 1``, the group's positions above this one.
-        slot: 1-based slot ``j`` of the position inside its group (``position - s + 1``).
+        slot_share: ``(j - 1) / max(n - 1, 1)``, ``j`` the 1-based slot of the position inside its group.
         rel: relevant documents in the group, ``r``.
         rel_before: relevant documents ranked above the group, ``c``.
         gain, gain_before, gain_sq: the group's gain sum, the gain ranked above it and the group's
@@ -298,6 +313,8 @@ class TieGroups:
         self.width: int = width
         self._cache: dict[str, Tensor] = {}
         self._bounds_done = False
+        self._start_i: Tensor | None = None  # int64 bounds of a dense batch's averaged groups (_bounds)
+        self._end_i: Tensor | None = None
         self._boundary: tuple[Tensor, Tensor] | None = None
         self._crossing_hit: tuple[Tensor, Tensor, Tensor] | None = None
 
@@ -308,13 +325,13 @@ class TieGroups:
         if self._bounds_done:
             return
         self._bounds_done = True
-        rb, width = self.rb, self.width
+        rb, width = self._rb() or self.rb, self.width
         if not rb.averaged:
             return
         self._start_i, self._end_i = rb.tie_bounds(width)
 
     @property
-    def rb(self) -> RankedBatch:
+    def rb(self) -> RankedBatch:  # noqa: D102
         rb = self._rb()
         if rb is None:
             raise RuntimeError("the RankedBatch of these TieGroups no longer exists")
@@ -324,13 +341,18 @@ class TieGroups:
         """Statistic ``name``: cached; else sliced from a wider TieGroups of the batch that holds it
         already (whole-group statistics do not depend on the width); else computed here."""
         if name not in self._cache:
-            wider = next(
-                (g._cache[name] for w, g in self.rb._groups.items() if w > self.width and name in g._cache), None
-            )
+            groups = (self._rb() or self.rb)._groups
+            wider = None
+            if len(groups) > 1:
+                for w, g in groups.items():
+                    if w > self.width and name in g._cache:
+                        wider = g._cache[name]
+                        break
             if wider is not None:
                 self._cache[name] = wider[:, : self.width]
             else:
-                self._bounds()
+                if not self._bounds_done:
+                    self._bounds()
                 self._cache.update(make())
         return self._cache[name]
 
@@ -344,7 +366,7 @@ class TieGroups:
     @property
     def start(self) -> Tensor:
         def make() -> dict[str, Tensor]:
-            rb = self.rb
+            rb = self._rb() or self.rb
             if not rb.averaged:
                 return {"start": rb.positions[: self.width].expand(rb.n_lists, -1) - 1}
             return {"start": self._start_i.to(rb.dtype)}
@@ -354,12 +376,17 @@ class TieGroups:
     @property
     def size(self) -> Tensor:
         def make() -> dict[str, Tensor]:
-            rb = self.rb
+            rb = self._rb() or self.rb
             if not rb.averaged:
                 return {"size": torch.ones(rb.n_lists, self.width, dtype=rb.dtype, device=rb.device)}
-            return {"size": (self._end_i - self._start_i).to(rb.dtype)}
+            return {"size": self._size_i.to(rb.dtype)}
 
         return self._get("size", make)
+
+    @property
+    def _size_i(self) -> Tensor:
+        """The group sizes as int64 (averaged ties only): the divisor of the group means."""
+        return self._get("size_i", lambda: {"size_i": self._end_i - self._start_i})
 
     @property
     def end(self) -> Tensor:
@@ -371,13 +398,28 @@ class TieGroups:
         """``j - 1``: how many positions of the group come before this one."""
 
         def make() -> dict[str, Tensor]:
-            return {"offset": _table("arange", self.width, self.rb.dtype, self.rb.device) - self.start}
+            rb = self._rb() or self.rb
+            return {"offset": _table("arange", self.width, rb.dtype, rb.device) - self.start}
 
         return self._get("offset", make)
 
     @property
-    def slot(self) -> Tensor:
-        return self._get("slot", lambda: {"slot": self.offset + 1})
+    def slot_share(self) -> Tensor:
+        """``(j - 1) / max(n - 1, 1)``: the share of the group's other documents ranked above this slot
+        (0 in a group of one), in the working dtype."""
+
+        def make() -> dict[str, Tensor]:
+            rb = self._rb() or self.rb
+            if not self._bounds_done:
+                self._bounds()
+            if self._end_i is None:  # no int bounds: from the float statistics
+                return {"slot_share": self.offset / (self.size - 1).clamp(min=1)}
+            offset = _table("arange", self.width, torch.int64, rb.device) - self._start_i
+            if rb.dtype != torch.get_default_dtype():  # int / int divides in the default dtype
+                offset = offset.to(rb.dtype)
+            return {"slot_share": (offset / (self._size_i - 1).clamp(min=1)).to(rb.dtype)}
+
+        return self._get("slot_share", make)
 
     # -- sums
     def sums(self, head: Tensor, doc: Tensor | None, *, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
@@ -385,8 +427,9 @@ class TieGroups:
         in ranked order whose per-document values (input order, ``(N, L)``) are ``doc``, accumulated
         in ``dtype``. ``doc`` is read only for a group that crosses ``width``; its sum is taken in
         ``doc``'s own dtype (a sum of terms, no cancellation)."""
-        self._bounds()
-        rb = self.rb
+        if not self._bounds_done:
+            self._bounds()
+        rb = self._rb() or self.rb
         if not rb.averaged:
             x = head.to(dtype)
             return x, head.cumsum(-1, dtype=dtype) - x
@@ -409,7 +452,7 @@ class TieGroups:
         """(positions in the group that goes on past the head ``(N, width)``, group ends capped at
         ``width``, the row's documents (input order, ``(N, L)``) in the head's last group)."""
         if self._crossing_hit is None:
-            rb, width = self.rb, self.width
+            rb, width = self._rb() or self.rb, self.width
             same = rb._doc_key == rb._sorted_key[:, width - 1 : width]  # NaN (padding) equals nothing
             self._crossing_hit = (self._end_i > width, self._end_i.clamp(max=width), same)
         return self._crossing_hit
@@ -423,10 +466,10 @@ class TieGroups:
         return self._get("rel_before", self._make_rel)
 
     def _make_rel(self) -> dict[str, Tensor]:
-        rb = self.rb
+        rb = self._rb() or self.rb
         # exact counts: float32 holds every integer up to 2**24, float64 up to 2**53
         dtype = rb.dtype if rb.length < 2**24 else torch.float64
-        total, before = self.sums(*self._head("relmask"), dtype=dtype)
+        total, before = self._row_sums("relmask", dtype) or self.sums(*self._head("relmask"), dtype=dtype)
         return {"rel": total.to(rb.dtype), "rel_before": before.to(rb.dtype)}
 
     @property
@@ -439,13 +482,30 @@ class TieGroups:
 
     def _make_gain(self) -> dict[str, Tensor]:
         # float64 prefix sums: their differences do not cancel over long rows
-        total, before = self.sums(*self._head("gains"), dtype=torch.float64)
+        total, before = self._row_sums("gains", torch.float64) or self.sums(*self._head("gains"), dtype=torch.float64)
         return {"gain": total, "gain_before": before}
+
+    def _row_sums(self, name: str, dtype: torch.dtype) -> tuple[Tensor, Tensor] | None:
+        """(group sum, sum above the group) of ``name`` from the prefix sums of the WHOLE ranked row (a
+        dense, fully sorted batch with averaged ties: a group that goes on past ``width`` ends inside the
+        row), or None where :meth:`sums` serves: no averaged ties, a top-k view's own ``sums``, and a large
+        batch on CPU, where the head's prefix sums and one pass for the group that crosses ``width`` read
+        less memory (the row's prefix sums save operations: launches on a GPU, overhead on small batches)."""
+        rb = self._rb() or self.rb
+        if not rb.averaged or rb.truncated or type(self).sums is not TieGroups.sums:
+            return None
+        if rb.device.type == "cpu" and rb.n_lists * rb.length > _ROW_PREFIX_MAX_CPU and self.width < rb.length:
+            return None
+        if not self._bounds_done:
+            self._bounds()
+        padded = rb._row_prefix(name, dtype)
+        before = padded.gather(-1, self._start_i)
+        return padded.gather(-1, self._end_i) - before, before
 
     def _head(self, name: str) -> tuple[Tensor, Tensor | None]:
         """(head, doc) for :meth:`sums` of ``name``: the first ``width`` positions, and the per-document
         values where a group may go on past them."""
-        rb = self.rb
+        rb = self._rb() or self.rb
         if rb.averaged and not rb.truncated and self.width >= rb.length:
             return rb.head(name), None
         return rb.head(name, self.width), rb._doc(name if name != "relmask" else "rel")
@@ -453,7 +513,7 @@ class TieGroups:
     @property
     def gain_sq(self) -> Tensor:
         def make() -> dict[str, Tensor]:
-            rb = self.rb
+            rb = self._rb() or self.rb
             g = rb.head("gains", self.width).to(torch.float64)
             doc = rb._doc("gains").to(torch.float64)
             return {"gain_sq": self.sums(g * g, doc * doc, dtype=torch.float64)[0]}
@@ -463,9 +523,15 @@ class TieGroups:
     @property
     def first_hazard(self) -> Tensor:
         def make() -> dict[str, Tensor]:
-            f64 = torch.float64
-            first = ((self.rel_before == 0) & (self.rel > 0)).to(f64)
-            return {"first_hazard": first * self.rel.to(f64) / (self.size.to(f64) - self.offset.to(f64))}
+            # r / (n - j + 1) in the first group with a relevant document (c = 0), 0 elsewhere (r = 0 there
+            # gives 0 too); n - j + 1 >= 1 is an exact integer in the working dtype
+            first = torch.where(self.rel_before == 0, self.rel, 0.0).to(torch.float64)
+            if self._end_i is not None:  # n - j + 1 from the int bounds (float64 / int64: float64)
+                return {
+                    "first_hazard": first
+                    / (self._end_i - _table("arange", self.width, torch.int64, self._end_i.device))
+                }
+            return {"first_hazard": first / (self.size - self.offset).to(torch.float64)}
 
         return self._get("first_hazard", make)
 
@@ -476,12 +542,21 @@ class TieGroups:
 
     def mean(self, name: str) -> Tensor:
         """Expected value of ``"rel"`` or ``"gains"`` at each position over the tie orders (its
-        group mean), in the working dtype."""
-        rb = self.rb
+        group mean), in the working dtype; kept like every statistic (do not modify it in place)."""
+        rb = self._rb() or self.rb
         if not rb.averaged:
             return rb.head(name, self.width)
-        total = self.rel if name == "rel" else self.gain
-        return (total / self.size).to(rb.dtype)  # a new array: the cached statistics stay untouched
+
+        def make() -> dict[str, Tensor]:
+            total = self.rel if name == "rel" else self.gain
+            size = self._cache.get("size")  # the float sizes when read already, else the int ones (no cast)
+            if size is None:
+                if not self._bounds_done:
+                    self._bounds()
+                size = self.size if self._end_i is None else self._size_i
+            return {f"mean_{name}": (total / size).to(rb.dtype)}
+
+        return self._get(f"mean_{name}", make)
 
     def at(self, name: str, idx: list[int]) -> Tensor:
         """Statistic ``name`` at the static positions ``idx``, ``(N, K)``."""
@@ -659,12 +734,21 @@ class RankedBatch:
     def _doc(self, name: str) -> Tensor | None:
         """Per-document (input order, ``(N, L)``) ``"rel"`` (bool), ``"gains"`` (0 at padding and for
         unjudged documents) or ``"counted"`` (real and judged; None when every document is)."""
+        hit = self._cache.get(f"doc_{name}")
+        if hit is not None:
+            return hit
+        valid, judged = self._valid_in, self._judged_in
+        if valid is None and judged is None:
+            counted = None
+        else:
+            counted = self.cached(
+                "doc_counted", lambda: judged if valid is None else valid if judged is None else valid & judged
+            )
 
         def make() -> Tensor | None:
             if name == "counted":
-                valid, judged = self._valid_in, self._judged_in
-                return judged if valid is None else valid if judged is None else valid & judged
-            target, keep = self._target_in, self._doc("counted")
+                return counted
+            target, keep = self._target_in, counted
             if name == "rel":
                 rel = self._is_relevant(target)
                 return rel if keep is None else rel & keep
@@ -690,7 +774,8 @@ class RankedBatch:
             hit = self._cache.get(f"head_{name}_{w}")
             if hit is not None:
                 return hit if w == width else hit[:, :width]
-        return self.cached(f"head_{name}_{width}", lambda: self._make_head(name, width))
+        hit = self._cache[f"head_{name}_{width}"] = self._make_head(name, width)
+        return hit
 
     def _make_head(self, name: str, width: int) -> Tensor:
         if name == "valid":
@@ -740,7 +825,7 @@ class RankedBatch:
     @property
     def positions(self) -> Tensor:
         """1-based ranks ``1..L`` in the working dtype."""
-        return self.cached("positions", lambda: torch.arange(1, self.length + 1, dtype=self.dtype, device=self.device))
+        return _table("ranks", self.length, self.dtype, self.device)
 
     @property
     def ranked_scores(self) -> Tensor:
@@ -753,6 +838,10 @@ class RankedBatch:
     def discounts(self) -> Tensor:
         """Discounts of ranks ``1..max(L, M)`` in the working dtype."""
         return self.cached("discounts", lambda: self._discounts_in.to(self.dtype))
+
+    def ranks(self, width: int, dtype: torch.dtype | None = None) -> Tensor:
+        """The ranks ``1..width`` in ``dtype`` (default: the working dtype), a table kept per process."""
+        return _table("ranks", width, dtype or self.dtype, self.device)
 
     def inverse_ranks(self, width: int) -> Tensor:
         """``1 / rank`` for ranks ``1..width`` in the working dtype."""
@@ -817,7 +906,28 @@ class RankedBatch:
     @property
     def n_relevant_in_list(self) -> Tensor:
         """Number of relevant documents in each list (retrieved), ``(N,)``."""
-        return self.cached("n_rel_list", lambda: self._doc("rel").sum(-1, dtype=self.dtype))
+
+        def make() -> Tensor:
+            prefix = self._cache.get(f"row_prefix_relmask_{self.dtype}")  # the tie statistics' prefix sums
+            return self._doc("rel").sum(-1, dtype=self.dtype) if prefix is None else prefix[:, -1]
+
+        return self.cached("n_rel_list", make)
+
+    def _row_prefix(self, name: str, dtype: torch.dtype) -> Tensor:
+        """``(N, L + 1)`` exclusive prefix sums of the ranked row of ``name`` accumulated in ``dtype``:
+        ``[:, q]`` sums the first ``q`` positions."""
+        key = f"row_prefix_{name}_{dtype}"
+        hit = self._cache.get(key)
+        if hit is None:
+            x = self.head(name)
+            if torch.compiler.is_compiling():
+                hit = torch.constant_pad_nd(x.cumsum(-1, dtype=dtype), (1, 0))
+            else:  # into a fresh buffer whose first column is zeroed: no padded copy of the whole row
+                hit = torch.empty(self.n_lists, self.length + 1, dtype=dtype, device=self.device)
+                hit.narrow(1, 0, 1).zero_()
+                torch.cumsum(x, -1, dtype=dtype, out=hit.narrow(1, 1, self.length))
+            self._cache[key] = hit
+        return hit
 
     @property
     def n_valid(self) -> Tensor:
@@ -857,11 +967,12 @@ class RankedBatch:
 
         Padding comes after every real document: it must not outrank a real document with a
         negative gain (linear gain on negative grades, debiased gains); its slots hold 0."""
-        m = self.ideal_gains.shape[-1]
+        ideal = self.ideal_gains
+        m = ideal.shape[-1]
         top = m if None in ks else min(max(ks), m)
 
         def make() -> Tensor:
-            gains, valid = self.ideal_gains, self._valid_in if self._ideal_target is None else self._ideal_valid
+            gains, valid = ideal, self._valid_in if self._ideal_target is None else self._ideal_valid
             if valid is not None:
                 gains = torch.where(valid, gains, torch.full((), float("-inf"), dtype=self.dtype, device=self.device))
             best = gains.sort(-1, descending=True).values if top == m else gains.topk(top, dim=-1).values
@@ -883,7 +994,10 @@ class RankedBatch:
 
     def cutoff_index(self, ks: tuple[int | None, ...]) -> list[int]:
         """0-based last position inside each cutoff (``None`` = whole list; k beyond L = L)."""
-        return [self.length - 1 if k is None else min(k, self.length) - 1 for k in ks]
+        idx = []
+        for k in ks:  # a loop, not a comprehension: no call of its own (an update's hot path)
+            idx.append(self.length - 1 if k is None else min(k, self.length) - 1)
+        return idx
 
     def span(self, ks: tuple[int | None, ...]) -> int:
         """How many leading positions the cutoffs need."""
@@ -896,21 +1010,32 @@ class RankedBatch:
         idx = self.cutoff_index(ks)
         if all(i == x.shape[-1] - 1 for i in idx):
             return x.sum(-1, keepdim=True, dtype=dtype).expand(-1, len(idx))
-        if dtype is not None and dtype != x.dtype:
-            x = x.to(dtype)
-        return prefix_sums(x, idx)
+        return prefix_sums(x, idx, None if dtype == x.dtype else dtype)
 
     def expected_in_top(self, name: str, ks: tuple[int | None, ...]) -> Tensor:
         """Expected number of relevant documents (``"rel"``) or expected gain (``"gains"``) in the top
         ``k`` over the tie orders, ``(N, K)``: what ranks above the tie group the cutoff ends in, plus
         that group's share for its slots inside the cutoff."""
         idx = self.cutoff_index(ks)
-        g = self.groups(self.span(ks))
-        total, before = ("rel", "rel_before") if name == "rel" else ("gain", "gain_before")
-        if not self.averaged:
-            return (g.at(before, idx) + g.at(total, idx)).to(self.dtype)
-        inside = self.constant([i + 1 for i in idx]) - g.at("start", idx)
-        return (g.at(before, idx) + inside * g.at(total, idx) / g.at("size", idx)).to(self.dtype)
+
+        def make() -> Tensor:
+            g = self.groups(self.span(ks))
+            total, before = ("rel", "rel_before") if name == "rel" else ("gain", "gain_before")
+            if not self.averaged:
+                return (g.at(before, idx) + g.at(total, idx)).to(self.dtype)
+            if g.width > max(64, 8 * len(idx)):  # a long head: the cutoffs' columns first
+                inside = self.constant([i + 1 for i in idx]) - g.at("start", idx)
+                return (g.at(before, idx) + inside * g.at(total, idx) / g.at("size", idx)).to(self.dtype)
+            # a short head: at every position, then the cutoffs' columns (fewer operations): what ranks
+            # above the group plus the group's mean times its slots up to the position
+            start = g._start_i  # the int bounds where there are (no cast)
+            inside = _table("ranks", g.width, torch.int64, self.device) - start if start is not None else None
+            if inside is None:
+                inside = self.ranks(g.width) - g.start
+            mean = g.mean(name) if name == "rel" else g.gain / g.size
+            return take_columns(getattr(g, before) + inside * mean, idx).to(self.dtype)
+
+        return self.cached(f"expected_in_top_{name}_{idx}", make)
 
     def expected_relevant(self, ks: tuple[int | None, ...]) -> Tensor:
         """Expected number of relevant documents in the top ``k``, ``(N, K)``."""
