@@ -402,12 +402,15 @@ def evaluate(
         measures: names (trec_eval or ir_measures spelling, or nicknames such as ``"official"``)
             or parsed measures.
         relevance_level: trec_eval's ``-l``.
-        complete: trec_eval's ``-c``.
+        complete: trec_eval's ``-c``. ``num_rel``'s summary is then trec_eval's: not the sum of the
+            per-query values but the number of judgments graded above 0 in the qrels, whatever
+            ``relevance_level`` (m_num_rel.c).
         max_docs: trec_eval's ``-M`` (``None``: every document).
         trec_eval_version: ``"10.0"`` (default) or ``"9.0.8"`` (pytrec_eval's): 9.0.8 rounds
             recall levels to documents as ``level * R + 0.9`` truncated (``iprec_at_recall``,
-            ``11pt_avg``), has no ``rbp``, ``rbp_resid``, ``unj`` in its nicknames and prints no
-            per-query lines for the queries that ``-c`` adds.
+            ``11pt_avg``), has no ``rbp``, ``rbp_resid``, ``unj`` in its nicknames and does not
+            evaluate the queries that ``-c`` adds (no per-query lines; 0 in the means, also where
+            ``judged_only`` makes 10.0's ``0 / 0``).
         device: where to compute (``"cuda"`` for the GPU); results come back on the CPU.
         convention: ``None`` or ``"trec_eval"`` (trec_eval's numbers), ``"ranx"`` (``ranx.evaluate``'s:
             its order of tied scores, its ``bpref`` and ``hits@k``, every query of the qrels) or
@@ -430,6 +433,9 @@ def evaluate(
         {'num_q': 2, 'P_2': 0.5, 'recip_rank': 0.5}
         >>> evaluate(qrels, run, ["P@2", "P(rel=2)@2"], relevance_level=2).summary
         {'P@2': 0.5, 'P(rel=2)@2': 0.5}
+        >>> r = evaluate(qrels, run, ["num_rel"], complete=True, relevance_level=2)   # trec_eval -c -l2
+        >>> r.per_query["num_rel"].tolist(), r.summary                                 # the grades above 0
+        ([1.0, 0.0], {'num_rel': 3})
         >>> evaluate(qrels, run, ["num_ret", "P.2"], max_docs=1).summary
         {'num_ret': 1, 'P_2': 0.5}
 
@@ -496,11 +502,18 @@ def _check_settings(settings: dict[str, Any]) -> None:
 
 
 def _evaluate_adhoc(
-    qrels: object, run: object, parsed: list[Measure], settings: dict[str, Any], *, skip_empty: bool = False
+    qrels: object,
+    run: object,
+    parsed: list[Measure],
+    settings: dict[str, Any],
+    *,
+    skip_empty: bool = False,
+    peer: bool = False,
 ) -> Evaluation:
     """:func:`evaluate` of parsed ad-hoc measures (``settings``: its keyword arguments, checked);
     ``skip_empty``: a query a measure flags empty gets NaN, and the mean leaves it out (a peer that
-    reports no value there: ir_measures' ``Accuracy``)."""
+    reports no value there: ir_measures' ``Accuracy``); ``peer``: for a preset (``convention=``), whose
+    summaries do not follow trec_eval's ``-c`` rule for ``num_rel`` (:func:`_complete_num_rel`)."""
     max_docs, device, relevance_level = settings["max_docs"], settings["device"], settings["relevance_level"]
     judged_only = settings.get("judged_only", False)
     qrels = as_qrels(qrels, argument="qrels")
@@ -524,6 +537,9 @@ def _evaluate_adhoc(
         if judged_only:
             batch = judged_documents(batch)
             emptied = ~batch.mask.any(-1)  # every document unjudged (or none: -c)
+            if settings["trec_eval_version"] == "9.0.8":
+                # 9.0.8 does not evaluate the queries -c adds (they count 0 in its sums): no 0 / 0 there
+                emptied &= batch.retrieved
         for name, length in lengths.items():
             for i, line in zip(rows.tolist(), relstrings(batch, length)):
                 text[name][i] = line
@@ -566,6 +582,8 @@ def _evaluate_adhoc(
             continue
         v = values[m.label]
         summary[m.label] = summarize(m, v)
+        if m.key == "num_rel" and settings["complete"] and not peer:
+            summary[m.label] = _complete_num_rel(qrels)
         if m.per_query:
             per_query[m.label] = v
     return Evaluation(
@@ -581,6 +599,19 @@ def _evaluate_adhoc(
         settings["trec_eval_version"],
         info,
     )
+
+
+def _complete_num_rel(qrels: Qrels) -> int:
+    """trec_eval's summary of ``num_rel`` under ``-c`` (m_num_rel.c, ``te_calc_avg_num_rel``, 9.0.8 and 10.0):
+    not the sum of the per-query values but a count made again from the qrels, of every judgment graded
+    above 0 in every query of the qrels, whatever ``-l`` (or ``rel=``), ``-M`` and ``-J``. Without ``-c``,
+    and on each query, ``num_rel`` counts the grades of at least the relevance level.
+
+    Example:
+        >>> _complete_num_rel(Qrels.from_dict({"q1": {"d1": 1, "d2": 2, "d3": 0}, "q2": {"d4": 3, "d5": -1}}))
+        3
+    """
+    return int((qrels.relevance > 0).sum())
 
 
 def _evaluate_diversity(
@@ -735,7 +766,12 @@ def _evaluate_preset(
     _check_settings(settings)
     results = {
         (order, skip): _evaluate_adhoc(
-            qrels, run if order == "trec_eval" else ranked_run(run, order, ranked=ranked), ms, settings, skip_empty=skip
+            qrels,
+            run if order == "trec_eval" else ranked_run(run, order, ranked=ranked),
+            ms,
+            settings,
+            skip_empty=skip,
+            peer=True,
         )
         for (order, skip), ms in groups.items()
     }
