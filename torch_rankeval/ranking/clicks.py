@@ -198,25 +198,7 @@ def value_problems(
             )
         )
     if logged_positions is not None:
-        p = logged_positions
-        problems.append(
-            (
-                (valid & _not_positions(p)).any(),
-                "logged_positions are 1-based integers (the top slot is 1) at unmasked positions; "
-                "add 1 to 0-based positions and mask padding with mask=False",
-            )
-        )
-        tables = [(propensity_table, "propensity_table")] if propensity_table is not None else []
-        if affine is not None:
-            tables = [(affine[0], "affine alpha")]
-        for table, name in tables:
-            problems.append(
-                (
-                    (valid & (p > table.shape[0])).any(),
-                    f"logged_positions go beyond {name} (length {table.shape[0]}); extend the table to "
-                    "the deepest logged position (it is not extrapolated)",
-                )
-            )
+        problems += _position_problems(logged_positions, valid, propensity_table, affine)
     if propensity_table is not None:
         problems += _probability_problems(
             propensity_table, torch.ones_like(propensity_table, dtype=torch.bool), "propensity_table"
@@ -239,23 +221,55 @@ def value_problems(
             )
         )
     if affine is not None:
-        alpha, beta = affine
-        where = torch.ones_like(alpha, dtype=torch.bool) if logged_positions is not None else valid
-        problems += [
-            (
-                (where & ~(torch.isfinite(alpha) & (alpha > 0) & (alpha <= 1 + TOLERANCE))).any(),
-                "affine alpha must be in (0, 1]: alpha = P(click | relevant) - P(click | not relevant) at that position",
-            ),
-            (
-                (where & ~(torch.isfinite(beta) & (beta >= 0) & (beta < 1))).any(),
-                "affine beta must be in [0, 1): beta = P(click | not relevant) at that position",
-            ),
-            (
-                (where & (alpha + beta > 1 + TOLERANCE)).any(),
-                "affine alpha + beta must be <= 1: it is P(click | relevant) at that position",
-            ),
-        ]
+        problems += _affine_problems(affine, valid, logged_positions)
     return problems
+
+
+def _position_problems(
+    p: Tensor, valid: Tensor, propensity_table: Tensor | None, affine: Sequence[Tensor] | None
+) -> list[tuple[Tensor, str]]:
+    """:func:`value_problems` of the logged positions ``p``: 1-based integers within the tables they index."""
+    problems = [
+        (
+            (valid & _not_positions(p)).any(),
+            "logged_positions are 1-based integers (the top slot is 1) at unmasked positions; "
+            "add 1 to 0-based positions and mask padding with mask=False",
+        )
+    ]
+    tables = [(propensity_table, "propensity_table")] if propensity_table is not None else []
+    if affine is not None:
+        tables = [(affine[0], "affine alpha")]
+    for table, name in tables:
+        problems.append(
+            (
+                (valid & (p > table.shape[0])).any(),
+                f"logged_positions go beyond {name} (length {table.shape[0]}); extend the table to "
+                "the deepest logged position (it is not extrapolated)",
+            )
+        )
+    return problems
+
+
+def _affine_problems(
+    affine: Sequence[Tensor], valid: Tensor, logged_positions: Tensor | None
+) -> list[tuple[Tensor, str]]:
+    """:func:`value_problems` of the affine click model's ``(alpha, beta)``: probabilities that fit one."""
+    alpha, beta = affine
+    where = torch.ones_like(alpha, dtype=torch.bool) if logged_positions is not None else valid
+    return [
+        (
+            (where & ~(torch.isfinite(alpha) & (alpha > 0) & (alpha <= 1 + TOLERANCE))).any(),
+            "affine alpha must be in (0, 1]: alpha = P(click | relevant) - P(click | not relevant) at that position",
+        ),
+        (
+            (where & ~(torch.isfinite(beta) & (beta >= 0) & (beta < 1))).any(),
+            "affine beta must be in [0, 1): beta = P(click | not relevant) at that position",
+        ),
+        (
+            (where & (alpha + beta > 1 + TOLERANCE)).any(),
+            "affine alpha + beta must be <= 1: it is P(click | relevant) at that position",
+        ),
+    ]
 
 
 def gain_problems(gains: Tensor, valid: Tensor, *, eta: float | None, clip: float | None) -> list[tuple[Tensor, str]]:
