@@ -554,7 +554,12 @@ class TieGroups:
                 if not self._bounds_done:
                     self._bounds()
                 size = self.size if self._end_i is None else self._size_i
-            return {f"mean_{name}": (total / size).to(rb.dtype)}
+            if torch.compiler.is_compiling() or (torch.is_grad_enabled() and total.requires_grad):
+                return {f"mean_{name}": (total / size).to(rb.dtype)}
+            # the cast in the division's own store (one operation, not two; ``out=`` records no gradient):
+            # the quotient is formed in the promoted dtype and rounded to the working dtype once, the same values
+            out = torch.empty(total.shape, dtype=rb.dtype, device=rb.device)
+            return {f"mean_{name}": torch.div(total, size, out=out)}
 
         return self._get(f"mean_{name}", make)
 
