@@ -30,9 +30,10 @@ def precision_values(
 
 def recall_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, Tensor]:
     """Expected relevant documents in the top k divided by all relevant documents of the query."""
-    r_total = rb.n_relevant.unsqueeze(-1)
-    # 0 where the query has no relevant document (the quotient there is not read)
-    return torch.where(r_total != 0, rb.expected_in_top("rel", ks) / r_total, 0.0), no_relevant(rb)
+    # 0 where the query has no relevant document (the quotient there is not read): the count is never
+    # negative, so its "no relevant" flag (shared with the other measures' empty case) picks those rows
+    empty = no_relevant(rb)
+    return torch.where(empty, 0.0, rb.expected_in_top("rel", ks) / rb.n_relevant.unsqueeze(-1)), empty
 
 
 def hit_rate_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, Tensor]:

@@ -86,7 +86,10 @@ def work_dtype(*tensors: object) -> torch.dtype:
         >>> work_dtype(torch.zeros(1), None, torch.zeros(1, dtype=torch.float64)), work_dtype(torch.zeros(1, dtype=torch.int64))
         (torch.float64, torch.float32)
     """
-    return torch.float64 if any(isinstance(t, Tensor) and t.dtype == torch.float64 for t in tensors) else torch.float32
+    for t in tensors:  # a loop, not a generator: no Python call per tensor (an update's hot path)
+        if isinstance(t, Tensor) and t.dtype == torch.float64:
+            return torch.float64
+    return torch.float32
 
 
 def check_scores(preds: Any) -> None:
@@ -121,9 +124,8 @@ def check_mask(mask: Any, preds: Tensor) -> None:
 
 def check_preds_target(preds: Any, target: Any, mask: Any = None, *, target_name: str = "target") -> None:
     """Type, shape and device checks shared by every entry point (no host sync)."""
-    _check_tensor(preds, "preds")
+    check_scores(preds)  # a tensor, floating
     _check_tensor(target, target_name)
-    check_scores(preds)
     _check_grades(target, target_name)
     if preds.shape != target.shape:
         raise ValueError(

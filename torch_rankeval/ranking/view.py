@@ -525,13 +525,14 @@ class TieGroups:
         def make() -> dict[str, Tensor]:
             # r / (n - j + 1) in the first group with a relevant document (c = 0), 0 elsewhere (r = 0 there
             # gives 0 too); n - j + 1 >= 1 is an exact integer in the working dtype
-            first = torch.where(self.rel_before == 0, self.rel, 0.0).to(torch.float64)
-            if self._end_i is not None:  # n - j + 1 from the int bounds (float64 / int64: float64)
+            first = torch.where(self.rel_before == 0, self.rel, 0.0)
+            if self._end_i is not None:  # n - j + 1 from the int bounds minus a float64 table: an exact float64
+                # divisor, so the division promotes ``first`` to float64 itself (no cast of its own)
                 return {
                     "first_hazard": first
-                    / (self._end_i - _table("arange", self.width, torch.int64, self._end_i.device))
+                    / (self._end_i - _table("arange", self.width, torch.float64, self._end_i.device))
                 }
-            return {"first_hazard": first / (self.size - self.offset).to(torch.float64)}
+            return {"first_hazard": first.to(torch.float64) / (self.size - self.offset).to(torch.float64)}
 
         return self._get("first_hazard", make)
 
@@ -554,7 +555,12 @@ class TieGroups:
                 if not self._bounds_done:
                     self._bounds()
                 size = self.size if self._end_i is None else self._size_i
-            return {f"mean_{name}": (total / size).to(rb.dtype)}
+            if torch.compiler.is_compiling() or (torch.is_grad_enabled() and total.requires_grad):
+                return {f"mean_{name}": (total / size).to(rb.dtype)}
+            # the cast in the division's own store (one operation, not two; ``out=`` records no gradient):
+            # the quotient is formed in the promoted dtype and rounded to the working dtype once, the same values
+            out = torch.empty(total.shape, dtype=rb.dtype, device=rb.device)
+            return {f"mean_{name}": torch.div(total, size, out=out)}
 
         return self._get(f"mean_{name}", make)
 
