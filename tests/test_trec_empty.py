@@ -164,3 +164,19 @@ def test_command_line(tmp_path):
     for args in [(qrels, empty), (empty, run)]:
         code, out = run_cli("evaluate", *args, "-m", "P@5")
         assert code == EXIT_BAD_INPUT and out == ""
+
+
+@pytest.mark.parametrize("run", [{}, OTHER_RUN], ids=["no run", "no common query"])
+@pytest.mark.parametrize("names", [["Accuracy"], ["Accuracy", "P@5"], ["Compat(p=0.8)"]])
+def test_accuracy_and_compat_on_an_unanswered_run_match_ir_measures_live(run, names):
+    """ir_measures' accuracy provider alone reports no value for a query the run does not answer (its mean
+    is NaN); with another provider's measure its FallbackEvaluator scores those queries 0; Compat scores 0."""
+    parsed = [ir_measures.parse_measure(m) for m in names]
+    their_qrels = [ir_measures.Qrel(q, d, g) for q, docs in QRELS.items() for d, g in docs.items()]
+    their_run = [ir_measures.ScoredDoc(q, d, s) for q, docs in run.items() for d, s in docs.items()]
+    want = {str(m): v for m, v in ir_measures.calc_aggregate(parsed, their_qrels, their_run).items()}
+    result = trec.evaluate(QRELS, run, names, convention="ir_measures")
+    for name in names:
+        assert _same(result.summary[name], want[name]), (name, result.summary[name], want[name])
+    if names == ["Accuracy"]:
+        assert math.isnan(result.summary["Accuracy"]) and result.per_query["Accuracy"].isnan().all()

@@ -4,6 +4,7 @@ printed lines."""
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import re
 import warnings
@@ -748,7 +749,9 @@ def _evaluate_preset(
     if preset.empty_scored:
         qrels, run = _maybe_empty(qrels, "qrels"), _maybe_empty(run, "run")
         if not len(qrels) or not set(run.qids) & set(qrels.qids):
-            return _unanswered(parsed, qrels, run, settings["trec_eval_version"])
+            # ir_measures' accuracy provider alone reports no value for an unanswered query (NaN)
+            skipped = all(preset.rule(m.key, m.cutoff)[1] == "skip_empty" for m in parsed)
+            return _unanswered(parsed, qrels, run, settings["trec_eval_version"], skipped=skipped)
     qrels, run = as_qrels(qrels, argument="qrels"), as_run(run, argument="run")
     if preset.negative_judged:
         qrels = judged_negative(qrels)
@@ -917,10 +920,11 @@ def _maybe_empty(obj: object, kind: str) -> Qrels | Run:
     return Run(table_from_rows([], [], np.zeros(0, dtype=np.float64), tag), path)
 
 
-def _unanswered(parsed: list[Measure], qrels: Qrels, run: Run, version: str) -> Evaluation:
+def _unanswered(parsed: list[Measure], qrels: Qrels, run: Run, version: str, *, skipped: bool = False) -> Evaluation:
     """ir_measures' evaluation of a run that answers no query of the qrels (an empty run, or empty
     qrels): every query of the qrels scores 0 (none answered, so ``num_q`` is 0); without queries, a
-    mean is NaN and a count 0."""
+    mean is NaN and a count 0. ``skipped``: every measure leaves an unanswered query out (ir_measures'
+    ``Accuracy`` asked for alone), so each query has no value (NaN) and each mean is NaN."""
     n = len(qrels.qids)
     outputs, texts, per_query, summary, info, text = [], [], {}, {}, {}, {}
     for m in parsed:
@@ -933,8 +937,8 @@ def _unanswered(parsed: list[Measure], qrels: Qrels, run: Run, version: str) -> 
         if m.family.aggregate == "info":
             info[m.label] = run.tag
             continue
-        v = torch.zeros(n, dtype=torch.float64)
-        summary[m.label] = 0 if m.key == "num_q" else summarize(m, v)
+        v = torch.full((n,), math.nan if skipped else 0.0, dtype=torch.float64)
+        summary[m.label] = 0 if m.key == "num_q" else math.nan if skipped else summarize(m, v)
         if m.per_query:
             per_query[m.label] = v
     retrieved = torch.zeros(n, dtype=torch.bool)
