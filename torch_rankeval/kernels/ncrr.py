@@ -6,7 +6,7 @@ import torch
 from torch import Tensor
 
 from torch_rankeval.conventions import Convention
-from torch_rankeval.ranking.groups import no_relevant
+from torch_rankeval.ranking.groups import harmonic_top, no_relevant
 from torch_rankeval.ranking.view import RankedView
 
 __all__ = ["ncrr_values"]
@@ -28,9 +28,5 @@ def ncrr_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) ->
     """
     width = rb.span(ks)
     crr = rb.cumulative(rb.groups(width).mean("rel") * rb.inverse_ranks(width), ks)
-    harmonic = rb.inverse_ranks(rb.length).cumsum(-1)
-    ranks = torch.minimum(rb.n_relevant, rb.n_valid).unsqueeze(-1)
-    ranks = torch.minimum(ranks, rb.constant([rb.length if k is None else k for k in ks], ranks.dtype))
-    ranks = ranks.to(torch.int64)
-    ideal = torch.where(ranks > 0, harmonic[(ranks - 1).clamp(min=0)], 0.0)
+    ideal = harmonic_top(rb, torch.minimum(rb.n_relevant, rb.n_valid), ks)  # the relevant documents first
     return crr / torch.where(ideal > 0, ideal, 1.0), no_relevant(rb)

@@ -6,7 +6,7 @@ import torch
 from torch import Tensor
 
 from torch_rankeval.conventions import Convention
-from torch_rankeval.ranking.groups import judged_grades
+from torch_rankeval.ranking.groups import harmonic_top, judged_grades
 from torch_rankeval.ranking.view import RankedView
 
 __all__ = ["pwa_values"]
@@ -32,8 +32,5 @@ def pwa_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> 
     width = rb.span(ks)
     grades = rb.expected(judged_grades(rb).to(rb.dtype), width)
     weighted = rb.cumulative(grades * rb.inverse_ranks(width), ks)
-    harmonic = rb.inverse_ranks(rb.length).cumsum(-1)
-    n = rb.n_valid.unsqueeze(-1)
-    n = torch.minimum(n, rb.constant([rb.length if k is None else k for k in ks], n.dtype)).to(torch.int64)
-    total = torch.where(n > 0, harmonic[(n - 1).clamp(min=0)], 0.0)
+    total = harmonic_top(rb, rb.n_valid, ks)  # the weights of the ranks that hold a document
     return weighted / torch.where(total > 0, total, 1.0), None

@@ -24,6 +24,7 @@ __all__ = [
     "cut_groups",
     "expected_top",
     "group_sums",
+    "harmonic_top",
     "judged_grades",
     "no_relevant",
     "per_relevant",
@@ -152,6 +153,23 @@ def cutoff_sizes(rb: RankedBatch, ks: tuple[int, ...], *, adaptive_k: bool, dtyp
         return cut.expand(rb.n_lists, -1)
     n_valid = rb.n_valid.unsqueeze(-1) if dtype is None else rb.n_valid.to(dtype).unsqueeze(-1)
     return torch.minimum(cut, n_valid) if adaptive_k else torch.where(torch.isinf(cut), n_valid, cut)
+
+
+def harmonic_top(rb: RankedBatch, counts: Tensor, ks: tuple[int | None, ...]) -> Tensor:
+    """``sum_{r <= n} 1 / r`` with ``n = min(counts, k)`` per query and cutoff, ``(N, K)`` (``k=None``: the
+    list length; 0 where ``n`` is 0): the ``1 / rank`` weights of the first ``n`` positions, the ideal of
+    NCRR and the normaliser of PWA.
+
+    Example:
+        >>> from torch_rankeval.conventions import DEFAULT
+        >>> rb = RankedBatch(torch.tensor([[0.9, 0.5, 0.1]]), torch.tensor([[0, 1, 0]]), None, DEFAULT)
+        >>> harmonic_top(rb, torch.tensor([2]), (1, 3, None)), harmonic_top(rb, torch.tensor([0]), (2,))
+        (tensor([[1.0000, 1.5000, 1.5000]]), tensor([[0.]]))
+    """
+    harmonic = rb.inverse_ranks(rb.length).cumsum(-1)
+    n = counts.unsqueeze(-1)
+    n = torch.minimum(n, rb.constant([rb.length if k is None else k for k in ks], n.dtype)).to(torch.int64)
+    return torch.where(n > 0, harmonic[(n - 1).clamp(min=0)], 0.0)
 
 
 def check_deterministic(rb: RankedBatch, name: str) -> None:
