@@ -71,6 +71,8 @@ class _Group:
     whole: bool
     #: the plan columns the calls fill, in the order of their values
     columns: tuple[int, ...]
+    #: the calls read both the gain and the relevance sums of the tie groups (``Family.tie_sums``)
+    pair_sums: bool = False
 
 
 @dataclass
@@ -112,6 +114,7 @@ class _DenseRoute:
             b.preds, b.target, b.mask, b.ideal_target, b.n_relevant, b.judged, b.subtopics, b.ideal_subtopics, b.weights
         )  # fmt: skip
         rb, single = self._rank(group, tensors, b.validate_args)
+        rb.pair_sums = group.pair_sums
         if b.validate_args:
             _family_checks(rb, group.calls)
         values, empty = _run_calls(rb, group.calls, group.conv)
@@ -119,6 +122,7 @@ class _DenseRoute:
             # the few lists with a tie, again with tie statistics (the rest took the plain formulas)
             idx = _to_device(torch.tensor(rb.split_rows, dtype=torch.int64), values.device)
             tied, _ = self._rank(group, [None if x is None else x.index_select(0, idx) for x in tensors], False)
+            tied.pair_sums = group.pair_sums
             redo, redo_empty = _run_calls(tied, group.calls, group.conv)
             values = values.index_copy(0, idx, redo.to(values.dtype))
             empty = empty.index_copy(0, idx, redo_empty.expand_as(redo))
@@ -594,6 +598,7 @@ def _groups(unique: dict[Measure, int], convention: Convention, negative_unjudge
                 cutoffs=tuple(c for call in calls for c in call.cutoffs),
                 whole=any(call.family.whole_list for call in calls),
                 columns=tuple(col for call in calls for col in call.columns),
+                pair_sums={"gain", "rel"} <= {s for call in calls for s in call.family.tie_sums},
             )
         )
     return out
