@@ -312,26 +312,6 @@ _NEEDS_DOC = (
 )
 
 
-def _row_bounds(key: Tensor) -> tuple[Tensor, Tensor]:
-    """``(start, end)`` int64 ``(N, L)`` of the tie group of every position of rows of sorted keys: group
-    ids count the changes between adjacent keys, a scatter counts each group's size. NaN (padding)
-    equals nothing, so each padding slot is a group of its own; equal infinite keys tie.
-
-    Example:
-        >>> _row_bounds(torch.tensor([[0.9, 0.2, 0.2, 0.1]]))
-        (tensor([[0, 1, 1, 3]]), tensor([[1, 3, 3, 4]]))
-    """
-    n, length = key.shape
-    change = torch.empty(n, length, dtype=torch.int64, device=key.device)
-    change.narrow(1, 0, 1).zero_()
-    torch.ne(key[:, 1:], key[:, :-1], out=change.narrow(1, 1, length - 1))
-    group = change.cumsum(1)
-    ones = _table("ranks", 1, torch.int64, key.device).expand(n, length)
-    sizes = torch.zeros_like(group).scatter_add_(1, group, ones)
-    start = (sizes.cumsum(1) - sizes).gather(1, group)
-    return start, start + sizes.gather(1, group)
-
-
 class TieGroups:
     """Per-position statistics of the whole tie group of each of the first ``width`` ranked
     positions, ``(N, width)`` each (see the module docstring for the contract). Each statistic is
@@ -537,12 +517,10 @@ class TieGroups:
         rb = self._rb() or self.rb
         # exact counts: float32 holds every integer up to 2**24, float64 up to 2**53
         dtype = rb.dtype if rb.length < 2**24 else torch.float64
-        sums = self._row_sums("relmask", dtype)
-        if sums is not None and rb.pair_sums:
+        sums = self._row_sums("relmask", dtype)  # the counts in ``dtype``, or float64 with the gains
+        if sums is not None:
             return sums
-        total, before = (
-            (sums["rel_count"], sums["rel_count_before"]) if sums else self.sums(*self._head("relmask"), dtype=dtype)
-        )
+        total, before = self.sums(*self._head("relmask"), dtype=dtype)
         total, before = total.to(rb.dtype), before.to(rb.dtype)
         return {"rel": total, "rel_before": before, "rel_count": total, "rel_count_before": before}
 
@@ -566,18 +544,20 @@ class TieGroups:
         """``{"gain", "gain_before"}`` (``name="gains"``) or ``{"rel_count", "rel_count_before"}``
         (``"relmask"``), from the prefix sums of the WHOLE ranked row accumulated in ``dtype``; both
         pairs, in float64, from one prefix sum of the ranked pair (:meth:`RankedBatch._row_prefix_pair`)
-        when the plan has said its kernels read both (``rb.pair_sums``). None where :meth:`sums` serves:
+        when the plan has said its kernels read both (``rb.pair_sums``; not on a large CPU batch). None
+        where :meth:`sums` serves:
         no averaged ties, a top-k view's own ``sums``, and a large batch on CPU read to a short width
         (there the head's prefix sums and one pass for the group that crosses ``width`` read less memory;
         the row's prefix sums save operations: launches on a GPU, overhead on small batches)."""
         rb = self._rb() or self.rb
         if not rb.averaged or rb.truncated or type(self).sums is not TieGroups.sums:
             return None
-        if rb.device.type == "cpu" and rb.n_lists * rb.length > _ROW_PREFIX_MAX_CPU and self.width < rb.length:
+        large_cpu = rb.device.type == "cpu" and rb.n_lists * rb.length > _ROW_PREFIX_MAX_CPU
+        if large_cpu and self.width < rb.length:
             return None
         if not self._bounds_done:
             self._bounds()
-        if rb.pair_sums:
+        if rb.pair_sums and not large_cpu:  # a large CPU batch: the float64 pair moves more memory than it saves
             padded = rb._row_prefix_pair()
             before = padded.gather(-1, self._start_i.expand(2, -1, -1))
             total = padded.gather(-1, self._end_i.expand(2, -1, -1)) - before
@@ -796,11 +776,6 @@ class RankedBatch:
         if hit is not None:
             return hit
         key = self._sorted_key
-        if width == self.length and self.device.type == "cpu" and self.n_lists * self.length > _ROW_PREFIX_MAX_CPU:
-            # the whole row of a large batch on CPU: from the changes between adjacent keys (a few linear
-            # passes; the binary searches of every position cost twice as much there)
-            self._cache[f"tie_bounds_{width}"] = hit = _row_bounds(key)
-            return hit
         if not self._has_padding:
             ascending = -key  # the scores sorted in descending order
         else:  # -scores ascending, NaN (padding) last: searched as +inf
