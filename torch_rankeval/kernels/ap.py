@@ -25,11 +25,12 @@ def _terms(rb: RankedView, width: int, *, binary: bool) -> Tensor:
     counts are held in, :attr:`~torch_rankeval.ranking.view.TieGroups.rel_count`); graded ones are
     formed in float64, where ``S1^2 - S2`` does not cancel.
     """
+    if binary and not rb.averaged:  # rel_p times the relevant documents up to p: exact counts
+        rel = rb.head("rel", width)
+        return rel * rel.cumsum(-1, dtype=None if width < 2**12 else torch.float64)  # float32: products < 2**24
     g = rb.groups(width)
     if binary:
         r, c = g.rel_count, g.rel_count_before
-        if not rb.averaged:
-            return r * (c + 1)
         # A + B (j - 1) = r / n * (1 + c + (r - 1) (j - 1) / (n - 1)); j - 1 = 0 when n = 1 (g.slot_share)
         mean = g.mean("rel")
         return torch.addcmul(mean, mean, torch.addcmul(c, r - 1, g.slot_share))

@@ -544,7 +544,8 @@ def _ranked_checks(ranked: RankedBatch, *, uses_gain: bool, ideal: bool, counted
     exceed 1 (one more sort of the gains, only with ``ideal_target``)."""
     checks = []
     if uses_gain:
-        sums = [ranked.gains.sum(-1)] + ([ranked.ideal_gains.sum(-1)] if ideal else [])
+        # without ideal_target the judged gains are the list's own, in input order: no gather into ranked order
+        sums = [ranked.gains.sum(-1), ranked.ideal_gains.sum(-1)] if ideal else [ranked.ideal_gains.sum(-1)]
         checks.append(
             (
                 ~torch.isfinite(torch.stack(sums)).all(),
