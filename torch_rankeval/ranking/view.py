@@ -173,9 +173,8 @@ def divide_into(num: Tensor, den: Tensor, dtype: torch.dtype) -> Tensor:
     """
     if torch.compiler.is_compiling() or (torch.is_grad_enabled() and (num.requires_grad or den.requires_grad)):
         return (num / den).to(dtype)
-    return torch.div(
-        num, den, out=torch.empty(torch.broadcast_shapes(num.shape, den.shape), dtype=dtype, device=num.device)
-    )
+    # an empty ``out`` takes the broadcast shape itself (no Python shape arithmetic, no resize warning)
+    return torch.div(num, den, out=torch.empty(0, dtype=dtype, device=num.device))
 
 
 def log_comb(a: Tensor, b: Tensor) -> Tensor:
