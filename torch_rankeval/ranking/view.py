@@ -1015,7 +1015,10 @@ class RankedBatch:
         key = f"row_prefix_{name}_{dtype}"
         hit = self._cache.get(key)
         if hit is None:
-            x = self.head(name)
+            x = self._cache.get(f"head_{name}_{self.length}")
+            if x is None:  # the gather of :meth:`head` written out (the hot path)
+                x = self._doc("rel" if name == "relmask" else name).gather(-1, self.order)
+                self._cache[f"head_{name}_{self.length}"] = x
             if torch.compiler.is_compiling():
                 hit = torch.constant_pad_nd(x.cumsum(-1, dtype=dtype), (1, 0))
             else:  # into a fresh buffer whose first column is zeroed: no padded copy of the whole row
@@ -1063,7 +1066,7 @@ class RankedBatch:
 
         Padding comes after every real document: it must not outrank a real document with a
         negative gain (linear gain on negative grades, debiased gains); its slots hold 0."""
-        gains = self.ideal_gains
+        gains = self._doc("gains") if self._ideal_target is None else self.ideal_gains
         m = gains.shape[-1]
         top = m if None in ks else min(max(ks), m)
         key = f"ideal_top{top}"
@@ -1176,9 +1179,10 @@ class RankedBatch:
         """``sum_{p <= i} discount_p x_p`` for each column index ``i`` of ``idx``, ``(N, K)``, for ``x``
         ``(N, m)`` in ranked order (an ideal ranking's gains): one product with a constant matrix."""
         m = x.shape[-1]
-        head = self.discount_head(m)
-        if head.ndim != 1:  # per-row discounts (a top-k view's ideal tail)
-            return prefix_sums(x * head, idx)
+        if m > self.length and type(self).discount_head is not RankedBatch.discount_head:
+            head = self.discount_head(m)
+            if head.ndim != 1:  # per-row discounts (a top-k view's ideal tail)
+                return prefix_sums(x * head, idx)
         return x @ self._discount_tables(("matrix", tuple(idx)), lambda d: _cutoff_matrix(d[:m], idx))
 
     def _discount_tables(self, key: tuple, build: Callable[[Tensor], Tensor]) -> Tensor:
