@@ -378,8 +378,11 @@ class TieGroups:
             if wider is not None:
                 self._cache[name] = wider[:, : self.width]
             else:
-                if not self._bounds_done:
-                    self._bounds()
+                if not self._bounds_done:  # _bounds() written out (the hot path)
+                    self._bounds_done = True
+                    rb = self._rb() or self.rb
+                    if rb.averaged:
+                        self._start_i, self._end_i = rb.tie_bounds(self.width)
                 self._cache.update(make())
         return self._cache[name]
 
@@ -612,20 +615,32 @@ class TieGroups:
     def mean(self, name: str) -> Tensor:
         """Expected value of ``"rel"`` or ``"gains"`` at each position over the tie orders (its
         group mean), in the working dtype; kept like every statistic (do not modify it in place)."""
+        key = f"mean_{name}"
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
         rb = self._rb() or self.rb
         if not rb.averaged:
             return rb.head(name, self.width)
+        if len(rb._groups) > 1:  # a wider group may hold it already
+            return self._get(key, lambda: {key: self._group_mean(name, rb)})
+        if not self._bounds_done:  # _bounds() written out (the hot path)
+            self._bounds_done = True
+            self._start_i, self._end_i = rb.tie_bounds(self.width)
+        hit = self._cache[key] = self._group_mean(name, rb)
+        return hit
 
-        def make() -> dict[str, Tensor]:
-            total = self.rel_count if name == "rel" else self.gain
-            size = self._cache.get("size")  # the float sizes when read already, else the int ones (no cast)
-            if size is None:
-                if not self._bounds_done:
-                    self._bounds()
-                size = self.size if self._end_i is None else self._size_i
-            return {f"mean_{name}": divide_into(total, size, rb.dtype)}
-
-        return self._get(f"mean_{name}", make)
+    def _group_mean(self, name: str, rb: RankedBatch) -> Tensor:
+        total = self.rel_count if name == "rel" else self.gain
+        size = self._cache.get("size")  # the float sizes when read already, else the int ones (no cast)
+        if size is None:
+            if self._end_i is None:
+                size = self.size
+            else:
+                size = self._cache.get("size_i")
+                if size is None:
+                    size = self._cache["size_i"] = self._end_i - self._start_i
+        return divide_into(total, size, rb.dtype)
 
     def at(self, name: str, idx: list[int]) -> Tensor:
         """Statistic ``name`` at the static positions ``idx``, ``(N, K)``."""
@@ -727,7 +742,7 @@ class RankedBatch:
         self.n_lists: int = n_lists
         self.length: int = length
         self.device: torch.device = preds.device
-        self._gain = gain_fn(convention.gain) if gain is None else gain
+        self._gain_given = gain  # the gain function is made on first use (exp2 of integer grades needs none)
         self._exp2_of_int = (
             gain is None and convention.gain == "exp2" and not target.is_floating_point() and target.dtype != torch.bool
         )
@@ -802,6 +817,11 @@ class RankedBatch:
     @property
     def _zero(self) -> Tensor:
         return torch.zeros((), dtype=self.dtype, device=self.device)
+
+    @property
+    def _gain(self) -> Callable[[Tensor], Tensor]:
+        """The gain function: the caller's (``gain=``), else the convention's."""
+        return gain_fn(self.convention.gain) if self._gain_given is None else self._gain_given
 
     def _doc(self, name: str) -> Tensor | None:
         """Per-document (input order, ``(N, L)``) ``"rel"`` (bool), ``"gains"`` (0 at padding and for
@@ -1173,7 +1193,9 @@ class RankedBatch:
         idx = self.cutoff_index(ks)
         width = max(idx) + 1
         x = self.groups(width).mean(name) if self.averaged else self.head(name, width)
-        return x @ self._discount_tables(("matrix", tuple(idx)), lambda d: _cutoff_matrix(d[:width], idx))
+        matrix = self._discount_tables(("matrix", tuple(idx), width), lambda d: _cutoff_matrix(d[:width], idx))
+        self._cache[f"cutoff_discounts_{idx}_{width}"] = matrix  # for the ideal's prefix (discounted_prefix)
+        return x @ matrix
 
     def discounted_prefix(self, x: Tensor, idx: list[int]) -> Tensor:
         """``sum_{p <= i} discount_p x_p`` for each column index ``i`` of ``idx``, ``(N, K)``, for ``x``
@@ -1183,7 +1205,10 @@ class RankedBatch:
             head = self.discount_head(m)
             if head.ndim != 1:  # per-row discounts (a top-k view's ideal tail)
                 return prefix_sums(x * head, idx)
-        return x @ self._discount_tables(("matrix", tuple(idx)), lambda d: _cutoff_matrix(d[:m], idx))
+        matrix = self._cache.get(f"cutoff_discounts_{idx}_{m}")  # the DCG's own, when it reads as far
+        if matrix is None:
+            matrix = self._discount_tables(("matrix", tuple(idx), m), lambda d: _cutoff_matrix(d[:m], idx))
+        return x @ matrix
 
     def _discount_tables(self, key: tuple, build: Callable[[Tensor], Tensor]) -> Tensor:
         """A constant table built from the discount table by ``build`` (given it in float64), in the
