@@ -26,8 +26,8 @@ def _terms(rb: RankedView, width: int, *, binary: bool) -> Tensor:
     formed in float64, where ``S1^2 - S2`` does not cancel.
     """
     if binary and not rb.averaged:  # rel_p times the relevant documents up to p: exact counts
-        rel = rb.head("rel", width)
-        return rel * rel.cumsum(-1, dtype=None if width < 2**12 else torch.float64)  # float32: products < 2**24
+        rel = rb.head("relmask", width)  # bool: the count and the product cast it themselves
+        return rel * rel.cumsum(-1, dtype=rb.dtype if width < 2**12 else torch.float64)  # exact: products < 2**24
     g = rb.groups(width)
     if binary:
         r, c = g.rel_count, g.rel_count_before
