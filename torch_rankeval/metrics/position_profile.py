@@ -231,7 +231,8 @@ class PositionProfile(RunningMeanMetric):
                 are made dense here (``mask=False`` at excluded items): ``N x L`` memory.
         """
         # the input stage of RankingMetrics: the same checks, layouts and messages
-        if self._read_input(preds, target, indexes, exclude=exclude, mask=mask, ideal_target=ideal_target):
+        flat, _ = self._read_input(preds, target, indexes, exclude=exclude, mask=mask, ideal_target=ideal_target)
+        if flat:
             self._update_flat(preds, target, indexes)
             return
         if exclude is not None or is_sparse(target):
