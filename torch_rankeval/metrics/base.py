@@ -491,6 +491,7 @@ class RankingMetrics(RunningMeanMetric):
                 uses_gain=self.plan.uses_gain,
                 gain=self._gain(),
                 weights=weights,
+                checked=True,  # by the input stage (_read_input): a dense target, no subtopic axis
             )
         length = preds.shape[-1] if ideal_target is None else max(preds.shape[-1], _ideal_length(preds, ideal_target))
         reduce = (
@@ -515,6 +516,7 @@ class RankingMetrics(RunningMeanMetric):
                     discounts=discounts,
                     gain=gain,
                     weights=weights,
+                    checked=True,
                 )
                 if not reduce:
                     return values, empty

@@ -280,10 +280,12 @@ def check_values(
     uses_gain: bool = False,
     gain: Callable[[Tensor], Tensor] | None = None,
     weights: Tensor | None = None,
+    checked: bool = False,
 ) -> None:
     """The checks of ``validate_args=True`` on their own: shapes and types, then the checks that read
     values (NaN/inf scores, negative grades under exp2, ``n_relevant`` below the relevant documents
     found), resolved in one host sync. For callers that rank elsewhere (a compiled update).
+    ``checked``: the caller ran :func:`check_preds_target` on ``preds``, ``target`` and ``mask``.
 
     Example:
         >>> import torch
@@ -293,7 +295,7 @@ def check_values(
         ...
         ValueError: preds contains NaN or infinite scores at unmasked positions (neither padding nor excluded); fix the model output, or mark those documents as padding with mask=False (or exclude them with exclude=)
     """
-    inputs = _normalize(preds, target, mask, ignore_index, ideal_target, n_relevant, judged, convention)
+    inputs = _normalize(preds, target, mask, ignore_index, ideal_target, n_relevant, judged, convention, checked)
     ranked = None
     if uses_gain or inputs[3] is not None:  # finite gains, ideal_target holding the list: checks of a ranked batch
         ranked = _ranked(inputs, convention, gain=gain)
