@@ -415,7 +415,8 @@ def _check_normalized(
     ``ranked``, the checks of the ranked batch join them."""
     preds, target, valid, ideal_target, ideal_valid, n_relevant, judged, _ = inputs
     graded = valid if judged is None else (judged if valid is None else valid & judged)  # grades that count
-    checks = _value_checks(preds, target, valid, graded, convention, ideal_target, ideal_valid, uses_gain)
+    dtype = work_dtype(preds, target, ideal_target) if ranked is None else ranked.dtype  # the same answer
+    checks = _value_checks(preds, target, valid, graded, convention, ideal_target, ideal_valid, uses_gain, dtype)
     if n_relevant is not None:
         found = relevant(target, convention)
         found = (found if graded is None else found & graded).sum(-1)
@@ -538,8 +539,10 @@ def _value_checks(
     ideal_target: Tensor | None,
     ideal_valid: Tensor | None,
     uses_gain: bool,
+    dtype: torch.dtype,
 ) -> list[tuple[Tensor, str]]:
-    """Checks that read tensor values, as (flag tensor, message) pairs resolved in one host sync."""
+    """Checks that read tensor values, as (flag tensor, message) pairs resolved in one host sync;
+    ``dtype``: the working dtype (:func:`work_dtype` of the inputs)."""
 
     def where(v: Tensor | None) -> Callable[[Tensor], Tensor]:
         return lambda bad: (bad if v is None else bad & v).any()
@@ -548,7 +551,7 @@ def _value_checks(
     # infinite (or the sum overflows, which the exact re-check in prepare() rules out).
     screen = ~torch.isfinite(preds.sum()) if valid is None else where(valid)(~torch.isfinite(preds))
     checks = [(screen, SCORES_NOT_FINITE)]
-    wide = work_dtype(preds, target, ideal_target) == torch.float64
+    wide = dtype == torch.float64
     exp2 = uses_gain and convention.gain == "exp2"
     checks += grade_checks(target, where(graded), name="target", exp2=exp2, wide=wide)
     if ideal_target is not None:
