@@ -241,12 +241,12 @@ def prepare(
         tied = None if not ranked.averaged else ranked.tied_lists() if per_list else ranked.any_tie()
         flags = _check_normalized(inputs, convention, uses_gain, tied, ranked, extra_checks)
         if flags is not None:
-            rows = [i for i, flag in enumerate(flags) if flag]
-            if not rows:
+            tied_count = sum(flags)  # the lists holding a tie (or 1: the batch holds one)
+            if not tied_count:
                 ranked.assume_no_ties()
-            elif per_list and len(rows) * SPLIT_SHARE <= ranked.n_lists:
+            elif per_list and tied_count * SPLIT_SHARE <= ranked.n_lists:
                 ranked.assume_no_ties()
-                ranked.split_rows = rows
+                ranked.split_rows = [i for i, flag in enumerate(flags) if flag]
     return ranked, inputs[-1]
 
 
