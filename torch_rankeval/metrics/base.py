@@ -582,7 +582,8 @@ class RankingMetrics(RunningMeanMetric):
             strata = None if strata is None else strata[perm]
         # Queries in length buckets, each padded to its own longest: memory follows the documents.
         ids, buckets = group_by_query_buckets(indexes, preds, target)
-        parts = [(rows, *self._batch(p, t, mask, None, None)) for rows, mask, (p, t) in buckets]
+        # an update's buckets come from documents its input stage checked: the plan does not check them again
+        parts = [(rows, *self._batch(p, t, mask, None, None, checked=accumulate)) for rows, mask, (p, t) in buckets]
         if len(parts) == 1:
             _, values, empty = parts[0]
         else:  # back in query-id order
