@@ -417,6 +417,7 @@ def _exercise(rb, target, exclude):  # noqa: ANN001, ANN202
         "cutoff_index": lambda: rb.cutoff_index(ks),
         "span": lambda: rb.span(ks),
         "cumulative": lambda: rb.cumulative(rb.gains, ks),
+        "cumulative_per_rank": lambda: rb.cumulative_per_rank(rb.gains, ks),
         "expected_in_top": lambda: rb.expected_in_top("rel", ks),
         "expected_relevant": lambda: rb.expected_relevant(ks),
         "discounted_top": lambda: rb.discounted_top("gains", ks),
@@ -460,13 +461,26 @@ def test_dense_and_topk_views_implement_the_whole_contract():
     # the views agree where they overlap: whole-group sums over the first two positions (the group
     # of position 2 goes on past the truncated view), expected gains, cutoff statistics
     dense, cut = seen["dense"], seen["topk_truncated"]
-    for key in ("g2.sums", "g2.size", "g2.rel", "g2.gain", "g2.first_hazard", "g2.slot_share", "g2.mean"):
+    for key in (
+        "g2.sums",
+        "g2.size",
+        "g2.rel",
+        "g2.rel_count",
+        "g2.gain",
+        "g2.first_hazard",
+        "g2.slot_share",
+        "g2.mean",
+    ):
         a, b = dense[key], cut[key]
         for x, y in zip(a, b) if isinstance(a, tuple) else [(a, b)]:
             assert torch.allclose(x.double(), y.double()), key
     assert torch.allclose(dense["expected"][:, :2], cut["expected"][:, :2])
     assert torch.allclose(dense["expected_in_top"][:, :1], cut["expected_in_top"][:, :1])
     assert torch.allclose(dense["discounted_top"][:, :1], cut["discounted_top"][:, :1])
+    for rb in views.values():  # x_p / p summed to each cutoff: the same as dividing first, then summing
+        x = rb.gains
+        expected = rb.cumulative(x / rb.ranks(x.shape[-1]), (1, None))
+        assert torch.allclose(rb.cumulative_per_rank(x, (1, None)), expected)
     assert torch.equal(dense["n_relevant"], cut["n_relevant"]) and torch.equal(dense["n_valid"], cut["n_valid"])
 
 

@@ -7,37 +7,37 @@ from torch import Tensor
 
 from torch_rankeval.conventions import Convention
 from torch_rankeval.ranking.groups import cutoff_sizes, no_relevant
-from torch_rankeval.ranking.view import RankedView, prefix_sums
+from torch_rankeval.ranking.view import RankedView, divide_into, prefix_sums
 
 __all__ = ["average_precision_values"]
 
 
 def _terms(rb: RankedView, width: int, *, binary: bool) -> Tensor:
-    """Expected AP numerator term ``w_p * (sum_{q <= p} w_q) / p`` at each of the first ``width``
-    ranked positions over the orders of tied documents, ``(N, width)``.
+    """Expected AP numerator term times its rank, ``w_p * (sum_{q <= p} w_q)``, at each of the first
+    ``width`` ranked positions over the orders of tied documents, ``(N, width)`` (the caller divides by
+    the ranks in the sum over each cutoff, :meth:`~torch_rankeval.ranking.view.RankedBatch.cumulative_per_rank`).
 
     For the ``j``-th slot ``p = s + j`` of a group of size ``n`` whose weights sum to ``S1`` (squares
     ``S2``) after ``C`` weight ranked above it, a uniformly random order gives
-    ``E[term_p] = (A + B (j - 1)) / p`` with ``A = (S1 C + S2) / n`` and
-    ``B = (S1^2 - S2) / (n (n - 1))``. With binary weights ``S2 = S1 = r`` (relevant in the group)
-    and ``C = c``; without ties it is the classic ``rel_p * (relevant up to p) / p``. Binary terms
-    are products of exact counts (working dtype); graded ones are formed in float64, where
-    ``S1^2 - S2`` does not cancel.
+    ``E[term_p] = A + B (j - 1)`` with ``A = (S1 C + S2) / n`` and ``B = (S1^2 - S2) / (n (n - 1))``.
+    With binary weights ``S2 = S1 = r`` (relevant in the group) and ``C = c``; without ties it is the
+    classic ``rel_p * (relevant up to p)``. Binary terms are products of exact counts (in the dtype the
+    counts are held in, :attr:`~torch_rankeval.ranking.view.TieGroups.rel_count`); graded ones are
+    formed in float64, where ``S1^2 - S2`` does not cancel.
     """
+    if binary and not rb.averaged:  # rel_p times the relevant documents up to p: exact counts
+        rel = rb.head("relmask", width)  # bool: the count and the product cast it themselves
+        return rel * rel.cumsum(-1, dtype=rb.dtype if width < 2**12 else torch.float64)  # exact: products < 2**24
     g = rb.groups(width)
-    inverse_ranks = rb.inverse_ranks(width)
     if binary:
-        r, c = g.rel, g.rel_before
-        if not rb.averaged:
-            return r * (c + 1) * inverse_ranks
-        # (A + B (j - 1)) / p = r / n * (c + 1 + (r - 1) (j - 1) / (n - 1)) / p; j - 1 = 0 when n = 1
-        # (g.slot_share). In place on fresh temporaries: on CPU every new (N, L) array is page-faulted in again.
-        t = torch.addcmul(c + 1, r - 1, g.slot_share)
-        return t.mul_(g.mean("rel")) / rb.ranks(width, torch.float64)  # float64, as the numerator sums it
+        r, c = g.rel_count, g.rel_count_before
+        # A + B (j - 1) = r / n * (1 + c + (r - 1) (j - 1) / (n - 1)); j - 1 = 0 when n = 1 (g.slot_share)
+        mean = g.mean("rel")
+        return torch.addcmul(mean, mean, torch.addcmul(c, r - 1, g.slot_share))
     s1, s2, c, n = g.gain, g.gain_sq, g.gain_before, g.size.double()
     a = (s1 * c + s2) / n
     b = (s1 * s1 - s2) / (n * (n - 1)).clamp(min=1)
-    return (a + b * g.offset.double()) * inverse_ranks.double()
+    return a + b * g.offset.double()
 
 
 def _harmonic(rb: RankedView) -> Tensor:
@@ -109,11 +109,12 @@ def average_precision_values(rb: RankedView, ks: tuple[int | None, ...], conv: C
                 "at a cutoff inside the list; use ties='first'/'pessimistic'/'optimistic' or another denominator"
             )
     denominator, graded = conv.denominator, conv.graded
-    terms = _terms(rb, rb.span(ks), binary=not graded)
+    width = rb.span(ks)
+    terms = _terms(rb, width, binary=not graded).to(torch.float64)  # the numerator is summed in float64
     inside_list = rb.truncated or any(i < rb.length - 1 for i in rb.cutoff_index(ks))
     if not graded and denominator == "retrieved_relevant" and rb.averaged and inside_list:
-        return _retrieved_denominator_expectation(rb, terms, ks), no_relevant(rb)
-    numerator = rb.cumulative(terms, ks, dtype=torch.float64).to(rb.dtype)
+        return _retrieved_denominator_expectation(rb, terms / rb.ranks(width, torch.float64), ks), no_relevant(rb)
+    numerator = rb.cumulative_per_rank(terms, ks)  # float64, rounded once in the division below
     if graded:
         ideal = rb.ideal_gains
         top = ideal.amax(-1, keepdim=True)  # the largest judged gain normalises weights to [0, 1]
@@ -130,7 +131,7 @@ def average_precision_values(rb: RankedView, ks: tuple[int | None, ...], conv: C
             den = rb.expected_in_top("gains", ks)
         den = den * top
     else:
-        r_total = rb.n_relevant.unsqueeze(-1)
+        r_total = rb.relevant_count.unsqueeze(-1)
         empty = no_relevant(rb)
         if denominator == "all_relevant":
             den = r_total
@@ -143,5 +144,5 @@ def average_precision_values(rb: RankedView, ks: tuple[int | None, ...], conv: C
             den = rb.expected_in_top("rel", ks)
     # den == 0 means no relevant weight anywhere counted, where the numerator is 0 too: 0 / 1
     if not graded and denominator != "retrieved_relevant":
-        return numerator / den.clamp(min=1), empty  # a count: 0 or at least 1
-    return numerator / torch.where(den > 0, den, 1.0), empty
+        return divide_into(numerator, den.clamp(min=1), rb.dtype), empty  # a count: 0 or at least 1
+    return divide_into(numerator, torch.where(den > 0, den, 1.0), rb.dtype), empty

@@ -47,7 +47,7 @@ def hit_rate_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention
     idx = rb.cutoff_index(ks)
     g = rb.groups(rb.span(ks))
     if not rb.averaged:
-        return (g.at("rel_before", idx) + g.at("rel", idx) > 0).to(rb.dtype), no_relevant(rb)
+        return (g.at("rel_count_before", idx) + g.at("rel_count", idx) > 0).to(rb.dtype), no_relevant(rb)
     return (1 - take_columns(g.no_relevant_yet, idx)).to(rb.dtype), no_relevant(rb)
 
 

@@ -27,8 +27,8 @@ def reciprocal_rank_values(rb: RankedView, ks: tuple[int | None, ...], conv: Con
     if rb.averaged:
         before = torch.constant_pad_nd(g.no_relevant_yet[:, :-1], (1, 0), 1.0)
         first = before * g.first_hazard
-        values = rb.cumulative(first / rb.ranks(width, torch.float64), ks).to(rb.dtype)
+        values = rb.cumulative_per_rank(first, ks).to(rb.dtype)
     else:
-        first = (g.rel_before == 0) & (g.rel > 0)
-        values = rb.cumulative(first.to(rb.dtype) / rb.positions[:width], ks)
+        first = (g.rel_count_before == 0) & (g.rel_count > 0)
+        values = rb.cumulative_per_rank(first.to(rb.dtype), ks)
     return values, no_relevant(rb)

@@ -71,6 +71,8 @@ class _Group:
     whole: bool
     #: the plan columns the calls fill, in the order of their values
     columns: tuple[int, ...]
+    #: the calls read both the gain and the relevance sums of the tie groups (``Family.tie_sums``)
+    pair_sums: bool = False
 
 
 @dataclass
@@ -112,6 +114,7 @@ class _DenseRoute:
             b.preds, b.target, b.mask, b.ideal_target, b.n_relevant, b.judged, b.subtopics, b.ideal_subtopics, b.weights
         )  # fmt: skip
         rb, single = self._rank(group, tensors, b.validate_args)
+        rb.pair_sums = group.pair_sums
         if b.validate_args:
             _family_checks(rb, group.calls)
         values, empty = _run_calls(rb, group.calls, group.conv)
@@ -119,6 +122,7 @@ class _DenseRoute:
             # the few lists with a tie, again with tie statistics (the rest took the plain formulas)
             idx = _to_device(torch.tensor(rb.split_rows, dtype=torch.int64), values.device)
             tied, _ = self._rank(group, [None if x is None else x.index_select(0, idx) for x in tensors], False)
+            tied.pair_sums = group.pair_sums
             redo, redo_empty = _run_calls(tied, group.calls, group.conv)
             values = values.index_copy(0, idx, redo.to(values.dtype))
             empty = empty.index_copy(0, idx, redo_empty.expand_as(redo))
@@ -147,6 +151,7 @@ class _DenseRoute:
             ideal_subtopics=ideal_subtopics,
             extra_checks=b.subtopic_checks if validate else None,
             weights=weights,
+            checked=True,  # by MeasurePlan.values, once for every convention
         )
 
 
@@ -282,6 +287,7 @@ class MeasurePlan:
         gain: Callable[[Tensor], Tensor] | None = None,
         exclude: Tensor | None = None,
         weights: Tensor | None = None,
+        checked: bool = False,
     ) -> tuple[Tensor, Tensor, bool]:
         """Per-query values ``(N, C)`` of every column, their "empty" flags ``(N, C)`` (a query
         without relevant documents, for the measures that have that case) and whether the input
@@ -298,28 +304,35 @@ class MeasurePlan:
 
         ``weights``: per-document weights like ``preds``, for the measures whose row reads them
         (:attr:`~torch_rankeval.measures.registry.Family.item_weights`); with any other measure a
-        ``TypeError``. They take the dense route."""
+        ``TypeError``. They take the dense route.
+
+        ``checked``: the caller's input stage ran
+        :func:`~torch_rankeval.ranking.inputs.check_preds_target` on ``preds``, ``target`` and ``mask``
+        (a metric's ``update``): a dense target without a subtopic axis, whose checks the dense route
+        does not repeat. Otherwise the dense route checks its inputs here, once for all the plan's
+        conventions."""
         if weights is not None:
             self.check_weights_read()
         b = _Batch(
             preds, target, mask, ideal_target, n_relevant, judged, ignore_index, validate_args, discounts, gain, exclude,
             weights=weights,
         )  # fmt: skip
-        if self._check_subtopics(preds, target):
+        # a checked target has no subtopic axis: only an intent-aware plan looks (to refuse it)
+        if (self.subtopics or not checked) and self._check_subtopics(preds, target):
             if ignore_index is not None:
                 raise TypeError(self.no_ignore_index())
             split = split_subtopics(preds, target, ideal_target)
             b.target, b.subtopics, b.ideal_target, b.ideal_subtopics = split[:4]
             if validate_args:
                 b.subtopic_checks = split.checks()  # resolved in the ranking stage's one host sync
-        if (
-            weights is None
-            and self._route(preds, b.target, mask, b.ideal_target, n_relevant, judged, exclude) == "topk"
-        ):
+        catalogue = exclude is not None or (not checked and _is_sparse(b.target))
+        if weights is None and self._route(b, catalogue) == "topk":
             route: _DenseRoute | _TopkRoute = _TopkRoute.of(self, b)
         else:
-            if exclude is not None or _is_sparse(b.target):
+            if catalogue:
                 b.target, b.mask = densified(preds, b.target, mask, exclude)
+            if not (checked and b.target is target and b.mask is mask):
+                check_preds_target(preds, b.target, b.mask)  # once, for every convention's ranking
             route = _DenseRoute(b)
         if self._direct:
             return route.run(self._groups[0])
@@ -393,12 +406,12 @@ class MeasurePlan:
             call.family.topk_serves(g.conv) for g in self._groups for call in g.calls
         )
 
-    def _route(self, preds, target, mask, ideal_target, n_relevant, judged, exclude) -> str:  # noqa: ANN001
-        """``"topk"`` or ``"dense"``: the top-k path for sparse targets, ``exclude`` and long dense rows
-        whose measures all have small cutoffs, when the plan and the inputs allow it."""
+    def _route(self, b: _Batch, catalogue: bool) -> str:
+        """``"topk"`` or ``"dense"``: the top-k path for a sparse target or ``exclude`` (``catalogue``)
+        and long dense rows whose measures all have small cutoffs, when the plan and the inputs allow it."""
+        preds = b.preds
         if not isinstance(preds, Tensor):
             return "dense"  # its checks name the problem
-        catalogue = exclude is not None or _is_sparse(target)
         if preds.ndim != 2:
             return "dense"  # one (L,) list: exclude joins mask
         if not catalogue and (
@@ -409,7 +422,7 @@ class MeasurePlan:
             or any(conv.gain != "exp2" for conv in self.conventions)
         ):
             return "dense"
-        if ideal_target is not None or n_relevant is not None or judged is not None or not self.topk_ready():
+        if b.ideal_target is not None or b.n_relevant is not None or b.judged is not None or not self.topk_ready():
             return "dense"
         return "topk"
 
@@ -594,6 +607,7 @@ def _groups(unique: dict[Measure, int], convention: Convention, negative_unjudge
                 cutoffs=tuple(c for call in calls for c in call.cutoffs),
                 whole=any(call.family.whole_list for call in calls),
                 columns=tuple(col for call in calls for col in call.columns),
+                pair_sums={"gain", "rel"} <= {s for call in calls for s in call.family.tie_sums},
             )
         )
     return out

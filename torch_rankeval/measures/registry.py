@@ -245,6 +245,9 @@ class Family:
             ir_measures prints ``NumRelRet``) is ``num_rel_ret``.
         ir_cutoff: for a family without a cutoff, what its ir_measures name means with one, ``(family
             key, implied parameters)``: ``SetP@5`` is the set precision of the top 5, ``P(adaptive_k=True)@5``.
+        tie_sums: the tie-group sums its kernel reads, ``"gain"`` and/or ``"rel"``: when a plan's kernels
+            read both, one prefix sum of the ranked pair serves them (saves operations; a missing entry
+            never changes a value).
     """
 
     key: str
@@ -274,6 +277,7 @@ class Family:
     ir_switches: tuple[tuple[str, tuple[tuple[Any, str], ...]], ...] = ()
     ir_cutoff: tuple[str, tuple[tuple[str, Any], ...]] | None = None
     item_weights: bool = False
+    tie_sums: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.reads) - set(OPTIONS))
@@ -338,7 +342,7 @@ _intent_aware = _row(
     params=(ALPHA, REL), subtopics=True, oracle="pyndeval (ndeval 4.5), brute-force tie orders", reads=_BINARY
 )
 _peer = _row(
-    params=(REL,), oracle="pytrec_eval, torchmetrics", reads=_BINARY, topk=True
+    params=(REL,), oracle="pytrec_eval, torchmetrics", reads=_BINARY, topk=True, tie_sums=("rel",)
 )  # the binary measures both peers compute
 _gains = _row(
     params=(GAINS, DCG), uses_gain="always", reads=_DCG_READS, topk=True, preset_rules=_torchmetrics("average")
@@ -460,6 +464,7 @@ _ROWS = (
         params=(GAINS, DCG, IDEAL),
         peer_names=(("ndcg_burges", (("dcg", "exp-log2"),)),),  # ranx: nDCG with the 2**grade - 1 gain
         reads=(*_DCG_READS, "empty_target_action", "ideal_ranking"),
+        tie_sums=("gain",),
         function="ndcg",
         metric_class="NDCG",
     ),
@@ -479,6 +484,7 @@ _ROWS = (
         dcg_values,
         "discounted cumulative gain",
         oracle="hand-computed, sklearn, trec_eval's loop written out",
+        tie_sums=("gain",),
         function="dcg",
         metric_class="DCG",
     ),

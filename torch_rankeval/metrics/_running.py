@@ -233,7 +233,10 @@ class RunningMeanMetric(WindowMixin, StrataMixin, ConfiguredMetric):
         action = self._reduction.action
         if action in ("neg", "pos") and values.dtype != torch.float64:
             # the score of an empty list as a (1,) float64 tensor: the one `where` also casts to float64
-            fill = device_constant((1.0 if action == "pos" else 0.0,), torch.float64, values.device)
+            fills = self.__dict__.setdefault("_empty_fills", {})  # device -> that tensor (no call once kept)
+            fill = fills.get(values.device)
+            if fill is None:
+                fill = fills[values.device] = device_constant((float(action == "pos"),), torch.float64, values.device)
             return torch.where(empty, fill, values), None
         return self._reduction.policy(values.to(torch.float64), empty)
 

@@ -113,6 +113,11 @@ class WindowMixin:
     _window_channels: tuple[str, ...] = ()
     _decay_spec: Mapping[str, tuple[str, int]] = {}
     _window_states: tuple[str, ...] = ()
+    #: a window or a decay is kept (``_window_states`` is not empty); entries are single lists
+    #: (``window_unit="queries"``) rather than whole updates. Plain attributes, set with the states:
+    #: an update reads them without a call.
+    _windowed: bool = False
+    _per_query: bool = False
     #: non-persistent float64 / int64 tables of the decay (they follow ``.to(device)``, keep their dtype)
     _window_tables: tuple[str, ...] = ()
 
@@ -138,6 +143,7 @@ class WindowMixin:
         self._decay_spec = dict(decay)
         if window is None and half_life is None:
             self._window_states = ()
+            self._windowed = self._per_query = False
             return {}
         names = []
         add_state = self.add_state  # type: ignore[attr-defined]
@@ -158,6 +164,7 @@ class WindowMixin:
         # updates (or lists) seen by this process: the next ring slot, and the age of a forward's batch
         add_state(_CLOCK, torch.zeros((), dtype=torch.int64), dist_reduce_fx="sum")
         self._window_states = (*names, _CLOCK)
+        self._windowed, self._per_query = True, window_unit == "queries"
         return {"window": window, "half_life": self._half_life, "window_unit": window_unit}
 
     @property
@@ -174,15 +181,6 @@ class WindowMixin:
     def window_unit(self) -> str:
         """What ``window`` and ``half_life`` count: ``"updates"`` or ``"queries"``."""
         return self._window_unit
-
-    @property
-    def _windowed(self) -> bool:
-        return bool(self._window_states)
-
-    @property
-    def _per_query(self) -> bool:
-        """Entries are single lists (``window_unit="queries"``) rather than whole updates."""
-        return self._windowed and self._window_unit == "queries"
 
     @property
     def _gamma(self) -> float:

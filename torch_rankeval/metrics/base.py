@@ -347,7 +347,7 @@ class RankingMetrics(RunningMeanMetric):
                 (TF-Ranking's per-example weights; see :func:`~torch_rankeval.functional.evaluate`);
                 a metric with any other measure refuses them (``TypeError``).
         """
-        flat = self._read_input(
+        flat, checked = self._read_input(
             preds, target, indexes, exclude=exclude, mask=mask, ideal_target=ideal_target, n_relevant=n_relevant,
             weights=weights, judged=judged,
         )  # fmt: skip
@@ -356,27 +356,33 @@ class RankingMetrics(RunningMeanMetric):
         if flat:
             self._update_flat(preds, target, indexes, strata)
         else:
-            n = 1 if preds.ndim == 1 else preds.shape[0]
-            strata = self._check_update_strata(strata, n, preds, validate=self.validate_args)
-            if self.compile and exclude is None and not is_sparse(target) and not is_subtopic_target(preds, target):
+            if strata is not None or self.strata is not None:  # no call for the common metric without strata
+                n = 1 if preds.ndim == 1 else preds.shape[0]
+                strata = self._check_update_strata(strata, n, preds, validate=self.validate_args)
+            if self.compile and exclude is None and checked:  # checked: a dense target without a subtopic axis
                 self._compiled_update(preds, target, mask, ideal_target, n_relevant, judged, indexes, strata, weights)
                 return
-            values, empty = self._batch(preds, target, mask, ideal_target, n_relevant, judged, exclude, weights=weights)
+            values, empty = self._batch(
+                preds, target, mask, ideal_target, n_relevant, judged, exclude, weights=weights, checked=checked
+            )
             self._accumulate(values, empty, indexes, strata)
 
     def _read_input(
         self, preds: Tensor, target: Tensor, indexes: Tensor | None, *, exclude: Tensor | None, **padded_only: Any
-    ) -> bool:
+    ) -> tuple[bool, bool]:
         """The input stage of an ``update`` (this class's, and every class that reads input as it does,
         such as :class:`~torch_rankeval.PositionProfile`): the checks of the tensors, the device and the
-        layout, then whether the input is flat. ``padded_only``: the arguments of padded input that the
-        class takes, by name (``mask``, ``ideal_target``, ...); any of them makes a 1-D input one
-        padded list, and none may come with flat input. Shapes and None only: no host sync."""
-        subtopic = is_subtopic_target(preds, target)
+        layout, then whether the input is flat, and whether ``preds``, ``target`` and ``mask`` passed
+        :func:`~torch_rankeval.ranking.inputs.check_preds_target` (a dense target without a subtopic
+        axis and no ``exclude``: the plan does not check them again). ``padded_only``: the arguments of
+        padded input that the class takes, by name (``mask``, ``ideal_target``, ...); any of them makes
+        a 1-D input one padded list, and none may come with flat input. Shapes and None only: no host sync."""
         catalogue = exclude is not None or is_sparse(target)
+        subtopic = not catalogue and is_subtopic_target(preds, target)  # only read when not catalogue
+        checked = not catalogue and not subtopic
         if catalogue:
             self._check_catalogue(preds, target, padded_only.get("mask"), indexes)
-        elif not subtopic:  # a subtopic target (N, L, S) is checked by the plan (ranking.subtopics)
+        elif checked:  # a subtopic target (N, L, S) is checked by the plan (ranking.subtopics)
             check_preds_target(preds, target, padded_only.get("mask"))
         if isinstance(preds, Tensor) and preds.device != self.sums.device:
             self._check_device(preds)  # raises
@@ -397,7 +403,7 @@ class RankingMetrics(RunningMeanMetric):
                 f"{', '.join(names[:-1])} and {names[-1]} apply to padded (N, L) input; flat input takes preds, "
                 "target and indexes (use ignore_index to drop documents)"
             )
-        return flat
+        return flat, checked
 
     def _check_catalogue(self, preds: Tensor, target: Tensor, mask: Tensor | None, indexes: Tensor | None) -> None:
         """Inputs of a catalogue update (sparse target or ``exclude``): ``(N, L)`` scores, padded layout."""
@@ -433,9 +439,10 @@ class RankingMetrics(RunningMeanMetric):
         return False
 
     def _batch(
-        self, preds, target, mask, ideal_target, n_relevant, judged=None, exclude=None, *, weights=None
+        self, preds, target, mask, ideal_target, n_relevant, judged=None, exclude=None, *, weights=None, checked=False
     ) -> tuple[Tensor, Tensor]:  # noqa: ANN001
-        """Per-query values ``(N, V)`` of every reported key and their empty flags (the one evaluation loop)."""
+        """Per-query values ``(N, V)`` of every reported key and their empty flags (the one evaluation loop);
+        ``checked``: the input stage ran ``check_preds_target`` on ``preds``, ``target`` and ``mask``."""
         length = preds.shape[-1] if ideal_target is None else max(preds.shape[-1], _ideal_length(preds, ideal_target))
         values, empty, _ = self.plan.values(
             preds,
@@ -450,6 +457,7 @@ class RankingMetrics(RunningMeanMetric):
             gain=None if self._gain_keys is None else self._gain(),
             exclude=exclude,
             weights=weights,
+            checked=checked,
         )
         return values, empty
 
@@ -483,6 +491,7 @@ class RankingMetrics(RunningMeanMetric):
                 uses_gain=self.plan.uses_gain,
                 gain=self._gain(),
                 weights=weights,
+                checked=True,  # by the input stage (_read_input): a dense target, no subtopic axis
             )
         length = preds.shape[-1] if ideal_target is None else max(preds.shape[-1], _ideal_length(preds, ideal_target))
         reduce = (
@@ -507,6 +516,7 @@ class RankingMetrics(RunningMeanMetric):
                     discounts=discounts,
                     gain=gain,
                     weights=weights,
+                    checked=True,
                 )
                 if not reduce:
                     return values, empty
@@ -572,7 +582,8 @@ class RankingMetrics(RunningMeanMetric):
             strata = None if strata is None else strata[perm]
         # Queries in length buckets, each padded to its own longest: memory follows the documents.
         ids, buckets = group_by_query_buckets(indexes, preds, target)
-        parts = [(rows, *self._batch(p, t, mask, None, None)) for rows, mask, (p, t) in buckets]
+        # an update's buckets come from documents its input stage checked: the plan does not check them again
+        parts = [(rows, *self._batch(p, t, mask, None, None, checked=accumulate)) for rows, mask, (p, t) in buckets]
         if len(parts) == 1:
             _, values, empty = parts[0]
         else:  # back in query-id order

@@ -231,16 +231,20 @@ class PositionProfile(RunningMeanMetric):
                 are made dense here (``mask=False`` at excluded items): ``N x L`` memory.
         """
         # the input stage of RankingMetrics: the same checks, layouts and messages
-        if self._read_input(preds, target, indexes, exclude=exclude, mask=mask, ideal_target=ideal_target):
+        flat, checked = self._read_input(preds, target, indexes, exclude=exclude, mask=mask, ideal_target=ideal_target)
+        if flat:
             self._update_flat(preds, target, indexes)
             return
-        if exclude is not None or is_sparse(target):
+        if not checked and (exclude is not None or is_sparse(target)):  # checked: a dense target, no exclude
             target, mask = densified(preds, target, mask, exclude)
-        values, empty = self._batch(preds, target, mask, ideal_target, None)
+        values, empty = self._batch(preds, target, mask, ideal_target, None, checked=checked)
         self._accumulate(values, empty, indexes)
 
-    def _batch(self, preds, target, mask, ideal_target, n_relevant, judged=None, exclude=None) -> tuple[Tensor, Tensor]:  # noqa: ANN001
-        """Per-query per-position statistics (not the registry's measures: the profile's own values)."""
+    def _batch(
+        self, preds, target, mask, ideal_target, n_relevant, judged=None, exclude=None, *, checked=False
+    ) -> tuple[Tensor, Tensor]:  # noqa: ANN001
+        """Per-query per-position statistics (not the registry's measures: the profile's own values);
+        ``checked``: the input stage ran ``check_preds_target`` on ``preds``, ``target`` and ``mask``."""
         length = preds.shape[-1] if ideal_target is None else max(preds.shape[-1], ideal_target.shape[-1])
         rb, single = prepare(
             preds,
@@ -253,6 +257,7 @@ class PositionProfile(RunningMeanMetric):
             uses_gain=True,
             discounts=self._discount_table(length),
             gain=self._gain(),
+            checked=checked,
         )
         ideal = None
         if ideal_target is not None:

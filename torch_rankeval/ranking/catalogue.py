@@ -91,6 +91,8 @@ class _ViewGroups(TieGroups):
             "size": lambda: torch.where(v.valid[:, :width], v.group_size[:, :width], one).to(f),
             "rel": lambda: v.group_relevant[:, :width].to(f),
             "rel_before": lambda: v.relevant_before[:, :width].to(f),
+            "rel_count": lambda: self.rel,
+            "rel_count_before": lambda: self.rel_before,
             "gain": lambda: v.group_gain[:, :width].to(f64),
             "gain_before": lambda: v.gain_before[:, :width].to(f64),
             "gain_sq": lambda: v.group_gain_sq[:, :width].to(f64),

@@ -129,7 +129,7 @@ def no_relevant(rb: RankedBatch) -> Tensor:
         tensor([[False],
                 [ True]])
     """
-    return rb.cached("no_relevant", lambda: (rb.n_relevant <= 0).unsqueeze(-1))
+    return rb.cached("no_relevant", lambda: (rb.relevant_count <= 0).unsqueeze(-1))
 
 
 def per_relevant(rb: RankedBatch, total: Tensor) -> Tensor:

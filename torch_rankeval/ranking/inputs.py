@@ -123,24 +123,36 @@ def check_mask(mask: Any, preds: Tensor) -> None:
 
 
 def check_preds_target(preds: Any, target: Any, mask: Any = None, *, target_name: str = "target") -> None:
-    """Type, shape and device checks shared by every entry point (no host sync)."""
-    check_scores(preds)  # a tensor, floating
-    _check_tensor(target, target_name)
-    _check_grades(target, target_name)
+    """Type, shape and device checks shared by every entry point (no host sync). The conditions are
+    tested here and the helpers that word the messages called only when one fails: no further call
+    on an update's hot path."""
+    if not isinstance(preds, Tensor) or not preds.is_floating_point():
+        check_scores(preds)  # raises: not a tensor, or not floating
+    if not isinstance(target, Tensor):
+        _check_tensor(target, target_name)  # raises
+    if target.dtype not in _GRADE_DTYPES:
+        _check_grades(target, target_name)  # raises
     if preds.shape != target.shape:
         raise ValueError(
             f"preds and {target_name} must have the same shape, got {tuple(preds.shape)} and {tuple(target.shape)}"
         )
     if preds.ndim not in (1, 2):
         raise ValueError(f"preds must be (L,) for one list or (N, L) for a batch of lists, got {preds.ndim} dimensions")
-    _same_device(preds, target, target_name)
+    if target.device != preds.device:
+        _same_device(preds, target, target_name)  # raises
     if mask is not None:
         check_mask(mask, preds)
 
 
+#: the dtypes of grades: bool, the signed integers and uint8, every floating dtype (never complex)
+_GRADE_DTYPES = frozenset(
+    [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64]
+    + [d for d in vars(torch).values() if isinstance(d, torch.dtype) and d.is_floating_point]
+)
+
+
 def _check_grades(grades: Tensor, name: str) -> None:
-    integer = grades.dtype in (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
-    if grades.is_complex() or not (grades.is_floating_point() or grades.dtype == torch.bool or integer):
+    if grades.dtype not in _GRADE_DTYPES:
         raise TypeError(f"{name} must hold bool, integer or float grades, got {grades.dtype}")
 
 
@@ -193,6 +205,7 @@ def prepare(
     ideal_subtopics: Tensor | None = None,
     extra_checks: list[tuple[Tensor, str]] | None = None,
     weights: Tensor | None = None,
+    checked: bool = False,
 ) -> tuple[RankedBatch, bool]:
     """Check the inputs and rank them; returns the ranked batch and whether the input was 1-D.
 
@@ -202,8 +215,10 @@ def prepare(
     of a subtopic target (:func:`~torch_rankeval.ranking.subtopics.split_subtopics`), whose ad-hoc
     view ``target`` / ``ideal_target`` are. ``extra_checks``: the caller's own value checks (flag,
     message), resolved in the same host sync (validated calls only). ``weights``: per-document weights
-    like ``preds`` (:func:`item_weights`), kept by the ranked batch as ``item_weights`` (0 at padding)."""
-    inputs = _normalize(preds, target, mask, ignore_index, ideal_target, n_relevant, judged, convention)
+    like ``preds`` (:func:`item_weights`), kept by the ranked batch as ``item_weights`` (0 at padding).
+    ``checked``: the caller ran :func:`check_preds_target` on these ``preds``, ``target`` and ``mask``
+    (the plan, once per batch for all its conventions): the type checks are not repeated."""
+    inputs = _normalize(preds, target, mask, ignore_index, ideal_target, n_relevant, judged, convention, checked)
     if weights is not None:
         weights = item_weights(weights, preds)
         extra_checks = [*(extra_checks or []), *weight_checks(weights, inputs[2])]
@@ -226,12 +241,12 @@ def prepare(
         tied = None if not ranked.averaged else ranked.tied_lists() if per_list else ranked.any_tie()
         flags = _check_normalized(inputs, convention, uses_gain, tied, ranked, extra_checks)
         if flags is not None:
-            rows = [i for i, flag in enumerate(flags) if flag]
-            if not rows:
+            tied_count = sum(flags)  # the lists holding a tie (or 1: the batch holds one)
+            if not tied_count:
                 ranked.assume_no_ties()
-            elif per_list and len(rows) * SPLIT_SHARE <= ranked.n_lists:
+            elif per_list and tied_count * SPLIT_SHARE <= ranked.n_lists:
                 ranked.assume_no_ties()
-                ranked.split_rows = rows
+                ranked.split_rows = [i for i, flag in enumerate(flags) if flag]
     return ranked, inputs[-1]
 
 
@@ -265,10 +280,12 @@ def check_values(
     uses_gain: bool = False,
     gain: Callable[[Tensor], Tensor] | None = None,
     weights: Tensor | None = None,
+    checked: bool = False,
 ) -> None:
     """The checks of ``validate_args=True`` on their own: shapes and types, then the checks that read
     values (NaN/inf scores, negative grades under exp2, ``n_relevant`` below the relevant documents
     found), resolved in one host sync. For callers that rank elsewhere (a compiled update).
+    ``checked``: the caller ran :func:`check_preds_target` on ``preds``, ``target`` and ``mask``.
 
     Example:
         >>> import torch
@@ -278,7 +295,7 @@ def check_values(
         ...
         ValueError: preds contains NaN or infinite scores at unmasked positions (neither padding nor excluded); fix the model output, or mark those documents as padding with mask=False (or exclude them with exclude=)
     """
-    inputs = _normalize(preds, target, mask, ignore_index, ideal_target, n_relevant, judged, convention)
+    inputs = _normalize(preds, target, mask, ignore_index, ideal_target, n_relevant, judged, convention, checked)
     ranked = None
     if uses_gain or inputs[3] is not None:  # finite gains, ideal_target holding the list: checks of a ranked batch
         ranked = _ranked(inputs, convention, gain=gain)
@@ -331,11 +348,14 @@ def _normalize(
     n_relevant: Tensor | None,
     judged: Tensor | None = None,
     convention: Convention | None = None,
+    checked: bool = False,
 ) -> tuple:
     """Type and shape checks (no host sync), 1-D input as one list: (preds, target, valid,
     ideal_target, ideal_valid, n_relevant, judged, single). A convention whose scores ``<= 0`` are
-    never relevant (torchmetrics' quirk) turns those documents unjudged here."""
-    check_preds_target(preds, target, mask)
+    never relevant (torchmetrics' quirk) turns those documents unjudged here. ``checked``: the
+    caller ran :func:`check_preds_target` on ``preds``, ``target`` and ``mask``."""
+    if not checked:
+        check_preds_target(preds, target, mask)
     if ignore_index is not None and (isinstance(ignore_index, bool) or not isinstance(ignore_index, (int, float))):
         raise TypeError(f"ignore_index must be an int (or float) grade value marking padding, got {ignore_index!r}")
     if judged is not None:
@@ -374,7 +394,7 @@ def _normalize(
             )
         _same_device(preds, n_relevant, "n_relevant")
         n_relevant = n_relevant.reshape(n)
-    valid = valid_mask(target, mask, ignore_index)
+    valid = mask if ignore_index is None else valid_mask(target, mask, ignore_index)  # no call without ignore_index
     if convention is not None and convention.nonpositive_not_relevant:  # torchmetrics' quirk: see Convention
         judged, n_relevant = _nonpositive_not_relevant(
             preds, target, valid, judged, convention, n_relevant, ideal_target
@@ -395,7 +415,8 @@ def _check_normalized(
     ``ranked``, the checks of the ranked batch join them."""
     preds, target, valid, ideal_target, ideal_valid, n_relevant, judged, _ = inputs
     graded = valid if judged is None else (judged if valid is None else valid & judged)  # grades that count
-    checks = _value_checks(preds, target, valid, graded, convention, ideal_target, ideal_valid, uses_gain)
+    dtype = work_dtype(preds, target, ideal_target) if ranked is None else ranked.dtype  # the same answer
+    checks = _value_checks(preds, target, valid, graded, convention, ideal_target, ideal_valid, uses_gain, dtype)
     if n_relevant is not None:
         found = relevant(target, convention)
         found = (found if graded is None else found & graded).sum(-1)
@@ -518,8 +539,10 @@ def _value_checks(
     ideal_target: Tensor | None,
     ideal_valid: Tensor | None,
     uses_gain: bool,
+    dtype: torch.dtype,
 ) -> list[tuple[Tensor, str]]:
-    """Checks that read tensor values, as (flag tensor, message) pairs resolved in one host sync."""
+    """Checks that read tensor values, as (flag tensor, message) pairs resolved in one host sync;
+    ``dtype``: the working dtype (:func:`work_dtype` of the inputs)."""
 
     def where(v: Tensor | None) -> Callable[[Tensor], Tensor]:
         return lambda bad: (bad if v is None else bad & v).any()
@@ -528,7 +551,7 @@ def _value_checks(
     # infinite (or the sum overflows, which the exact re-check in prepare() rules out).
     screen = ~torch.isfinite(preds.sum()) if valid is None else where(valid)(~torch.isfinite(preds))
     checks = [(screen, SCORES_NOT_FINITE)]
-    wide = work_dtype(preds, target, ideal_target) == torch.float64
+    wide = dtype == torch.float64
     exp2 = uses_gain and convention.gain == "exp2"
     checks += grade_checks(target, where(graded), name="target", exp2=exp2, wide=wide)
     if ideal_target is not None:
@@ -544,7 +567,8 @@ def _ranked_checks(ranked: RankedBatch, *, uses_gain: bool, ideal: bool, counted
     exceed 1 (one more sort of the gains, only with ``ideal_target``)."""
     checks = []
     if uses_gain:
-        sums = [ranked.gains.sum(-1)] + ([ranked.ideal_gains.sum(-1)] if ideal else [])
+        # without ideal_target the judged gains are the list's own, in input order: no gather into ranked order
+        sums = [ranked.gains.sum(-1), ranked.ideal_gains.sum(-1)] if ideal else [ranked.ideal_gains.sum(-1)]
         checks.append(
             (
                 ~torch.isfinite(torch.stack(sums)).all(),

@@ -66,6 +66,7 @@ __all__ = [
     "TieGroups",
     "TieStatistics",
     "device_constant",
+    "divide_into",
     "log_comb",
     "prefix_sums",
     "relevant",
@@ -114,6 +115,8 @@ def device_constant(values: tuple[float, ...], dtype: torch.dtype, device: torch
 _TABLES: dict[str, Callable[[int, torch.dtype, torch.device], Tensor]] = {
     "arange": lambda n, dtype, device: torch.arange(n, dtype=dtype, device=device),
     "countdown": lambda n, dtype, device: torch.arange(n, 0, -1, dtype=dtype, device=device),
+    # max(x - 1, 1) for x = 0..n-1: the other documents of a tie group of x (at least 1, a divisor)
+    "others_in_group": lambda n, dtype, device: (torch.arange(n, dtype=dtype, device=device) - 1).clamp(min=1),
     "ranks": lambda n, dtype, device: torch.arange(1, n + 1, dtype=dtype, device=device),
     "inverse_ranks": lambda n, dtype, device: (
         1.0 / torch.arange(1, n + 1, dtype=torch.float64, device=device).to(dtype)
@@ -123,7 +126,7 @@ _TABLES: dict[str, Callable[[int, torch.dtype, torch.device], Tensor]] = {
 
 def _table(kind: str, n: int, dtype: torch.dtype, device: torch.device) -> Tensor:
     """Cached per-position tables of length ``n``: ``"arange"`` (0..n-1), ``"ranks"`` (1..n),
-    ``"inverse_ranks"`` (1/1..1/n), ``"countdown"`` (n..1)."""
+    ``"inverse_ranks"`` (1/1..1/n), ``"countdown"`` (n..1), ``"others_in_group"`` (``max(x - 1, 1)``)."""
     return _cached((kind, n, dtype, str(device)), lambda: _TABLES[kind](n, dtype, device))
 
 
@@ -159,6 +162,21 @@ def prefix_sums(x: Tensor, idx: list[int], dtype: torch.dtype | None = None) -> 
     return take_columns(x[:, :width].cumsum(-1, dtype=dtype), idx)
 
 
+def divide_into(num: Tensor, den: Tensor, dtype: torch.dtype) -> Tensor:
+    """``num / den`` rounded to ``dtype`` once, in the division's own store (one operation, not a
+    division and a cast; a plain division and cast under ``torch.compile`` or with gradients, where
+    ``out=`` does not serve).
+
+    Example:
+        >>> divide_into(torch.tensor([1.0, 2.0], dtype=torch.float64), torch.tensor([3, 4]), torch.float32)
+        tensor([0.3333, 0.5000])
+    """
+    if torch.compiler.is_compiling() or (torch.is_grad_enabled() and (num.requires_grad or den.requires_grad)):
+        return (num / den).to(dtype)
+    # an empty ``out`` takes the broadcast shape itself (no Python shape arithmetic, no resize warning)
+    return torch.div(num, den, out=torch.empty(0, dtype=dtype, device=num.device))
+
+
 def log_comb(a: Tensor, b: Tensor) -> Tensor:
     """``log(C(a, b))`` for float tensors with ``0 <= b <= a`` (other entries are meaningless); call it
     on float64 tensors: in float32, ``lgamma`` of a large count has no digits left for the difference."""
@@ -186,6 +204,10 @@ class TieStatistics(Protocol):
     def rel(self) -> Tensor: ...
     @property
     def rel_before(self) -> Tensor: ...
+    @property
+    def rel_count(self) -> Tensor: ...
+    @property
+    def rel_count_before(self) -> Tensor: ...
     @property
     def gain(self) -> Tensor: ...
     @property
@@ -267,6 +289,9 @@ class RankedView(Protocol):
     def cutoff_index(self, ks: tuple[int | None, ...]) -> list[int]: ...
     def span(self, ks: tuple[int | None, ...]) -> int: ...
     def cumulative(self, x: Tensor, ks: tuple[int | None, ...], *, dtype: torch.dtype | None = None) -> Tensor: ...
+    def cumulative_per_rank(self, x: Tensor, ks: tuple[int | None, ...]) -> Tensor: ...
+    @property
+    def relevant_count(self) -> Tensor: ...
     def expected_in_top(self, name: str, ks: tuple[int | None, ...]) -> Tensor: ...
     def expected_relevant(self, ks: tuple[int | None, ...]) -> Tensor: ...
     def discounted_top(self, name: str, ks: tuple[int | None, ...]) -> Tensor: ...
@@ -299,6 +324,8 @@ class TieGroups:
         slot_share: ``(j - 1) / max(n - 1, 1)``, ``j`` the 1-based slot of the position inside its group.
         rel: relevant documents in the group, ``r``.
         rel_before: relevant documents ranked above the group, ``c``.
+        rel_count, rel_count_before: ``rel`` and ``rel_before`` as exact counts in the working dtype or in
+            float64, whichever the batch holds (float64 when one prefix sum serves gains and relevance).
         gain, gain_before, gain_sq: the group's gain sum, the gain ranked above it and the group's
             sum of squared gains (float64).
         first_hazard: float64, for the first group holding a relevant document (``c = 0``, ``r > 0``)
@@ -351,8 +378,11 @@ class TieGroups:
             if wider is not None:
                 self._cache[name] = wider[:, : self.width]
             else:
-                if not self._bounds_done:
-                    self._bounds()
+                if not self._bounds_done:  # _bounds() written out (the hot path)
+                    self._bounds_done = True
+                    rb = self._rb() or self.rb
+                    if rb.averaged:
+                        self._start_i, self._end_i = rb.tie_bounds(self.width)
                 self._cache.update(make())
         return self._cache[name]
 
@@ -386,7 +416,10 @@ class TieGroups:
     @property
     def _size_i(self) -> Tensor:
         """The group sizes as int64 (averaged ties only): the divisor of the group means."""
-        return self._get("size_i", lambda: {"size_i": self._end_i - self._start_i})
+        hit = self._cache.get("size_i")
+        if hit is None:
+            hit = self._cache["size_i"] = self._end_i - self._start_i
+        return hit
 
     @property
     def end(self) -> Tensor:
@@ -414,10 +447,12 @@ class TieGroups:
                 self._bounds()
             if self._end_i is None:  # no int bounds: from the float statistics
                 return {"slot_share": self.offset / (self.size - 1).clamp(min=1)}
+            # max(n - 1, 1) looked up in a table of every group size (one operation, not a subtraction and a
+            # clamp), in float32 at least: the int offset divided by it promotes to that dtype
+            dtype = rb.dtype if rb.dtype in (torch.float32, torch.float64) else torch.float32
+            divisor = _table("others_in_group", rb.length + 1, dtype, rb.device).take(self._size_i)
             offset = _table("arange", self.width, torch.int64, rb.device) - self._start_i
-            if rb.dtype != torch.get_default_dtype():  # int / int divides in the default dtype
-                offset = offset.to(rb.dtype)
-            return {"slot_share": (offset / (self._size_i - 1).clamp(min=1)).to(rb.dtype)}
+            return {"slot_share": (offset / divisor).to(rb.dtype)}
 
         return self._get("slot_share", make)
 
@@ -459,18 +494,37 @@ class TieGroups:
 
     @property
     def rel(self) -> Tensor:
-        return self._get("rel", self._make_rel)
+        return self._get("rel", self._rel_working)
 
     @property
     def rel_before(self) -> Tensor:
-        return self._get("rel_before", self._make_rel)
+        return self._get("rel_before", self._rel_working)
+
+    def _rel_working(self) -> dict[str, Tensor]:
+        dtype = (self._rb() or self.rb).dtype
+        return {"rel": self.rel_count.to(dtype), "rel_before": self.rel_count_before.to(dtype)}
+
+    @property
+    def rel_count(self) -> Tensor:
+        """``rel`` as exact counts in the working dtype or in float64, whichever the batch holds (no cast):
+        for kernels that go on in float64 or end in a comparison."""
+        return self._get("rel_count", self._make_rel)
+
+    @property
+    def rel_count_before(self) -> Tensor:
+        """``rel_before`` as :attr:`rel_count` holds it."""
+        return self._get("rel_count_before", self._make_rel)
 
     def _make_rel(self) -> dict[str, Tensor]:
         rb = self._rb() or self.rb
         # exact counts: float32 holds every integer up to 2**24, float64 up to 2**53
         dtype = rb.dtype if rb.length < 2**24 else torch.float64
-        total, before = self._row_sums("relmask", dtype) or self.sums(*self._head("relmask"), dtype=dtype)
-        return {"rel": total.to(rb.dtype), "rel_before": before.to(rb.dtype)}
+        sums = self._row_sums("relmask", dtype)  # the counts in ``dtype``, or float64 with the gains
+        if sums is not None:
+            return sums
+        total, before = self.sums(*self._head("relmask"), dtype=dtype)
+        total, before = total.to(rb.dtype), before.to(rb.dtype)
+        return {"rel": total, "rel_before": before, "rel_count": total, "rel_count_before": before}
 
     @property
     def gain(self) -> Tensor:
@@ -482,25 +536,42 @@ class TieGroups:
 
     def _make_gain(self) -> dict[str, Tensor]:
         # float64 prefix sums: their differences do not cancel over long rows
-        total, before = self._row_sums("gains", torch.float64) or self.sums(*self._head("gains"), dtype=torch.float64)
+        sums = self._row_sums("gains", torch.float64)
+        if sums is not None:
+            return sums
+        total, before = self.sums(*self._head("gains"), dtype=torch.float64)
         return {"gain": total, "gain_before": before}
 
-    def _row_sums(self, name: str, dtype: torch.dtype) -> tuple[Tensor, Tensor] | None:
-        """(group sum, sum above the group) of ``name`` from the prefix sums of the WHOLE ranked row (a
-        dense, fully sorted batch with averaged ties: a group that goes on past ``width`` ends inside the
-        row), or None where :meth:`sums` serves: no averaged ties, a top-k view's own ``sums``, and a large
-        batch on CPU, where the head's prefix sums and one pass for the group that crosses ``width`` read
-        less memory (the row's prefix sums save operations: launches on a GPU, overhead on small batches)."""
+    def _row_sums(self, name: str, dtype: torch.dtype) -> dict[str, Tensor] | None:
+        """``{"gain", "gain_before"}`` (``name="gains"``) or ``{"rel_count", "rel_count_before"}``
+        (``"relmask"``), from the prefix sums of the WHOLE ranked row accumulated in ``dtype``; both
+        pairs, in float64, from one prefix sum of the ranked pair (:meth:`RankedBatch._row_prefix_pair`)
+        when the plan has said its kernels read both (``rb.pair_sums``; not on a large CPU batch). None
+        where :meth:`sums` serves:
+        no averaged ties, a top-k view's own ``sums``, and a large batch on CPU read to a short width
+        (there the head's prefix sums and one pass for the group that crosses ``width`` read less memory;
+        the row's prefix sums save operations: launches on a GPU, overhead on small batches)."""
         rb = self._rb() or self.rb
         if not rb.averaged or rb.truncated or type(self).sums is not TieGroups.sums:
             return None
-        if rb.device.type == "cpu" and rb.n_lists * rb.length > _ROW_PREFIX_MAX_CPU and self.width < rb.length:
+        large_cpu = rb.device.type == "cpu" and rb.n_lists * rb.length > _ROW_PREFIX_MAX_CPU
+        if large_cpu and self.width < rb.length:
             return None
         if not self._bounds_done:
             self._bounds()
+        if rb.pair_sums and not large_cpu:  # a large CPU batch: the float64 pair moves more memory than it saves
+            padded = rb._row_prefix_pair()
+            before = padded.gather(-1, self._start_i.expand(2, -1, -1))
+            total = padded.gather(-1, self._end_i.expand(2, -1, -1)) - before
+            return {"gain": total[0], "gain_before": before[0], "rel_count": total[1], "rel_count_before": before[1]}
         padded = rb._row_prefix(name, dtype)
         before = padded.gather(-1, self._start_i)
-        return padded.gather(-1, self._end_i) - before, before
+        total = padded.gather(-1, self._end_i) - before
+        return (
+            {"gain": total, "gain_before": before}
+            if name == "gains"
+            else {"rel_count": total, "rel_count_before": before}
+        )
 
     def _head(self, name: str) -> tuple[Tensor, Tensor | None]:
         """(head, doc) for :meth:`sums` of ``name``: the first ``width`` positions, and the per-document
@@ -525,7 +596,7 @@ class TieGroups:
         def make() -> dict[str, Tensor]:
             # r / (n - j + 1) in the first group with a relevant document (c = 0), 0 elsewhere (r = 0 there
             # gives 0 too); n - j + 1 >= 1 is an exact integer in the working dtype
-            first = torch.where(self.rel_before == 0, self.rel, 0.0)
+            first = torch.where(self.rel_count_before == 0, self.rel_count, 0.0)
             if self._end_i is not None:  # n - j + 1 from the int bounds minus a float64 table: an exact float64
                 # divisor, so the division promotes ``first`` to float64 itself (no cast of its own)
                 return {
@@ -544,25 +615,32 @@ class TieGroups:
     def mean(self, name: str) -> Tensor:
         """Expected value of ``"rel"`` or ``"gains"`` at each position over the tie orders (its
         group mean), in the working dtype; kept like every statistic (do not modify it in place)."""
+        key = f"mean_{name}"
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
         rb = self._rb() or self.rb
         if not rb.averaged:
             return rb.head(name, self.width)
+        if len(rb._groups) > 1:  # a wider group may hold it already
+            return self._get(key, lambda: {key: self._group_mean(name, rb)})
+        if not self._bounds_done:  # _bounds() written out (the hot path)
+            self._bounds_done = True
+            self._start_i, self._end_i = rb.tie_bounds(self.width)
+        hit = self._cache[key] = self._group_mean(name, rb)
+        return hit
 
-        def make() -> dict[str, Tensor]:
-            total = self.rel if name == "rel" else self.gain
-            size = self._cache.get("size")  # the float sizes when read already, else the int ones (no cast)
-            if size is None:
-                if not self._bounds_done:
-                    self._bounds()
-                size = self.size if self._end_i is None else self._size_i
-            if torch.compiler.is_compiling() or (torch.is_grad_enabled() and total.requires_grad):
-                return {f"mean_{name}": (total / size).to(rb.dtype)}
-            # the cast in the division's own store (one operation, not two; ``out=`` records no gradient):
-            # the quotient is formed in the promoted dtype and rounded to the working dtype once, the same values
-            out = torch.empty(total.shape, dtype=rb.dtype, device=rb.device)
-            return {f"mean_{name}": torch.div(total, size, out=out)}
-
-        return self._get(f"mean_{name}", make)
+    def _group_mean(self, name: str, rb: RankedBatch) -> Tensor:
+        total = self.rel_count if name == "rel" else self.gain
+        size = self._cache.get("size")  # the float sizes when read already, else the int ones (no cast)
+        if size is None:
+            if self._end_i is None:
+                size = self.size
+            else:
+                size = self._cache.get("size_i")
+                if size is None:
+                    size = self._cache["size_i"] = self._end_i - self._start_i
+        return divide_into(total, size, rb.dtype)
 
     def at(self, name: str, idx: list[int]) -> Tensor:
         """Statistic ``name`` at the static positions ``idx``, ``(N, K)``."""
@@ -612,6 +690,9 @@ class RankedBatch:
 
     #: whether the list goes on past ``length`` (a top-k view of a longer row): no cutoff reads the whole list
     truncated: bool = False
+    #: the plan's kernels read both the gain and the relevance sums of the tie groups: one prefix sum of the
+    #: ranked pair serves both (:meth:`TieGroups._pair_sums`)
+    pair_sums: bool = False
     #: lists ranked with the plain formulas although they hold a tie (``prepare(split_ties=True)``): the
     #: caller recomputes them with tie statistics; None when every list's values are exact
     split_rows: list[int] | None = None
@@ -661,7 +742,7 @@ class RankedBatch:
         self.n_lists: int = n_lists
         self.length: int = length
         self.device: torch.device = preds.device
-        self._gain = gain_fn(convention.gain) if gain is None else gain
+        self._gain_given = gain  # the gain function is made on first use (exp2 of integer grades needs none)
         self._exp2_of_int = (
             gain is None and convention.gain == "exp2" and not target.is_floating_point() and target.dtype != torch.bool
         )
@@ -737,34 +818,36 @@ class RankedBatch:
     def _zero(self) -> Tensor:
         return torch.zeros((), dtype=self.dtype, device=self.device)
 
+    @property
+    def _gain(self) -> Callable[[Tensor], Tensor]:
+        """The gain function: the caller's (``gain=``), else the convention's."""
+        return gain_fn(self.convention.gain) if self._gain_given is None else self._gain_given
+
     def _doc(self, name: str) -> Tensor | None:
         """Per-document (input order, ``(N, L)``) ``"rel"`` (bool), ``"gains"`` (0 at padding and for
         unjudged documents) or ``"counted"`` (real and judged; None when every document is)."""
-        hit = self._cache.get(f"doc_{name}")
-        if hit is not None:
-            return hit
-        valid, judged = self._valid_in, self._judged_in
-        if valid is None and judged is None:
-            counted = None
+        key = f"doc_{name}"
+        if key in self._cache:
+            return self._cache[key]
+        counted = self._cache.get("doc_counted")
+        if counted is None and "doc_counted" not in self._cache:
+            valid, judged = self._valid_in, self._judged_in
+            counted = judged if valid is None else valid if judged is None else valid & judged
+            self._cache["doc_counted"] = counted
+        if name == "counted":
+            return counted
+        if name == "rel":
+            out = self._is_relevant(self._target_in)
+            out = out if counted is None else out & counted
         else:
-            counted = self.cached(
-                "doc_counted", lambda: judged if valid is None else valid if judged is None else valid & judged
-            )
-
-        def make() -> Tensor | None:
-            if name == "counted":
-                return counted
-            target, keep = self._target_in, counted
-            if name == "rel":
-                rel = self._is_relevant(target)
-                return rel if keep is None else rel & keep
+            target = self._target_in
             if self._exp2_of_int and torch.get_default_dtype() == self.dtype:
-                g = torch.exp2(target) - 1  # exp2 of integer grades is in the default float dtype: no cast
+                out = torch.exp2(target) - 1  # exp2 of integer grades is in the default float dtype: no cast
             else:
-                g = self._gain(target.to(self.dtype))
-            return g if keep is None else torch.where(keep, g, self._zero)
-
-        return self.cached(f"doc_{name}", make)
+                out = self._gain(target.to(self.dtype))
+            out = out if counted is None else torch.where(counted, out, self._zero)
+        self._cache[key] = out
+        return out
 
     def ranked(self, x: Tensor, width: int | None = None) -> Tensor:
         """A per-document tensor ``(N, L)`` in ranked order, its first ``width`` positions (default all)."""
@@ -791,12 +874,11 @@ class RankedBatch:
         if name == "judged":
             counted = self._doc("counted")
             return self.head("valid", width) if counted is None else self.ranked(counted, width)
-        if name == "relmask":
-            return self.ranked(self._doc("rel"), width)
+        if name in ("relmask", "gains"):  # the gather of :meth:`ranked`, written out (the hot path)
+            order = self.order if width >= self.length else self.order[:, :width]
+            return self._doc("rel" if name == "relmask" else "gains").gather(-1, order)
         if name == "rel":
             return self.head("relmask", width).to(self.dtype)
-        if name == "gains":
-            return self.ranked(self._doc("gains"), width)
         if name == "target":
             t = self.ranked(self._target_in, width).to(self.dtype)
             return torch.where(self.head("valid", width), t, self._zero) if self._has_padding else t
@@ -919,13 +1001,44 @@ class RankedBatch:
 
         return self.cached("n_rel_list", make)
 
+    @property
+    def relevant_count(self) -> Tensor:
+        """:attr:`n_relevant` as exact counts in the working dtype or in float64, whichever the batch
+        holds (no cast): for a comparison or a quotient rounded to the working dtype."""
+        if self._n_relevant is None and self._ideal_target is None and "n_rel_list" not in self._cache:
+            prefix = self._cache.get("row_prefix_relmask_float64")  # the pair's prefix sums
+            if prefix is not None:
+                return prefix[:, -1]
+        return self.n_relevant
+
+    def _row_prefix_pair(self) -> Tensor:
+        """``(2, N, L + 1)`` float64 exclusive prefix sums of the ranked gains and relevance (see
+        :meth:`_row_prefix`): one gather and one cumulative sum for both."""
+        hit = self._cache.get("row_prefix_pair")
+        if hit is None:
+            pair = torch.stack((self._doc("gains"), self._doc("rel")))  # the relevance promoted to the gains' dtype
+            ranked = pair.gather(-1, self.order.expand(2, -1, -1))
+            if torch.compiler.is_compiling():
+                hit = torch.constant_pad_nd(ranked.cumsum(-1, dtype=torch.float64), (1, 0))
+            else:
+                hit = torch.empty(2, self.n_lists, self.length + 1, dtype=torch.float64, device=self.device)
+                hit.narrow(2, 0, 1).zero_()
+                torch.cumsum(ranked, -1, dtype=torch.float64, out=hit.narrow(2, 1, self.length))
+            self._cache["row_prefix_pair"] = hit
+            self._cache["row_prefix_gains_float64"], self._cache["row_prefix_relmask_float64"] = hit[0], hit[1]
+            self._cache.setdefault(f"head_gains_{self.length}", ranked[0])
+        return hit
+
     def _row_prefix(self, name: str, dtype: torch.dtype) -> Tensor:
         """``(N, L + 1)`` exclusive prefix sums of the ranked row of ``name`` accumulated in ``dtype``:
         ``[:, q]`` sums the first ``q`` positions."""
         key = f"row_prefix_{name}_{dtype}"
         hit = self._cache.get(key)
         if hit is None:
-            x = self.head(name)
+            x = self._cache.get(f"head_{name}_{self.length}")
+            if x is None:  # the gather of :meth:`head` written out (the hot path)
+                x = self._doc("rel" if name == "relmask" else name).gather(-1, self.order)
+                self._cache[f"head_{name}_{self.length}"] = x
             if torch.compiler.is_compiling():
                 hit = torch.constant_pad_nd(x.cumsum(-1, dtype=dtype), (1, 0))
             else:  # into a fresh buffer whose first column is zeroed: no padded copy of the whole row
@@ -949,14 +1062,14 @@ class RankedBatch:
     @property
     def ideal_gains(self) -> Tensor:
         """Gains of the judged set that defines the ideal ranking (not sorted), ``(N, M)``."""
-
-        def make() -> Tensor:
-            if self._ideal_target is None:
-                return self._doc("gains")
+        if self._ideal_target is None:
+            return self._doc("gains")
+        hit = self._cache.get("ideal_gains")
+        if hit is None:
             g = self._gain(self._ideal_target.to(self.dtype))
-            return g if self._ideal_valid is None else torch.where(self._ideal_valid, g, self._zero)
-
-        return self.cached("ideal_gains", make)
+            hit = g if self._ideal_valid is None else torch.where(self._ideal_valid, g, self._zero)
+            self._cache["ideal_gains"] = hit
+        return hit
 
     @property
     def ideal_target(self) -> Tensor | None:
@@ -973,21 +1086,21 @@ class RankedBatch:
 
         Padding comes after every real document: it must not outrank a real document with a
         negative gain (linear gain on negative grades, debiased gains); its slots hold 0."""
-        ideal = self.ideal_gains
-        m = ideal.shape[-1]
+        gains = self._doc("gains") if self._ideal_target is None else self.ideal_gains
+        m = gains.shape[-1]
         top = m if None in ks else min(max(ks), m)
-
-        def make() -> Tensor:
-            gains, valid = ideal, self._valid_in if self._ideal_target is None else self._ideal_valid
-            if valid is not None:
-                gains = torch.where(valid, gains, torch.full((), float("-inf"), dtype=self.dtype, device=self.device))
-            best = gains.sort(-1, descending=True).values if top == m else gains.topk(top, dim=-1).values
-            if valid is None:
-                return best
+        key = f"ideal_top{top}"
+        if key in self._cache:
+            return self._cache[key]
+        valid = self._valid_in if self._ideal_target is None else self._ideal_valid
+        if valid is not None:
+            gains = torch.where(valid, gains, torch.full((), float("-inf"), dtype=self.dtype, device=self.device))
+        best = gains.sort(-1, descending=True).values if top == m else gains.topk(top, dim=-1).values
+        if valid is not None:
             slots = torch.arange(top, device=self.device)
-            return torch.where(slots < valid.sum(-1, keepdim=True), best, self._zero)
-
-        return self.cached(f"ideal_top{top}", make)
+            best = torch.where(slots < valid.sum(-1, keepdim=True), best, self._zero)
+        self._cache[key] = best
+        return best
 
     # ------------------------------------------------------------------ cutoffs
     def _is_relevant(self, t: Tensor) -> Tensor:
@@ -1018,6 +1131,22 @@ class RankedBatch:
             return x.sum(-1, keepdim=True, dtype=dtype).expand(-1, len(idx))
         return prefix_sums(x, idx, None if dtype == x.dtype else dtype)
 
+    def cumulative_per_rank(self, x: Tensor, ks: tuple[int | None, ...]) -> Tensor:
+        """``sum_{p <= k} x_p / p`` for each cutoff, ``(N, K)`` in ``x``'s dtype, for ``x`` holding the first
+        ``span(ks)`` positions (or more): one product with a constant matrix of inverse ranks.
+
+        Example:
+            >>> from torch_rankeval.conventions import DEFAULT
+            >>> rb = RankedBatch(torch.tensor([[0.9, 0.5, 0.1]]), torch.tensor([[1, 1, 0]]), None, DEFAULT)
+            >>> rb.cumulative_per_rank(torch.tensor([[1.0, 2.0, 3.0]]), (1, None))   # 1 and 1 + 2/2 + 3/3
+            tensor([[1., 3.]])
+        """
+        idx = self.cutoff_index(ks)
+        width = max(idx) + 1
+        key = ("per_rank_cutoffs", width, tuple(idx), x.dtype, str(x.device))
+        inverse = _table("inverse_ranks", width, torch.float64, x.device)
+        return x[:, :width] @ _cached(key, lambda: _cutoff_matrix(inverse, idx).to(x.dtype))
+
     def expected_in_top(self, name: str, ks: tuple[int | None, ...]) -> Tensor:
         """Expected number of relevant documents (``"rel"``) or expected gain (``"gains"``) in the top
         ``k`` over the tie orders, ``(N, K)``: what ranks above the tie group the cutoff ends in, plus
@@ -1026,7 +1155,7 @@ class RankedBatch:
 
         def make() -> Tensor:
             g = self.groups(self.span(ks))
-            total, before = ("rel", "rel_before") if name == "rel" else ("gain", "gain_before")
+            total, before = ("rel_count", "rel_count_before") if name == "rel" else ("gain", "gain_before")
             if not self.averaged:
                 return (g.at(before, idx) + g.at(total, idx)).to(self.dtype)
             if g.width > max(64, 8 * len(idx)):  # a long head: the cutoffs' columns first
@@ -1064,16 +1193,22 @@ class RankedBatch:
         idx = self.cutoff_index(ks)
         width = max(idx) + 1
         x = self.groups(width).mean(name) if self.averaged else self.head(name, width)
-        return x @ self._discount_tables(("matrix", tuple(idx)), lambda d: _cutoff_matrix(d[:width], idx))
+        matrix = self._discount_tables(("matrix", tuple(idx), width), lambda d: _cutoff_matrix(d[:width], idx))
+        self._cache[f"cutoff_discounts_{idx}_{width}"] = matrix  # for the ideal's prefix (discounted_prefix)
+        return x @ matrix
 
     def discounted_prefix(self, x: Tensor, idx: list[int]) -> Tensor:
         """``sum_{p <= i} discount_p x_p`` for each column index ``i`` of ``idx``, ``(N, K)``, for ``x``
         ``(N, m)`` in ranked order (an ideal ranking's gains): one product with a constant matrix."""
         m = x.shape[-1]
-        head = self.discount_head(m)
-        if head.ndim != 1:  # per-row discounts (a top-k view's ideal tail)
-            return prefix_sums(x * head, idx)
-        return x @ self._discount_tables(("matrix", tuple(idx)), lambda d: _cutoff_matrix(d[:m], idx))
+        if m > self.length and type(self).discount_head is not RankedBatch.discount_head:
+            head = self.discount_head(m)
+            if head.ndim != 1:  # per-row discounts (a top-k view's ideal tail)
+                return prefix_sums(x * head, idx)
+        matrix = self._cache.get(f"cutoff_discounts_{idx}_{m}")  # the DCG's own, when it reads as far
+        if matrix is None:
+            matrix = self._discount_tables(("matrix", tuple(idx), m), lambda d: _cutoff_matrix(d[:m], idx))
+        return x @ matrix
 
     def _discount_tables(self, key: tuple, build: Callable[[Tensor], Tensor]) -> Tensor:
         """A constant table built from the discount table by ``build`` (given it in float64), in the

@@ -1,0 +1,102 @@
+"""The lean core's shared intermediates (issue 26) give the values of the plain paths.
+
+- One prefix sum of the ranked (gain, relevance) pair serves every kernel of a plan that reads both
+  (``Family.tie_sums``): the measures computed together equal each measure computed alone (its own
+  prefix sum), and the tie-averaged values equal the mean over every order of the tied documents.
+- A large batch on CPU sums its tie groups from the head and one pass for the group that crosses the
+  width read, each statistic alone; a small one from the row's prefix sums (of the pair): the same values.
+- AP's numerator and RR's sum divide by the ranks inside one product with a constant matrix
+  (``cumulative_per_rank``): the values of dividing first, then summing.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+
+import torch_rankeval.functional as F
+from torch_rankeval import RankingMetrics
+from torch_rankeval.conventions import DEFAULT
+from torch_rankeval.ranking.view import _ROW_PREFIX_MAX_CPU, RankedBatch
+
+MEASURES = ("ndcg", "map", "precision", "recall", "mrr", "hit_rate", "dcg")
+
+
+def _names(measures: tuple[str, ...], ks: tuple[int, ...]) -> list[str]:
+    return [f"{m}@{k}" for m in measures for k in ks] + ["r_precision"] * ("r_precision" in measures)
+
+
+def _tied_batch(n: int, length: int, seed: int, *, pad: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    g = torch.Generator().manual_seed(seed)
+    preds = (torch.rand(n, length, generator=g) * 4).round() / 4  # five score levels: many ties
+    target = torch.randint(0, 4, (n, length), generator=g)
+    target[:, ::3] = 0
+    mask = (torch.rand(n, length, generator=g) > 0.2) if pad else None
+    return preds, target, mask
+
+
+@pytest.mark.parametrize("pad", [False, True])
+@pytest.mark.parametrize("validate", [False, True])
+def test_measures_together_equal_each_alone(pad: bool, validate: bool) -> None:
+    preds, target, mask = _tied_batch(64, 12, seed=3, pad=pad)
+    names = [*_names(MEASURES, (1, 3, 5, 12)), "r_precision"]  # 12: the whole list
+    together = F.evaluate(preds, target, names, mask=mask, reduction="none", validate_args=validate)
+    assert list(together) == names
+    for name in names:
+        alone = F.evaluate(preds, target, name, mask=mask, reduction="none", validate_args=validate)
+        torch.testing.assert_close(together[name], alone[name], rtol=1e-6, atol=1e-7, msg=name)
+
+
+def _brute_force(preds: torch.Tensor, target: torch.Tensor, measure: str, k: int | None) -> float:
+    """The mean over every order of the tied documents of one list, each order scored without ties."""
+    groups: dict[float, list[int]] = {}
+    for i, s in enumerate(preds.tolist()):
+        groups.setdefault(s, []).append(i)
+    blocks = [groups[s] for s in sorted(groups, reverse=True)]
+    values = []
+    for order in itertools.product(*[itertools.permutations(b) for b in blocks]):
+        flat = [j for b in order for j in b]
+        ranked_scores = torch.arange(len(flat), 0, -1, dtype=torch.float64)  # no ties: this order
+        scores = torch.empty(len(flat), dtype=torch.float64)
+        scores[flat] = ranked_scores
+        name = measure if k is None else f"{measure}@{k}"
+        value = F.evaluate(scores.unsqueeze(0), target.unsqueeze(0), name, ties="first")
+        values.append(float(next(iter(value.values()))))
+    return sum(values) / len(values)
+
+
+def test_pair_sums_give_the_expected_value_over_tie_orders() -> None:
+    preds = torch.tensor([[0.9, 0.5, 0.5, 0.5, 0.2, 0.2, 0.1], [0.3, 0.3, 0.3, 0.3, 0.3, 0.8, 0.1]])
+    target = torch.tensor([[0, 2, 0, 1, 1, 0, 3], [1, 0, 2, 0, 0, 0, 1]])
+    got = F.evaluate(preds, target, _names(("ndcg", "map", "mrr", "precision", "recall"), (2, 4, 7)), reduction="none")
+    for row in range(2):
+        for key, value in got.items():
+            name, _, cut = key.partition("@")
+            want = _brute_force(preds[row], target[row], name, int(cut) if cut else None)
+            assert float(value[row]) == pytest.approx(want, abs=2e-6), (row, key)
+
+
+@pytest.mark.parametrize("validate", [False, True])
+def test_large_batch_values_equal_small_batches(validate: bool) -> None:
+    """Whole-list MAP and R-precision of a large CPU batch (adjacent-key bounds, head sums) equal the
+    same lists in small batches (binary searches, row prefix sums), with and without validation."""
+    preds, target, mask = _tied_batch(2500, 64, seed=9, pad=True)
+    assert preds.numel() > _ROW_PREFIX_MAX_CPU >= preds[:500].numel()
+    ms = ("map", "r_precision", "ndcg@10", "ndcg", "mrr", "map@10", "precision@10")
+    big = RankingMetrics(ms, validate_args=validate)
+    small = RankingMetrics(ms, validate_args=validate)
+    big.update(preds, target, mask=mask)
+    for lo in range(0, 2500, 500):
+        small.update(preds[lo : lo + 500], target[lo : lo + 500], mask=mask[lo : lo + 500])
+    a, b = big.compute(), small.compute()
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], rtol=1e-6, atol=1e-7, msg=key)
+
+
+def test_cumulative_per_rank_equals_dividing_first() -> None:
+    rb = RankedBatch(torch.tensor([[0.9, 0.5, 0.1, 0.3]]), torch.tensor([[1, 1, 0, 2]]), None, DEFAULT)
+    x = torch.tensor([[1.0, 2.0, 3.0, 4.0]], dtype=torch.float64)
+    # hand-computed: k=1: 1; k=3: 1 + 2/2 + 3/3 = 3; whole list: 3 + 4/4 = 4
+    assert rb.cumulative_per_rank(x, (1, 3, None)).tolist() == [[1.0, 3.0, 4.0]]
