@@ -547,10 +547,10 @@ class TieGroups:
         (``"relmask"``), from the prefix sums of the WHOLE ranked row accumulated in ``dtype``; both
         pairs, in float64, from one prefix sum of the ranked pair (:meth:`RankedBatch._row_prefix_pair`)
         when the plan has said its kernels read both (``rb.pair_sums``; not on a large CPU batch). None
-        where :meth:`sums` serves:
-        no averaged ties, a top-k view's own ``sums``, and a large batch on CPU read to a short width
-        (there the head's prefix sums and one pass for the group that crosses ``width`` read less memory;
-        the row's prefix sums save operations: launches on a GPU, overhead on small batches)."""
+        where :meth:`sums` serves: no averaged ties, a top-k view's own ``sums``, and a large batch on CPU
+        read to a short width (there the head's prefix sums and one pass for the group that crosses
+        ``width`` read less memory; the row's prefix sums save operations: launches on a GPU, overhead on
+        small batches)."""
         rb = self._rb() or self.rb
         if not rb.averaged or rb.truncated or type(self).sums is not TieGroups.sums:
             return None
@@ -691,7 +691,7 @@ class RankedBatch:
     #: whether the list goes on past ``length`` (a top-k view of a longer row): no cutoff reads the whole list
     truncated: bool = False
     #: the plan's kernels read both the gain and the relevance sums of the tie groups: one prefix sum of the
-    #: ranked pair serves both (:meth:`TieGroups._pair_sums`)
+    #: ranked pair serves both (:meth:`TieGroups._row_sums`)
     pair_sums: bool = False
     #: lists ranked with the plain formulas although they hold a tie (``prepare(split_ties=True)``): the
     #: caller recomputes them with tie statistics; None when every list's values are exact
