@@ -100,3 +100,25 @@ def test_cumulative_per_rank_equals_dividing_first() -> None:
     x = torch.tensor([[1.0, 2.0, 3.0, 4.0]], dtype=torch.float64)
     # hand-computed: k=1: 1; k=3: 1 + 2/2 + 3/3 = 3; whole list: 3 + 4/4 = 4
     assert rb.cumulative_per_rank(x, (1, 3, None)).tolist() == [[1.0, 3.0, 4.0]]
+
+
+def _huge_gain(g: torch.Tensor) -> torch.Tensor:
+    return g * 2e38  # grade 2: 4e38, beyond float32
+
+
+def test_validation_screens_name_each_problem() -> None:
+    """The cheaper screens of the validated path (one pass for both grade bounds, ``x * 0`` for
+    finiteness) report the same problems, in the same order, as before."""
+    preds = torch.tensor([[0.9, 0.5, 0.1], [0.3, 0.2, 0.1]])
+    with pytest.raises(ValueError, match="negative grades"):
+        F.ndcg(preds, torch.tensor([[0, -1, 2], [1, 0, 0]]))
+    with pytest.raises(ValueError, match="grades >= 128"):
+        F.ndcg(preds, torch.tensor([[0, 130, 2], [1, 0, 0]]))
+    nan = float("nan")
+    with pytest.raises(ValueError, match="NaN or infinite grades"):  # checked before the negative grade
+        F.ndcg(preds, torch.tensor([[0.0, -1.0, nan], [1.0, 0.0, 0.0]]))
+    with pytest.raises(ValueError, match="NaN or infinite scores"):
+        F.ndcg(torch.tensor([[0.9, float("-inf"), 0.1], [0.3, 0.2, 0.1]]), torch.tensor([[0, 1, 2], [1, 0, 0]]))
+    with pytest.raises(ValueError, match="gains are not finite"):  # a gain callable whose sum overflows float32
+        F.ndcg(preds, torch.tensor([[0, 1, 2], [1, 0, 0]]), gain=_huge_gain)
+    assert float(F.ndcg(preds, torch.tensor([[0, 1, 2], [1, 0, 0]]))) > 0  # and good input passes

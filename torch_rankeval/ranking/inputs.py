@@ -485,6 +485,18 @@ GAINS_NOT_FINITE = (
 )
 
 
+def _not_finite(x: Tensor) -> Tensor:
+    """0-d bool: whether ``x`` holds a NaN or an infinite value, in three operations (``x * 0`` is NaN
+    exactly there, and its sum carries the NaN) where ``~torch.isfinite(x).all()`` takes six.
+
+    Example:
+        >>> _not_finite(torch.tensor([1.0, 3e38])), _not_finite(torch.tensor([1.0, float("-inf")]))
+        (tensor(False), tensor(True))
+    """
+    zeros = x.mul(0)
+    return (zeros if zeros.ndim == 0 else zeros.sum()).isnan()
+
+
 def grade_checks(
     grades: Tensor, counted: Callable[[Tensor], Tensor], *, name: str, exp2: bool, wide: bool
 ) -> list[tuple[Tensor, str]]:
@@ -509,20 +521,25 @@ def grade_checks(
             )
         )
     if exp2 and grades.dtype != torch.bool:
+        limit, dtype, wider = (
+            (1024, "float64", "") if wide else (128, "float32", "pass float64 grades (exact up to grade 1023), or ")
+        )
+        if counted is torch.any and grades.numel():  # every grade counts: one pass for both bounds
+            low, high = torch.aminmax(grades)
+            negative, overflow = low < 0, high >= limit
+        else:
+            negative, overflow = counted(grades < 0), counted(grades >= limit)
         checks.append(
             (
-                counted(grades < 0),
+                negative,
                 f"{name} has negative grades, which gain='exp2' (2**rel - 1) turns into negative gains; use "
                 "gain='linear', mark unjudged documents with ignore_index / mask (or exclude them), or clamp "
                 "the grades at 0",
             )
         )
-        limit, dtype, wider = (
-            (1024, "float64", "") if wide else (128, "float32", "pass float64 grades (exact up to grade 1023), or ")
-        )
         checks.append(
             (
-                counted(grades >= limit),
+                overflow,
                 f"{name} has grades >= {limit}, whose gain 2**rel - 1 overflows {dtype} (inf, then NaN in nDCG): "
                 f"{wider}use gain='linear' or a gain mapping",
             )
@@ -545,11 +562,11 @@ def _value_checks(
     ``dtype``: the working dtype (:func:`work_dtype` of the inputs)."""
 
     def where(v: Tensor | None) -> Callable[[Tensor], Tensor]:
-        return lambda bad: (bad if v is None else bad & v).any()
+        return torch.any if v is None else lambda bad: (bad & v).any()
 
     # Without padding, one reduction screens the scores: the sum is finite unless a score is NaN or
     # infinite (or the sum overflows, which the exact re-check in prepare() rules out).
-    screen = ~torch.isfinite(preds.sum()) if valid is None else where(valid)(~torch.isfinite(preds))
+    screen = _not_finite(preds.sum()) if valid is None else where(valid)(~torch.isfinite(preds))
     checks = [(screen, SCORES_NOT_FINITE)]
     wide = dtype == torch.float64
     exp2 = uses_gain and convention.gain == "exp2"
@@ -568,13 +585,8 @@ def _ranked_checks(ranked: RankedBatch, *, uses_gain: bool, ideal: bool, counted
     checks = []
     if uses_gain:
         # without ideal_target the judged gains are the list's own, in input order: no gather into ranked order
-        sums = [ranked.gains.sum(-1), ranked.ideal_gains.sum(-1)] if ideal else [ranked.ideal_gains.sum(-1)]
-        checks.append(
-            (
-                ~torch.isfinite(torch.stack(sums)).all(),
-                GAINS_NOT_FINITE,
-            )
-        )
+        sums = torch.stack((ranked.gains.sum(-1), ranked.ideal_gains.sum(-1))) if ideal else ranked.ideal_gains.sum(-1)
+        checks.append((_not_finite(sums), GAINS_NOT_FINITE))
     if not ideal:
         return checks
     lacks = "ideal_target must hold the grades of all judged documents of each query, the list's own included, "
