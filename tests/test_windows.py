@@ -589,3 +589,24 @@ def test_half_precision_keeps_the_window_states_in_float64_and_pickle_round_trip
     assert_close_dict(
         copy.compute(stderr=True), {k: v.item() for k, v in reference.compute(stderr=True).items()}, same_keys=False
     )
+
+
+@pytest.mark.parametrize("unit", ["updates", "queries"])
+def test_a_pickle_from_before_the_window_flags_keeps_filling_its_window(unit):
+    """A metric pickled when ``_windowed`` / ``_per_query`` were properties (not in its ``__dict__``)
+    unpickles with them set from its window states, and goes on exactly as the metric it was."""
+    import pickle
+
+    batches = _batches((4, 3, 5))
+    metric = RankingMetrics(("ndcg@5", "mrr"), window=2, half_life=1.0, window_unit=unit)
+    feed(metric, batches[:1])
+    state = metric.__getstate__()
+    del state["_windowed"], state["_per_query"]  # as an older version pickled it
+    old = RankingMetrics.__new__(RankingMetrics)
+    old.__setstate__(state)
+    old = pickle.loads(pickle.dumps(old))
+    assert old._windowed and old._per_query == (unit == "queries")
+    feed(old, batches[1:])
+    feed(metric, batches[1:])
+    want = {k: v.item() for k, v in metric.compute(stderr=True).items()}
+    assert_close_dict(old.compute(stderr=True), want, same_keys=False)

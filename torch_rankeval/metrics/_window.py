@@ -121,6 +121,14 @@ class WindowMixin:
     #: non-persistent float64 / int64 tables of the decay (they follow ``.to(device)``, keep their dtype)
     _window_tables: tuple[str, ...] = ()
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Unpickling: a metric pickled before ``_windowed`` and ``_per_query`` were attributes of their
+        own gets them from its window states (else it would silently stop filling its window)."""
+        super().__setstate__(state)  # type: ignore[misc]
+        if "_windowed" not in state:
+            self._windowed = bool(self._window_states)
+            self._per_query = self._windowed and self._window_unit == "queries"
+
     # ------------------------------------------------------------------ construction
     def _add_window_states(
         self,
