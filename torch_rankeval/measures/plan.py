@@ -114,7 +114,6 @@ class _DenseRoute:
             b.preds, b.target, b.mask, b.ideal_target, b.n_relevant, b.judged, b.subtopics, b.ideal_subtopics, b.weights
         )  # fmt: skip
         rb, single = self._rank(group, tensors, b.validate_args)
-        rb.pair_sums = group.pair_sums
         if b.validate_args:
             _family_checks(rb, group.calls)
         values, empty = _run_calls(rb, group.calls, group.conv)
@@ -122,7 +121,6 @@ class _DenseRoute:
             # the few lists with a tie, again with tie statistics (the rest took the plain formulas)
             idx = _to_device(torch.tensor(rb.split_rows, dtype=torch.int64), values.device)
             tied, _ = self._rank(group, [None if x is None else x.index_select(0, idx) for x in tensors], False)
-            tied.pair_sums = group.pair_sums
             redo, redo_empty = _run_calls(tied, group.calls, group.conv)
             values = values.index_copy(0, idx, redo.to(values.dtype))
             empty = empty.index_copy(0, idx, redo_empty.expand_as(redo))
@@ -133,7 +131,7 @@ class _DenseRoute:
         ideal_subtopics, weights)`` under the group's convention."""
         preds, target, mask, ideal_target, n_relevant, judged, subtopics, ideal_subtopics, weights = tensors
         b = self.batch
-        return prepare(
+        rb, single = prepare(
             preds,
             target,
             convention=group.conv,
@@ -153,6 +151,8 @@ class _DenseRoute:
             weights=weights,
             checked=True,  # by MeasurePlan.values, once for every convention
         )
+        rb.pair_sums = group.pair_sums  # the group's kernels read both sums: one prefix sum serves them
+        return rb, single
 
 
 @dataclass

@@ -80,9 +80,10 @@ class _ViewGroups(TieGroups):
     """The view's whole-group statistics, read as :class:`TieGroups` of its first ``width`` positions
     (each converted to the kernels' dtype when first read: a whole-list view is as wide as the row)."""
 
+    _row_bounds = False  # the view's statistics, not the bounds of a ranked row
+
     def __init__(self, rb: TopKRankedBatch, width: int) -> None:
         super().__init__(rb, width)
-        self._bounds_done = True
         v, f, f64 = rb._view, rb.dtype, torch.float64
         one = torch.ones((), dtype=v.group_size.dtype, device=rb.device)
         self._lazy: dict[str, Callable[[], Tensor]] = {

@@ -337,29 +337,24 @@ class TieGroups:
             the group given that the slots before it do not; 0 elsewhere (RR, hit rate).
     """
 
+    #: whether the int group bounds come from the batch's ranked row (:meth:`RankedBatch.tie_bounds`); a
+    #: top-k view's groups read their statistics from the view instead
+    _row_bounds: bool = True
+
     def __init__(self, rb: RankedBatch, width: int) -> None:
         # A weak reference: the batch holds its TieGroups, and a cycle would keep every batch's
         # tensors alive until the cyclic garbage collector runs (memory growing over updates).
         self._rb = weakref.ref(rb)
         self.width: int = width
         self._cache: dict[str, Tensor] = {}
-        self._bounds_done = False
-        self._start_i: Tensor | None = None  # int64 bounds of a dense batch's averaged groups (_bounds)
+        # int64 starts and ends of the groups of the first ``width`` positions, over the whole row (a group
+        # that goes on past ``width`` has its true end): every statistic of averaged ties reads them
+        self._start_i: Tensor | None = None
         self._end_i: Tensor | None = None
+        if self._row_bounds and rb.averaged:
+            self._start_i, self._end_i = rb.tie_bounds(width)
         self._boundary: tuple[Tensor, Tensor] | None = None
         self._crossing_hit: tuple[Tensor, Tensor, Tensor] | None = None
-
-    def _bounds(self) -> None:
-        """Group starts and ends of the first ``width`` positions (computed on first need): slices of
-        the batch's full-row bounds (:meth:`RankedBatch.tie_bounds`), so a group that goes on past
-        ``width`` has its true end."""
-        if self._bounds_done:
-            return
-        self._bounds_done = True
-        rb, width = self._rb() or self.rb, self.width
-        if not rb.averaged:
-            return
-        self._start_i, self._end_i = rb.tie_bounds(width)
 
     @property
     def rb(self) -> RankedBatch:  # noqa: D102
@@ -382,11 +377,6 @@ class TieGroups:
             if wider is not None:
                 self._cache[name] = wider[:, : self.width]
             else:
-                if not self._bounds_done:  # _bounds() written out (the hot path)
-                    self._bounds_done = True
-                    rb = self._rb() or self.rb
-                    if rb.averaged:
-                        self._start_i, self._end_i = rb.tie_bounds(self.width)
                 self._cache.update(make())
         return self._cache[name]
 
@@ -447,8 +437,6 @@ class TieGroups:
 
         def make() -> dict[str, Tensor]:
             rb = self._rb() or self.rb
-            if not self._bounds_done:
-                self._bounds()
             if self._end_i is None:  # no int bounds: from the float statistics
                 return {"slot_share": self.offset / (self.size - 1).clamp(min=1)}
             # max(n - 1, 1) looked up in a table of every group size (one operation, not a subtraction and a
@@ -466,8 +454,6 @@ class TieGroups:
         in ranked order whose per-document values (input order, ``(N, L)``) are ``doc``, accumulated
         in ``dtype``. ``doc`` is read only for a group that crosses ``width``; its sum is taken in
         ``doc``'s own dtype (a sum of terms, no cancellation)."""
-        if not self._bounds_done:
-            self._bounds()
         rb = self._rb() or self.rb
         if not rb.averaged:
             x = head.to(dtype)
@@ -561,8 +547,6 @@ class TieGroups:
         cpu, size = rb.device.type == "cpu", rb.n_lists * rb.length
         if cpu and size > _ROW_PREFIX_MAX_CPU and self.width < rb.length:
             return None
-        if not self._bounds_done:
-            self._bounds()
         if rb.pair_sums and not (cpu and size > _PAIR_MAX_CPU):  # see _PAIR_MAX_CPU
             padded = rb._row_prefix_pair()
             before = padded.gather(-1, self._start_i.expand(2, -1, -1))
@@ -628,9 +612,6 @@ class TieGroups:
             return rb.head(name, self.width)
         if len(rb._groups) > 1:  # a wider group may hold it already
             return self._get(key, lambda: {key: self._group_mean(name, rb)})
-        if not self._bounds_done:  # _bounds() written out (the hot path)
-            self._bounds_done = True
-            self._start_i, self._end_i = rb.tie_bounds(self.width)
         hit = self._cache[key] = self._group_mean(name, rb)
         return hit
 
