@@ -27,7 +27,7 @@ def _terms(rb: RankedView, width: int, *, binary: bool) -> Tensor:
     """
     if binary and not rb.averaged:  # rel_p times the relevant documents up to p: exact counts
         rel = rb.head("relmask", width)  # bool: the count and the product cast it themselves
-        return rel * rel.cumsum(-1, dtype=rb.dtype if width < 2**12 else torch.float64)  # exact: products < 2**24
+        return rel.cumsum(-1, dtype=rb.dtype if width < 2**12 else torch.float64).mul_(rel)  # exact: products < 2**24
     g = rb.groups(width)
     if binary:
         r, c = g.rel_count, g.rel_count_before
