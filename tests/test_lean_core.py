@@ -91,14 +91,21 @@ def test_pair_sums_give_the_expected_value_over_tie_orders(path: str) -> None:
             assert float(value[row]) == pytest.approx(want, abs=2e-6), (row, key)
 
 
+@pytest.mark.parametrize(
+    "ms",
+    [
+        ("map", "r_precision", "ndcg@10", "ndcg", "mrr", "map@10", "precision@10"),
+        ("ndcg@10", "map@10", "precision@10", "mrr@5"),  # cutoffs only: the group crossing the head is summed apart
+    ],
+    ids=["whole_and_cutoffs", "cutoffs_only"],
+)
 @pytest.mark.parametrize("validate", [False, True])
-def test_large_batch_values_equal_small_batches(validate: bool) -> None:
+def test_large_batch_values_equal_small_batches(validate: bool, ms: tuple[str, ...]) -> None:
     """Whole-list MAP and R-precision of a large CPU batch (integer sort keys, separate tie sums, head
     sums) equal the same lists in small batches (the GPU's path: float sort, the pair's row prefix
     sums), with and without validation."""
     preds, target, mask = _tied_batch(2500, 64, seed=9, pad=True)
     assert preds.numel() > _ROW_PREFIX_MAX_CPU >= _GPU_PATH_MAX_CPU >= preds[:500].numel()
-    ms = ("map", "r_precision", "ndcg@10", "ndcg", "mrr", "map@10", "precision@10")
     big = RankingMetrics(ms, validate_args=validate)
     small = RankingMetrics(ms, validate_args=validate)
     big.update(preds, target, mask=mask)

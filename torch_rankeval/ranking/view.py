@@ -481,7 +481,13 @@ class TieGroups:
         ``width``, the row's documents (input order, ``(N, L)``) in the head's last group)."""
         if self._crossing_hit is None:
             rb, width = self._rb() or self.rb, self.width
-            same = rb._doc_key == rb._sorted_key[:, width - 1 : width]  # NaN (padding) equals nothing
+            if rb._doc_key is not None:
+                same = rb._doc_key == rb._sorted_key[:, width - 1 : width]  # NaN (padding) equals nothing
+            else:  # integer keys (kept no longer than the sort): the scores, whose ties are the keys' ties
+                last = rb._preds_in.gather(-1, rb.order[:, width - 1 : width])
+                same = rb._preds_in == last
+                if rb._has_padding:  # a padding slot is a group of its own (it never crosses the width)
+                    same &= rb._valid_in
             self._crossing_hit = (self._end_i > width, self._end_i.clamp(max=width), same)
         return self._crossing_hit
 
@@ -738,11 +744,15 @@ class RankedBatch:
         self._has_padding = valid is not None
         self.averaged: bool = convention.ties == "average"
         self._target_in, self._valid_in, self._judged_in = target, valid, judged
+        # A CPU batch larger than _GPU_PATH_MAX_CPU sorts (and takes its ideal's top) through _int_key:
+        # there an integer sort is 25-30% faster than a float one (its comparisons test no NaN), for three
+        # elementwise operations. (Written out: a call more per update would pass the call budget.)
+        self._int_sort = preds.device.type == "cpu" and preds.numel() > _GPU_PATH_MAX_CPU and preds.dtype in _INT_OF
         self.order, self._sorted_key, self._doc_key = _rank(
-            preds, target, valid, convention.ties, convention.torch_topk_k
+            preds, target, valid, convention.ties, convention.torch_topk_k, self._int_sort
         )
         self._preds_in = preds
-        # integer keys (CPU, see _rank): the padding's key is the largest integer, not NaN
+        # integer keys (see _rank): the padding's key is the largest integer, not NaN
         self._int_keys = not self._sorted_key.is_floating_point()
 
         max_len = self.length if ideal_target is None else max(self.length, ideal_target.shape[-1])
@@ -762,8 +772,8 @@ class RankedBatch:
         same = key[:, 1:] == key[:, :-1]
         if self._int_keys and self._has_padding:  # the padding's integer keys are all equal
             same &= key[:, 1:] != torch.iinfo(key.dtype).max
-        # a sum, not any(-1): the row reduction of a bool is several times slower on CPU
-        return same.sum(-1, dtype=torch.int32) > 0
+        # the row maximum of its bytes: any(-1) is three times slower on CPU, a sum casts the row first
+        return same.view(torch.uint8).amax(-1).view(torch.bool)
 
     def tie_bounds(self, width: int | None = None) -> tuple[Tensor, Tensor]:
         """``(start, end)``, ``(N, width)`` int64 (default the whole row): for each of the first
@@ -1096,7 +1106,12 @@ class RankedBatch:
         valid = self._valid_in if self._ideal_target is None else self._ideal_valid
         if valid is not None:
             gains = torch.where(valid, gains, torch.full((), float("-inf"), dtype=self.dtype, device=self.device))
-        best = gains.sort(-1, descending=True).values if top == m else gains.topk(top, dim=-1).values
+        if self._int_sort and gains.dtype in _INT_OF:  # see _int_sort: positions from the integer keys
+            key = _int_key(gains)
+            at = key.sort(-1, descending=True).indices if top == m else key.topk(top, dim=-1).indices
+            best = gains.gather(-1, at)
+        else:
+            best = gains.sort(-1, descending=True).values if top == m else gains.topk(top, dim=-1).values
         if valid is not None:
             slots = torch.arange(top, device=self.device)
             best = torch.where(slots < valid.sum(-1, keepdim=True), best, self._zero)
@@ -1277,37 +1292,37 @@ def _int_key(x: Tensor) -> Tensor:
         [0, 0]
     """
     bits = x.view(_INT_OF[x.dtype])
-    return torch.where(bits < 0, torch.iinfo(bits.dtype).min - bits, bits)
+    key = torch.iinfo(bits.dtype).min - bits  # the negated magnitude (read where the sign bit is set)
+    return torch.where(bits < 0, key, bits, out=key)  # in place: one row-sized temporary less
 
 
 def _rank(
-    preds: Tensor, target: Tensor, valid: Tensor | None, ties: str, topk_k: int | None = None
-) -> tuple[Tensor, Tensor, Tensor]:
+    preds: Tensor,
+    target: Tensor,
+    valid: Tensor | None,
+    ties: str,
+    topk_k: int | None = None,
+    int_keys: bool = False,
+) -> tuple[Tensor, Tensor, Tensor | None]:
     """Order each list by descending score, padding last, ties per the policy (``"first"`` and the
     grade tie-breaks use stable sorts: among equal keys the earlier input comes first; the torch
     policies call torchmetrics' own torch function, see :func:`_torch_order`).
 
     Returns the permutation, the sort key in ranked order and the key of each document in input
-    order: equal keys mean tied scores, NaN marks padding. Without padding the key is the score
+    order (None with ``int_keys``: not kept past the sort): equal keys mean tied scores, NaN marks padding. Without padding the key is the score
     itself, sorted descending; with padding it is ``-score`` with NaN at the padding, sorted
-    ascending (NaN sorts last). A CPU batch larger than ``_GPU_PATH_MAX_CPU`` ranked by
-    ``"average"``/``"first"`` sorts the integer keys of those floats instead (:func:`_int_key`; the
-    padding's key is then the dtype's largest integer): the same order, the same ties.
+    ascending (NaN sorts last). With ``int_keys`` (see ``RankedBatch._int_sort``), ``"average"`` and
+    ``"first"`` sort the integer keys of those floats instead (:func:`_int_key`; the padding's key is
+    then the dtype's largest integer): the same order, the same ties.
     """
     descending = valid is None
-    if (
-        ties in ("average", "first")
-        and preds.device.type == "cpu"
-        and preds.numel() > _GPU_PATH_MAX_CPU
-        and preds.dtype in _INT_OF
-    ):
-        # On CPU an integer sort is 25-30% faster than a float one (no NaN test in its comparisons): the
-        # scores' bits, made monotone, are the key (_int_key). Padding: the largest integer, sorted last.
+    if int_keys and ties in ("average", "first"):
+        # the scores' bits, made monotone, are the key (_int_key); padding: the largest integer, sorted last
         key = _int_key(preds if valid is None else -preds)
         if valid is not None:
             key = torch.where(valid, key, torch.iinfo(key.dtype).max)
         sorted_key, order = torch.sort(key, dim=-1, descending=descending, stable=ties == "first")
-        return order, sorted_key, key
+        return order, sorted_key, None  # RankedBatch compares the scores themselves where it needs this key
     key = preds
     if valid is not None:
         key = torch.where(valid, -preds, torch.full((), float("nan"), dtype=preds.dtype, device=preds.device))
