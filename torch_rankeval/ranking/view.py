@@ -769,6 +769,8 @@ class RankedBatch:
     def tied_lists(self) -> Tensor:
         """``(N,)`` bool: whether two real documents of each list share a score (no host sync)."""
         key = self._sorted_key
+        if key.shape[-1] < 2:  # lists of one document or none: no tie (and no row to reduce)
+            return torch.zeros(key.shape[0], dtype=torch.bool, device=key.device)
         same = key[:, 1:] == key[:, :-1]
         if self._int_keys and self._has_padding:  # the padding's integer keys are all equal
             same &= key[:, 1:] != torch.iinfo(key.dtype).max
