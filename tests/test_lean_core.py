@@ -192,3 +192,32 @@ def test_cpu_large_path_first_keeps_input_order_among_ties(pad: bool, monkeypatc
         real = [i for i in range(preds.shape[1]) if mask is None or bool(mask[row, i])]
         want = sorted(real, key=lambda i: -float(preds[row, i]))  # stable: input order among ties
         assert rb.order[row, : len(real)].tolist() == want, row
+
+
+# -- the large CPU path (integer sort keys, separate tie sums) against the oracles, small batches forced onto it
+@pytest.mark.parametrize("seed", [0, 1])
+def test_cpu_large_path_matches_pytrec_eval(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pytrec_eval (trec_eval's C code) on padded random batches with exact ties and judged documents
+    outside the list (tests/test_functional_trec_eval.py's check, run on the large CPU path)."""
+    pytest.importorskip("pytrec_eval")
+    from tests.test_functional_trec_eval import test_random_batches_match_pytrec_eval
+
+    monkeypatch.setattr(view, "_GPU_PATH_MAX_CPU", 0)
+    test_random_batches_match_pytrec_eval(seed, 6)
+
+
+def test_cpu_large_path_matches_trec_eval_collection(trec_eval_test_dir, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    """trec_eval's own test collection and expected output (results with exact ties), on the large CPU path."""
+    from tests.test_functional_trec_eval import test_trec_eval_collection_per_query
+
+    monkeypatch.setattr(view, "_GPU_PATH_MAX_CPU", 0)
+    test_trec_eval_collection_per_query(trec_eval_test_dir)
+
+
+def test_cpu_large_path_padding_anywhere_changes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The padding property (hypothesis, tests/test_properties.py) on the large CPU path: the padding's
+    integer key sorts last and ties nothing."""
+    from tests.test_properties import test_padding_anywhere_changes_nothing
+
+    monkeypatch.setattr(view, "_GPU_PATH_MAX_CPU", 0)
+    test_padding_anywhere_changes_nothing()
