@@ -168,8 +168,11 @@ def test_cpu_large_path_ties_signed_zeros_and_negative_scores(path: str) -> None
     got = F.evaluate(preds, target, names, reduction="none")
     mask = torch.ones_like(target, dtype=torch.bool)
     padded = F.evaluate(
-        torch.cat([preds, torch.zeros(2, 2)], 1), torch.cat([target, torch.ones(2, 2, dtype=target.dtype)], 1),
-        names, mask=torch.cat([mask, torch.zeros(2, 2, dtype=torch.bool)], 1), reduction="none",
+        torch.cat([preds, torch.zeros(2, 2)], 1),
+        torch.cat([target, torch.ones(2, 2, dtype=target.dtype)], 1),
+        names,
+        mask=torch.cat([mask, torch.zeros(2, 2, dtype=torch.bool)], 1),
+        reduction="none",
     )
     for row in range(2):
         for key, value in got.items():

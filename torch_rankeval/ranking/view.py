@@ -1279,7 +1279,12 @@ def relevant(t: Tensor, convention: Convention) -> Tensor:
     return t >= 1 if not t.is_floating_point() and t.dtype != torch.bool else t > 0
 
 
-_INT_OF = {torch.float32: torch.int32, torch.float64: torch.int64, torch.bfloat16: torch.int16, torch.float16: torch.int16}
+_INT_OF = {
+    torch.float32: torch.int32,
+    torch.float64: torch.int64,
+    torch.bfloat16: torch.int16,
+    torch.float16: torch.int16,
+}
 
 
 def _int_key(x: Tensor) -> Tensor:
@@ -1311,11 +1316,12 @@ def _rank(
     policies call torchmetrics' own torch function, see :func:`_torch_order`).
 
     Returns the permutation, the sort key in ranked order and the key of each document in input
-    order (None with ``int_keys``: not kept past the sort): equal keys mean tied scores, NaN marks padding. Without padding the key is the score
+    order: equal keys mean tied scores, NaN marks padding. Without padding the key is the score
     itself, sorted descending; with padding it is ``-score`` with NaN at the padding, sorted
     ascending (NaN sorts last). With ``int_keys`` (see ``RankedBatch._int_sort``), ``"average"`` and
     ``"first"`` sort the integer keys of those floats instead (:func:`_int_key`; the padding's key is
-    then the dtype's largest integer): the same order, the same ties.
+    then the dtype's largest integer): the same order, the same ties; the input-order key is then not
+    kept past the sort (None).
     """
     descending = valid is None
     if int_keys and ties in ("average", "first"):
