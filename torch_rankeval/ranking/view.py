@@ -446,7 +446,11 @@ class TieGroups:
             # clamp), in float32 at least: the int offset divided by it promotes to that dtype
             dtype = rb.dtype if rb.dtype in (torch.float32, torch.float64) else torch.float32
             divisor = _table("others_in_group", rb.length + 1, dtype, rb.device).take(self._size_i)
-            offset = _table("arange", self.width, torch.int64, rb.device) - self._start_i
+            arange = _table("arange", self.width, torch.int64, rb.device)
+            if torch.compiler.is_compiling():
+                offset = arange - self._start_i
+            else:  # the int offset stored in the divisor's dtype (exact below 2^24): half an int64 row
+                offset = torch.sub(arange, self._start_i, out=torch.empty(0, dtype=dtype, device=rb.device))
             return {"slot_share": (offset / divisor).to(rb.dtype)}
 
         return self._get("slot_share", make)
@@ -797,12 +801,15 @@ class RankedBatch:
         if hit is not None:
             return hit
         key = self._sorted_key
-        if not self._has_padding:
-            ascending = -key  # the scores sorted in descending order
+        ascending = self._cache.get("ascending_key")  # kept for a second width (a cutoff and the whole list)
+        if ascending is not None:
+            pass
+        elif not self._has_padding:
+            ascending = self._cache["ascending_key"] = -key  # the scores sorted in descending order
         elif self._int_keys:
             ascending = key  # -scores ascending, padding last as the largest integer
         else:  # -scores ascending, NaN (padding) last: searched as +inf
-            ascending = torch.nan_to_num(key, nan=float("inf"), posinf=float("inf"))
+            ascending = self._cache["ascending_key"] = torch.nan_to_num(key, nan=float("inf"), posinf=float("inf"))
         query = ascending if width == self.length else ascending[:, :width].contiguous()
         start = torch.searchsorted(ascending, query, side="left")
         end = torch.searchsorted(ascending, query, side="right")
