@@ -1,7 +1,8 @@
 """Benchmark: nDCG@10 + MAP through RankingMetrics against torchmetrics, ranx, pytrec_eval, sklearn.
 
 Every case runs in its own subprocess on identical seeded data (graded 0-4, continuous scores), so
-peak memory is that case's alone. Times are medians over repeats; ratios are taken within the run.
+peak memory is that case's alone. Times are medians and minima over repeats; ratios are taken within
+the run.
 
     python benchmarks/bench_metrics.py                   # all workloads, CPU
     python benchmarks/bench_metrics.py --device cuda     # our metric on the GPU (peers stay on CPU)
@@ -16,7 +17,9 @@ memory at 10k, 100k and 1M queries). Results are printed as a table and written 
 ``RankingMetrics(("ndcg", "map"), k=10).update`` divided by the median time of one ``torch.sort``
 of the same scores (same process, measured interleaved, so the ratio survives machine load), on
 256 x 64, 1,000 x 100 and 10,000 x 100 batches, with and without tied scores, both settings of
-``validate_args``, float32 and bfloat16 scores (and ``compile=True`` with ``--compiled``).
+``validate_args``, float32 and bfloat16 scores (and ``compile=True`` with ``--compiled``). It prints
+the ratio of the medians and the ratio of the minima (the minimum of interleaved repeats: on a shared
+machine the steadier of the two).
 ``--repo PATH`` measures another checkout of the package (e.g. the main branch, for a before/after).
 """
 
@@ -226,6 +229,7 @@ def run_case(args) -> dict:
         times.append(time.perf_counter() - t0)
     out = {
         "median_s": statistics.median(times),
+        "min_s": min(times),
         "times": times,
         "values": values,
         "peak_rss_delta_mb": peak_rss_mb() - base_rss,
@@ -327,8 +331,10 @@ def sort_ratio_case(args) -> dict:
     out = []
     for ties, dtype in inputs:
         sort_s = statistics.median(times[(ties, dtype, "sort")])
+        sort_min = min(times[(ties, dtype, "sort")])
         for name, _ in configs:
             upd = statistics.median(times[(ties, dtype, name)])
+            upd_min = min(times[(ties, dtype, name)])
             out.append(
                 {
                     "ties": ties,
@@ -337,6 +343,9 @@ def sort_ratio_case(args) -> dict:
                     "update_ms": upd * 1e3,
                     "sort_ms": sort_s * 1e3,
                     "ratio": upd / sort_s,
+                    "update_min_ms": upd_min * 1e3,
+                    "sort_min_ms": sort_min * 1e3,
+                    "ratio_min": upd_min / sort_min,
                 }
             )
     return {"size": args.ratio_size, "repeats": repeats, "rows": out, "values": values}
@@ -350,8 +359,9 @@ def print_sort_ratio(results: list[dict], machine: dict) -> None:
             if row["config"] not in configs:
                 configs.append(row["config"])
     head = " | ".join(f"{'ties' if t else 'no ties'}, {c}" for t in (False, True) for c in configs)
-    for dtype in ("float32", "bfloat16"):
-        print(f"\nupdate / torch.sort, {dtype} scores (median update ms / median sort ms)")
+    for dtype, stat in (("float32", ""), ("float32", "_min"), ("bfloat16", ""), ("bfloat16", "_min")):
+        what = "minimum" if stat else "median"
+        print(f"\nupdate / torch.sort, {dtype} scores ({what} update ms / {what} sort ms)")
         print(f"| batch | {head} |")
         print("|---" * (1 + 2 * len(configs)) + "|")
         for r in results:
@@ -362,7 +372,10 @@ def print_sort_ratio(results: list[dict], machine: dict) -> None:
             for t in (False, True):
                 for c in configs:
                     row = next(x for x in r["rows"] if x["ties"] == t and x["dtype"] == dtype and x["config"] == c)
-                    cells.append(f"{row['ratio']:.2f}x ({row['update_ms']:.2f}/{row['sort_ms']:.2f})")
+                    ratio = row.get(f"ratio{stat}")
+                    if ratio is None:  # a --repo checkout's older script: medians only
+                        continue
+                    cells.append(f"{ratio:.2f}x ({row[f'update{stat}_ms']:.2f}/{row[f'sort{stat}_ms']:.2f})")
             print(f"| {r['size']} | " + " | ".join(cells) + " |")
 
 
@@ -499,22 +512,31 @@ def print_report(report: dict) -> None:
     for wname, w in report["workloads"].items():
         res = w["results"]
         ours = res.get("ours", {}).get("median_s")
+        ours_min = res.get("ours", {}).get("min_s")
         reference = res.get("pytrec_eval", {}).get("values") or {}
         print(
             f"\n## {wname}: {w['size']['queries']} queries x {w['size']['length']} docs (batches of {w['size']['batch']})"
         )
-        print(f"{'case':<14}{'median s':>10}{'ours faster by':>16}{'peak MB':>10}   values (pytrec_eval diff)")
+        print(
+            f"{'case':<14}{'median s':>10}{'ours faster by':>16}{'min s':>10}{'by min':>8}{'peak MB':>10}"
+            "   values (pytrec_eval diff)"
+        )
         for case, r in res.items():
             if "error" in r:
                 print(f"{case:<14}  error: {r['error']}")
                 continue
             ratio = r["median_s"] / ours if ours else float("nan")
+            low = r.get("min_s", float("nan"))  # absent from an older run's JSON
+            ratio_min = low / ours_min if ours_min else float("nan")
             diffs = ", ".join(
                 f"{k}={v:.6f}" + (f" ({v - reference[k]:+.1e})" if k in reference else "")
                 for k, v in r["values"].items()
             )
             jit = f"  [JIT warm-up {r['jit_s']:.1f}s excluded]" if "jit_s" in r else ""
-            print(f"{case:<14}{r['median_s']:>10.4f}{ratio:>15.1f}x{r['peak_rss_delta_mb']:>10.0f}   {diffs}{jit}")
+            print(
+                f"{case:<14}{r['median_s']:>10.4f}{ratio:>15.1f}x{low:>10.4f}{ratio_min:>7.1f}x"
+                f"{r['peak_rss_delta_mb']:>10.0f}   {diffs}{jit}"
+            )
         sb = w["sync_bytes"]
         print(f"bytes per process per sync: ours {sb['ours']} B, torchmetrics {sb['torchmetrics'] / 2**20:.1f} MiB")
     for s in report.get("stream", []):

@@ -7,6 +7,9 @@
   width read, each statistic alone; a small one from the row's prefix sums (of the pair): the same values.
 - AP's numerator and RR's sum divide by the ranks inside one product with a constant matrix
   (``cumulative_per_rank``): the values of dividing first, then summing.
+- A CPU batch larger than ``_GPU_PATH_MAX_CPU`` sorts integer keys of its scores (``_int_key``): the
+  order of the floats (checked pair by pair), the ties of the floats (``0.0`` ties ``-0.0``), and the
+  values of the brute force over tie orders (small batches forced onto that path).
 """
 
 from __future__ import annotations
@@ -18,8 +21,9 @@ import torch
 
 import torch_rankeval.functional as F
 from torch_rankeval import RankingMetrics
-from torch_rankeval.conventions import DEFAULT
-from torch_rankeval.ranking.view import _ROW_PREFIX_MAX_CPU, RankedBatch
+from torch_rankeval.conventions import DEFAULT, Convention
+from torch_rankeval.ranking import view
+from torch_rankeval.ranking.view import _GPU_PATH_MAX_CPU, _ROW_PREFIX_MAX_CPU, RankedBatch, _int_key
 
 MEASURES = ("ndcg", "map", "precision", "recall", "mrr", "hit_rate", "dcg")
 
@@ -67,7 +71,16 @@ def _brute_force(preds: torch.Tensor, target: torch.Tensor, measure: str, k: int
     return sum(values) / len(values)
 
 
-def test_pair_sums_give_the_expected_value_over_tie_orders() -> None:
+@pytest.fixture(params=["gpu_path", "cpu_large_path"])
+def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run a test on the GPU's path (the default for small CPU batches) and on the path of a large CPU
+    batch (integer sort keys, separate tie sums), forced for small batches."""
+    if request.param == "cpu_large_path":
+        monkeypatch.setattr(view, "_GPU_PATH_MAX_CPU", 0)
+    return request.param
+
+
+def test_pair_sums_give_the_expected_value_over_tie_orders(path: str) -> None:
     preds = torch.tensor([[0.9, 0.5, 0.5, 0.5, 0.2, 0.2, 0.1], [0.3, 0.3, 0.3, 0.3, 0.3, 0.8, 0.1]])
     target = torch.tensor([[0, 2, 0, 1, 1, 0, 3], [1, 0, 2, 0, 0, 0, 1]])
     got = F.evaluate(preds, target, _names(("ndcg", "map", "mrr", "precision", "recall"), (2, 4, 7)), reduction="none")
@@ -78,13 +91,21 @@ def test_pair_sums_give_the_expected_value_over_tie_orders() -> None:
             assert float(value[row]) == pytest.approx(want, abs=2e-6), (row, key)
 
 
+@pytest.mark.parametrize(
+    "ms",
+    [
+        ("map", "r_precision", "ndcg@10", "ndcg", "mrr", "map@10", "precision@10"),
+        ("ndcg@10", "map@10", "precision@10", "mrr@5"),  # cutoffs only: the group crossing the head is summed apart
+    ],
+    ids=["whole_and_cutoffs", "cutoffs_only"],
+)
 @pytest.mark.parametrize("validate", [False, True])
-def test_large_batch_values_equal_small_batches(validate: bool) -> None:
-    """Whole-list MAP and R-precision of a large CPU batch (adjacent-key bounds, head sums) equal the
-    same lists in small batches (binary searches, row prefix sums), with and without validation."""
+def test_large_batch_values_equal_small_batches(validate: bool, ms: tuple[str, ...]) -> None:
+    """Whole-list MAP and R-precision of a large CPU batch (integer sort keys, separate tie sums, head
+    sums) equal the same lists in small batches (the GPU's path: float sort, the pair's row prefix
+    sums), with and without validation."""
     preds, target, mask = _tied_batch(2500, 64, seed=9, pad=True)
-    assert preds.numel() > _ROW_PREFIX_MAX_CPU >= preds[:500].numel()
-    ms = ("map", "r_precision", "ndcg@10", "ndcg", "mrr", "map@10", "precision@10")
+    assert preds.numel() > _ROW_PREFIX_MAX_CPU >= _GPU_PATH_MAX_CPU >= preds[:500].numel()
     big = RankingMetrics(ms, validate_args=validate)
     small = RankingMetrics(ms, validate_args=validate)
     big.update(preds, target, mask=mask)
@@ -122,3 +143,84 @@ def test_validation_screens_name_each_problem() -> None:
     with pytest.raises(ValueError, match="gains are not finite"):  # a gain callable whose sum overflows float32
         F.ndcg(preds, torch.tensor([[0, 1, 2], [1, 0, 0]]), gain=_huge_gain)
     assert float(F.ndcg(preds, torch.tensor([[0, 1, 2], [1, 0, 0]]))) > 0  # and good input passes
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+def test_int_keys_order_and_tie_like_the_floats(dtype: torch.dtype) -> None:
+    """Pair by pair, the integer keys compare as the floats do (Python's float comparison is the
+    oracle): negative, zero of either sign, subnormal, huge and infinite scores."""
+    tiny = torch.finfo(dtype).tiny / 4  # subnormal (0 in formats without them)
+    values = [float("-inf"), -3e4, -2.5, -1.0, -tiny, -0.0, 0.0, tiny, 1e-3, 1.0, 2.5, 6e4, float("inf")]
+    x = torch.tensor(values, dtype=torch.float64).to(dtype)
+    key = _int_key(x).tolist()
+    floats = x.tolist()
+    for i, j in itertools.product(range(len(floats)), repeat=2):
+        assert (key[i] < key[j]) == (floats[i] < floats[j]), (floats[i], floats[j])
+        assert (key[i] == key[j]) == (floats[i] == floats[j]), (floats[i], floats[j])
+
+
+def test_cpu_large_path_ties_signed_zeros_and_negative_scores(path: str) -> None:
+    """Tied documents with scores ``0.0`` and ``-0.0`` and negative tied scores average as one group
+    (brute force over the orders of the tied documents), on both paths, padded or not."""
+    preds = torch.tensor([[0.0, -0.0, 0.5, -1.5, -1.5, -0.0], [-2.0, -2.0, -2.0, 3.0, -0.0, 0.0]])
+    target = torch.tensor([[1, 0, 0, 2, 0, 1], [0, 1, 2, 0, 1, 0]])
+    names = _names(("ndcg", "map", "mrr", "precision"), (1, 3, 6))
+    got = F.evaluate(preds, target, names, reduction="none")
+    mask = torch.ones_like(target, dtype=torch.bool)
+    padded = F.evaluate(
+        torch.cat([preds, torch.zeros(2, 2)], 1),
+        torch.cat([target, torch.ones(2, 2, dtype=target.dtype)], 1),
+        names,
+        mask=torch.cat([mask, torch.zeros(2, 2, dtype=torch.bool)], 1),
+        reduction="none",
+    )
+    for row in range(2):
+        for key, value in got.items():
+            name, _, cut = key.partition("@")
+            want = _brute_force(preds[row], target[row], name, int(cut))
+            assert float(value[row]) == pytest.approx(want, abs=2e-6), (row, key)
+            assert float(padded[key][row]) == pytest.approx(want, abs=2e-6), (row, key, "padded")
+
+
+@pytest.mark.parametrize("pad", [False, True])
+def test_cpu_large_path_first_keeps_input_order_among_ties(pad: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``ties="first"`` on integer keys: descending score, the earlier document first among equal
+    scores (Python's stable ``sorted`` is the oracle), padding last."""
+    monkeypatch.setattr(view, "_GPU_PATH_MAX_CPU", 0)
+    preds, target, mask = _tied_batch(40, 30, seed=5, pad=pad)
+    preds = torch.where(torch.rand(preds.shape, generator=torch.Generator().manual_seed(1)) < 0.3, -preds, preds)
+    rb = RankedBatch(preds, target, mask, Convention(ties="first"))
+    assert not rb._sorted_key.is_floating_point()  # the integer path ran
+    for row in range(preds.shape[0]):
+        real = [i for i in range(preds.shape[1]) if mask is None or bool(mask[row, i])]
+        want = sorted(real, key=lambda i: -float(preds[row, i]))  # stable: input order among ties
+        assert rb.order[row, : len(real)].tolist() == want, row
+
+
+# -- the large CPU path (integer sort keys, separate tie sums) against the oracles, small batches forced onto it
+@pytest.mark.parametrize("seed", [0, 1])
+def test_cpu_large_path_matches_pytrec_eval(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pytrec_eval (trec_eval's C code) on padded random batches with exact ties and judged documents
+    outside the list (tests/test_functional_trec_eval.py's check, run on the large CPU path)."""
+    pytest.importorskip("pytrec_eval")
+    from tests.test_functional_trec_eval import test_random_batches_match_pytrec_eval
+
+    monkeypatch.setattr(view, "_GPU_PATH_MAX_CPU", 0)
+    test_random_batches_match_pytrec_eval(seed, 6)
+
+
+def test_cpu_large_path_matches_trec_eval_collection(trec_eval_test_dir, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    """trec_eval's own test collection and expected output (results with exact ties), on the large CPU path."""
+    from tests.test_functional_trec_eval import test_trec_eval_collection_per_query
+
+    monkeypatch.setattr(view, "_GPU_PATH_MAX_CPU", 0)
+    test_trec_eval_collection_per_query(trec_eval_test_dir)
+
+
+def test_cpu_large_path_padding_anywhere_changes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The padding property (hypothesis, tests/test_properties.py) on the large CPU path: the padding's
+    integer key sorts last and ties nothing."""
+    from tests.test_properties import test_padding_anywhere_changes_nothing
+
+    monkeypatch.setattr(view, "_GPU_PATH_MAX_CPU", 0)
+    test_padding_anywhere_changes_nothing()

@@ -26,8 +26,10 @@ def _terms(rb: RankedView, width: int, *, binary: bool) -> Tensor:
     formed in float64, where ``S1^2 - S2`` does not cancel.
     """
     if binary and not rb.averaged:  # rel_p times the relevant documents up to p: exact counts
-        rel = rb.head("relmask", width)  # bool: the count and the product cast it themselves
-        return rel * rel.cumsum(-1, dtype=rb.dtype if width < 2**12 else torch.float64)  # exact: products < 2**24
+        # in float64, what the caller sums in (exact counts): the product in place, on the same dtype (an
+        # operand of another dtype, or a cast inside cumsum, makes a row-sized temporary)
+        rel = rb.head("relmask", width).to(torch.float64)
+        return rel.cumsum(-1).mul_(rel)
     g = rb.groups(width)
     if binary:
         r, c = g.rel_count, g.rel_count_before
