@@ -7,6 +7,11 @@ one kernel launch, so for small batches this count, not the arithmetic, sets an 
     python benchmarks/bench_ops.py               # the three budget cases, counts only
     python benchmarks/bench_ops.py --histogram   # and which operations they are
     python benchmarks/bench_ops.py --repo PATH   # another checkout (e.g. main, for a before/after)
+    python benchmarks/bench_ops.py --cpu-large-path   # the path of CPU batches above 2^15 documents
+
+The budgets count the GPU's path, which CPU batches up to 2^15 documents run too
+(``torch_rankeval.ranking.view._GPU_PATH_MAX_CPU``). Larger CPU batches sort integer keys and sum
+gains and relevance apart; ``--cpu-large-path`` counts that path on the same batch (forced onto it).
 
 The counting rule (:func:`count_ops`):
 
@@ -175,11 +180,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--histogram", action="store_true", help="print which operations each case runs")
     parser.add_argument("--repo", default=None, help="checkout whose torch_rankeval is counted (default: this one)")
+    parser.add_argument(
+        "--cpu-large-path", action="store_true", help="count the path of CPU batches above 2^15 documents"
+    )
     args = parser.parse_args()
     sys.path.insert(0, str(Path(args.repo).resolve() if args.repo else Path(__file__).resolve().parents[1]))
     torch.set_num_threads(1)
     preds, target = batch()
     import torch_rankeval
+
+    if args.cpu_large_path:
+        import torch_rankeval.ranking.view as view
+
+        view._GPU_PATH_MAX_CPU = 0  # this batch (2^14 documents) forced onto the large CPU path
+        print("the large CPU path: not budgeted (the budgets count the GPU's path; no launches on a CPU)")
 
     print(f"torch_rankeval from {Path(torch_rankeval.__file__).parent}, torch {torch.__version__}")
     print(f"{'case':<42}{'ops':>6}{'budget':>8}")

@@ -34,6 +34,13 @@ REACHED = {"NDCG(k=10)": 25, "RankingMetrics(ndcg, map, k=10)": 40, "RankingMetr
 # calls on the hot path), the gain function made on first use, the group mean computed directly
 REACHED_CALLS = 40
 NOT_YET: set[str] = set()
+#: the same batch forced onto the path of CPU batches above 2^15 documents (integer sort keys for the sort
+#: and the ideal's top, gains and relevance summed apart): not budgeted (no launches on a CPU), but held
+REACHED_CPU_LARGE = {
+    "NDCG(k=10)": 32,
+    "RankingMetrics(ndcg, map, k=10)": 53,
+    "RankingMetrics(5 measures x 3 cutoffs)": 70,
+}
 
 
 @pytest.fixture(scope="module")
@@ -93,3 +100,21 @@ def test_library_calls_ceiling() -> None:
 
 def test_library_calls_budget() -> None:
     assert _calls() <= bench_ops.CALL_BUDGET
+
+
+def test_cpu_large_path_ops_ceiling(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The large CPU path's counts (``bench_ops.py --cpu-large-path``) do not silently grow either."""
+    import torch_rankeval.ranking.view as view
+
+    monkeypatch.setattr(view, "_GPU_PATH_MAX_CPU", 0)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        preds, target = bench_ops.batch()
+        got = {name: len(bench_ops.update_ops(make, preds, target)) for name, make in bench_ops.cases().items()}
+    finally:
+        torch.set_num_threads(threads)
+    for case, ceiling in REACHED_CPU_LARGE.items():
+        assert got[case] <= ceiling, f"{case}: {got[case]} operations on the large CPU path, more than {ceiling}"
+        # integer keys and separate sums are more operations than the GPU's path: this is the other path
+        assert got[case] > REACHED[case], f"{case}: {got[case]} operations, not the large CPU path"
