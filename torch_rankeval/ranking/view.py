@@ -802,14 +802,14 @@ class RankedBatch:
             return hit
         key = self._sorted_key
         ascending = self._cache.get("ascending_key")  # kept for a second width (a cutoff and the whole list)
-        if ascending is not None:
-            pass
-        elif not self._has_padding:
-            ascending = self._cache["ascending_key"] = -key  # the scores sorted in descending order
-        elif self._int_keys:
-            ascending = key  # -scores ascending, padding last as the largest integer
-        else:  # -scores ascending, NaN (padding) last: searched as +inf
-            ascending = self._cache["ascending_key"] = torch.nan_to_num(key, nan=float("inf"), posinf=float("inf"))
+        if ascending is None:
+            if not self._has_padding:
+                ascending = -key  # the scores sorted in descending order
+            elif self._int_keys:
+                ascending = key  # -scores ascending, padding last as the largest integer
+            else:  # -scores ascending, NaN (padding) last: searched as +inf
+                ascending = torch.nan_to_num(key, nan=float("inf"), posinf=float("inf"))
+            self._cache["ascending_key"] = ascending
         query = ascending if width == self.length else ascending[:, :width].contiguous()
         start = torch.searchsorted(ascending, query, side="left")
         end = torch.searchsorted(ascending, query, side="right")
