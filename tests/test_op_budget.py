@@ -43,8 +43,8 @@ REACHED_CPU_LARGE = {
 }
 
 
-@pytest.fixture(scope="module")
-def counts() -> dict[str, int]:
+def _count_cases() -> dict[str, int]:
+    """Operations per update of each budget case, counted on one thread."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -52,6 +52,11 @@ def counts() -> dict[str, int]:
         return {name: len(bench_ops.update_ops(make, preds, target)) for name, make in bench_ops.cases().items()}
     finally:
         torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def counts() -> dict[str, int]:
+    return _count_cases()
 
 
 def test_counter_rule() -> None:
@@ -107,13 +112,7 @@ def test_cpu_large_path_ops_ceiling(monkeypatch: pytest.MonkeyPatch) -> None:
     import torch_rankeval.ranking.view as view
 
     monkeypatch.setattr(view, "_GPU_PATH_MAX_CPU", 0)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        preds, target = bench_ops.batch()
-        got = {name: len(bench_ops.update_ops(make, preds, target)) for name, make in bench_ops.cases().items()}
-    finally:
-        torch.set_num_threads(threads)
+    got = _count_cases()
     for case, ceiling in REACHED_CPU_LARGE.items():
         assert got[case] <= ceiling, f"{case}: {got[case]} operations on the large CPU path, more than {ceiling}"
         # integer keys and separate sums are more operations than the GPU's path: this is the other path
