@@ -372,10 +372,9 @@ def print_sort_ratio(results: list[dict], machine: dict) -> None:
             for t in (False, True):
                 for c in configs:
                     row = next(x for x in r["rows"] if x["ties"] == t and x["dtype"] == dtype and x["config"] == c)
-                    ratio = row.get(f"ratio{stat}")
-                    if ratio is None:  # a --repo checkout's older script: medians only
-                        continue
-                    cells.append(f"{ratio:.2f}x ({row[f'update{stat}_ms']:.2f}/{row[f'sort{stat}_ms']:.2f})")
+                    cells.append(
+                        f"{row[f'ratio{stat}']:.2f}x ({row[f'update{stat}_ms']:.2f}/{row[f'sort{stat}_ms']:.2f})"
+                    )
             print(f"| {r['size']} | " + " | ".join(cells) + " |")
 
 
@@ -526,7 +525,7 @@ def print_report(report: dict) -> None:
                 print(f"{case:<14}  error: {r['error']}")
                 continue
             ratio = r["median_s"] / ours if ours else float("nan")
-            low = r.get("min_s", float("nan"))  # absent from an older run's JSON
+            low = r["min_s"]
             ratio_min = low / ours_min if ours_min else float("nan")
             diffs = ", ".join(
                 f"{k}={v:.6f}" + (f" ({v - reference[k]:+.1e})" if k in reference else "")
