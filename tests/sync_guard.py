@@ -13,9 +13,10 @@ directly) and some never show as a Python method (a boolean mask index runs ``no
   mask, ``repeat_interleave`` without ``output_size``, copies to another device).
 
 Inside the guard, torch_rankeval takes the path it takes on CUDA: the guard sets
-``torch_rankeval.ranking.topk.CPU_HOST_READS`` to False (restored on exit), which turns off the
-reads of host memory that unvalidated CPU eager calls make instead of a pass over every row (no
-device sync on the CPU, but a sync on CUDA).
+``torch_rankeval.ranking.inputs.CPU_HOST_READS`` to False (restored on exit), which turns off the
+reads of host memory that unvalidated CPU eager calls make (no device sync on the CPU, but a sync on
+CUDA): a top-k view's spilled rows instead of a pass over every row, a large dense batch's tie flags
+instead of the whole row's tie statistics.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from torch_rankeval.ranking import topk as _topk
+from torch_rankeval.ranking import inputs as _inputs
 
 aten = torch.ops.aten
 
@@ -144,8 +145,8 @@ class HostSyncGuard:
             raise HostSyncError(f"host sync: {what}")
 
     def __enter__(self) -> Self:
-        self._host_reads.append(_topk.CPU_HOST_READS)
-        _topk.CPU_HOST_READS = False  # the CUDA path: no reads of host memory in unvalidated calls
+        self._host_reads.append(_inputs.CPU_HOST_READS)
+        _inputs.CPU_HOST_READS = False  # the CUDA path: no reads of host memory in unvalidated calls
         for mode in self._modes:
             mode.__enter__()
         return self
@@ -153,7 +154,7 @@ class HostSyncGuard:
     def __exit__(self, *exc: object) -> None:
         for mode in reversed(self._modes):
             mode.__exit__(*exc)
-        _topk.CPU_HOST_READS = self._host_reads.pop()
+        _inputs.CPU_HOST_READS = self._host_reads.pop()
 
 
 #: The three paths of a top-k view, for tests parametrised over them: validated, unvalidated on the
@@ -165,6 +166,6 @@ def select_path(path: bool | str, monkeypatch) -> bool:  # noqa: ANN001
     """The ``validate_args`` of one of :data:`PATHS`; ``"sync-free"`` also turns off, for this test
     (through pytest's ``monkeypatch``), the host reads of unvalidated CPU calls."""
     if path == "sync-free":
-        monkeypatch.setattr(_topk, "CPU_HOST_READS", False)
+        monkeypatch.setattr(_inputs, "CPU_HOST_READS", False)
         return False
     return bool(path)

@@ -135,12 +135,19 @@ def test_validated_tie_free_batch_takes_the_deterministic_formulas_with_the_same
 @pytest.mark.parametrize(
     "settings", [{}, {"convention": "trec_eval", "ties": "average"}, {"denominator": "retrieved_relevant"}]
 )
-def test_validated_batch_with_a_few_tied_lists_redoes_only_them_with_the_same_values(settings, monkeypatch):
+@pytest.mark.parametrize("route", ["validated", "unvalidated_large_cpu"])
+def test_batch_with_a_few_tied_lists_redoes_only_them_with_the_same_values(route, settings, monkeypatch):
     """A validated batch where at most one list in eight holds a tie takes the plain formulas for the
-    batch and recomputes the tied lists with tie statistics (they are read in the checks' one sync):
-    per-list values equal the general path's (validate_args=False) and the brute-force tie average."""
+    batch and recomputes the tied lists with tie statistics (they are read in the checks' one sync); so
+    does an unvalidated CPU batch past ``_GPU_PATH_MAX_CPU`` in eager mode (read from memory: no device
+    sync there; forced here for a small batch). Per-list values equal the general path's (tie
+    statistics for every list: unvalidated without host reads, the path of CUDA) and the brute-force
+    tie average."""
     import torch_rankeval.measures.plan as plan_module
+    from torch_rankeval.ranking import view
 
+    if route == "unvalidated_large_cpu":
+        monkeypatch.setattr(view, "_GPU_PATH_MAX_CPU", 0)
     g = torch.Generator().manual_seed(12)
     preds = torch.rand(64, 7, generator=g, dtype=torch.float64)
     target = torch.randint(0, 3, (64, 7), generator=g)
@@ -160,9 +167,12 @@ def test_validated_batch_with_a_few_tied_lists_redoes_only_them_with_the_same_va
 
     monkeypatch.setattr(plan_module, "prepare", spy)
     names = [*ALL, "ndcg@3", "map@2", "mrr@2", "precision@3", "hit_rate@2"]
-    fast = F.evaluate(preds, target, names, mask=mask, reduction="none", **settings)
-    assert calls[0] == (64, tied) and calls[1] == (3, None)  # the batch, then the three tied lists
-    general = F.evaluate(preds, target, names, mask=mask, reduction="none", validate_args=False, **settings)
+    validate = route == "validated"
+    fast = F.evaluate(preds, target, names, mask=mask, reduction="none", validate_args=validate, **settings)
+    assert calls == [(64, tied), (3, None)]  # the batch, then the three tied lists
+    with HostSyncGuard():
+        general = F.evaluate(preds, target, names, mask=mask, reduction="none", validate_args=False, **settings)
+    assert calls[2:] == [(64, None)]  # one pass, tie statistics for every list
     for name in names:
         torch.testing.assert_close(fast[name], general[name], atol=1e-12, rtol=0, msg=name)
     if not settings:

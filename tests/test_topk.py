@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from tests.sync_guard import PATHS, select_path
+from torch_rankeval.ranking import inputs as _inputs
 from torch_rankeval.ranking import topk as _topk
 from torch_rankeval.ranking.sparse import SparseTarget
 from torch_rankeval.ranking.topk import topk_view
@@ -430,8 +431,8 @@ def test_host_sync_guard_selects_the_sync_free_path():
     from tests.sync_guard import HostSyncGuard
 
     scores = torch.tensor([[0.5, 0.5, 0.5, 0.1]])
-    assert _topk.CPU_HOST_READS
+    assert _inputs.CPU_HOST_READS
     with HostSyncGuard():
-        assert not _topk.CPU_HOST_READS
+        assert not _inputs.CPU_HOST_READS
         view = topk_view(scores, 2, exclude=torch.tensor([[False, True, False, False]]), validate_args=False)
-    assert _topk.CPU_HOST_READS and view.pass_rows is None and view.boundary_size.tolist() == [2]
+    assert _inputs.CPU_HOST_READS and view.pass_rows is None and view.boundary_size.tolist() == [2]

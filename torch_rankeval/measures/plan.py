@@ -113,22 +113,24 @@ class _DenseRoute:
         tensors = (
             b.preds, b.target, b.mask, b.ideal_target, b.n_relevant, b.judged, b.subtopics, b.ideal_subtopics, b.weights
         )  # fmt: skip
-        rb, single = self._rank(group, tensors, b.validate_args)
+        rb, single = self._rank(group, tensors, b.validate_args, split=True)
         if b.validate_args:
             _family_checks(rb, group.calls)
         values, empty = _run_calls(rb, group.calls, group.conv)
         if rb.split_rows:
             # the few lists with a tie, again with tie statistics (the rest took the plain formulas)
             idx = _to_device(torch.tensor(rb.split_rows, dtype=torch.int64), values.device)
-            tied, _ = self._rank(group, [None if x is None else x.index_select(0, idx) for x in tensors], False)
+            tied, _ = self._rank(
+                group, [None if x is None else x.index_select(0, idx) for x in tensors], False, split=False
+            )
             redo, redo_empty = _run_calls(tied, group.calls, group.conv)
             values = values.index_copy(0, idx, redo.to(values.dtype))
             empty = empty.index_copy(0, idx, redo_empty.expand_as(redo))
         return values, empty, single
 
-    def _rank(self, group: _Group, tensors: Sequence, validate: bool) -> tuple[RankedBatch, bool]:
+    def _rank(self, group: _Group, tensors: Sequence, validate: bool, *, split: bool) -> tuple[RankedBatch, bool]:
         """``prepare`` of ``(preds, target, mask, ideal_target, n_relevant, judged, subtopics,
-        ideal_subtopics, weights)`` under the group's convention."""
+        ideal_subtopics, weights)`` under the group's convention; ``split``: its ``split_ties``."""
         preds, target, mask, ideal_target, n_relevant, judged, subtopics, ideal_subtopics, weights = tensors
         b = self.batch
         rb, single = prepare(
@@ -144,7 +146,7 @@ class _DenseRoute:
             uses_gain=group.uses_gain,
             discounts=b.discounts,
             gain=b.gain if group.base_gain else None,
-            split_ties=validate,
+            split_ties=split,
             subtopics=subtopics,
             ideal_subtopics=ideal_subtopics,
             extra_checks=b.subtopic_checks if validate else None,

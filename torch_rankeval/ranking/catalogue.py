@@ -34,14 +34,13 @@ import torch
 from torch import Tensor
 
 from torch_rankeval.conventions import TORCH_TIES, Convention, discount_table, gain_fn
-from torch_rankeval.ranking.inputs import work_dtype
+from torch_rankeval.ranking.inputs import reads_host, work_dtype
 from torch_rankeval.ranking.sparse import SparseTarget, check_exclude, is_sparse, sparse_target
 from torch_rankeval.ranking.topk import (
     DEFAULT_CHUNK_ELEMENTS,
     TopKView,
     _chunks,
     _excluded_rows,
-    _reads_host,
     _scatter_rows,
     topk_view,
 )
@@ -491,7 +490,7 @@ def row_chunks(
     st = sparse_target(target, (n, length), device=preds.device, validate_args=False) if _sparse(target) else None
     ex = None if exclude is None else check_exclude(exclude, (n, length), preds.device, validate_args=False)
     depths = _depth(preds, target, exclude, chunk_elements).tolist() if validate_args else None  # the host sync
-    pointers = validate_args or _reads_host(preds)  # the row pointers of the sparse inputs: read with that sync
+    pointers = validate_args or reads_host(preds)  # the row pointers of the sparse inputs: read with that sync
     crow = {id(x): x.crow.tolist() for x in (st, ex) if isinstance(x, SparseTarget) and pointers}
     size = whole_list_rows(n, length, chunk_elements)
     for chunk, span in _chunks(None, n, length, size * length, preds.device):

@@ -29,16 +29,42 @@ __all__ = [
     "item_weights",
     "parse_k",
     "prepare",
+    "reads_host",
     "weight_checks",
     "work_dtype",
 ]
 
 Cutoffs = tuple  # tuple[int | None, ...]
-#: A validated batch of at most this many lists reads which lists hold a tie in its one host sync;
+#: A validated batch of at most this many lists reads which lists hold a tie in its one host sync (an
+#: unvalidated one where :func:`reads_host` and ``RankedBatch._cpu_path`` say it may, from memory);
 #: when at most one list in SPLIT_SHARE does, ``prepare(split_ties=True)`` ranks the batch with the
 #: plain formulas and names those lists in ``split_rows`` for the caller to redo with tie statistics.
 SPLIT_MAX_LISTS = 1 << 16
 SPLIT_SHARE = 8
+
+#: Whether an unvalidated call on the CPU in eager mode may read values from memory, which is no
+#: device sync there: the top-k views read their spilled rows (and the largest excluded count), a
+#: large dense batch which lists hold a tie (:func:`prepare`). ``HostSyncGuard`` (tests/sync_guard.py)
+#: sets it to False so that CPU tests run the sync-free path of CUDA.
+CPU_HOST_READS = True
+
+
+def reads_host(preds: Tensor) -> bool:
+    """Whether reading values of ``preds`` costs no device sync: a plain CPU tensor in eager mode
+    (not CUDA or another accelerator, not ``torch.compile``, not a fake or wrapped tensor), and
+    :data:`CPU_HOST_READS` on.
+
+    Example:
+        >>> reads_host(torch.zeros(2)), reads_host(torch.zeros(2, device="meta"))
+        (True, False)
+    """
+    return (
+        CPU_HOST_READS
+        and not torch.compiler.is_compiling()
+        and preds.device.type == "cpu"
+        and type(preds) is Tensor
+        and not torch._C._functorch.is_functorch_wrapped_tensor(preds)
+    )
 
 
 def parse_k(k: Any, *, name: str = "k") -> tuple[tuple[int | None, ...], bool]:
@@ -233,20 +259,25 @@ def prepare(
         ideal_subtopics=ideal_subtopics,
         item_weights=weights,
     )
+    # The checks sync with the host once anyway; the same sync tells whether the batch holds any tie
+    # at all. A batch without one skips the tie-group statistics (the same values: every group has
+    # one document). No extra sync, no re-ranking. Unvalidated, a large CPU batch in eager mode reads
+    # the same flags from memory (no device sync there; the whole row's tie statistics cost it twice
+    # the plain formulas); otherwise validate_args=False never branches.
+    per_list = split_ties and ranked.averaged and 1 < ranked.n_lists <= SPLIT_MAX_LISTS
+    flags = None
     if validate_args:
-        # The checks sync with the host once anyway; the same sync tells whether the batch holds any
-        # tie at all. A batch without one skips the tie-group statistics (the same values: every
-        # group has one document). No extra sync, no re-ranking; validate_args=False never branches.
-        per_list = split_ties and ranked.averaged and 1 < ranked.n_lists <= SPLIT_MAX_LISTS
         tied = None if not ranked.averaged else ranked.tied_lists() if per_list else ranked.any_tie()
         flags = _check_normalized(inputs, convention, uses_gain, tied, ranked, extra_checks)
-        if flags is not None:
-            tied_count = sum(flags)  # the lists holding a tie (or 1: the batch holds one)
-            if not tied_count:
-                ranked.assume_no_ties()
-            elif per_list and tied_count * SPLIT_SHARE <= ranked.n_lists:
-                ranked.assume_no_ties()
-                ranked.split_rows = [i for i, flag in enumerate(flags) if flag]
+    elif split_ties and ranked.averaged and ranked._cpu_path and reads_host(preds):
+        flags = (ranked.tied_lists() if per_list else ranked.any_tie().reshape(1)).tolist()
+    if flags is not None:
+        tied_count = sum(flags)  # the lists holding a tie (or 1: the batch holds one)
+        if not tied_count:
+            ranked.assume_no_ties()
+        elif per_list and tied_count * SPLIT_SHARE <= ranked.n_lists:
+            ranked.assume_no_ties()
+            ranked.split_rows = [i for i, flag in enumerate(flags) if flag]
     return ranked, inputs[-1]
 
 

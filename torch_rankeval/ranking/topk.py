@@ -66,7 +66,7 @@ import torch
 from torch import Tensor
 
 from torch_rankeval._choices import TIES
-from torch_rankeval.ranking.inputs import GAINS_NOT_FINITE, SCORES_NOT_FINITE, grade_checks, work_dtype
+from torch_rankeval.ranking.inputs import GAINS_NOT_FINITE, SCORES_NOT_FINITE, grade_checks, reads_host, work_dtype
 from torch_rankeval.ranking.sparse import (
     Check,
     GainSpec,
@@ -87,23 +87,6 @@ __all__ = ["DEFAULT_CHUNK_ELEMENTS", "TopKView", "boundary_histogram", "boundary
 DEFAULT_CHUNK_ELEMENTS = 1 << 22
 
 Exclude = Tensor | SparseTarget | None
-
-#: Whether an unvalidated call on the CPU in eager mode may read the spilled rows (and the largest
-#: excluded count) from memory: not a device sync there (see "Host syncs" above). ``HostSyncGuard``
-#: (tests/sync_guard.py) sets it to False so that CPU tests run the sync-free path of CUDA.
-CPU_HOST_READS = True
-
-
-def _reads_host(preds: Tensor) -> bool:
-    """Whether reading values of ``preds`` costs no device sync: a plain CPU tensor in eager mode
-    (not CUDA or another accelerator, not ``torch.compile``, not a fake or wrapped tensor)."""
-    return (
-        CPU_HOST_READS
-        and not torch.compiler.is_compiling()
-        and preds.device.type == "cpu"
-        and type(preds) is Tensor
-        and not torch._C._functorch.is_functorch_wrapped_tensor(preds)
-    )
 
 
 @dataclasses.dataclass
@@ -405,10 +388,10 @@ def topk_view(
     elif max_excluded_per_row is not None:
         most_excluded = max_excluded_per_row
     else:  # CPU eager: a read of host memory, not a device sync
-        read = _reads_host(preds) and inp.ex is not None
+        read = reads_host(preds) and inp.ex is not None
         most_excluded = (int(n_excluded.max()) if preds.shape[0] else 0) if read else None
     # ---- select: the top W + 1 items of each row
-    sel = _select(inp, n_valid, most_excluded, host_reads=validate_args or _reads_host(preds))
+    sel = _select(inp, n_valid, most_excluded, host_reads=validate_args or reads_host(preds))
     # ---- row pass: the boundary groups that spill past the view
     items = sel.idx[:, : inp.width]
     if ties != "average":  # the order inside the view under the deterministic policies
