@@ -41,6 +41,24 @@ def test_exp2_gain_that_overflows_raises(target):
         F.ndcg(PREDS, torch.tensor([[1, 0, 1]]), ideal_target=target.to(torch.float32))
 
 
+@pytest.mark.parametrize("dtype", [torch.int8, torch.uint8, torch.int16])
+@pytest.mark.parametrize("scores", [torch.float32, torch.float64])
+def test_narrow_integer_grades_cannot_overflow_and_are_not_refused(dtype, scores):
+    """Grades of a dtype whose largest value stays below the overflow limit (int8 and uint8 in float32
+    and float64, int16 in float64) pass the check; the limit wrapped around in the comparison before
+    (int8 read 128 as -128, uint8 read 1024 as 0): every int8 grade was refused. sklearn's ndcg_score
+    on the exp2 gains is the oracle; grades 127 / 255 / 1023 (int16 in float64) are exact there."""
+    top = min(torch.iinfo(dtype).max, 127 if scores == torch.float32 else 1023)
+    preds = torch.tensor([[0.9, 0.5, 0.1, 0.7]], dtype=scores)
+    grades = torch.tensor([[3, 0, top, 1]]).to(dtype)
+    gains = [2.0**g - 1 for g in grades[0].tolist()]
+    expected = sklearn_metrics.ndcg_score([gains], preds.double().tolist(), k=3)
+    assert F.ndcg(preds, grades, k=3).item() == pytest.approx(expected, rel=1e-6)
+    if dtype == torch.int16 and scores == torch.float32:  # int16 reaches 128: still refused in float32
+        with pytest.raises(ValueError, match="grades >= 128"):
+            F.ndcg(preds, torch.tensor([[128, 0, 1, 2]], dtype=dtype))
+
+
 def test_float64_grades_up_to_1023_follow_sklearn_on_exact_gains():
     preds = torch.tensor([[0.9, 0.5, 0.1, 0.7]], dtype=torch.float64)
     grades = torch.tensor([[300.0, 0.0, 1000.0, 128.0]], dtype=torch.float64)

@@ -555,11 +555,14 @@ def grade_checks(
         limit, dtype, wider = (
             (1024, "float64", "") if wide else (128, "float32", "pass float64 grades (exact up to grade 1023), or ")
         )
+        # an integer dtype whose grades all stay below the limit (int8, uint8; int16 in float32) cannot
+        # overflow, and the limit would wrap around in a comparison with it (int8 reads 128 as -128)
+        reachable = grades.is_floating_point() or torch.iinfo(grades.dtype).max >= limit
         if counted is torch.any and grades.numel():  # every grade counts: one pass for both bounds
             low, high = torch.aminmax(grades)
-            negative, overflow = low < 0, high >= limit
+            negative, overflow = low < 0, high >= limit if reachable else None
         else:
-            negative, overflow = counted(grades < 0), counted(grades >= limit)
+            negative, overflow = counted(grades < 0), counted(grades >= limit) if reachable else None
         checks.append(
             (
                 negative,
@@ -568,13 +571,14 @@ def grade_checks(
                 "the grades at 0",
             )
         )
-        checks.append(
-            (
-                overflow,
-                f"{name} has grades >= {limit}, whose gain 2**rel - 1 overflows {dtype} (inf, then NaN in nDCG): "
-                f"{wider}use gain='linear' or a gain mapping",
+        if overflow is not None:
+            checks.append(
+                (
+                    overflow,
+                    f"{name} has grades >= {limit}, whose gain 2**rel - 1 overflows {dtype} (inf, then NaN in nDCG): "
+                    f"{wider}use gain='linear' or a gain mapping",
+                )
             )
-        )
     return checks
 
 
