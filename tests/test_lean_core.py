@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 
 import pytest
 import torch
@@ -224,3 +225,50 @@ def test_cpu_large_path_padding_anywhere_changes_nothing(monkeypatch: pytest.Mon
 
     monkeypatch.setattr(view, "_GPU_PATH_MAX_CPU", 0)
     test_padding_anywhere_changes_nothing()
+
+
+def _dcg(grades: list[float], gain: str, k: int | None) -> float:
+    """DCG of grades in ranked order, written out (log2 discount, the exp2 or linear gain)."""
+    top = grades if k is None else grades[:k]
+    return sum((2.0**g - 1 if gain == "exp2" else g) / math.log2(i + 2) for i, g in enumerate(top))
+
+
+@pytest.mark.parametrize("gain", ["exp2", "linear"])
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8])
+@pytest.mark.parametrize("ideal", [False, True])
+@pytest.mark.parametrize("validate", [False, True])
+def test_cpu_large_path_ideal_and_head_from_the_grades(
+    gain: str, dtype: torch.dtype, ideal: bool, validate: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On the large CPU path, integer grades under the exp2 or linear gain rank the ideal by the grades
+    themselves and read the head's gains at its positions (no row of gains): nDCG equals the formula
+    written out over Python's sorted grades, with padding, with an ``ideal_target`` (its own padding),
+    and with negative grades under the linear gain (the padding still ranks after them)."""
+    monkeypatch.setattr(view, "_GPU_PATH_MAX_CPU", 0)
+    g = torch.Generator().manual_seed(4)
+    n, length, m = 40, 9, 12
+    low = -3 if gain == "linear" and dtype != torch.uint8 else 0
+    pad = 255 if dtype == torch.uint8 else -99  # ignore_index: padding of the ideal_target
+    preds = torch.rand(n, length, generator=g, dtype=torch.float64)  # distinct scores: one order
+    target = torch.randint(low, 5, (n, length), generator=g).to(dtype)
+    mask = torch.rand(n, length, generator=g) > 0.25
+    mask[0] = False  # a list of padding only
+    kw: dict = {"mask": mask}
+    if ideal:  # the list's judged documents, others judged outside it, and padding
+        extra = torch.randint(low, 5, (n, m - length), generator=g)
+        extra[:, -1] = pad
+        kw.update(
+            ideal_target=torch.cat([torch.where(mask, target.long(), pad), extra], dim=1).to(dtype), ignore_index=pad
+        )
+    rb = RankedBatch(preds, target, mask, Convention(gain=gain))
+    assert rb._gains_of_grades  # the route under test
+    got = {k: F.ndcg(preds, target, k, gain=gain, reduction="none", validate_args=validate, **kw) for k in (3, None)}
+    for row in range(n):
+        real = [i for i in range(length) if mask[row, i]]
+        ranked = [float(target[row, i]) for i in sorted(real, key=lambda i: -float(preds[row, i]))]
+        pool = kw["ideal_target"][row].tolist() if ideal else target[row, real].tolist()
+        best = sorted((float(v) for v in pool if v != pad), reverse=True)
+        for k, values in got.items():
+            idcg = _dcg(best, gain, k)
+            want = _dcg(ranked, gain, k) / idcg if idcg > 0 else 0.0
+            assert float(values[row]) == pytest.approx(want, abs=1e-12), (row, k)

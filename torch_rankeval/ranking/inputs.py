@@ -611,6 +611,18 @@ def _value_checks(
     return checks
 
 
+def _finite_gain_sums(ranked: RankedBatch) -> bool:
+    """Whether every sum of gains is finite whatever the grades' values, so that checking them would
+    prove nothing: the linear gain of integer or boolean grades (at most 2^63 each, so a row of fewer
+    than 2^31 documents sums to less than 2^94, which float32 holds), the exp2 gain of boolean grades."""
+    if ranked._gain_given is not None:
+        return False
+    grades = (ranked._target_in,) if ranked.ideal_target is None else (ranked._target_in, ranked.ideal_target)
+    if ranked.convention.gain == "linear":
+        return not any(t.is_floating_point() for t in grades)
+    return ranked.convention.gain == "exp2" and all(t.dtype == torch.bool for t in grades)
+
+
 def _ranked_checks(ranked: RankedBatch, *, uses_gain: bool, ideal: bool, counted: bool) -> list[tuple[Tensor, str]]:
     """Checks of the ranked batch (no extra host sync: resolved with the others). Gains must be
     finite, and their sums too (a gain mapping or callable that gives inf/NaN, linear grades near
@@ -618,7 +630,7 @@ def _ranked_checks(ranked: RankedBatch, *, uses_gain: bool, ideal: bool, counted
     document, and each gain, of the list needs its counterpart there, else nDCG, AP and recall
     exceed 1 (one more sort of the gains, only with ``ideal_target``)."""
     checks = []
-    if uses_gain:
+    if uses_gain and not _finite_gain_sums(ranked):
         # without ideal_target the judged gains are the list's own, in input order: no gather into ranked order
         sums = torch.stack((ranked.gains.sum(-1), ranked.ideal_gains.sum(-1))) if ideal else ranked.ideal_gains.sum(-1)
         checks.append((_not_finite(sums), GAINS_NOT_FINITE))

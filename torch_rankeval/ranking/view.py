@@ -309,7 +309,10 @@ _ROW_PREFIX_MAX_CPU = 1 << 17
 #: - the gain and relevance sums are two prefix sums, not one of the ranked pair (the pair saves
 #:   operations but moves more memory: 15-25% slower on CPU from 1,000 x 100 on, 2% at 256 x 64);
 #: - the sort reads integer keys (:func:`_int_key`: 25-30% faster than a float sort on CPU, for three
-#:   elementwise operations more).
+#:   elementwise operations more);
+#: - with integer grades under the exp2 or linear gain (which order as their grades do), the ideal's
+#:   top and the head's gains come from the grades (``RankedBatch._gains_of_grades``), read at their
+#:   positions: no row-sized gains unless a statistic of the whole row needs them.
 _GPU_PATH_MAX_CPU = 1 << 15
 
 _NEEDS_DOC = (
@@ -741,10 +744,8 @@ class RankedBatch:
         self.length: int = length
         self.device: torch.device = preds.device
         self._gain_given = gain  # the gain function is made on first use (exp2 of integer grades needs none)
-        self._exp2_of_int = (
-            gain is None and convention.gain == "exp2" and not target.is_floating_point() and target.dtype != torch.bool
-        )
         self._threshold_int = not target.is_floating_point() and target.dtype != torch.bool
+        self._exp2_of_int = gain is None and convention.gain == "exp2" and self._threshold_int
         self._has_padding = valid is not None
         self.averaged: bool = convention.ties == "average"
         self._target_in, self._valid_in, self._judged_in = target, valid, judged
@@ -753,6 +754,11 @@ class RankedBatch:
         # update would pass the call budget)
         self._cpu_path = preds.device.type == "cpu" and preds.numel() > _GPU_PATH_MAX_CPU
         self._int_sort = self._cpu_path and preds.dtype in _INT_OF
+        # the ideal's top and the head's gains from the grades (see _GPU_PATH_MAX_CPU): integer grades
+        # under a gain that keeps their order, every real document judged
+        ideal_int = ideal_target is None or not (ideal_target.is_floating_point() or ideal_target.dtype == torch.bool)
+        self._gains_of_grades = self._cpu_path and gain is None and convention.gain in ("exp2", "linear")
+        self._gains_of_grades = self._gains_of_grades and self._threshold_int and judged is None and ideal_int
         self.order, self._sorted_key, self._doc_key = _rank(
             preds, target, valid, convention.ties, convention.torch_topk_k, self._int_sort
         )
@@ -894,6 +900,10 @@ class RankedBatch:
             return self.head("valid", width) if counted is None else self.ranked(counted, width)
         if name in ("relmask", "gains"):  # the gather of :meth:`ranked`, written out (the hot path)
             order = self.order if width >= self.length else self.order[:, :width]
+            if name == "gains" and self._gains_of_grades and not self.averaged and "doc_gains" not in self._cache:
+                # no tie sums to read the row's gains (their groups need them): the head's from its grades
+                gains = self._gain(self._target_in.gather(-1, order).to(self.dtype))
+                return torch.where(self.head("valid", width), gains, self._zero) if self._has_padding else gains
             return self._doc("rel" if name == "relmask" else "gains").gather(-1, order)
         if name == "rel":
             return self.head("relmask", width).to(self.dtype)
@@ -1018,7 +1028,10 @@ class RankedBatch:
 
         def make() -> Tensor:
             prefix = self._cache.get(f"row_prefix_relmask_{self.dtype}")  # the tie statistics' prefix sums
-            return self._doc("rel").sum(-1, dtype=self.dtype) if prefix is None else prefix[:, -1]
+            if prefix is not None:
+                return prefix[:, -1]
+            counts = self._cache.get(f"rel_counts_{self.length}")  # AP's running counts (kernels/ap.py)
+            return self._doc("rel").sum(-1, dtype=self.dtype) if counts is None else counts[:, -1].to(self.dtype)
 
         return self.cached("n_rel_list", make)
 
@@ -1107,21 +1120,29 @@ class RankedBatch:
 
         Padding comes after every real document: it must not outrank a real document with a
         negative gain (linear gain on negative grades, debiased gains); its slots hold 0."""
-        gains = self._doc("gains") if self._ideal_target is None else self.ideal_gains
-        m = gains.shape[-1]
+        own = self._ideal_target is None
+        m = self.length if own else self._ideal_target.shape[-1]
         top = m if None in ks else min(max(ks), m)
         key = f"ideal_top{top}"
         if key in self._cache:
             return self._cache[key]
-        valid = self._valid_in if self._ideal_target is None else self._ideal_valid
-        if valid is not None:
-            gains = torch.where(valid, gains, torch.full((), float("-inf"), dtype=self.dtype, device=self.device))
-        if self._int_sort and gains.dtype in _INT_OF:  # see _int_sort: positions from the integer keys
-            key = _int_key(gains)
-            at = key.sort(-1, descending=True).indices if top == m else key.topk(top, dim=-1).indices
-            best = gains.gather(-1, at)
+        valid = self._valid_in if own else self._ideal_valid
+        if self._gains_of_grades:  # see _GPU_PATH_MAX_CPU: the grades' order is the gains'
+            grades = self._target_in if own else self._ideal_target
+            if valid is not None:
+                grades = torch.where(valid, grades, torch.iinfo(grades.dtype).min)
+            at = grades.sort(-1, descending=True).indices if top == m else grades.topk(top, dim=-1).indices
+            best = self._gain(grades.gather(-1, at).to(self.dtype))
         else:
-            best = gains.sort(-1, descending=True).values if top == m else gains.topk(top, dim=-1).values
+            gains = self._doc("gains") if own else self.ideal_gains
+            if valid is not None:
+                gains = torch.where(valid, gains, torch.full((), float("-inf"), dtype=self.dtype, device=self.device))
+            if self._int_sort and gains.dtype in _INT_OF:  # see _int_sort: positions from the integer keys
+                at = _int_key(gains)
+                at = at.sort(-1, descending=True).indices if top == m else at.topk(top, dim=-1).indices
+                best = gains.gather(-1, at)
+            else:
+                best = gains.sort(-1, descending=True).values if top == m else gains.topk(top, dim=-1).values
         if valid is not None:
             slots = torch.arange(top, device=self.device)
             best = torch.where(slots < valid.sum(-1, keepdim=True), best, self._zero)
