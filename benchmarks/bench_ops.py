@@ -10,8 +10,9 @@ one kernel launch, so for small batches this count, not the arithmetic, sets an 
     python benchmarks/bench_ops.py --cpu-large-path   # the path of CPU batches above 2^15 documents
 
 The budgets count the GPU's path, which CPU batches up to 2^15 documents run too
-(``torch_rankeval.ranking.view._GPU_PATH_MAX_CPU``). Larger CPU batches sort integer keys and sum
-gains and relevance apart; ``--cpu-large-path`` counts that path on the same batch (forced onto it).
+(``torch_rankeval.ranking.view._GPU_PATH_MAX_CPU``). Larger CPU batches sort integer keys, sum
+gains and relevance apart, rank the ideal by integer grades and, unvalidated in eager mode, read
+which lists tie; ``--cpu-large-path`` counts that path on the same batch (forced onto it).
 
 The counting rule (:func:`count_ops`):
 
