@@ -1131,8 +1131,8 @@ class RankedBatch:
             grades = self._target_in if own else self._ideal_target
             if valid is not None:
                 grades = torch.where(valid, grades, torch.iinfo(grades.dtype).min)
-            at = grades.sort(-1, descending=True).indices if top == m else grades.topk(top, dim=-1).indices
-            best = self._gain(grades.gather(-1, at).to(self.dtype))
+            best = grades.sort(-1, descending=True).values if top == m else grades.topk(top, dim=-1).values
+            best = self._gain(best.to(self.dtype))  # the padding's slots are zeroed below
         else:
             gains = self._doc("gains") if own else self.ideal_gains
             if valid is not None:
