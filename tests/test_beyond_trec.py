@@ -226,6 +226,64 @@ def test_err_hand_example_and_grade_checks():
     assert all(v.item() == 0.0 for v in pad.values())
 
 
+def _err_over_tie_orders(scores, grades, k, max_grade=4):
+    """Tie-averaged ERR@k by enumeration of grade counts, not of orders (groups of any size): for a
+    group of ``n`` documents with ``c_g`` of grade ``g``, the mean product of ``1 - R`` over its
+    ``m``-subsets is ``sum over (k_g) with sum m of prod C(c_g, k_g) x_g^k_g / C(n, m)``; the group adds
+    ``P_before * sum_j (a_{j-1} - a_j) / (s + j)`` over its slots inside the cutoff."""
+    from itertools import product
+    from math import comb
+
+    x = [1 - (2**g - 1) / 2**max_grade for g in range(max_grade + 1)]
+    by_score: dict[float, list[int]] = {}
+    for score, grade in zip(scores, grades):
+        by_score.setdefault(score, []).append(min(max(grade, 0), max_grade))
+    total, before, s = 0.0, 1.0, 0
+    for score in sorted(by_score, reverse=True):
+        group = by_score[score]
+        n, c = len(group), [group.count(g) for g in range(max_grade + 1)]
+
+        def a(m, n=n, c=c):
+            acc = 0.0
+            for ks in product(*[range(cg + 1) for cg in c[1:]]):
+                k0 = m - sum(ks)
+                if 0 <= k0 <= c[0]:
+                    weight = comb(c[0], k0)
+                    for g, kg in enumerate(ks, start=1):
+                        weight *= comb(c[g], kg) * x[g] ** kg
+                    acc += weight
+            return acc / comb(n, m)
+
+        total += before * sum((a(j - 1) - a(j)) / (s + j) for j in range(1, n + 1) if k is None or s + j <= k)
+        for grade in group:
+            before *= x[grade]
+        s += n
+    return total
+
+
+@pytest.mark.parametrize("sync_free", [False, True])
+def test_err_large_tie_groups_match_counting_over_grades(sync_free):
+    """Tie groups of up to ~30 documents, cutoffs inside and across them: ERR equals the enumeration over
+    grade counts above, on the CPU path that reads its largest term count and on the sync-free path of
+    CUDA (``HostSyncGuard``: one step per slot of the head)."""
+    import contextlib
+
+    from tests.sync_guard import HostSyncGuard
+
+    g = torch.Generator().manual_seed(7)
+    preds = torch.randint(0, 4, (6, 60), generator=g).double()  # 4 levels: groups of ~15, up to ~30
+    preds[0] = 0.0  # one group of 60
+    target = torch.randint(0, 5, (6, 60), generator=g)
+    names = ["ERR@1", "ERR@5", "ERR@20", "ERR@37", "ERR"]
+    with HostSyncGuard() if sync_free else contextlib.nullcontext():
+        got = F.evaluate(preds, target, names, reduction="none", validate_args=False)
+    for row in range(6):
+        for name in names:
+            k = int(name[4:]) if "@" in name else None
+            want = _err_over_tie_orders(preds[row].tolist(), target[row].tolist(), k)
+            assert got[name][row].item() == pytest.approx(want, rel=1e-9, abs=1e-12), (row, name)
+
+
 def test_err_long_tie_group_is_exact_and_finite():
     """A tie group much longer than the cutoff (all scores equal): ERR@k is the mean over random orders."""
     g = torch.Generator().manual_seed(0)
