@@ -49,6 +49,7 @@ from torch import Tensor
 
 from torch_rankeval.conventions import Convention, discount_table
 from torch_rankeval.ranking.groups import cutoff_sizes
+from torch_rankeval.ranking.inputs import reads_host
 from torch_rankeval.ranking.subtopics import document_subtopics, ideal_subtopics, ranked_subtopics
 from torch_rankeval.ranking.view import RankedBatch, RankedView, log_comb  # noqa: F401 (RankedBatch: the doctests)
 
@@ -188,7 +189,10 @@ def _expected_novelty_gains(rb: RankedView, width: int, alpha: float) -> Tensor:
     log_first = log_comb(hits, k) + log_comb(pop - hits, draws - k) - log_comb(pop, draws)
     term = torch.exp(log_first) * torch.pow(keep, k)
     series = term.clone()
-    for _ in range(width - 1):
+    # every term past min(K, D) is 0: on the CPU in eager mode the batch's largest count of them is read
+    # from memory (no device to wait for; a tie group's size at most), elsewhere the static bound
+    steps = int((torch.minimum(hits, draws) - k).max()) if reads_host(term) and term.numel() else width - 1
+    for _ in range(min(steps, width - 1)):
         ratio = (hits - k).clamp(min=0) * (draws - k).clamp(min=0) / ((k + 1) * (pop - hits - draws + k + 1))
         term = term * ratio * keep
         series = series + term
