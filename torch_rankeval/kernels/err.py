@@ -32,7 +32,7 @@ from torch import Tensor
 from torch_rankeval.conventions import Convention
 from torch_rankeval.ranking.groups import between, bounds, judged_grades, prefix
 from torch_rankeval.ranking.inputs import reads_host
-from torch_rankeval.ranking.view import RankedBatch, RankedView  # noqa: F401 (RankedBatch: the doctests)
+from torch_rankeval.ranking.view import RankedBatch, RankedView, device_constant  # noqa: F401 (RankedBatch: doctests)
 
 __all__ = ["err_grade_checks", "err_values"]
 
@@ -120,23 +120,24 @@ def _join(a: Tensor, j: Tensor, n_old: Tensor, c: Tensor, x: float, log_fact: Te
     # log H(top) x^top = log C(c, top) + log C(n_old, j - top) - log C(n_new, j) + top log x, off the table
     # of log m!: nine entries, read in one take (past the set, j > n_new, the two clamped ones are dead)
     counts = (c, top, c - top, n_old, j - top, (n_old - j + top).clamp(min=0), n_new, j, (n_new - j).clamp(min=0))
-    signs = torch.tensor([1.0, -1.0, -1.0, 1.0, -1.0, -1.0, -1.0, 1.0, 1.0], dtype=a.dtype, device=a.device)
+    signs = device_constant((1.0, -1.0, -1.0, 1.0, -1.0, -1.0, -1.0, 1.0, 1.0), a.dtype, a.device)
     log_w = torch.tensordot(signs, log_fact.take(torch.stack(counts).long()), 1) + top * math.log(x)
     w = torch.where(live, torch.exp(log_w), zero).unsqueeze(-1)  # the term i = top's weight, times x^top
     n, width = a.shape
     steps = int(top.max()) + 1 if host and top.numel() else width + 1
     t = torch.arange(min(steps, _BLOCK), dtype=a.dtype, device=a.device)  # a block of terms, vectorised
-    d, c1, j1, j3 = (n_old - j).unsqueeze(-1), (c + 1).unsqueeze(-1), (j + 1).unsqueeze(-1), j.unsqueeze(-1)
+    slot, old_gap = j.unsqueeze(-1), (n_old - j).unsqueeze(-1)
+    c_next, slot_next = (c + 1).unsqueeze(-1), (j + 1).unsqueeze(-1)
     first_at = (torch.arange(width, device=a.device) - top.long()).unsqueeze(-1)  # the position of slot j - top
     one = torch.ones((), dtype=a.dtype, device=a.device)
     out = torch.zeros_like(a)
     for first in range(0, steps, t.shape[0]):
         i = top.unsqueeze(-1) - (t + first)  # (N, W, B): the block's terms
-        ratio = i * (d + i) / ((c1 - i) * (j1 - i) * x)  # from term i to term i - 1
+        ratio = i * (old_gap + i) / ((c_next - i) * (slot_next - i) * x)  # from term i to term i - 1
         weights = w * torch.cat([torch.ones_like(w), ratio[..., :-1]], dim=-1).cumprod(-1)
         # slot 0: the empty product; past i = 0 the weight is 0 and the index only has to be in the row
         at = (first_at + (t.long() + first)).clamp_(0, width - 1)
-        prev = torch.where(j3 == i, one, a.gather(-1, at.view(n, -1)).view_as(i))
+        prev = torch.where(slot == i, one, a.gather(-1, at.view(n, -1)).view_as(i))
         out += (weights * prev).sum(-1)
         w = weights[..., -1:] * ratio[..., -1:]
     return out

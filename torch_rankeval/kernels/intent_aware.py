@@ -189,8 +189,9 @@ def _expected_novelty_gains(rb: RankedView, width: int, alpha: float) -> Tensor:
     log_first = log_comb(hits, k) + log_comb(pop - hits, draws - k) - log_comb(pop, draws)
     term = torch.exp(log_first) * torch.pow(keep, k)
     series = term.clone()
-    # every term past min(K, D) is 0: on the CPU in eager mode the batch's largest count of them is read
-    # from memory (no device to wait for; a tie group's size at most), elsewhere the static bound
+    # every term past min(K, D) is 0: on the CPU in eager mode the series stops at the batch's largest
+    # number of nonzero terms, read from memory (no device to wait for; a tie group's size at most);
+    # elsewhere it runs to the static bound
     steps = int((torch.minimum(hits, draws) - k).max()) if reads_host(term) and term.numel() else width - 1
     for _ in range(min(steps, width - 1)):
         ratio = (hits - k).clamp(min=0) * (draws - k).clamp(min=0) / ((k + 1) * (pop - hits - draws + k + 1))

@@ -305,7 +305,8 @@ class RankedView(Protocol):
 #: on CPU, the largest batch (lists x documents) whose tie-group sums come from whole-row prefix sums
 _ROW_PREFIX_MAX_CPU = 1 << 17
 #: on CPU, the largest batch (lists x documents) that runs the GPU's path, which the operation budgets
-#: count (launches on a GPU) and the suite tests. Larger CPU batches make two choices of their own:
+#: count (launches on a GPU) and the suite tests. Larger CPU batches make choices of their own (and,
+#: unvalidated in eager mode, read their tie flags from memory: ``ranking.inputs.prepare``):
 #: - the gain and relevance sums are two prefix sums, not one of the ranked pair (the pair saves
 #:   operations but moves more memory: 15-25% slower on CPU from 1,000 x 100 on, 2% at 256 x 64);
 #: - the sort reads integer keys (:func:`_int_key`: 25-30% faster than a float sort on CPU, for three
@@ -749,16 +750,16 @@ class RankedBatch:
         self._has_padding = valid is not None
         self.averaged: bool = convention.ties == "average"
         self._target_in, self._valid_in, self._judged_in = target, valid, judged
-        # a CPU batch larger than _GPU_PATH_MAX_CPU takes that path's two choices: its tie sums apart
-        # (TieGroups._row_sums) and its sort and ideal top through _int_key (written out: a call more per
-        # update would pass the call budget)
+        # a CPU batch larger than _GPU_PATH_MAX_CPU takes that path's choices (listed there): its tie sums
+        # apart (TieGroups._row_sums), its sort through _int_key, its ideal top and head gains from the
+        # grades (written out: a call more per update would pass the call budget)
         self._cpu_path = preds.device.type == "cpu" and preds.numel() > _GPU_PATH_MAX_CPU
         self._int_sort = self._cpu_path and preds.dtype in _INT_OF
-        # the ideal's top and the head's gains from the grades (see _GPU_PATH_MAX_CPU): integer grades
-        # under a gain that keeps their order, every real document judged
+        # the ideal's top and the head's gains from the grades: integer grades under a gain that keeps
+        # their order, every real document judged
+        ordered_gain = gain is None and convention.gain in ("exp2", "linear")
         ideal_int = ideal_target is None or not (ideal_target.is_floating_point() or ideal_target.dtype == torch.bool)
-        self._gains_of_grades = self._cpu_path and gain is None and convention.gain in ("exp2", "linear")
-        self._gains_of_grades = self._gains_of_grades and self._threshold_int and judged is None and ideal_int
+        self._gains_of_grades = self._cpu_path and ordered_gain and self._threshold_int and judged is None and ideal_int
         self.order, self._sorted_key, self._doc_key = _rank(
             preds, target, valid, convention.ties, convention.torch_topk_k, self._int_sort
         )
@@ -1138,8 +1139,8 @@ class RankedBatch:
             if valid is not None:
                 gains = torch.where(valid, gains, torch.full((), float("-inf"), dtype=self.dtype, device=self.device))
             if self._int_sort and gains.dtype in _INT_OF:  # see _int_sort: positions from the integer keys
-                at = _int_key(gains)
-                at = at.sort(-1, descending=True).indices if top == m else at.topk(top, dim=-1).indices
+                ints = _int_key(gains)
+                at = ints.sort(-1, descending=True).indices if top == m else ints.topk(top, dim=-1).indices
                 best = gains.gather(-1, at)
             else:
                 best = gains.sort(-1, descending=True).values if top == m else gains.topk(top, dim=-1).values
