@@ -7,12 +7,13 @@ one kernel launch, so for small batches this count, not the arithmetic, sets an 
     python benchmarks/bench_ops.py               # the three budget cases, counts only
     python benchmarks/bench_ops.py --histogram   # and which operations they are
     python benchmarks/bench_ops.py --repo PATH   # another checkout (e.g. main, for a before/after)
-    python benchmarks/bench_ops.py --cpu-large-path   # the path of CPU batches above 2^15 documents
+    python benchmarks/bench_ops.py --cpu-large-path   # the path of CPU batches above 2^13 documents
 
-The budgets count the GPU's path, which CPU batches up to 2^15 documents run too
-(``torch_rankeval.ranking.view._GPU_PATH_MAX_CPU``). Larger CPU batches sort integer keys, sum
-gains and relevance apart, rank the ideal by integer grades and, unvalidated in eager mode, read
-which lists tie; ``--cpu-large-path`` counts that path on the same batch (forced onto it).
+The budgets count the GPU's path (launches), which CPU batches up to 2^13 documents run too
+(``torch_rankeval.ranking.view._GPU_PATH_MAX_CPU``) and which the counter forces for its batch
+(2^14 documents). Larger CPU batches sort integer keys, sum gains and relevance apart, rank the
+ideal by integer grades and, unvalidated in eager mode, read which lists tie; ``--cpu-large-path``
+counts that path on the same batch, the one this batch takes on a CPU (:data:`CPU_PATH`).
 
 The counting rule (:func:`count_ops`):
 
@@ -37,7 +38,8 @@ from __future__ import annotations
 import argparse
 import sys
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -94,6 +96,21 @@ MAYBE_COPY = frozenset("aten::" + n for n in ("to", "_to_copy", "contiguous", "r
 BUDGETS = {"NDCG(k=10)": 25, "RankingMetrics(ndcg, map, k=10)": 40, "RankingMetrics(5 measures x 3 cutoffs)": 65}
 #: library Python function calls of one NDCG(k=10) update
 CALL_BUDGET = 40
+#: count the path of CPU batches above 2^13 documents (the one this batch takes on a CPU) instead of the GPU's
+CPU_PATH = False
+
+
+@contextmanager
+def _path() -> Iterator[None]:
+    """The counted path for the batch: the GPU's (forced on a CPU) or, with :data:`CPU_PATH`, the CPU's."""
+    import torch_rankeval.ranking.view as view
+
+    saved = view._GPU_PATH_MAX_CPU
+    view._GPU_PATH_MAX_CPU = 0 if CPU_PATH else 1 << 62
+    try:
+        yield
+    finally:
+        view._GPU_PATH_MAX_CPU = saved
 
 
 def batch(n: int = 256, length: int = 64, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -148,9 +165,10 @@ def count_ops(fn: Callable[[], object]) -> list[str]:
 
 def update_ops(make: Callable[[], object], preds: torch.Tensor, target: torch.Tensor) -> list[str]:
     """The operations of one warm ``update`` of a fresh metric from ``make``."""
-    metric = make()
-    metric.update(preds, target)  # warm: caches of constant tables, first-call set-up
-    return count_ops(lambda: metric.update(preds, target))
+    with _path():
+        metric = make()
+        metric.update(preds, target)  # warm: caches of constant tables, first-call set-up
+        return count_ops(lambda: metric.update(preds, target))
 
 
 def library_calls(make: Callable[[], object], preds: torch.Tensor, target: torch.Tensor) -> Counter:
@@ -158,8 +176,9 @@ def library_calls(make: Callable[[], object], preds: torch.Tensor, target: torch
     import torch_rankeval
 
     root = str(Path(torch_rankeval.__file__).resolve().parent)
-    metric = make()
-    metric.update(preds, target)
+    with _path():
+        metric = make()
+        metric.update(preds, target)
     calls: Counter = Counter()
 
     def tracer(frame, event, arg):  # noqa: ANN001, ANN202
@@ -169,11 +188,12 @@ def library_calls(make: Callable[[], object], preds: torch.Tensor, target: torch
                 calls[f"{Path(code.co_filename).name}:{code.co_name}"] += 1
         return None
 
-    sys.setprofile(tracer)
-    try:
-        metric.update(preds, target)
-    finally:
-        sys.setprofile(None)
+    with _path():
+        sys.setprofile(tracer)
+        try:
+            metric.update(preds, target)
+        finally:
+            sys.setprofile(None)
     return calls
 
 
@@ -182,7 +202,7 @@ def main() -> None:
     parser.add_argument("--histogram", action="store_true", help="print which operations each case runs")
     parser.add_argument("--repo", default=None, help="checkout whose torch_rankeval is counted (default: this one)")
     parser.add_argument(
-        "--cpu-large-path", action="store_true", help="count the path of CPU batches above 2^15 documents"
+        "--cpu-large-path", action="store_true", help="count the path of CPU batches above 2^13 documents"
     )
     args = parser.parse_args()
     sys.path.insert(0, str(Path(args.repo).resolve() if args.repo else Path(__file__).resolve().parents[1]))
@@ -191,9 +211,8 @@ def main() -> None:
     import torch_rankeval
 
     if args.cpu_large_path:
-        import torch_rankeval.ranking.view as view
-
-        view._GPU_PATH_MAX_CPU = 0  # this batch (2^14 documents) forced onto the large CPU path
+        global CPU_PATH
+        CPU_PATH = True  # the path this batch (2^14 documents) takes on a CPU
         print("the large CPU path: not budgeted (the budgets count the GPU's path; no launches on a CPU)")
 
     print(f"torch_rankeval from {Path(torch_rankeval.__file__).parent}, torch {torch.__version__}")

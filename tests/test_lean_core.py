@@ -106,12 +106,12 @@ def test_large_batch_values_equal_small_batches(validate: bool, ms: tuple[str, .
     sums) equal the same lists in small batches (the GPU's path: float sort, the pair's row prefix
     sums), with and without validation."""
     preds, target, mask = _tied_batch(2500, 64, seed=9, pad=True)
-    assert preds.numel() > _ROW_PREFIX_MAX_CPU >= _GPU_PATH_MAX_CPU >= preds[:500].numel()
+    assert preds.numel() > _ROW_PREFIX_MAX_CPU >= _GPU_PATH_MAX_CPU >= preds[:125].numel()
     big = RankingMetrics(ms, validate_args=validate)
     small = RankingMetrics(ms, validate_args=validate)
     big.update(preds, target, mask=mask)
-    for lo in range(0, 2500, 500):
-        small.update(preds[lo : lo + 500], target[lo : lo + 500], mask=mask[lo : lo + 500])
+    for lo in range(0, 2500, 125):
+        small.update(preds[lo : lo + 125], target[lo : lo + 125], mask=mask[lo : lo + 125])
     a, b = big.compute(), small.compute()
     for key in a:
         torch.testing.assert_close(a[key], b[key], rtol=1e-6, atol=1e-7, msg=key)

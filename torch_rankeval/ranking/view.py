@@ -305,8 +305,10 @@ class RankedView(Protocol):
 #: on CPU, the largest batch (lists x documents) whose tie-group sums come from whole-row prefix sums
 _ROW_PREFIX_MAX_CPU = 1 << 17
 #: on CPU, the largest batch (lists x documents) that runs the GPU's path, which the operation budgets
-#: count (launches on a GPU) and the suite tests. Larger CPU batches make choices of their own (and,
-#: unvalidated in eager mode, read their tie flags from memory: ``ranking.inputs.prepare``):
+#: count (launches on a GPU; ``benchmarks/bench_ops.py`` forces it for a batch of any size) and the suite's
+#: small batches test. Larger CPU batches (from 256 x 32 on) make choices of their own (and, unvalidated in
+#: eager mode, read their tie flags from memory: ``ranking.inputs.prepare``); at 256 x 64 they cut an
+#: nDCG@10 + AP@10 update by 10-30% (2^15 documents was the bound before: benchmarks/README.md):
 #: - the gain and relevance sums are two prefix sums, not one of the ranked pair (the pair saves
 #:   operations but moves more memory: 15-25% slower on CPU from 1,000 x 100 on, 2% at 256 x 64);
 #: - the sort reads integer keys (:func:`_int_key`: 25-30% faster than a float sort on CPU, for three
@@ -314,7 +316,7 @@ _ROW_PREFIX_MAX_CPU = 1 << 17
 #: - with integer grades under the exp2 or linear gain (which order as their grades do), the ideal's
 #:   top and the head's gains come from the grades (``RankedBatch._gains_of_grades``), read at their
 #:   positions: no row-sized gains unless a statistic of the whole row needs them.
-_GPU_PATH_MAX_CPU = 1 << 15
+_GPU_PATH_MAX_CPU = 1 << 13
 
 _NEEDS_DOC = (
     "the tie group that crosses the last position read goes on past it: its sum needs the per-document "
