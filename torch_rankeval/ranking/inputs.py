@@ -232,6 +232,7 @@ def prepare(
     extra_checks: list[tuple[Tensor, str]] | None = None,
     weights: Tensor | None = None,
     checked: bool = False,
+    head: int | None = None,
 ) -> tuple[RankedBatch, bool]:
     """Check the inputs and rank them; returns the ranked batch and whether the input was 1-D.
 
@@ -243,7 +244,8 @@ def prepare(
     message), resolved in the same host sync (validated calls only). ``weights``: per-document weights
     like ``preds`` (:func:`item_weights`), kept by the ranked batch as ``item_weights`` (0 at padding).
     ``checked``: the caller ran :func:`check_preds_target` on these ``preds``, ``target`` and ``mask``
-    (the plan, once per batch for all its conventions): the type checks are not repeated."""
+    (the plan, once per batch for all its conventions): the type checks are not repeated. ``head``: the
+    caller reads only the first ``head`` ranked positions (``RankedBatch(head=)``)."""
     inputs = _normalize(preds, target, mask, ignore_index, ideal_target, n_relevant, judged, convention, checked)
     if weights is not None:
         weights = item_weights(weights, preds)
@@ -258,6 +260,7 @@ def prepare(
         subtopics=subtopics,
         ideal_subtopics=ideal_subtopics,
         item_weights=weights,
+        head=head,
     )
     # The checks sync with the host once anyway; the same sync tells whether the batch holds any tie
     # at all. A batch without one skips the tie-group statistics (the same values: every group has
@@ -464,10 +467,10 @@ def _check_normalized(
         checks += _ranked_checks(
             ranked, uses_gain=uses_gain, ideal=ideal_target is not None, counted=n_relevant is not None
         )
-    flags = torch.stack([flag.to(preds.device) for flag, _ in checks])
+    parts = [flag.to(preds.device).reshape(1) for flag, _ in checks]
     if tied is not None:
-        flags = torch.cat([flags, tied.reshape(-1).to(flags.device)])
-    flags = flags.tolist()  # the one host sync
+        parts.append(tied.reshape(-1).to(preds.device))
+    flags = torch.cat(parts).tolist()  # the one host sync (one concatenation: the flags and the ties)
     for i, (flag, (_, message)) in enumerate(zip(flags, checks)):
         if flag and not (i == 0 and valid is None and bool(torch.isfinite(preds).all())):
             raise ValueError(message)
