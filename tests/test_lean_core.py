@@ -272,3 +272,154 @@ def test_cpu_large_path_ideal_and_head_from_the_grades(
             idcg = _dcg(best, gain, k)
             want = _dcg(ranked, gain, k) / idcg if idcg > 0 else 0.0
             assert float(values[row]) == pytest.approx(want, abs=1e-12), (row, k)
+
+
+# -- the head ranking (RankedBatch(head=)): a plan of cutoff measures that the top-k route serves ranks, on
+# the large CPU path, only the positions its deepest cutoff reads (torch.topk of the integer keys)
+HEAD_MEASURES = ("ndcg", "map", "mrr", "precision", "recall", "hit_rate")
+
+
+def _ranked_batches(monkeypatch: pytest.MonkeyPatch) -> list[RankedBatch]:
+    """The ranked batches the plan builds from here on (a spy on ``prepare``)."""
+    import torch_rankeval.measures.plan as plan_module
+
+    seen: list[RankedBatch] = []
+    original = plan_module.prepare
+
+    def spy(*args, **kw):  # noqa: ANN002, ANN003, ANN202
+        out = original(*args, **kw)
+        seen.append(out[0])
+        return out
+
+    monkeypatch.setattr(plan_module, "prepare", spy)
+    return seen
+
+
+def _brute_force_all(preds: torch.Tensor, target: torch.Tensor, names: list[str]) -> dict[str, float]:
+    """Every measure of ``names`` averaged over every order of the tied documents of one list (each
+    order scored without ties, ``ties="first"``)."""
+    groups: dict[float, list[int]] = {}
+    for i, s in enumerate(preds.tolist()):
+        groups.setdefault(s, []).append(i)  # 0.0 and -0.0 are one key
+    blocks = [groups[s] for s in sorted(groups, reverse=True)]
+    sums = dict.fromkeys(names, 0.0)
+    count = 0
+    for order in itertools.product(*[itertools.permutations(b) for b in blocks]):
+        flat = [j for b in order for j in b]
+        scores = torch.empty(len(flat), dtype=torch.float64)
+        scores[flat] = torch.arange(len(flat), 0, -1, dtype=torch.float64)
+        values = F.evaluate(scores.unsqueeze(0), target.unsqueeze(0), names, ties="first")
+        for name in names:
+            sums[name] += float(values[name])
+        count += 1
+    return {name: total / count for name, total in sums.items()}
+
+
+@pytest.mark.parametrize("ks", [(1, 2, 4), (1,)], ids=["head4", "head1"])
+@pytest.mark.parametrize("pad", [False, True])
+@pytest.mark.parametrize("validate", [False, True])
+def test_head_ranking_gives_the_expected_value_over_tie_orders(
+    ks: tuple[int, ...], pad: bool, validate: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tie groups that cross every cutoff (the deepest one included: its group is summed over the row's
+    documents of its score; a head of one position too), ``0.0`` tying ``-0.0``, negative scores, a list of one tie group but
+    for two documents, and padding whose scores equal a real group's: the brute force over tie orders."""
+    monkeypatch.setattr(view, "_GPU_PATH_MAX_CPU", 0)
+    seen = _ranked_batches(monkeypatch)
+    preds = torch.tensor(
+        [
+            [0.9, 0.5, 0.5, 0.5, 0.2, 0.2, 0.1, 0.5],
+            [0.0, -0.0, 0.3, -1.5, -1.5, 0.0, 0.3, -2.0],
+            [0.4, 0.4, 0.4, 0.9, 0.4, 0.1, 0.1, 0.4],
+        ]
+    )
+    target = torch.tensor([[0, 2, 0, 1, 1, 0, 3, 1], [1, 0, 2, 0, 1, 2, 0, 1], [0, 1, 0, 0, 2, 0, 0, 1]])
+    names = _names(HEAD_MEASURES, ks)
+    kw: dict = {"reduction": "none", "validate_args": validate}
+    p, t = preds, target
+    if pad:  # padding scored like the tied groups, with relevant grades: it must join none of them
+        p = torch.cat([preds, torch.tensor([[0.5, 0.5], [0.0, 0.3], [0.4, 0.4]])], 1)
+        t = torch.cat([target, torch.full((3, 2), 3)], 1)
+        kw["mask"] = torch.cat([torch.ones(3, 8, dtype=torch.bool), torch.zeros(3, 2, dtype=torch.bool)], 1)
+    got = F.evaluate(p, t, names, **kw)
+    assert seen and all(rb.truncated and rb.length == max(ks) and rb.row_length == p.shape[1] for rb in seen)
+    for row in range(3):
+        want = _brute_force_all(preds[row], target[row], names)
+        for name in names:
+            assert float(got[name][row]) == pytest.approx(want[name], abs=2e-6), (row, name)
+
+
+def test_head_ranking_hand_computed_ndcg(monkeypatch: pytest.MonkeyPatch) -> None:
+    """nDCG@2 of scores (0.9, 0.5, 0.5, 0.5, 0.1), grades (0, 1, 0, 0, 2), written out: rank 1 gains 0;
+    rank 2 holds one of the three documents tied at 0.5, one of them relevant, so its expected gain is
+    (2^1 - 1) / 3, discounted by 1 / log2(3); the ideal is 3 + 1 / log2(3)."""
+    monkeypatch.setattr(view, "_GPU_PATH_MAX_CPU", 0)
+    seen = _ranked_batches(monkeypatch)
+    preds = torch.tensor([[0.9, 0.5, 0.5, 0.5, 0.1]])
+    target = torch.tensor([[0, 1, 0, 0, 2]])
+    got = F.evaluate(preds, target, ["ndcg@2"], reduction="none")["ndcg@2"]
+    want = (1 / 3 / math.log2(3)) / (3 + 1 / math.log2(3))
+    assert float(got[0]) == pytest.approx(want, abs=1e-7)
+    assert seen[0].truncated and tuple(seen[0].order.shape) == (1, 2)
+
+
+@pytest.mark.parametrize("scores", ["float32", "float64", "bfloat16"])
+@pytest.mark.parametrize("validate", [False, True])
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {},
+        {"convention": "trec_eval"},
+        {"denominator": "retrieved_relevant"},
+        {"gain": "linear", "log_base": 3},
+        {"ignore_index": -1},
+        {"ideal_ranking": "k_relevant", "denominator": "min_k_relevant"},
+        {"adaptive_k": True, "min_k_relevant": True},
+    ],
+)
+def test_head_ranking_equals_the_sorted_row(
+    scores: str, validate: bool, settings: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Random batches with few or many ties (lists tied only past the head too), padding and empty
+    lists: the head ranking's values equal the whole row's sort (the GPU's path, itself checked against
+    the brute force and pytrec_eval above) under each convention."""
+    seen = _ranked_batches(monkeypatch)
+    names = _names((*HEAD_MEASURES, "dcg"), (1, 3, 10))
+    for seed, levels in enumerate((3, 20, 100_000)):
+        g = torch.Generator().manual_seed(seed)
+        preds = (torch.randint(0, levels, (60, 25), generator=g) / levels).to(getattr(torch, scores))
+        target = torch.randint(-1 if "ignore_index" in settings else 0, 4, (60, 25), generator=g)
+        mask = torch.rand(60, 25, generator=g) > 0.3
+        mask[0], mask[1, 4:] = False, False  # an empty list, a list shorter than the head
+        kw = {"mask": mask, "reduction": "none", "validate_args": validate, **settings}
+        monkeypatch.setattr(view, "_GPU_PATH_MAX_CPU", 1 << 62)
+        want = F.evaluate(preds, target, names, **kw)
+        monkeypatch.setattr(view, "_GPU_PATH_MAX_CPU", 0)
+        seen.clear()
+        got = F.evaluate(preds, target, names, **kw)
+        averaged = seen[0].convention.ties == "average"  # the other tie policies order ties: a stable sort
+        assert seen[0].truncated is averaged and seen[0].length == (10 if averaged else 25)
+        for name in names:
+            torch.testing.assert_close(got[name], want[name], rtol=1e-5, atol=1e-6, msg=name)
+
+
+@pytest.mark.parametrize(
+    ("names", "settings", "head"),
+    [
+        (["ndcg@10", "map@5"], {}, 10),
+        (["ndcg@10", "map"], {}, None),  # a whole-list measure: the row is sorted
+        (["ndcg@10", "r_precision"], {}, None),
+        (["ndcg@10"], {"ties": "first"}, None),  # ties in input order: a stable sort
+        (["ndcg@40"], {}, None),  # the cutoff reads the whole list
+        (["err@10"], {}, None),  # a family the top-k route does not serve
+    ],
+)
+def test_head_ranking_only_where_every_measure_reads_the_head(
+    names: list[str], settings: dict, head: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(view, "_GPU_PATH_MAX_CPU", 0)
+    seen = _ranked_batches(monkeypatch)
+    preds, target, _ = _tied_batch(8, 30, seed=2, pad=False)
+    F.evaluate(preds, target, names, **settings)
+    assert seen[0].truncated is (head is not None)
+    assert seen[0].length == (30 if head is None else head)

@@ -73,6 +73,9 @@ class _Group:
     columns: tuple[int, ...]
     #: the calls read both the gain and the relevance sums of the tie groups (``Family.tie_sums``)
     pair_sums: bool = False
+    #: every call is a cutoff measure that the top-k route serves: the deepest cutoff, the ranked
+    #: positions they read (``RankedBatch(head=)``); None: a call reads more
+    head: int | None = None
 
 
 @dataclass
@@ -133,6 +136,15 @@ class _DenseRoute:
         ideal_subtopics, weights)`` under the group's convention; ``split``: its ``split_ties``."""
         preds, target, mask, ideal_target, n_relevant, judged, subtopics, ideal_subtopics, weights = tensors
         b = self.batch
+        # ``head``: only the positions the calls read are ranked; not with inputs beyond the scores and
+        # grades (the top-k route's rule, MeasurePlan._route; written out: no call of its own)
+        head = group.head
+        if head is not None and (
+            ideal_target is not None or n_relevant is not None or judged is not None or subtopics is not None
+        ):
+            head = None
+        if weights is not None:
+            head = None
         rb, single = prepare(
             preds,
             target,
@@ -152,6 +164,7 @@ class _DenseRoute:
             extra_checks=b.subtopic_checks if validate else None,
             weights=weights,
             checked=True,  # by MeasurePlan.values, once for every convention
+            head=head,
         )
         rb.pair_sums = group.pair_sums  # the group's kernels read both sums: one prefix sum serves them
         return rb, single
@@ -610,9 +623,22 @@ def _groups(unique: dict[Measure, int], convention: Convention, negative_unjudge
                 whole=any(call.family.whole_list for call in calls),
                 columns=tuple(col for call in calls for col in call.columns),
                 pair_sums={"gain", "rel"} <= {s for call in calls for s in call.family.tie_sums},
+                head=_head(calls, conv, negative_unjudged),
             )
         )
     return out
+
+
+def _head(calls: tuple[_Call, ...], conv: Convention, negative_unjudged: bool) -> int | None:
+    """The ranked positions a group's calls read when every call is a cutoff measure that the top-k
+    route serves (``Family.topk_serves``: its kernel reads the head and the row's counts only): the
+    deepest cutoff. None when a call reads the whole list or TREC's negative grades are unjudged."""
+    cutoffs = [k for call in calls for k in call.cutoffs]
+    if negative_unjudged or not cutoffs or not all(isinstance(k, int) and k > 0 for k in cutoffs):
+        return None
+    if any(call.family.whole_list or not call.family.topk_serves(conv) for call in calls):
+        return None
+    return max(cutoffs)
 
 
 def evaluate_family(

@@ -19,7 +19,10 @@ past the head is summed over the row's documents that share its key), and cutoff
 gains as the head's group means times a constant matrix (:meth:`RankedBatch.discounted_top`). Only
 the sort and a few elementwise passes read the whole row. There is no scatter, no
 per-group table, no data-dependent branch, shape or host sync: a batch with ties costs what a batch without ties costs, and the path
-compiles with ``torch.compile(fullgraph=True)``. (A validated call, which syncs once for its value
+compiles with ``torch.compile(fullgraph=True)``. (A caller that reads only a head of each row, every
+measure a cutoff measure the top-k route serves, may pass ``head=``: a large CPU batch with averaged
+ties then ranks only that head with ``torch.topk``, as a truncated view: ``RankedBatch(head=)``.)
+(A validated call, which syncs once for its value
 checks anyway, also reads in that sync which lists hold a tie; a batch without one uses groups of
 one document, the same values for less work (:meth:`RankedBatch.assume_no_ties`), and so does a
 batch where few lists tie, whose tied lists the caller recomputes (:attr:`RankedBatch.split_rows`).)
@@ -451,7 +454,7 @@ class TieGroups:
             # max(n - 1, 1) looked up in a table of every group size (one operation, not a subtraction and a
             # clamp), in float32 at least: the int offset divided by it promotes to that dtype
             dtype = rb.dtype if rb.dtype in (torch.float32, torch.float64) else torch.float32
-            divisor = _table("others_in_group", rb.length + 1, dtype, rb.device).take(self._size_i)
+            divisor = _table("others_in_group", rb.row_length + 1, dtype, rb.device).take(self._size_i)
             arange = _table("arange", self.width, torch.int64, rb.device)
             if torch.compiler.is_compiling():
                 offset = arange - self._start_i
@@ -473,7 +476,7 @@ class TieGroups:
             return x, head.cumsum(-1, dtype=dtype) - x
         padded = torch.constant_pad_nd(head.cumsum(-1, dtype=dtype), (1, 0))  # [:, q]: the first q positions
         before = padded.gather(-1, self._start_i)
-        if head.shape[-1] >= rb.length:
+        if head.shape[-1] >= rb.length and not rb.truncated:
             return padded.gather(-1, self._end_i) - before, before
         # Only the group of the head's last position may go on past the head: its sum is that of the
         # row's documents (input order) whose key equals its key (no cumulative sum over the whole row).
@@ -494,10 +497,7 @@ class TieGroups:
             if rb._doc_key is not None:
                 same = rb._doc_key == rb._sorted_key[:, width - 1 : width]  # NaN (padding) equals nothing
             else:  # integer keys (kept no longer than the sort): the scores, whose ties are the keys' ties
-                last = rb._preds_in.gather(-1, rb.order[:, width - 1 : width])
-                same = rb._preds_in == last
-                if rb._has_padding:  # a padding slot is a group of its own (it never crosses the width)
-                    same &= rb._valid_in
+                same = rb._same_score(width)
             self._crossing_hit = (self._end_i > width, self._end_i.clamp(max=width), same)
         return self._crossing_hit
 
@@ -675,6 +675,13 @@ class RankedBatch:
         ideal_subtopics: optional ``(N, M, S)`` subtopic grades of every judged document.
         item_weights: optional ``(N, L)`` float weights of the documents in input order (0 at padding),
             for the kernels that weigh documents (``rb.ranked(rb.item_weights)``); None: not given.
+        head: optional ``W``: the caller reads only the first ``W`` ranked positions (every measure a
+            cutoff measure that the top-k route serves, ``k <= W``). A CPU batch above
+            ``_GPU_PATH_MAX_CPU`` with averaged ties then ranks only them, with ``torch.topk`` of its
+            integer keys instead of a sort of the row: ``length`` becomes ``W`` and ``truncated`` True, as
+            for a top-k view, ``row_length`` stays ``L``; the tie group at position ``W`` is summed over the
+            row's documents that share its score. Elsewhere (a GPU, whose budgets count one path; other
+            tie policies, which order ties) the whole row is sorted and ``head`` is ignored.
 
     Per-document inputs beyond these (e.g. a ``judged`` flag) are put in ranked order with
     :meth:`ranked`.
@@ -715,6 +722,8 @@ class RankedBatch:
     averaged: bool
     #: ``(N, L)`` int64: the input position of the document at each ranked position
     order: Tensor
+    #: the documents of each list (padding slots included); ``length`` when the whole row is ranked
+    row_length: int
 
     def __init__(
         self,
@@ -733,6 +742,7 @@ class RankedBatch:
         subtopics: Tensor | None = None,
         ideal_subtopics: Tensor | None = None,
         item_weights: Tensor | None = None,
+        head: int | None = None,
     ) -> None:
         self._cache: dict[str, Tensor] = {}
         if subtopics is not None:
@@ -742,9 +752,8 @@ class RankedBatch:
         self._groups: dict[int, TieGroups] = {}
         self.convention = convention
         self.dtype = dtype
-        n_lists, length = preds.shape
-        self.n_lists: int = n_lists
-        self.length: int = length
+        self.n_lists, self.length = n_lists, length = preds.shape
+        self.row_length = length
         self.device: torch.device = preds.device
         self._gain_given = gain  # the gain function is made on first use (exp2 of integer grades needs none)
         self._threshold_int = not target.is_floating_point() and target.dtype != torch.bool
@@ -757,14 +766,16 @@ class RankedBatch:
         # grades (written out: a call more per update would pass the call budget)
         self._cpu_path = preds.device.type == "cpu" and preds.numel() > _GPU_PATH_MAX_CPU
         self._int_sort = self._cpu_path and preds.dtype in _INT_OF
-        # the ideal's top and the head's gains from the grades: integer grades under a gain that keeps
-        # their order, every real document judged
+        # the ideal's top and head's gains from the grades: integer grades, a gain keeping their order, all judged
         ordered_gain = gain is None and convention.gain in ("exp2", "linear")
         ideal_int = ideal_target is None or not (ideal_target.is_floating_point() or ideal_target.dtype == torch.bool)
         self._gains_of_grades = self._cpu_path and ordered_gain and self._threshold_int and judged is None and ideal_int
+        head = head if head is not None and self._int_sort and self.averaged and 0 < head < length else None  # head=
         self.order, self._sorted_key, self._doc_key = _rank(
-            preds, target, valid, convention.ties, convention.torch_topk_k, self._int_sort
+            preds, target, valid, convention.ties, convention.torch_topk_k, self._int_sort, head
         )
+        if head is not None:
+            self.length, self.truncated = head, True
         self._preds_in = preds
         # integer keys (see _rank): the padding's key is the largest integer, not NaN
         self._int_keys = not self._sorted_key.is_floating_point()
@@ -783,13 +794,37 @@ class RankedBatch:
     def tied_lists(self) -> Tensor:
         """``(N,)`` bool: whether two real documents of each list share a score (no host sync)."""
         key = self._sorted_key
+        if self.truncated and key.shape[-1] < 2:  # a head of one position (head=1): the row's documents of its score
+            return (self._last_group_size() > 1).squeeze(-1)
         if key.shape[-1] < 2:  # lists of one document or none: no tie (and no row to reduce)
             return torch.zeros(key.shape[0], dtype=torch.bool, device=key.device)
         same = key[:, 1:] == key[:, :-1]
         if self._int_keys and self._has_padding:  # the padding's integer keys are all equal
             same &= key[:, 1:] != torch.iinfo(key.dtype).max
         # the row maximum of its bytes: any(-1) is three times slower on CPU, a sum casts the row first
-        return same.view(torch.uint8).amax(-1).view(torch.bool)
+        tied = same.view(torch.uint8).amax(-1).view(torch.bool)
+        if self.truncated:  # a head of the row (head=): its last document may share its score past the head
+            tied = tied | (self._last_group_size() > 1).squeeze(-1)
+        return tied
+
+    def _last_group_size(self) -> Tensor:
+        """``(N, 1)`` int64: the row's real documents scored as the head's last one (``head=``)."""
+        hit = self._cache.get("last_group_size")
+        if hit is None:
+            hit = self._cache["last_group_size"] = self._same_score(self.length).sum(-1, keepdim=True)
+        return hit
+
+    def _same_score(self, width: int) -> Tensor:
+        """``(N, L)`` bool in input order: the row's real documents scored as the document at ranked
+        position ``width`` (1-based), itself included (integer keys: the scores' ties are the keys')."""
+        hit = self._cache.get(f"same_score_{width}")
+        if hit is None:
+            last = self._preds_in.gather(-1, self.order[:, width - 1 : width])
+            hit = self._preds_in == last
+            if self._has_padding:  # a padding slot is a group of its own (it never crosses the width)
+                hit &= self._valid_in
+            self._cache[f"same_score_{width}"] = hit
+        return hit
 
     def tie_bounds(self, width: int | None = None) -> tuple[Tensor, Tensor]:
         """``(start, end)``, ``(N, width)`` int64 (default the whole row): for each of the first
@@ -829,6 +864,11 @@ class RankedBatch:
             pos = _table("arange", width, torch.int64, self.device)
             start = torch.where(valid, start, pos)
             end = torch.where(valid, torch.minimum(end, self.head("valid").sum(-1, keepdim=True)), pos + 1)
+        if self.truncated:  # a head of the row (head=): its last group ends where the row's documents of its score do
+            last = query == ascending[:, -1:]
+            if self._has_padding:
+                last &= self.head("valid", width)
+            end = torch.where(last, start + self._last_group_size(), end)
         self._cache[f"tie_bounds_{width}"] = start, end
         return start, end
 
@@ -1033,7 +1073,8 @@ class RankedBatch:
             prefix = self._cache.get(f"row_prefix_relmask_{self.dtype}")  # the tie statistics' prefix sums
             if prefix is not None:
                 return prefix[:, -1]
-            counts = self._cache.get(f"rel_counts_{self.length}")  # AP's running counts (kernels/ap.py)
+            # AP's running counts (kernels/ap.py), when they cover the row
+            counts = None if self.truncated else self._cache.get(f"rel_counts_{self.length}")
             return self._doc("rel").sum(-1, dtype=self.dtype) if counts is None else counts[:, -1].to(self.dtype)
 
         return self.cached("n_rel_list", make)
@@ -1091,7 +1132,7 @@ class RankedBatch:
 
         def make() -> Tensor:
             if self._valid_in is None:
-                return torch.full((self.n_lists,), float(self.length), dtype=self.dtype, device=self.device)
+                return torch.full((self.n_lists,), float(self.row_length), dtype=self.dtype, device=self.device)
             return self._valid_in.sum(-1, dtype=self.dtype)
 
         return self.cached("n_valid", make)
@@ -1124,7 +1165,7 @@ class RankedBatch:
         Padding comes after every real document: it must not outrank a real document with a
         negative gain (linear gain on negative grades, debiased gains); its slots hold 0."""
         own = self._ideal_target is None
-        m = self.length if own else self._ideal_target.shape[-1]
+        m = self.row_length if own else self._ideal_target.shape[-1]
         top = m if None in ks else min(max(ks), m)
         key = f"ideal_top{top}"
         if key in self._cache:
@@ -1342,6 +1383,7 @@ def _rank(
     ties: str,
     topk_k: int | None = None,
     int_keys: bool = False,
+    head: int | None = None,
 ) -> tuple[Tensor, Tensor, Tensor | None]:
     """Order each list by descending score, padding last, ties per the policy (``"first"`` and the
     grade tie-breaks use stable sorts: among equal keys the earlier input comes first; the torch
@@ -1353,7 +1395,8 @@ def _rank(
     ascending (NaN sorts last). With ``int_keys`` (see ``RankedBatch._int_sort``), ``"average"`` and
     ``"first"`` sort the integer keys of those floats instead (:func:`_int_key`; the padding's key is
     then the dtype's largest integer): the same order, the same ties; the input-order key is then not
-    kept past the sort (None).
+    kept past the sort (None). ``head`` (integer keys, ``"average"`` only): rank only the first ``head``
+    positions, with ``torch.topk`` (see ``RankedBatch(head=)``).
     """
     descending = valid is None
     if int_keys and ties in ("average", "first"):
@@ -1361,6 +1404,9 @@ def _rank(
         key = _int_key(preds if valid is None else -preds)
         if valid is not None:
             key = torch.where(valid, key, torch.iinfo(key.dtype).max)
+        if head is not None:
+            sorted_key, order = torch.topk(key, head, dim=-1, largest=descending)
+            return order, sorted_key, None
         sorted_key, order = torch.sort(key, dim=-1, descending=descending, stable=ties == "first")
         return order, sorted_key, None  # RankedBatch compares the scores themselves where it needs this key
     key = preds
