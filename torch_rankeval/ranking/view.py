@@ -309,7 +309,7 @@ class RankedView(Protocol):
 _ROW_PREFIX_MAX_CPU = 1 << 17
 #: on CPU, the largest batch (lists x documents) that runs the GPU's path, which the operation budgets
 #: count (launches on a GPU; ``benchmarks/bench_ops.py`` forces it for a batch of any size) and the suite's
-#: small batches test. Larger CPU batches (from 256 x 32 on) make choices of their own (and, unvalidated in
+#: small batches test. Larger CPU batches (past 256 x 32) make choices of their own (and, unvalidated in
 #: eager mode, read their tie flags from memory: ``ranking.inputs.prepare``); at 256 x 64 they cut an
 #: nDCG@10 + AP@10 update by 10-30% (2^15 documents was the bound before: benchmarks/README.md):
 #: - the gain and relevance sums are two prefix sums, not one of the ranked pair (the pair saves
