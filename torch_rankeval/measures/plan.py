@@ -138,13 +138,8 @@ class _DenseRoute:
         b = self.batch
         # ``head``: only the positions the calls read are ranked; not with inputs beyond the scores and
         # grades (the top-k route's rule, MeasurePlan._route; written out: no call of its own)
-        head = group.head
-        if head is not None and (
-            ideal_target is not None or n_relevant is not None or judged is not None or subtopics is not None
-        ):
-            head = None
-        if weights is not None:
-            head = None
+        given = ideal_target is not None or n_relevant is not None or judged is not None or subtopics is not None
+        head = None if given or weights is not None else group.head
         rb, single = prepare(
             preds,
             target,

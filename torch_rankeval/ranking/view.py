@@ -794,9 +794,9 @@ class RankedBatch:
     def tied_lists(self) -> Tensor:
         """``(N,)`` bool: whether two real documents of each list share a score (no host sync)."""
         key = self._sorted_key
-        if self.truncated and key.shape[-1] < 2:  # a head of one position (head=1): the row's documents of its score
-            return (self._last_group_size() > 1).squeeze(-1)
-        if key.shape[-1] < 2:  # lists of one document or none: no tie (and no row to reduce)
+        if key.shape[-1] < 2:  # lists of one document or none: no tie; a head of one (head=1): the row says
+            if self.truncated:
+                return (self._last_group_size() > 1).squeeze(-1)
             return torch.zeros(key.shape[0], dtype=torch.bool, device=key.device)
         same = key[:, 1:] == key[:, :-1]
         if self._int_keys and self._has_padding:  # the padding's integer keys are all equal
