@@ -73,8 +73,11 @@ class _Group:
     columns: tuple[int, ...]
     #: the calls read both the gain and the relevance sums of the tie groups (``Family.tie_sums``)
     pair_sums: bool = False
-    #: every call is a cutoff measure that the top-k route serves: the deepest cutoff, the ranked
-    #: positions they read (``RankedBatch(head=)``); None: a call reads more
+    #: the top-k route serves every call (``Family.topk_serves`` under ``conv``; TREC's negative
+    #: grades, unjudged documents, are not on it): :meth:`MeasurePlan.topk_ready` and ``head`` read it
+    topk: bool = False
+    #: ``topk`` and every call a cutoff measure: the deepest cutoff, the ranked positions they read
+    #: (``RankedBatch(head=)``); None: a call reads more
     head: int | None = None
 
 
@@ -109,6 +112,9 @@ class _DenseRoute:
     in a few lists ranks the others with the plain formulas and redoes those lists with tie statistics."""
 
     batch: _Batch
+    #: the batch gives nothing beyond scores, grades and padding (``MeasurePlan._route``'s ``"head"``):
+    #: a group whose calls read only a head (``_Group.head``) ranks only it
+    heads: bool = False
 
     def run(self, group: _Group) -> tuple[Tensor, Tensor, bool]:
         """``(values (N, C), empty (N, C), single)`` of the group's calls."""
@@ -136,10 +142,6 @@ class _DenseRoute:
         ideal_subtopics, weights)`` under the group's convention; ``split``: its ``split_ties``."""
         preds, target, mask, ideal_target, n_relevant, judged, subtopics, ideal_subtopics, weights = tensors
         b = self.batch
-        # ``head``: only the positions the calls read are ranked; not with inputs beyond the scores and
-        # grades (the top-k route's rule, MeasurePlan._route; written out: no call of its own)
-        given = ideal_target is not None or n_relevant is not None or judged is not None or subtopics is not None
-        head = None if given or weights is not None else group.head
         rb, single = prepare(
             preds,
             target,
@@ -159,7 +161,7 @@ class _DenseRoute:
             extra_checks=b.subtopic_checks if validate else None,
             weights=weights,
             checked=True,  # by MeasurePlan.values, once for every convention
-            head=head,
+            head=group.head if self.heads else None,  # only the positions the calls read are ranked
         )
         rb.pair_sums = group.pair_sums  # the group's kernels read both sums: one prefix sum serves them
         return rb, single
@@ -267,7 +269,6 @@ class MeasurePlan:
         cutoffs = [c for g in self._groups for c in g.cutoffs]
         whole = None in cutoffs or any(g.whole for g in self._groups)
         self._deepest = None if whole else max(cutoffs)
-        self._negative_unjudged = negative_unjudged
         #: whether the measures are intent-aware (they read a subtopic target; ad-hoc ones never do)
         self.subtopics: bool = any(m.family.subtopics for m in measures)
         if self.subtopics and not all(m.family.subtopics for m in measures):
@@ -336,14 +337,15 @@ class MeasurePlan:
             if validate_args:
                 b.subtopic_checks = split.checks()  # resolved in the ranking stage's one host sync
         catalogue = exclude is not None or (not checked and _is_sparse(b.target))
-        if weights is None and self._route(b, catalogue) == "topk":
+        reading = self._route(b, catalogue)
+        if reading == "topk":
             route: _DenseRoute | _TopkRoute = _TopkRoute.of(self, b)
         else:
             if catalogue:
                 b.target, b.mask = densified(preds, b.target, mask, exclude)
             if not (checked and b.target is target and b.mask is mask):
                 check_preds_target(preds, b.target, b.mask)  # once, for every convention's ranking
-            route = _DenseRoute(b)
+            route = _DenseRoute(b, heads=reading == "head")
         if self._direct:
             return route.run(self._groups[0])
         return self._assemble([route.run(group) for group in self._groups])
@@ -412,29 +414,30 @@ class MeasurePlan:
 
     def topk_ready(self) -> bool:
         """Whether every measure of the plan runs on a top-k view (its registry row's ``topk``, under its convention)."""
-        return not self._negative_unjudged and all(
-            call.family.topk_serves(g.conv) for g in self._groups for call in g.calls
-        )
+        return all(g.topk for g in self._groups)
 
     def _route(self, b: _Batch, catalogue: bool) -> str:
-        """``"topk"`` or ``"dense"``: the top-k path for a sparse target or ``exclude`` (``catalogue``)
-        and long dense rows whose measures all have small cutoffs, when the plan and the inputs allow it."""
+        """How a batch is read. A top-k reading needs the plan's measures served by the top-k route
+        (``_Group.topk``) and no input beyond the scores, grades and padding: no ``ideal_target``,
+        ``n_relevant``, ``judged``, subtopic grades or ``weights``. With such inputs: ``"topk"``, the
+        top-k route, for a sparse target or ``exclude`` (``catalogue``) and long dense rows whose
+        measures all have small cutoffs; else ``"head"``, the dense route, where a group whose calls read
+        only a head ranks only that head (``_Group.head``). With other inputs: ``"dense"``."""
+        if not (b.ideal_target is None and b.n_relevant is None and b.judged is None):
+            return "dense"
+        if not (b.subtopics is None and b.weights is None):
+            return "dense"
         preds = b.preds
-        if not isinstance(preds, Tensor):
-            return "dense"  # its checks name the problem
-        if preds.ndim != 2:
-            return "dense"  # one (L,) list: exclude joins mask
-        if not catalogue and (
+        if not isinstance(preds, Tensor) or preds.ndim != 2:
+            return "head"  # its checks name the problem; one (L,) list: exclude joins mask
+        long_rows = not (
             torch.compiler.is_compiling()
             or preds.shape[-1] < LONG_ROW
             or self._deepest is None
             or self._deepest * 8 > preds.shape[-1]
             or any(conv.gain != "exp2" for conv in self.conventions)
-        ):
-            return "dense"
-        if b.ideal_target is not None or b.n_relevant is not None or b.judged is not None or not self.topk_ready():
-            return "dense"
-        return "topk"
+        )
+        return "topk" if (catalogue or long_rows) and self.topk_ready() else "head"
 
     # ------------------------------------------------------------------ reduction
     def evaluate(
@@ -608,6 +611,7 @@ def _groups(unique: dict[Measure, int], convention: Convention, negative_unjudge
             _Call(members[0][0].family, kparams, tuple(m.at_value for m, _ in members), tuple(j for _, j in members))
             for (_, kparams), members in by_kernel.items()
         )
+        topk = not negative_unjudged and all(call.family.topk_serves(conv) for call in calls)
         out.append(
             _Group(
                 conv,
@@ -618,22 +622,21 @@ def _groups(unique: dict[Measure, int], convention: Convention, negative_unjudge
                 whole=any(call.family.whole_list for call in calls),
                 columns=tuple(col for call in calls for col in call.columns),
                 pair_sums={"gain", "rel"} <= {s for call in calls for s in call.family.tie_sums},
-                head=_head(calls, conv, negative_unjudged),
+                topk=topk,
+                head=_head(calls) if topk else None,
             )
         )
     return out
 
 
-def _head(calls: tuple[_Call, ...], conv: Convention, negative_unjudged: bool) -> int | None:
-    """The ranked positions a group's calls read when every call is a cutoff measure that the top-k
-    route serves (``Family.topk_serves``: its kernel reads the head and the row's counts only): the
-    deepest cutoff. None when a call reads the whole list or TREC's negative grades are unjudged."""
+def _head(calls: tuple[_Call, ...]) -> int | None:
+    """The ranked positions read by a group's calls that the top-k route serves (``_Group.topk``: each
+    kernel reads the head and the row's counts only) when every call is a cutoff measure: the deepest
+    cutoff. None when a call reads the whole list."""
     cutoffs = [k for call in calls for k in call.cutoffs]
-    if negative_unjudged or not cutoffs or not all(isinstance(k, int) and k > 0 for k in cutoffs):
+    if not cutoffs or any(call.family.whole_list for call in calls):
         return None
-    if any(call.family.whole_list or not call.family.topk_serves(conv) for call in calls):
-        return None
-    return max(cutoffs)
+    return max(cutoffs) if all(isinstance(k, int) and k > 0 for k in cutoffs) else None
 
 
 def evaluate_family(
