@@ -412,6 +412,12 @@ def test_head_ranking_equals_the_sorted_row(
         (["ndcg@10"], {"ties": "first"}, None),  # ties in input order: a stable sort
         (["ndcg@40"], {}, None),  # the cutoff reads the whole list
         (["err@10"], {}, None),  # a family the top-k route does not serve
+        # inputs beyond the scores and grades (the top-k route's rule, MeasurePlan._route): the row is sorted
+        (["ndcg@10"], {"judged": True}, None),
+        (["ndcg@10"], {"n_relevant": True}, None),
+        (["ndcg@10"], {"ideal_target": True}, None),
+        (["ndcg@10", "map@5"], {"convention": "trec_eval"}, None),  # trec_eval orders ties: a sort
+        (["ndcg@10", "map@5"], {"gain": "linear"}, 10),
     ],
 )
 def test_head_ranking_only_where_every_measure_reads_the_head(
@@ -420,6 +426,11 @@ def test_head_ranking_only_where_every_measure_reads_the_head(
     monkeypatch.setattr(view, "_GPU_PATH_MAX_CPU", 0)
     seen = _ranked_batches(monkeypatch)
     preds, target, _ = _tied_batch(8, 30, seed=2, pad=False)
-    F.evaluate(preds, target, names, **settings)
+    given = {
+        "judged": torch.ones_like(preds, dtype=torch.bool),
+        "n_relevant": (target > 0).sum(-1),
+        "ideal_target": target,
+    }
+    F.evaluate(preds, target, names, **{k: given.get(k, v) if v is True else v for k, v in settings.items()})
     assert seen[0].truncated is (head is not None)
     assert seen[0].length == (30 if head is None else head)

@@ -306,6 +306,61 @@ def test_every_route_gives_the_definition_or_the_same_error(route, case, measure
     _check(got, want, f"{route}/{case}")
 
 
+# ------------------------------------------------------------------------------------------ CPU path
+HEAD = ("ndcg@3", "map@3", "mrr@3", "precision@3", "recall@3", "hit_rate@3")  # cutoff measures: the head only
+
+
+def _head_grid():  # noqa: ANN202
+    """route x case x validate for the cutoff measures, left out as in :func:`_route_grid`."""
+    for route in ROUTES:
+        for case in CASES:
+            error = _case(case)[-1]
+            for validate in (True, False):
+                if not validate and (_expect(HEAD, error, route) is not None or _sparse_limit(route, case, HEAD)):
+                    continue
+                if route == "flat" and case in ("all_excluded_rows", "k_beyond_valid_items"):
+                    continue
+                yield pytest.param(
+                    route, case, validate, id="-".join((route, case, "validated" if validate else "unvalidated"))
+                )
+
+
+@pytest.mark.parametrize(("route", "case", "validate"), list(_head_grid()))
+def test_every_route_on_the_cpu_path_gives_the_definition_or_the_same_error(
+    route: str, case: str, validate: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same hostile inputs on the CPU path that large CPU batches take (``_GPU_PATH_MAX_CPU``
+    forced to 0: integer sort keys, tie sums apart, and, with every measure a cutoff measure, only the
+    head of each row ranked with ``torch.topk``); the reference is the compacted batch on the GPU's path."""
+    from torch_rankeval.ranking import view
+
+    preds, target, ex, kw, error = _case(case)
+    message = _expect(HEAD, error, route)
+    want = None if message or _sparse_limit(route, case, HEAD) else _reference(HEAD, preds, target, ex, kw)
+    monkeypatch.setattr(view, "_GPU_PATH_MAX_CPU", 0)
+    ranked: list = []  # the ranked batches the dense route builds (a spy on prepare)
+    original = plan_module.prepare
+
+    def spy(*args, **kw):  # noqa: ANN002, ANN003, ANN202
+        out = original(*args, **kw)
+        ranked.append(out[0])
+        return out
+
+    monkeypatch.setattr(plan_module, "prepare", spy)
+    if want is None:
+        negative = case.startswith("negative_linear_grades")
+        expected = message or (SPARSE_NEGATIVE_MSG if negative else SPARSE_ZERO_GAIN_MSG)
+        with pytest.raises(ValueError, match=expected):
+            _run(route, preds, target, ex, HEAD, kw, validate)
+        return
+    got, reduced = _run(route, preds, target, ex, HEAD, kw, validate)
+    if reduced:
+        want = {k: v.mean() for k, v in want.items()}
+    _check(got, want, f"cpu path {route}/{case}")
+    if route == "mask":  # the dense route: each row's head only (3 positions of 12)
+        assert ranked and all(rb.truncated and rb.length == 3 for rb in ranked)
+
+
 # ------------------------------------------------------------------------------------------ compiled
 _COMPILED: dict = {}
 
@@ -347,6 +402,37 @@ def test_compiled_route_with_inductor(case, measures):
     metric.update(preds, target, mask=~ex)
     want = {k: v.mean() for k, v in _reference(measures, preds, target, ex, kw).items()}
     _check(_metric_means(metric, measures), want, f"compiled/{case}")
+
+
+@pytest.mark.parametrize("validate", [True, False], ids=["validated", "unvalidated"])
+def test_compiled_head_ranking_with_inductor(validate: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compiled update (inductor) on the CPU path where only each row's head is ranked
+    (``torch.topk`` of integer keys, the tie group at the head's end summed over the row) gives the
+    eager update's values on tied rows, padding included."""
+    from torch_rankeval.metrics import _compiled
+    from torch_rankeval.ranking import view
+
+    assert _compiled.BACKEND == "inductor"
+    preds, target, ex = _base(11)
+    preds = (preds * 4).round() / 4  # four score levels: tie groups cross every cutoff
+    want = {k: v.mean() for k, v in _reference(HEAD, preds, target, ex, {}).items()}  # the GPU's path
+    monkeypatch.setattr(view, "_GPU_PATH_MAX_CPU", 0)
+    ranked: list = []
+    original = plan_module.prepare
+
+    def spy(*args, **kw):  # noqa: ANN002, ANN003, ANN202
+        out = original(*args, **kw)
+        ranked.append(out[0])
+        return out
+
+    monkeypatch.setattr(plan_module, "prepare", spy)
+    eager = RankingMetrics(list(HEAD), validate_args=validate)
+    eager.update(preds, target, mask=~ex)
+    assert ranked and all(rb.truncated and rb.length == 3 for rb in ranked)  # the head path ran
+    compiled = RankingMetrics(list(HEAD), validate_args=validate, compile=True)
+    compiled.update(preds, target, mask=~ex)
+    _check(_metric_means(compiled, HEAD), _metric_means(eager, HEAD), "compiled head")
+    _check(_metric_means(compiled, HEAD), want, "compiled head vs the sorted row")
 
 
 # ------------------------------------------------------------------------------------------ exposure
