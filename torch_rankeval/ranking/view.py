@@ -485,8 +485,11 @@ class TieGroups:
         crossing, end_inside, same = self._crossing_group()
         # summed in the documents' own dtype when it is exact enough (a cast of the whole row costs more
         # than the sum); ``where`` promotes it to ``dtype``
-        acc = None if doc.dtype in (torch.bool, torch.float32, torch.float64) else dtype
-        full = (same & doc if doc.dtype == torch.bool else doc * same).sum(-1, keepdim=True, dtype=acc)
+        # (bool rows as bytes: a bool row sum casts the row to int64 first, a byte row sums into int32)
+        acc = None if doc.dtype in (torch.float32, torch.float64) else torch.int32 if doc.dtype == torch.bool else dtype
+        full = ((same & doc).view(torch.uint8) if doc.dtype == torch.bool else doc * same).sum(
+            -1, keepdim=True, dtype=acc
+        )
         return torch.where(crossing, full, padded.gather(-1, end_inside) - before), before
 
     def _crossing_group(self) -> tuple[Tensor, Tensor, Tensor]:
@@ -811,7 +814,9 @@ class RankedBatch:
         """``(N, 1)`` int64: the row's real documents scored as the head's last one (``head=``)."""
         hit = self._cache.get("last_group_size")
         if hit is None:
-            hit = self._cache["last_group_size"] = self._same_score(self.length).sum(-1, keepdim=True)
+            # bytes summed into int32: a bool row sum would cast the row to int64 first
+            same = self._same_score(self.length).view(torch.uint8)
+            hit = self._cache["last_group_size"] = same.sum(-1, keepdim=True, dtype=torch.int32)
         return hit
 
     def _same_score(self, width: int) -> Tensor:
@@ -1075,7 +1080,9 @@ class RankedBatch:
                 return prefix[:, -1]
             # AP's running counts (kernels/ap.py), when they cover the row
             counts = None if self.truncated else self._cache.get(f"rel_counts_{self.length}")
-            return self._doc("rel").sum(-1, dtype=self.dtype) if counts is None else counts[:, -1].to(self.dtype)
+            if counts is None:  # bytes: a bool row sum would cast the row first
+                return self._doc("rel").view(torch.uint8).sum(-1, dtype=self.dtype)
+            return counts[:, -1].to(self.dtype)
 
         return self.cached("n_rel_list", make)
 
@@ -1133,7 +1140,7 @@ class RankedBatch:
         def make() -> Tensor:
             if self._valid_in is None:
                 return torch.full((self.n_lists,), float(self.row_length), dtype=self.dtype, device=self.device)
-            return self._valid_in.sum(-1, dtype=self.dtype)
+            return self._valid_in.view(torch.uint8).sum(-1, dtype=self.dtype)  # bytes: no cast of the row
 
         return self.cached("n_valid", make)
 
