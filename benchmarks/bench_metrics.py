@@ -9,6 +9,11 @@ the run.
     python benchmarks/bench_metrics.py --quick           # small sizes, to check the script works
     python benchmarks/bench_metrics.py --sort-ratio      # update time / one torch.sort, every path
 
+``--map-k 10`` measures MAP@10 in place of whole-list MAP (the lean-core issue's nDCG@10 + MAP@10):
+ours, ranx (``average_precision(k=10)``) and pytrec_eval (``map_cut.10``) divide by every relevant
+document of the list (trec_eval's definition); torchmetrics' ``RetrievalMAP(top_k=10)`` divides by
+the relevant documents found in the top 10, so its MAP@10 differs from the others' by definition.
+
 Workloads: ``10k`` (10,000 queries x 100 docs), ``100k`` (100,000 x 100), ``loop`` (a validation loop:
 200 batches of 256 x 64, updated per batch, computed at the end), ``stream`` (padded streaming
 memory at 10k, 100k and 1M queries). Results are printed as a table and written as JSON.
@@ -38,6 +43,15 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 METRICS = ("ndcg@10", "map")
+#: MAP's cutoff (``--map-k``): None, whole-list MAP
+MAP_K: int | None = None
+
+
+def set_map_k(k: int | None) -> None:
+    """MAP@k in place of whole-list MAP for every case (``--map-k``)."""
+    global METRICS, MAP_K
+    MAP_K = k
+    METRICS = ("ndcg@10", "map" if k is None else f"map@{k}")
 
 
 # ---------------------------------------------------------------------------------------- data
@@ -96,7 +110,7 @@ def case_torchmetrics(batches):
     import torch
     from torchmetrics.retrieval import RetrievalMAP, RetrievalNormalizedDCG
 
-    ndcg, ap = RetrievalNormalizedDCG(top_k=10), RetrievalMAP()
+    ndcg, ap = RetrievalNormalizedDCG(top_k=10), RetrievalMAP(top_k=MAP_K)
 
     def run():
         ndcg.reset()
@@ -108,7 +122,7 @@ def case_torchmetrics(batches):
             offset += n
             ndcg.update(preds.reshape(-1), target.reshape(-1), indexes=ids)
             ap.update(preds.reshape(-1), target.reshape(-1) > 0, indexes=ids)
-        return {"ndcg@10": float(ndcg.compute()), "map": float(ap.compute())}
+        return {"ndcg@10": float(ndcg.compute()), METRICS[1]: float(ap.compute())}
 
     return run
 
@@ -133,14 +147,15 @@ def case_ranx(batches, end_to_end: bool):
     t0 = time.perf_counter()
     warm_q, warm_r = _ranx_arrays([(p[:8], t[:8]) for p, t in batches[:1]])
     ndcg(warm_q, warm_r, k=10)
-    average_precision(warm_q, warm_r)
+    average_precision(warm_q, warm_r, k=MAP_K or 0)
     jit_s = time.perf_counter() - t0
     prepared = None if end_to_end else _ranx_arrays(batches)
 
     def run():
         qrels, run_ = _ranx_arrays(batches) if end_to_end else prepared
         # ranx.metrics.ndcg is the Jarvelin (linear gain) formulation, like trec_eval and our gain="linear"
-        return {"ndcg@10": float(ndcg(qrels, run_, k=10).mean()), "map": float(average_precision(qrels, run_).mean())}
+        ap = average_precision(qrels, run_, k=MAP_K or 0)  # ranx's k=0: the whole list
+        return {"ndcg@10": float(ndcg(qrels, run_, k=10).mean()), METRICS[1]: float(ap.mean())}
 
     return run, jit_s
 
@@ -157,11 +172,13 @@ def case_pytrec(batches):
                 q += 1
                 runs[qid] = {str(j): s for j, s in enumerate(p_row)}
                 qrels[qid] = {str(j): g for j, g in enumerate(t_row)}
-        res = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10", "map"}).evaluate(runs)
+        ap = "map" if MAP_K is None else f"map_cut.{MAP_K}"
+        res = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10", ap}).evaluate(runs)
+        ap = ap.replace(".", "_")
         n = len(qrels)  # queries without relevant documents score 0, as ours
         return {
             "ndcg@10": sum(v["ndcg_cut_10"] for v in res.values()) / n,
-            "map": sum(v["map"] for v in res.values()) / n,
+            METRICS[1]: sum(v[ap] for v in res.values()) / n,
         }
 
     return run
@@ -382,6 +399,7 @@ def print_sort_ratio(results: list[dict], machine: dict) -> None:
 def child(*extra: str, threads: int | None = None, repo: str | None = None) -> dict:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo or REPO), os.environ.get("PYTHONPATH", "")])}
     thread_args = ["--threads", str(threads)] if threads else []
+    thread_args += ["--map-k", str(MAP_K)] if MAP_K is not None else []
     proc = subprocess.run([sys.executable, __file__, *extra, *thread_args], capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         return {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"}
@@ -417,6 +435,7 @@ def main() -> None:
         "--ratio-repeats", type=int, default=None, help="--sort-ratio repeats (default: by size, 7-300)"
     )
     parser.add_argument("--compiled", action="store_true", help="--sort-ratio: also RankingMetrics(compile=True)")
+    parser.add_argument("--map-k", type=int, default=None, help="MAP@K in place of whole-list MAP (peers' cases)")
     parser.add_argument("--repo", default=None, help="checkout whose torch_rankeval is measured (default: this one)")
     # child mode
     parser.add_argument("--case", help=argparse.SUPPRESS)
@@ -424,6 +443,7 @@ def main() -> None:
     parser.add_argument("--stream-queries", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--ratio-size", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    set_map_k(args.map_k)
 
     if args.case:
         print(json.dumps(run_case(args)))
