@@ -20,6 +20,24 @@ def trec_eval_test_dir() -> Path:
     return TREC_EVAL_TEST
 
 
+@pytest.fixture
+def ranked_batches(monkeypatch: pytest.MonkeyPatch) -> list:
+    """The ranked batches (``RankedBatch``) that the measure plan builds during the test, in order (a
+    spy on ``measures/plan.py``'s ``prepare``): which ranking a route took, e.g. a head only."""
+    import torch_rankeval.measures.plan as plan_module
+
+    seen: list = []
+    original = plan_module.prepare
+
+    def spy(*args, **kw):  # noqa: ANN002, ANN003, ANN202
+        out = original(*args, **kw)
+        seen.append(out[0])
+        return out
+
+    monkeypatch.setattr(plan_module, "prepare", spy)
+    return seen
+
+
 # ------------------------------------------------------------------ the oldest-torchmetrics subset
 # `.ci/run` runs the whole suite once against the newest torchmetrics, then only the items marked
 # `torchmetrics` (`-m "torchmetrics and not slow"`) against the OLDEST supported torchmetrics (the

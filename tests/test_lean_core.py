@@ -279,22 +279,6 @@ def test_cpu_large_path_ideal_and_head_from_the_grades(
 HEAD_MEASURES = ("ndcg", "map", "mrr", "precision", "recall", "hit_rate")
 
 
-def _ranked_batches(monkeypatch: pytest.MonkeyPatch) -> list[RankedBatch]:
-    """The ranked batches the plan builds from here on (a spy on ``prepare``)."""
-    import torch_rankeval.measures.plan as plan_module
-
-    seen: list[RankedBatch] = []
-    original = plan_module.prepare
-
-    def spy(*args, **kw):  # noqa: ANN002, ANN003, ANN202
-        out = original(*args, **kw)
-        seen.append(out[0])
-        return out
-
-    monkeypatch.setattr(plan_module, "prepare", spy)
-    return seen
-
-
 def _brute_force_all(preds: torch.Tensor, target: torch.Tensor, names: list[str]) -> dict[str, float]:
     """Every measure of ``names`` averaged over every order of the tied documents of one list (each
     order scored without ties, ``ties="first"``)."""
@@ -319,13 +303,13 @@ def _brute_force_all(preds: torch.Tensor, target: torch.Tensor, names: list[str]
 @pytest.mark.parametrize("pad", [False, True])
 @pytest.mark.parametrize("validate", [False, True])
 def test_head_ranking_gives_the_expected_value_over_tie_orders(
-    ks: tuple[int, ...], pad: bool, validate: bool, monkeypatch: pytest.MonkeyPatch
+    ks: tuple[int, ...], pad: bool, validate: bool, ranked_batches: list, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Tie groups that cross every cutoff (the deepest one included: its group is summed over the row's
     documents of its score; a head of one position too), ``0.0`` tying ``-0.0``, negative scores, a list of one tie group but
     for two documents, and padding whose scores equal a real group's: the brute force over tie orders."""
     monkeypatch.setattr(view, "_GPU_PATH_MAX_CPU", 0)
-    seen = _ranked_batches(monkeypatch)
+    seen = ranked_batches
     preds = torch.tensor(
         [
             [0.9, 0.5, 0.5, 0.5, 0.2, 0.2, 0.1, 0.5],
@@ -349,12 +333,12 @@ def test_head_ranking_gives_the_expected_value_over_tie_orders(
             assert float(got[name][row]) == pytest.approx(want[name], abs=2e-6), (row, name)
 
 
-def test_head_ranking_hand_computed_ndcg(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_head_ranking_hand_computed_ndcg(ranked_batches: list, monkeypatch: pytest.MonkeyPatch) -> None:
     """nDCG@2 of scores (0.9, 0.5, 0.5, 0.5, 0.1), grades (0, 1, 0, 0, 2), written out: rank 1 gains 0;
     rank 2 holds one of the three documents tied at 0.5, one of them relevant, so its expected gain is
     (2^1 - 1) / 3, discounted by 1 / log2(3); the ideal is 3 + 1 / log2(3)."""
     monkeypatch.setattr(view, "_GPU_PATH_MAX_CPU", 0)
-    seen = _ranked_batches(monkeypatch)
+    seen = ranked_batches
     preds = torch.tensor([[0.9, 0.5, 0.5, 0.5, 0.1]])
     target = torch.tensor([[0, 1, 0, 0, 2]])
     got = F.evaluate(preds, target, ["ndcg@2"], reduction="none")["ndcg@2"]
@@ -378,12 +362,12 @@ def test_head_ranking_hand_computed_ndcg(monkeypatch: pytest.MonkeyPatch) -> Non
     ],
 )
 def test_head_ranking_equals_the_sorted_row(
-    scores: str, validate: bool, settings: dict, monkeypatch: pytest.MonkeyPatch
+    scores: str, validate: bool, settings: dict, ranked_batches: list, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Random batches with few or many ties (lists tied only past the head too), padding and empty
     lists: the head ranking's values equal the whole row's sort (the GPU's path, itself checked against
     the brute force and pytrec_eval above) under each convention."""
-    seen = _ranked_batches(monkeypatch)
+    seen = ranked_batches
     names = _names((*HEAD_MEASURES, "dcg"), (1, 3, 10))
     for seed, levels in enumerate((3, 20, 100_000)):
         g = torch.Generator().manual_seed(seed)
@@ -421,10 +405,10 @@ def test_head_ranking_equals_the_sorted_row(
     ],
 )
 def test_head_ranking_only_where_every_measure_reads_the_head(
-    names: list[str], settings: dict, head: int | None, monkeypatch: pytest.MonkeyPatch
+    names: list[str], settings: dict, head: int | None, ranked_batches: list, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(view, "_GPU_PATH_MAX_CPU", 0)
-    seen = _ranked_batches(monkeypatch)
+    seen = ranked_batches
     preds, target, _ = _tied_batch(8, 30, seed=2, pad=False)
     given = {
         "judged": torch.ones_like(preds, dtype=torch.bool),

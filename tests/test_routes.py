@@ -327,7 +327,7 @@ def _head_grid():  # noqa: ANN202
 
 @pytest.mark.parametrize(("route", "case", "validate"), list(_head_grid()))
 def test_every_route_on_the_cpu_path_gives_the_definition_or_the_same_error(
-    route: str, case: str, validate: bool, monkeypatch: pytest.MonkeyPatch
+    route: str, case: str, validate: bool, ranked_batches: list, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The same hostile inputs on the CPU path that large CPU batches take (``_GPU_PATH_MAX_CPU``
     forced to 0: integer sort keys, tie sums apart, and, with every measure a cutoff measure, only the
@@ -338,15 +338,7 @@ def test_every_route_on_the_cpu_path_gives_the_definition_or_the_same_error(
     message = _expect(HEAD, error, route)
     want = None if message or _sparse_limit(route, case, HEAD) else _reference(HEAD, preds, target, ex, kw)
     monkeypatch.setattr(view, "_GPU_PATH_MAX_CPU", 0)
-    ranked: list = []  # the ranked batches the dense route builds (a spy on prepare)
-    original = plan_module.prepare
-
-    def spy(*args, **kw):  # noqa: ANN002, ANN003, ANN202
-        out = original(*args, **kw)
-        ranked.append(out[0])
-        return out
-
-    monkeypatch.setattr(plan_module, "prepare", spy)
+    ranked_batches.clear()  # the reference's rankings
     if want is None:
         negative = case.startswith("negative_linear_grades")
         expected = message or (SPARSE_NEGATIVE_MSG if negative else SPARSE_ZERO_GAIN_MSG)
@@ -358,7 +350,7 @@ def test_every_route_on_the_cpu_path_gives_the_definition_or_the_same_error(
         want = {k: v.mean() for k, v in want.items()}
     _check(got, want, f"cpu path {route}/{case}")
     if route == "mask":  # the dense route: each row's head only (3 positions of 12)
-        assert ranked and all(rb.truncated and rb.length == 3 for rb in ranked)
+        assert ranked_batches and all(rb.truncated and rb.length == 3 for rb in ranked_batches)
 
 
 # ------------------------------------------------------------------------------------------ compiled
@@ -405,7 +397,9 @@ def test_compiled_route_with_inductor(case, measures):
 
 
 @pytest.mark.parametrize("validate", [True, False], ids=["validated", "unvalidated"])
-def test_compiled_head_ranking_with_inductor(validate: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_compiled_head_ranking_with_inductor(
+    validate: bool, ranked_batches: list, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The compiled update (inductor) on the CPU path where only each row's head is ranked
     (``torch.topk`` of integer keys, the tie group at the head's end summed over the row) gives the
     eager update's values on tied rows, padding included."""
@@ -417,18 +411,10 @@ def test_compiled_head_ranking_with_inductor(validate: bool, monkeypatch: pytest
     preds = (preds * 4).round() / 4  # four score levels: tie groups cross every cutoff
     want = {k: v.mean() for k, v in _reference(HEAD, preds, target, ex, {}).items()}  # the GPU's path
     monkeypatch.setattr(view, "_GPU_PATH_MAX_CPU", 0)
-    ranked: list = []
-    original = plan_module.prepare
-
-    def spy(*args, **kw):  # noqa: ANN002, ANN003, ANN202
-        out = original(*args, **kw)
-        ranked.append(out[0])
-        return out
-
-    monkeypatch.setattr(plan_module, "prepare", spy)
+    ranked_batches.clear()  # the reference's rankings
     eager = RankingMetrics(list(HEAD), validate_args=validate)
     eager.update(preds, target, mask=~ex)
-    assert ranked and all(rb.truncated and rb.length == 3 for rb in ranked)  # the head path ran
+    assert ranked_batches and all(rb.truncated and rb.length == 3 for rb in ranked_batches)  # the head path ran
     compiled = RankingMetrics(list(HEAD), validate_args=validate, compile=True)
     compiled.update(preds, target, mask=~ex)
     _check(_metric_means(compiled, HEAD), _metric_means(eager, HEAD), "compiled head")
