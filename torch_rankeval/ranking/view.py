@@ -469,7 +469,7 @@ class TieGroups:
         """(group sum, sum ranked above the group) of a per-position quantity ``head`` ``(N, width)``
         in ranked order whose per-document values (input order, ``(N, L)``) are ``doc``, accumulated
         in ``dtype``. ``doc`` is read only for a group that crosses ``width``; its sum is taken in
-        ``doc``'s own dtype (a sum of terms, no cancellation)."""
+        ``doc``'s own dtype, a bool one in int32 (a sum of terms, no cancellation)."""
         rb = self._rb() or self.rb
         if not rb.averaged:
             x = head.to(dtype)
@@ -811,7 +811,7 @@ class RankedBatch:
         return tied
 
     def _last_group_size(self) -> Tensor:
-        """``(N, 1)`` int64: the row's real documents scored as the head's last one (``head=``)."""
+        """``(N, 1)`` int32: the row's real documents scored as the head's last one (``head=``)."""
         hit = self._cache.get("last_group_size")
         if hit is None:
             # bytes summed into int32: a bool row sum would cast the row to int64 first
