@@ -44,7 +44,7 @@ from torch_rankeval.ranking.topk import (
     _scatter_rows,
     topk_view,
 )
-from torch_rankeval.ranking.view import _NEEDS_DOC, RankedBatch, TieGroups
+from torch_rankeval.ranking.view import _NEEDS_DOC, RankedBatch, TieGroups, _row_count
 
 __all__ = [
     "WHOLE_LIST_CHUNK",
@@ -217,7 +217,7 @@ class TopKRankedBatch(RankedBatch):
             if ex is not None:
                 same &= ~(ex[span] if isinstance(ex, Tensor) else _excluded_rows(ex, chunk, n, length))
             d = doc[span]
-            out.append((same & d if d.dtype == torch.bool else d * same).sum(-1, dtype=dtype))
+            out.append(_row_count(same & d, dtype) if d.dtype == torch.bool else (d * same).sum(-1, dtype=dtype))
         return torch.cat(out) if out else torch.zeros(0, dtype=dtype, device=preds.device)
 
     def _make_head(self, name: str, width: int) -> Tensor:

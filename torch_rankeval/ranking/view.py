@@ -484,12 +484,12 @@ class TieGroups:
             raise ValueError(_NEEDS_DOC)
         crossing, end_inside, same = self._crossing_group()
         # summed in the documents' own dtype when it is exact enough (a cast of the whole row costs more
-        # than the sum); ``where`` promotes it to ``dtype``
-        # (bool rows as bytes: a bool row sum casts the row to int64 first, a byte row sums into int32)
-        acc = None if doc.dtype in (torch.float32, torch.float64) else torch.int32 if doc.dtype == torch.bool else dtype
-        full = ((same & doc).view(torch.uint8) if doc.dtype == torch.bool else doc * same).sum(
-            -1, keepdim=True, dtype=acc
-        )
+        # than the sum), a bool one in int32; ``where`` promotes it to ``dtype``
+        if doc.dtype == torch.bool:
+            full = _row_count(same & doc, torch.int32, keepdim=True)
+        else:
+            acc = None if doc.dtype in (torch.float32, torch.float64) else dtype
+            full = (doc * same).sum(-1, keepdim=True, dtype=acc)
         return torch.where(crossing, full, padded.gather(-1, end_inside) - before), before
 
     def _crossing_group(self) -> tuple[Tensor, Tensor, Tensor]:
@@ -814,9 +814,7 @@ class RankedBatch:
         """``(N, 1)`` int32: the row's real documents scored as the head's last one (``head=``)."""
         hit = self._cache.get("last_group_size")
         if hit is None:
-            # bytes summed into int32: a bool row sum would cast the row to int64 first
-            same = self._same_score(self.length).view(torch.uint8)
-            hit = self._cache["last_group_size"] = same.sum(-1, keepdim=True, dtype=torch.int32)
+            hit = self._cache["last_group_size"] = _row_count(self._same_score(self.length), torch.int32, keepdim=True)
         return hit
 
     def _same_score(self, width: int) -> Tensor:
@@ -1066,7 +1064,7 @@ class RankedBatch:
             rel = self._is_relevant(self._ideal_target)
             if self._ideal_valid is not None:
                 rel = rel & self._ideal_valid
-            return rel.sum(-1).to(self.dtype)
+            return _row_count(rel, self.dtype)
 
         return self.cached("n_relevant", make)
 
@@ -1080,9 +1078,7 @@ class RankedBatch:
                 return prefix[:, -1]
             # AP's running counts (kernels/ap.py), when they cover the row
             counts = None if self.truncated else self._cache.get(f"rel_counts_{self.length}")
-            if counts is None:  # bytes: a bool row sum would cast the row first
-                return self._doc("rel").view(torch.uint8).sum(-1, dtype=self.dtype)
-            return counts[:, -1].to(self.dtype)
+            return _row_count(self._doc("rel"), self.dtype) if counts is None else counts[:, -1].to(self.dtype)
 
         return self.cached("n_rel_list", make)
 
@@ -1140,7 +1136,7 @@ class RankedBatch:
         def make() -> Tensor:
             if self._valid_in is None:
                 return torch.full((self.n_lists,), float(self.row_length), dtype=self.dtype, device=self.device)
-            return self._valid_in.view(torch.uint8).sum(-1, dtype=self.dtype)  # bytes: no cast of the row
+            return _row_count(self._valid_in, self.dtype)
 
         return self.cached("n_valid", make)
 
@@ -1357,6 +1353,17 @@ def relevant(t: Tensor, convention: Convention) -> Tensor:
     if thr is not None:
         return t >= thr
     return t >= 1 if not t.is_floating_point() and t.dtype != torch.bool else t > 0
+
+
+def _row_count(mask: Tensor, dtype: torch.dtype, *, keepdim: bool = False) -> Tensor:
+    """The True entries of each row of a bool ``mask`` (last dimension), counted in ``dtype``: the row
+    summed as bytes (a bool row's sum casts the row to int64 first, or to ``dtype``; bytes are read once).
+
+    Example:
+        >>> _row_count(torch.tensor([[True, False, True], [False, False, False]]), torch.int32).tolist()
+        [2, 0]
+    """
+    return mask.view(torch.uint8).sum(-1, keepdim=keepdim, dtype=dtype)
 
 
 _INT_OF = {
