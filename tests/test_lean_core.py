@@ -274,8 +274,77 @@ def test_cpu_large_path_ideal_and_head_from_the_grades(
             assert float(values[row]) == pytest.approx(want, abs=1e-12), (row, k)
 
 
+def _ap(ranked_rel: list[bool], n_rel: int, k: int | None) -> float:
+    """Average precision of a ranked list of relevance flags, written out (trec_eval: over every relevant)."""
+    hits, total = 0, 0.0
+    for i, rel in enumerate(ranked_rel if k is None else ranked_rel[:k]):
+        if rel:
+            hits += 1
+            total += hits / (i + 1)
+    return total / n_rel if n_rel else 0.0
+
+
+@pytest.mark.parametrize("spread", ["narrow", "negative", "wide"])
+@pytest.mark.parametrize("threshold", [None, 0.5, 2, 3.5])
+@pytest.mark.parametrize("pad", [False, True])
+@pytest.mark.parametrize("validate", [False, True])
+def test_cpu_large_path_grade_histogram_ideal_and_relevant_counts(
+    spread: str, threshold: float | None, pad: bool, validate: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A large CPU batch in eager mode ranks its ideal and counts its relevant documents from one
+    histogram of its grades (``RankedBatch._level_counts``, the range read from memory): nDCG and AP,
+    whole-list and at a cutoff, equal the formulas written out over Python's sorted grades, for grades
+    from 0, with negative grades, and with a range wider than the row (no histogram: ``torch.topk``),
+    with and without padding (whose grades, anything, count nowhere), under relevance thresholds."""
+    monkeypatch.setattr(view, "_GPU_PATH_MAX_CPU", 0)
+    made: list = []
+    level_counts = RankedBatch._level_counts
+
+    def spy(self: RankedBatch):  # noqa: ANN202
+        made.append(level_counts(self))
+        return made[-1]
+
+    monkeypatch.setattr(RankedBatch, "_level_counts", spy)
+    g = torch.Generator().manual_seed(7)
+    n, length = 30, 8
+    low, high = {"narrow": (0, 4), "negative": (-2, 3), "wide": (0, 40)}[spread]
+    preds = torch.rand(n, length, generator=g, dtype=torch.float64)  # distinct scores: one order
+    target = torch.randint(low, high + 1, (n, length), generator=g)
+    target[1] = low  # a list of the lowest grade only
+    mask = torch.rand(n, length, generator=g) > 0.3 if pad else torch.ones(n, length, dtype=torch.bool)
+    if pad:
+        mask[0] = False  # a list of padding only
+        target = torch.where(mask, target, torch.randint(-50, 60, (n, length), generator=g))  # any grade
+    names = ["ndcg@3", "ndcg", "map@3", "map"]
+    kw: dict = {"mask": mask} if pad else {}
+    got = F.evaluate(
+        preds,
+        target,
+        names,
+        gain="linear",
+        relevance_threshold=threshold,
+        reduction="none",
+        validate_args=validate,
+        **kw,
+    )
+    assert made and all((m is not None) == (spread != "wide") for m in made)  # the route under test
+    thr = 1 if threshold is None else threshold
+    for row in range(n):
+        real = [i for i in range(length) if mask[row, i]]
+        ranked = [float(target[row, i]) for i in sorted(real, key=lambda i: -float(preds[row, i]))]
+        best = sorted(ranked, reverse=True)
+        n_rel = sum(v >= thr for v in ranked)
+        for k in (3, None):
+            idcg = _dcg(best, "linear", k)
+            ndcg = _dcg(ranked, "linear", k) / idcg if idcg > 0 else 0.0
+            suffix = "" if k is None else f"@{k}"
+            assert float(got["ndcg" + suffix][row]) == pytest.approx(ndcg, abs=1e-12), (row, k)
+            want = _ap([v >= thr for v in ranked], n_rel, k)
+            assert float(got["map" + suffix][row]) == pytest.approx(want, abs=1e-12), (row, k, n_rel)
+
+
 # -- the head ranking (RankedBatch(head=)): a plan of cutoff measures that the top-k route serves ranks, on
-# the large CPU path, only the positions its deepest cutoff reads (torch.topk of the integer keys)
+# the large CPU path, only the positions its deepest cutoff reads (torch.topk of the scores)
 HEAD_MEASURES = ("ndcg", "map", "mrr", "precision", "recall", "hit_rate")
 
 

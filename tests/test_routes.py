@@ -401,7 +401,7 @@ def test_compiled_head_ranking_with_inductor(
     validate: bool, ranked_batches: list, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The compiled update (inductor) on the CPU path where only each row's head is ranked
-    (``torch.topk`` of integer keys, the tie group at the head's end summed over the row) gives the
+    (``torch.topk`` of the scores, the tie group at the head's end summed over the row) gives the
     eager update's values on tied rows, padding included."""
     from torch_rankeval.metrics import _compiled
     from torch_rankeval.ranking import view

@@ -262,6 +262,7 @@ def prepare(
         item_weights=weights,
         head=head,
     )
+    ranked.host_reads = ranked._cpu_path and reads_host(preds)
     # The checks sync with the host once anyway; the same sync tells whether the batch holds any tie
     # at all. A batch without one skips the tie-group statistics (the same values: every group has
     # one document). No extra sync, no re-ranking. Unvalidated, a large CPU batch in eager mode reads

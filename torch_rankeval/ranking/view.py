@@ -54,6 +54,7 @@ Nothing here loops over queries, moves data to the host or creates data-dependen
 from __future__ import annotations
 
 import itertools
+import math
 import weakref
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable
@@ -315,7 +316,7 @@ _ROW_PREFIX_MAX_CPU = 1 << 17
 #: - the gain and relevance sums are two prefix sums, not one of the ranked pair (the pair saves
 #:   operations but moves more memory: 15-25% slower on CPU from 1,000 x 100 on, 2% at 256 x 64);
 #: - the sort reads integer keys (:func:`_int_key`: 25-30% faster than a float sort on CPU, for three
-#:   elementwise operations more);
+#:   elementwise operations more; a head's ``torch.topk`` reads the floats: as fast, without the three);
 #: - with integer grades under the exp2 or linear gain (which order as their grades do), the ideal's
 #:   top and the head's gains come from the grades (``RankedBatch._gains_of_grades``), read at their
 #:   positions: no row-sized gains unless a statistic of the whole row needs them.
@@ -499,7 +500,7 @@ class TieGroups:
             rb, width = self._rb() or self.rb, self.width
             if rb._doc_key is not None:
                 same = rb._doc_key == rb._sorted_key[:, width - 1 : width]  # NaN (padding) equals nothing
-            else:  # integer keys (kept no longer than the sort): the scores, whose ties are the keys' ties
+            else:  # integer keys or a head (head=): the scores, whose ties are the keys' ties
                 same = rb._same_score(width)
             self._crossing_hit = (self._end_i > width, self._end_i.clamp(max=width), same)
         return self._crossing_hit
@@ -681,7 +682,7 @@ class RankedBatch:
         head: optional ``W``: the caller reads only the first ``W`` ranked positions (every measure a
             cutoff measure that the top-k route serves, ``k <= W``). A CPU batch above
             ``_GPU_PATH_MAX_CPU`` with averaged ties then ranks only them, with ``torch.topk`` of its
-            integer keys instead of a sort of the row: ``length`` becomes ``W`` and ``truncated`` True, as
+            scores instead of a sort of the row: ``length`` becomes ``W`` and ``truncated`` True, as
             for a top-k view, ``row_length`` stays ``L``; the tie group at position ``W`` is summed over the
             row's documents that share its score. Elsewhere (a GPU, whose budgets count one path; other
             tie policies, which order ties) the whole row is sorted and ``head`` is ignored.
@@ -716,6 +717,12 @@ class RankedBatch:
     ideal_subtopics: Tensor | None = None
     #: per-document weights ``(N, L)`` in input order (``weights=``), None when not given
     item_weights: Tensor | None = None
+    #: the caller may read values of this batch from memory (a CPU batch in eager mode:
+    #: :func:`~torch_rankeval.ranking.inputs.reads_host`, set by ``prepare``): :meth:`_level_counts` may
+    #: read the grades' range
+    host_reads: bool = False
+    _levels: tuple[Tensor, int] | None = None  # :meth:`_level_counts`, once made
+    _levels_read: bool = False  # :meth:`_level_counts` read the grades' range
 
     convention: Convention
     dtype: torch.dtype
@@ -945,12 +952,21 @@ class RankedBatch:
             counted = self._doc("counted")
             return self.head("valid", width) if counted is None else self.ranked(counted, width)
         if name in ("relmask", "gains"):  # the gather of :meth:`ranked`, written out (the hot path)
+            doc = "rel" if name == "relmask" else "gains"
+            if self._gains_of_grades and not self.averaged and f"doc_{doc}" not in self._cache:
+                # no tie sums to read the row's gains or relevance (their groups need them): the head's
+                # from its grades, gathered once for both
+                grades = self._cache.get(f"head_grades_{width}")
+                if grades is None:
+                    order = self.order if width >= self.length else self.order[:, :width]
+                    grades = self._cache[f"head_grades_{width}"] = self._target_in.gather(-1, order)
+                out = self._is_relevant(grades) if doc == "rel" else self._gain(grades.to(self.dtype))
+                if not self._has_padding:
+                    return out
+                valid = self.head("valid", width)
+                return out & valid if doc == "rel" else torch.where(valid, out, self._zero)
             order = self.order if width >= self.length else self.order[:, :width]
-            if name == "gains" and self._gains_of_grades and not self.averaged and "doc_gains" not in self._cache:
-                # no tie sums to read the row's gains (their groups need them): the head's from its grades
-                gains = self._gain(self._target_in.gather(-1, order).to(self.dtype))
-                return torch.where(self.head("valid", width), gains, self._zero) if self._has_padding else gains
-            return self._doc("rel" if name == "relmask" else "gains").gather(-1, order)
+            return self._doc(doc).gather(-1, order)
         if name == "rel":
             return self.head("relmask", width).to(self.dtype)
         if name == "target":
@@ -1076,6 +1092,13 @@ class RankedBatch:
             prefix = self._cache.get(f"row_prefix_relmask_{self.dtype}")  # the tie statistics' prefix sums
             if prefix is not None:
                 return prefix[:, -1]
+            if self._levels is not None:  # the grades' histogram (:meth:`_level_counts`): those >= the threshold
+                at_most, low = self._levels
+                thr = self.convention.relevance_threshold
+                below = (1 if thr is None else math.ceil(thr)) - 1 - low  # integer grades: t >= thr iff t >= ceil(thr)
+                n_real = at_most[:, -1]
+                below = min(below, at_most.shape[-1] - 1)
+                return (n_real if below < 0 else n_real - at_most[:, below]).to(self.dtype)
             # AP's running counts (kernels/ap.py), when they cover the row
             counts = None if self.truncated else self._cache.get(f"rel_counts_{self.length}")
             return _row_count(self._doc("rel"), self.dtype) if counts is None else counts[:, -1].to(self.dtype)
@@ -1174,7 +1197,13 @@ class RankedBatch:
         if key in self._cache:
             return self._cache[key]
         valid = self._valid_in if own else self._ideal_valid
-        if self._gains_of_grades:  # see _GPU_PATH_MAX_CPU: the grades' order is the gains'
+        levels = self._level_counts() if own and self._gains_of_grades else None
+        if levels is not None:  # the i-th best grade: lo + the levels m with at most n - i grades <= lo + m
+            at_most, low = levels  # (m = hi - lo never counts: all n grades are <= hi)
+            need = at_most[:, -1:] - _table("ranks", top, torch.int32, self.device)
+            best = torch.searchsorted(at_most, need, right=True)
+            best = self._gain((best + low if low else best).to(self.dtype))  # the padding's slots (i > n): zeroed below
+        elif self._gains_of_grades:  # see _GPU_PATH_MAX_CPU: the grades' order is the gains'
             grades = self._target_in if own else self._ideal_target
             if valid is not None:
                 grades = torch.where(valid, grades, torch.iinfo(grades.dtype).min)
@@ -1192,9 +1221,51 @@ class RankedBatch:
                 best = gains.sort(-1, descending=True).values if top == m else gains.topk(top, dim=-1).values
         if valid is not None:
             slots = torch.arange(top, device=self.device)
-            best = torch.where(slots < valid.sum(-1, keepdim=True), best, self._zero)
+            n_real = valid.sum(-1, keepdim=True) if levels is None else levels[0][:, -1:]
+            best = torch.where(slots < n_real, best, self._zero)
         self._cache[key] = best
         return best
+
+    def _level_counts(self) -> tuple[Tensor, int] | None:
+        """A CPU batch in eager mode (:attr:`host_reads`) with integer grades, all judged: its grades'
+        range ``lo .. hi``, read from memory, and ``(at_most (N, hi - lo + 1) int32, lo)``, ``at_most[:, m]``
+        the list's real documents graded at most ``lo + m`` (its last column: the real documents): one
+        histogram of the grades (a scatter-add) instead of a ``torch.topk`` of each row (3-4 times its
+        cost at 10,000 x 100), read by :meth:`ideal_top` and :attr:`n_relevant_in_list`. The padding's
+        grades read as 0 (a level more at most, counted nowhere). None elsewhere, and where the range is
+        wider than the row (its histogram would outgrow the batch).
+
+        Example:
+            >>> from torch_rankeval.conventions import DEFAULT
+            >>> rb = RankedBatch(torch.rand(2, 5), torch.tensor([[0, 3, 1, 1, 0], [2, 2, 0, 1, 3]]), None, DEFAULT)
+            >>> rb._cpu_path = rb._gains_of_grades = rb.host_reads = True    # as on a batch past 2^13 documents
+            >>> rb._level_counts()                                           # grades 0..3
+            (tensor([[2, 4, 4, 5],
+                    [1, 2, 4, 5]], dtype=torch.int32), 0)
+            >>> rb.ideal_top((3,))                                           # the top 3 grades' exp2 gains
+            tensor([[7., 1., 1.],
+                    [7., 3., 3.]])
+        """
+        if self._levels_read or not (self.host_reads and self._gains_of_grades and self._ideal_target is None):
+            return self._levels
+        self._levels_read = True  # once per batch, made or not
+        grades, valid = self._target_in, self._valid_in
+        if valid is not None:  # the padding's grades (anything) take 0: inside the range, counted nowhere
+            grades = torch.where(valid, grades, 0)
+        low, high = (int(v) for v in torch.aminmax(grades))  # host memory: no device to wait for
+        if high - low >= self.row_length:
+            return None
+        index = grades if grades.dtype == torch.int64 else grades.long()
+        index = index - low if low else index
+        small = self.row_length < 256  # byte counts: the padding flags are the scatter's source as they are
+        dtype = torch.uint8 if small else torch.int32
+        count = torch.zeros(self.n_lists, high - low + 1, dtype=dtype, device=self.device)
+        if valid is None:
+            ones = device_constant((1,), dtype, self.device).expand(index.shape)
+        else:
+            ones = valid.view(torch.uint8) if small else valid.to(torch.int32)
+        self._levels = count.scatter_add_(1, index, ones).cumsum(-1, dtype=torch.int32), low
+        return self._levels
 
     # ------------------------------------------------------------------ cutoffs
     def _is_relevant(self, t: Tensor) -> Tensor:
@@ -1358,11 +1429,15 @@ def relevant(t: Tensor, convention: Convention) -> Tensor:
 def _row_count(mask: Tensor, dtype: torch.dtype, *, keepdim: bool = False) -> Tensor:
     """The True entries of each row of a bool ``mask`` (last dimension), counted in ``dtype``: the row
     summed as bytes (a bool row's sum casts the row to int64 first, or to ``dtype``; bytes are read once).
+    A large CPU batch (past ``_GPU_PATH_MAX_CPU``) with rows shorter than 256 sums them in bytes too (no
+    count can wrap; half the time of an int32 sum), then casts the ``(N,)`` counts.
 
     Example:
         >>> _row_count(torch.tensor([[True, False, True], [False, False, False]]), torch.int32).tolist()
         [2, 0]
     """
+    if mask.shape[-1] < 256 and mask.numel() > _GPU_PATH_MAX_CPU and mask.device.type == "cpu":
+        return mask.view(torch.uint8).sum(-1, keepdim=keepdim, dtype=torch.uint8).to(dtype)
     return mask.view(torch.uint8).sum(-1, keepdim=keepdim, dtype=dtype)
 
 
@@ -1409,18 +1484,20 @@ def _rank(
     ascending (NaN sorts last). With ``int_keys`` (see ``RankedBatch._int_sort``), ``"average"`` and
     ``"first"`` sort the integer keys of those floats instead (:func:`_int_key`; the padding's key is
     then the dtype's largest integer): the same order, the same ties; the input-order key is then not
-    kept past the sort (None). ``head`` (integer keys, ``"average"`` only): rank only the first ``head``
-    positions, with ``torch.topk`` (see ``RankedBatch(head=)``).
+    kept past the sort (None). ``head`` (``"average"`` only): rank only the first ``head`` positions,
+    with ``torch.topk`` of the float keys above (as fast as of their integer keys, and without the three
+    row-sized operations that make those; see ``RankedBatch(head=)``); the input-order key is None.
     """
     descending = valid is None
+    if head is not None:  # the float scores themselves: torch.topk reads them as fast as their integer keys
+        key = preds if valid is None else torch.where(valid, -preds, float("nan"))  # NaN: padding, last
+        sorted_key, order = torch.topk(key, head, dim=-1, largest=descending)
+        return order, sorted_key, None
     if int_keys and ties in ("average", "first"):
         # the scores' bits, made monotone, are the key (_int_key); padding: the largest integer, sorted last
         key = _int_key(preds if valid is None else -preds)
         if valid is not None:
             key = torch.where(valid, key, torch.iinfo(key.dtype).max)
-        if head is not None:
-            sorted_key, order = torch.topk(key, head, dim=-1, largest=descending)
-            return order, sorted_key, None
         sorted_key, order = torch.sort(key, dim=-1, descending=descending, stable=ties == "first")
         return order, sorted_key, None  # RankedBatch compares the scores themselves where it needs this key
     key = preds
