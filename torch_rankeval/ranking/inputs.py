@@ -44,7 +44,8 @@ SPLIT_SHARE = 8
 
 #: Whether an unvalidated call on the CPU in eager mode may read values from memory, which is no
 #: device sync there: the top-k views read their spilled rows (and the largest excluded count), a
-#: large dense batch which lists hold a tie (:func:`prepare`). ``HostSyncGuard`` (tests/sync_guard.py)
+#: large dense batch which lists hold a tie (:func:`prepare`) and its integer grades' range
+#: (``RankedBatch.host_reads``, ``_level_counts``). ``HostSyncGuard`` (tests/sync_guard.py)
 #: sets it to False so that CPU tests run the sync-free path of CUDA.
 CPU_HOST_READS = True
 
