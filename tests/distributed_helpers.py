@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import multiprocessing
+from collections.abc import Callable, Iterator
 
 import torch.distributed as dist
+import torch.multiprocessing as mp
 
 
 @contextlib.contextmanager
@@ -33,3 +35,30 @@ def counting_collectives() -> Iterator[dict[str, int]]:
         yield calls
     finally:
         dist.all_reduce, dist.all_gather = real_reduce, real_gather
+
+
+#: what the fork server imports once, before it forks each test's processes
+_PRELOAD = [
+    "torch",
+    "torch.distributed",
+    "numpy",
+    "torchmetrics",
+    "torch_rankeval",
+    "pytest",
+    "tests.distributed_helpers",
+]
+
+
+def spawn(fn: Callable[..., None], args: tuple, nprocs: int) -> None:
+    """``torch.multiprocessing.spawn(fn, args, nprocs, join=True)`` (``fn(rank, *args)`` in each
+    process, a failure re-raised here), its processes forked by a fork server that imported torch,
+    torchmetrics and the library once per test process: a fresh interpreter each (never a fork of
+    pytest's own process, whose threads a fork would copy), without their imports each time (10-15 s
+    a test with two or three processes on two cores). ``tests/test_pickle_and_state.py`` keeps
+    ``mp.spawn`` where the spawn itself is under test.
+
+    Example:
+        >>> spawn(print, ("rank above",), 1)  # doctest: +SKIP
+    """
+    multiprocessing.set_forkserver_preload(_PRELOAD)  # read when the server starts (the first call)
+    mp.start_processes(fn, args=args, nprocs=nprocs, join=True, start_method="forkserver")

@@ -13,10 +13,9 @@ import warnings
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 from torchmetrics import MetricCollection
 
-from tests.distributed_helpers import counting_collectives
+from tests.distributed_helpers import counting_collectives, spawn
 from torch_rankeval import PositionDebiasedDCG, PositionDebiasedNDCG
 from torch_rankeval import functional as F
 
@@ -503,7 +502,7 @@ def _dist_worker(rank, world, rdv, out):
 
 def test_two_processes_equal_one_process(tmp_path):
     out = tmp_path / "result"
-    mp.spawn(_dist_worker, args=(2, str(tmp_path / "rdv"), str(out)), nprocs=2, join=True)
+    spawn(_dist_worker, (2, str(tmp_path / "rdv"), str(out)), 2)
     preds, clicks, positions, mask = click_batch(seed=11)
     kw = dict(logged_positions=positions, mask=mask)
     want_ndcg = F.position_debiased_ndcg(preds, clicks, [3, 20], eta=1.0, **kw).tolist()

@@ -12,8 +12,8 @@ import warnings
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
+from tests.distributed_helpers import spawn
 from tests.oracles import random_batch
 from torch_rankeval import (
     MAP,
@@ -229,7 +229,7 @@ def _worker(rank: int, world: int, rdv: str, out: str) -> None:
 
 def test_a_rank_with_only_empty_updates_syncs_and_gets_the_one_process_result(tmp_path):
     out = tmp_path / "result"
-    mp.spawn(_worker, args=(2, str(tmp_path / "rdv"), str(out)), nprocs=2, join=True)
+    spawn(_worker, (2, str(tmp_path / "rdv"), str(out)), 2)
     preds, target, mask = _data(seed=9)
     expected = {}
     for name, make in CLASSES.items():

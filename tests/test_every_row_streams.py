@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
+from tests.distributed_helpers import spawn
 from tests.oracles import random_batch
 from torch_rankeval import RankingMetrics
 from torch_rankeval import functional as F
@@ -85,7 +85,7 @@ def _worker(rank: int, world: int, rdv: str, out: str) -> None:
 
 def test_two_processes_equal_one(tmp_path):
     out = tmp_path / "result"
-    mp.spawn(_worker, args=(2, str(tmp_path / "rdv"), str(out)), nprocs=2, join=True)
+    spawn(_worker, (2, str(tmp_path / "rdv"), str(out)), 2)
     preds, target, mask, ideal = _batch()
     single = _metric()
     single.update(preds, target, mask=mask, ideal_target=ideal)

@@ -12,9 +12,8 @@ import numpy as np
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
-from tests.distributed_helpers import counting_collectives
+from tests.distributed_helpers import counting_collectives, spawn
 from tests.sync_guard import PATHS, select_path
 from torch_rankeval.metrics import ItemExposure
 
@@ -282,7 +281,7 @@ def _dist_worker(rank, world, rdv, out):
 
 def test_gloo_two_processes_equal_one_process(tmp_path):
     out = tmp_path / "result"
-    mp.spawn(_dist_worker, args=(2, str(tmp_path / "rdv"), str(out)), nprocs=2, join=True)
+    spawn(_dist_worker, (2, str(tmp_path / "rdv"), str(out)), 2)
     scores, excluded, popularity = _data(n=50, seed=9)
     single = ItemExposure(30, 4, popularity=popularity)
     single.update((scores * 4).round(), exclude=excluded)

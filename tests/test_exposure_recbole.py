@@ -12,9 +12,8 @@ import numpy as np
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
-from tests.distributed_helpers import counting_collectives
+from tests.distributed_helpers import counting_collectives, spawn
 from tests.sync_guard import PATHS, select_path
 from torch_rankeval.metrics import ItemExposure
 
@@ -198,7 +197,7 @@ def _dist_worker(rank, world, rdv, out):
 
 def test_gloo_three_processes_equal_one_process(tmp_path):
     out = tmp_path / "result"
-    mp.spawn(_dist_worker, args=(3, str(tmp_path / "rdv"), str(out)), nprocs=3, join=True)
+    spawn(_dist_worker, (3, str(tmp_path / "rdv"), str(out)), 3)
     scores, excluded, popularity = _data(n=40, seed=9)
     single = _make(popularity)
     single.update((scores * 4).round(), excluded)

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
+from tests.distributed_helpers import spawn
 from torch_rankeval import RankingMetrics
 from torch_rankeval import functional as F
 from torch_rankeval.measures import parse_measure, parse_measures
@@ -435,7 +435,7 @@ def _worker(rank, world, rdv, out):
 
 def test_distributed_sums_equal_one_process(tmp_path):
     world = 2
-    mp.spawn(_worker, args=(world, str(tmp_path / "rdv"), str(tmp_path / "out")), nprocs=world, join=True)
+    spawn(_worker, (world, str(tmp_path / "rdv"), str(tmp_path / "out")), world)
     _, _, preds, target, mask, ideal = collection(11, n=23)
     single = RankingMetrics(METRICS, ties="first")
     single.update(preds, target, mask=mask, ideal_target=ideal)

@@ -7,9 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
-from tests.distributed_helpers import counting_collectives
+from tests.distributed_helpers import counting_collectives, spawn
 from tests.oracles import random_batch
 from torch_rankeval import NDCG, RankingMetrics
 
@@ -89,7 +88,7 @@ def _single_process(world):
 @pytest.mark.parametrize("world", [2, pytest.param(3, marks=pytest.mark.slow)])
 def test_distributed_equals_single_process_on_the_union(world, tmp_path):
     out = tmp_path / "result"
-    mp.spawn(_worker, args=(world, str(tmp_path / "rdv"), str(out)), nprocs=world, join=True)
+    spawn(_worker, (world, str(tmp_path / "rdv"), str(out)), world)
     padded, flat, pq_mean, flat_ids = _single_process(world)
     for rank in range(world):
         res = torch.load(f"{out}.{rank}")

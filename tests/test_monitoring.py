@@ -17,8 +17,8 @@ import pytest
 import scipy.stats
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
+from tests.distributed_helpers import spawn
 from tests.oracles import assert_close_dict, feed, random_batch
 from torch_rankeval import MRR, NDCG, RankingMetrics
 from torch_rankeval.measures.reduction import sample_stderr
@@ -168,7 +168,7 @@ def _ddp_worker(rank, world, rdv, out):
 
 def test_ddp_two_gloo_processes_equal_one_process(tmp_path):
     out = tmp_path / "result"
-    mp.spawn(_ddp_worker, args=(2, str(tmp_path / "rdv"), str(out)), nprocs=2, join=True)
+    spawn(_ddp_worker, (2, str(tmp_path / "rdv"), str(out)), 2)
     single = RankingMetrics(METRICS, empty_target_action="skip")
     feed(single, _batches())
     want = {k: v.item() for k, v in single.compute(stderr=True).items()}

@@ -6,9 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
-from tests.distributed_helpers import counting_collectives
+from tests.distributed_helpers import counting_collectives, spawn
 from tests.oracles import random_batch
 from torch_rankeval import PositionProfile
 
@@ -43,7 +42,7 @@ def _worker(rank, world, rdv, out):
 @pytest.mark.slow
 def test_two_processes_equal_one_process(tmp_path):
     out = tmp_path / "result"
-    mp.spawn(_worker, args=(2, str(tmp_path / "rdv"), str(out)), nprocs=2, join=True)
+    spawn(_worker, (2, str(tmp_path / "rdv"), str(out)), 2)
     preds, target, mask, ideal = _data()
     single = PositionProfile(positions=POSITIONS, keep_per_query=True)
     single.update(preds, target, torch.arange(23), mask=mask, ideal_target=ideal)

@@ -19,8 +19,8 @@ import pickle
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
+from tests.distributed_helpers import spawn
 from torch_rankeval import RankingMetrics
 from torch_rankeval.metrics import (
     AvgRecPopularity,
@@ -518,7 +518,7 @@ def _gloo_worker(rank, world, rdv, out):
 
 def test_new_metrics_sync_under_two_gloo_processes(tmp_path):
     out = tmp_path / "result"
-    mp.spawn(_gloo_worker, args=(2, str(tmp_path / "rdv"), str(out)), nprocs=2, join=True)
+    spawn(_gloo_worker, (2, str(tmp_path / "rdv"), str(out)), 2)
     scores, exclude = _tied_data(seed=7, n=9)
     rel = (torch.rand(scores.shape, generator=torch.Generator().manual_seed(8)) < 0.5).double()
     metrics = _new_metrics()

@@ -18,6 +18,7 @@ import pytest
 import torch
 from torchmetrics import MetricCollection
 
+from tests.distributed_helpers import spawn
 from torch_rankeval import NDCG, ItemExposure, PositionDebiasedNDCG, RankingMetrics
 
 NO_SLOT = torch.tensor([[0.3, 0.2, 0.1, 0.0]]), torch.ones(1, 4, dtype=torch.bool)  # every item excluded
@@ -240,9 +241,8 @@ def _resume_worker(rank: int, world: int, rdv: str, out: str) -> None:
 
 
 def test_generated_ids_after_a_resume_stay_global_across_processes(tmp_path):
-    import torch.multiprocessing as mp
 
-    mp.spawn(_resume_worker, args=(2, str(tmp_path / "rdv"), str(tmp_path / "out")), nprocs=2, join=True)
+    spawn(_resume_worker, (2, str(tmp_path / "rdv"), str(tmp_path / "out")), 2)
     for rank in range(2):
         res = torch.load(f"{tmp_path / 'out'}.{rank}")
         ids = res["resumed"]["query_id"].tolist()

@@ -17,9 +17,8 @@ import pytest
 import scipy.stats
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
-from tests.distributed_helpers import counting_collectives
+from tests.distributed_helpers import counting_collectives, spawn
 from tests.oracles import random_batch
 from tests.sync_guard import HostSyncGuard
 from torch_rankeval import MRR, NDCG, PositionDebiasedDCG, PositionDebiasedNDCG, RankingMetrics
@@ -473,7 +472,7 @@ def _ddp_worker(rank, world, rdv, out):
 def test_ddp_three_gloo_processes_equal_one_process(tmp_path):
     world = 3
     out = tmp_path / "result"
-    mp.spawn(_ddp_worker, args=(world, str(tmp_path / "rdv"), str(out)), nprocs=world, join=True)
+    spawn(_ddp_worker, (world, str(tmp_path / "rdv"), str(out)), world)
     single = RankingMetrics(METRICS, empty_target_action="skip", strata=S, stratum_weights=WEIGHTS)
     _feed(single, _batches())
     want = {k: v.item() for k, v in single.compute(stderr=True).items()}

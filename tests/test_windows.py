@@ -19,8 +19,8 @@ import pytest
 import scipy.stats
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
+from tests.distributed_helpers import spawn
 from tests.oracles import assert_close_dict, feed, random_batch
 from tests.sync_guard import HostSyncGuard
 from torch_rankeval import RankingMetrics
@@ -496,7 +496,7 @@ def _ddp_worker(rank, world, rdv, out):
 
 def test_ddp_three_gloo_processes_of_uneven_update_counts_equal_numpy(tmp_path):
     out = tmp_path / "result"
-    mp.spawn(_ddp_worker, args=(WORLD, str(tmp_path / "rdv"), str(out)), nprocs=WORLD, join=True)
+    spawn(_ddp_worker, (WORLD, str(tmp_path / "rdv"), str(out)), WORLD)
     metrics = _ddp_metrics()
     want = {}
     with warnings.catch_warnings():
