@@ -98,5 +98,6 @@ def test_ci_runs_the_readme_command_then_the_subset_against_the_oldest_torchmetr
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     main = 'python -m pip install -e ".[all]" && python -m pytest -n 2\n'
     assert main in script and main.strip() in readme
-    oldest = script[script.index("venv-oldest") :]
+    oldest = script[script.index("torchmetrics==$oldest") :]  # installed after the main run, then the subset
+    assert script.index(main) < script.index("torchmetrics==$oldest")
     assert 'python -m pytest -n 2 -m "torchmetrics and not slow"\n' in oldest
