@@ -343,6 +343,61 @@ def test_cpu_large_path_grade_histogram_ideal_and_relevant_counts(
             assert float(got["map" + suffix][row]) == pytest.approx(want, abs=1e-12), (row, k, n_rel)
 
 
+GRADE_CASES = {  # grades planted into a batch of grades 0-3: the error expected, or None (values checked)
+    "negative": ([(0, 2, -1)], "has negative grades"),
+    "overflow": ([(3, 5, 128)], r"has grades >= 128"),
+    "padding": ([(0, 1, -7), (4, 6, 300)], None),  # padding slots: any grade, no error
+    "near_limit": ([(r, 3, 121) for r in range(6)], None),  # 8 x 2**121 < 2**128: sums not checked
+    "wide_but_finite": ([(2, c, 125) for c in range(4)], None),  # checked: 4 x 2**125 is finite
+    "sums_overflow": ([(2, c, 127) for c in range(8)], "the gains are not finite"),  # 8 x 2**127 is not
+}
+
+
+@pytest.mark.parametrize("case", list(GRADE_CASES))
+@pytest.mark.parametrize("validate", [True, False])
+def test_cpu_large_path_validation_reads_the_grade_range_once(
+    case: str, validate: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Validated, a large CPU batch in eager mode reads its integer grades' range once
+    (``RankedBatch.grade_range``): the exp2 gain's checks (negative grades, grades >= 128 in float32)
+    and its ideal's histogram share it, and the sums of the gains are checked only where the row's
+    length times the largest gain nears the float range. Errors as on every route; values equal the
+    formulas written out over Python's sorted grades (padding's grades count nowhere)."""
+    monkeypatch.setattr(view, "_GPU_PATH_MAX_CPU", 0)
+    reads = []
+    aminmax = torch.aminmax
+    monkeypatch.setattr(torch, "aminmax", lambda *a, **kw: reads.append(1) or aminmax(*a, **kw))
+    g = torch.Generator().manual_seed(3)
+    n, length = 6, 8
+    preds = torch.rand(n, length, generator=g)  # distinct scores: one order
+    target = torch.randint(0, 4, (n, length), generator=g)
+    mask = torch.ones(n, length, dtype=torch.bool)
+    if case == "padding":
+        mask[0, 1] = mask[4, 6] = False
+    planted, error = GRADE_CASES[case]
+    for r, c, v in planted:
+        target[r, c] = v
+    names = ["ndcg@3", "ndcg", "map"]
+    if error is not None:
+        if not validate:
+            return  # unvalidated: undefined, as docs/guide/edge-cases.md says
+        with pytest.raises(ValueError, match=error):
+            F.evaluate(preds, target, names, gain="exp2")
+        return
+    kw = {"mask": mask} if case == "padding" else {}
+    got = F.evaluate(preds, target, names, gain="exp2", reduction="none", validate_args=validate, **kw)
+    assert len(reads) == 1  # one range, read once: by the checks and the histogram alike
+    for row in range(n):
+        real = [i for i in range(length) if mask[row, i]]
+        ranked = [float(target[row, i]) for i in sorted(real, key=lambda i: -float(preds[row, i]))]
+        best = sorted(ranked, reverse=True)
+        for k in (3, None):
+            want = _dcg(ranked, "exp2", k) / _dcg(best, "exp2", k)
+            assert float(got["ndcg" if k is None else "ndcg@3"][row]) == pytest.approx(want, rel=1e-5), (row, k)
+        want = _ap([v >= 1 for v in ranked], sum(v >= 1 for v in ranked), None)
+        assert float(got["map"][row]) == pytest.approx(want, abs=1e-6), row
+
+
 # -- the head ranking (RankedBatch(head=)): a plan of cutoff measures that the top-k route serves ranks, on
 # the large CPU path, only the positions its deepest cutoff reads (torch.topk of the scores)
 HEAD_MEASURES = ("ndcg", "map", "mrr", "precision", "recall", "hit_rate")

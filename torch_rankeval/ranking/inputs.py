@@ -8,6 +8,7 @@ data-dependent shapes, so they compile with ``torch.compile(fullgraph=True)``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any, Callable
 
@@ -452,7 +453,11 @@ def _check_normalized(
     preds, target, valid, ideal_target, ideal_valid, n_relevant, judged, _ = inputs
     graded = valid if judged is None else (judged if valid is None else valid & judged)  # grades that count
     dtype = work_dtype(preds, target, ideal_target) if ranked is None else ranked.dtype  # the same answer
-    checks = _value_checks(preds, target, valid, graded, convention, ideal_target, ideal_valid, uses_gain, dtype)
+    # a CPU batch in eager mode reads its integer grades' range from memory (shared with its ideal's histogram)
+    grade_range = ranked.grade_range() if ranked is not None and uses_gain and convention.gain == "exp2" else None
+    checks = _value_checks(
+        preds, target, valid, graded, convention, ideal_target, ideal_valid, uses_gain, dtype, grade_range
+    )
     if n_relevant is not None:
         found = relevant(target, convention)
         found = (found if graded is None else found & graded).sum(-1)
@@ -469,14 +474,16 @@ def _check_normalized(
         checks += _ranked_checks(
             ranked, uses_gain=uses_gain, ideal=ideal_target is not None, counted=n_relevant is not None
         )
-    parts = [flag.to(preds.device).reshape(1) for flag, _ in checks]
+    parts = [flag.to(preds.device).reshape(1) for flag, _ in checks if not isinstance(flag, bool)]
     if tied is not None:
         parts.append(tied.reshape(-1).to(preds.device))
-    flags = torch.cat(parts).tolist()  # the one host sync (one concatenation: the flags and the ties)
-    for i, (flag, (_, message)) in enumerate(zip(flags, checks)):
-        if flag and not (i == 0 and valid is None and bool(torch.isfinite(preds).all())):
+    read = iter(torch.cat(parts).tolist() if parts else [])  # the one host sync (the flags and the ties)
+    for i, (flag, message) in enumerate(checks):
+        if (flag if isinstance(flag, bool) else next(read)) and not (
+            i == 0 and valid is None and bool(torch.isfinite(preds).all())
+        ):
             raise ValueError(message)
-    return None if tied is None else flags[len(checks) :]
+    return None if tied is None else list(read)
 
 
 def _nonpositive_not_relevant(
@@ -534,20 +541,28 @@ def _not_finite(x: Tensor) -> Tensor:
 
 
 def grade_checks(
-    grades: Tensor, counted: Callable[[Tensor], Tensor], *, name: str, exp2: bool, wide: bool
-) -> list[tuple[Tensor, str]]:
+    grades: Tensor,
+    counted: Callable[[Tensor], Tensor],
+    *,
+    name: str,
+    exp2: bool,
+    wide: bool,
+    grade_range: tuple[int, int] | None = None,
+) -> list[tuple[Tensor | bool, str]]:
     """The checks of one grade tensor (dense ``(N, L)``, or a sparse target's ``(nnz,)`` entries) as
     (flag, message) pairs: non-finite grades; with ``exp2`` (a measure reads gains under
     ``gain="exp2"``) negative grades and grades whose gain overflows the working dtype (float64
     when ``wide``). ``counted(bad)`` reduces a bool tensor of the grades' shape to "bad somewhere
-    it counts" (padding, unjudged and excluded items never count).
+    it counts" (padding, unjudged and excluded items never count). ``grade_range``: the integer
+    grades' ``(low, high)`` over the documents that count, already read from memory
+    (:meth:`~torch_rankeval.ranking.view.RankedBatch.grade_range`): the bounds' flags are Python bools.
 
     Example:
         >>> t = torch.tensor([[1.0, float("nan")]])
         >>> [(bool(flag), msg[:44]) for flag, msg in grade_checks(t, torch.any, name="target", exp2=False, wide=False)]
         [(True, 'target contains NaN or infinite grades at un')]
     """
-    checks = []
+    checks: list[tuple[Tensor | bool, str]] = []
     if grades.is_floating_point():
         checks.append(
             (
@@ -563,7 +578,11 @@ def grade_checks(
         # an integer dtype whose grades all stay below the limit (int8, uint8; int16 in float32) cannot
         # overflow, and the limit would wrap around in a comparison with it (int8 reads 128 as -128)
         reachable = grades.is_floating_point() or torch.iinfo(grades.dtype).max >= limit
-        if counted is torch.any and grades.numel():  # every grade counts: one pass for both bounds
+        negative: Tensor | bool
+        overflow: Tensor | bool | None
+        if grade_range is not None:  # read already (a CPU batch in eager mode)
+            negative, overflow = grade_range[0] < 0, grade_range[1] >= limit
+        elif counted is torch.any and grades.numel():  # every grade counts: one pass for both bounds
             low, high = torch.aminmax(grades)
             negative, overflow = low < 0, high >= limit if reachable else None
         else:
@@ -597,9 +616,11 @@ def _value_checks(
     ideal_valid: Tensor | None,
     uses_gain: bool,
     dtype: torch.dtype,
-) -> list[tuple[Tensor, str]]:
-    """Checks that read tensor values, as (flag tensor, message) pairs resolved in one host sync;
-    ``dtype``: the working dtype (:func:`work_dtype` of the inputs)."""
+    grade_range: tuple[int, int] | None = None,
+) -> list[tuple[Tensor | bool, str]]:
+    """Checks that read tensor values, as (flag, message) pairs resolved in one host sync;
+    ``dtype``: the working dtype (:func:`work_dtype` of the inputs); ``grade_range``: the target's
+    integer grades' range where the ranked batch read it (:func:`grade_checks`)."""
 
     def where(v: Tensor | None) -> Callable[[Tensor], Tensor]:
         return torch.any if v is None else lambda bad: (bad & v).any()
@@ -607,10 +628,10 @@ def _value_checks(
     # Without padding, one reduction screens the scores: the sum is finite unless a score is NaN or
     # infinite (or the sum overflows, which the exact re-check in prepare() rules out).
     screen = _not_finite(preds.sum()) if valid is None else where(valid)(~torch.isfinite(preds))
-    checks = [(screen, SCORES_NOT_FINITE)]
+    checks: list[tuple[Tensor | bool, str]] = [(screen, SCORES_NOT_FINITE)]
     wide = dtype == torch.float64
     exp2 = uses_gain and convention.gain == "exp2"
-    checks += grade_checks(target, where(graded), name="target", exp2=exp2, wide=wide)
+    checks += grade_checks(target, where(graded), name="target", exp2=exp2, wide=wide, grade_range=grade_range)
     if ideal_target is not None:
         checks += grade_checks(ideal_target, where(ideal_valid), name="ideal_target", exp2=exp2, wide=wide)
     return checks
@@ -619,9 +640,16 @@ def _value_checks(
 def _finite_gain_sums(ranked: RankedBatch) -> bool:
     """Whether every sum of gains is finite whatever the grades' values, so that checking them would
     prove nothing: the linear gain of integer or boolean grades (at most 2^63 each, so a row of fewer
-    than 2^31 documents sums to less than 2^94, which float32 holds), the exp2 gain of boolean grades."""
+    than 2^31 documents sums to less than 2^94, which float32 holds), the exp2 gain of boolean grades,
+    and of integer grades whose range the batch read (:meth:`RankedBatch.grade_range`) when the row's
+    length times the largest gain stays below the float range."""
     if ranked._gain_given is not None:
         return False
+    grade_range = ranked.grade_range()
+    if grade_range is not None and ranked.convention.gain == "exp2":
+        # exp2 gains of integer grades at most ``high``: a list sums to less than row_length * 2**high (a bit
+        # of margin for the rounding of the sum); nearer the float range, the sums are checked
+        return grade_range[1] + 1 + math.log2(ranked.row_length) <= math.log2(torch.finfo(ranked.dtype).max)
     grades = (ranked._target_in,) if ranked.ideal_target is None else (ranked._target_in, ranked.ideal_target)
     if ranked.convention.gain == "linear":
         return not any(t.is_floating_point() for t in grades)

@@ -722,7 +722,10 @@ class RankedBatch:
     #: read the grades' range
     host_reads: bool = False
     _levels: tuple[Tensor, int] | None = None  # :meth:`_level_counts`, once made
-    _levels_read: bool = False  # :meth:`_level_counts` read the grades' range
+    _levels_read: bool = False  # :meth:`_level_counts` ran
+    _range: tuple[int, int] | None = None  # :meth:`grade_range`, once read
+    _range_read: bool = False
+    _range_grades: Tensor | None = None  # the grades it read (the padding's as 0), until the histogram takes them
 
     convention: Convention
     dtype: torch.dtype
@@ -1226,6 +1229,31 @@ class RankedBatch:
         self._cache[key] = best
         return best
 
+    def grade_range(self) -> tuple[int, int] | None:
+        """``(low, high)``, the smallest and largest grade of the batch's real documents (the padding's
+        read as 0), read from memory once per batch: where :attr:`host_reads` (a CPU batch in eager
+        mode) and the grades are integers, every document judged and no ``ideal_target`` (the judged
+        grades are the list's). Read by :meth:`_level_counts` and by ``validate_args=True`` (the
+        exp2 gain's grade bounds, and whether the gain sums can overflow). None elsewhere.
+
+        Example:
+            >>> from torch_rankeval.conventions import DEFAULT
+            >>> valid = torch.tensor([[True, True, False], [True, True, True]])
+            >>> rb = RankedBatch(torch.rand(2, 3), torch.tensor([[0, 3, -100], [2, 1, 0]]), valid, DEFAULT)
+            >>> rb.host_reads = True                        # as prepare() sets it on a CPU batch in eager mode
+            >>> rb.grade_range()                            # the padding's -100 reads as 0
+            (0, 3)
+        """
+        if not self._range_read:
+            self._range_read = True  # once per batch, made or not
+            if self.host_reads and self._threshold_int and self._judged_in is None and self._ideal_target is None:
+                grades, valid = self._target_in, self._valid_in
+                if valid is not None:  # the padding's grades (anything) take 0: inside the range, counted nowhere
+                    grades = torch.where(valid, grades, 0)
+                low, high = torch.aminmax(grades)  # host memory: no device to wait for
+                self._range, self._range_grades = (int(low), int(high)), grades
+        return self._range
+
     def _level_counts(self) -> tuple[Tensor, int] | None:
         """A CPU batch in eager mode (:attr:`host_reads`) with integer grades, all judged: its grades'
         range ``lo .. hi``, read from memory, and ``(at_most (N, hi - lo + 1) int32, lo)``, ``at_most[:, m]``
@@ -1249,11 +1277,9 @@ class RankedBatch:
         if self._levels_read or not (self.host_reads and self._gains_of_grades and self._ideal_target is None):
             return self._levels
         self._levels_read = True  # once per batch, made or not
-        grades, valid = self._target_in, self._valid_in
-        if valid is not None:  # the padding's grades (anything) take 0: inside the range, counted nowhere
-            grades = torch.where(valid, grades, 0)
-        low, high = (int(v) for v in torch.aminmax(grades))  # host memory: no device to wait for
-        if high - low >= self.row_length:
+        low, high = self.grade_range()  # type: ignore[misc]  # read: the conditions above include its own
+        grades, valid, self._range_grades = self._range_grades, self._valid_in, None
+        if grades is None or high - low >= self.row_length:
             return None
         index = grades if grades.dtype == torch.int64 else grades.long()
         index = index - low if low else index
