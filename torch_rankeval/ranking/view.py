@@ -466,11 +466,14 @@ class TieGroups:
         return self._get("slot_share", make)
 
     # -- sums
-    def sums(self, head: Tensor, doc: Tensor | None, *, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+    def sums(
+        self, head: Tensor, doc: Tensor | None, *, dtype: torch.dtype, full: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
         """(group sum, sum ranked above the group) of a per-position quantity ``head`` ``(N, width)``
         in ranked order whose per-document values (input order, ``(N, L)``) are ``doc``, accumulated
         in ``dtype``. ``doc`` is read only for a group that crosses ``width``; its sum is taken in
-        ``doc``'s own dtype, a bool one in int32 (a sum of terms, no cancellation)."""
+        ``doc``'s own dtype, a bool one in int32 (a sum of terms, no cancellation). ``full``: that
+        group's sum ``(N, 1)``, known already (then ``doc`` is not read)."""
         rb = self._rb() or self.rb
         if not rb.averaged:
             x = head.to(dtype)
@@ -481,16 +484,17 @@ class TieGroups:
             return padded.gather(-1, self._end_i) - before, before
         # Only the group of the head's last position may go on past the head: its sum is that of the
         # row's documents (input order) whose key equals its key (no cumulative sum over the whole row).
-        if doc is None:
-            raise ValueError(_NEEDS_DOC)
         crossing, end_inside, same = self._crossing_group()
-        # summed in the documents' own dtype when it is exact enough (a cast of the whole row costs more
-        # than the sum), a bool one in int32; ``where`` promotes it to ``dtype``
-        if doc.dtype == torch.bool:
-            full = _row_count(same & doc, torch.int32, keepdim=True)
-        else:
-            acc = None if doc.dtype in (torch.float32, torch.float64) else dtype
-            full = (doc * same).sum(-1, keepdim=True, dtype=acc)
+        if full is None:
+            if doc is None:
+                raise ValueError(_NEEDS_DOC)
+            # summed in the documents' own dtype when it is exact enough (a cast of the whole row costs more
+            # than the sum), a bool one in int32; ``where`` promotes it to ``dtype``
+            if doc.dtype == torch.bool:
+                full = _row_count(same & doc, torch.int32, keepdim=True)
+            else:
+                acc = None if doc.dtype in (torch.float32, torch.float64) else dtype
+                full = (doc * same).sum(-1, keepdim=True, dtype=acc)
         return torch.where(crossing, full, padded.gather(-1, end_inside) - before), before
 
     def _crossing_group(self) -> tuple[Tensor, Tensor, Tensor]:
@@ -535,7 +539,7 @@ class TieGroups:
         sums = self._row_sums("relmask", dtype)  # the counts in ``dtype``, or float64 with the gains
         if sums is not None:
             return sums
-        total, before = self.sums(*self._head("relmask"), dtype=dtype)
+        total, before = self._head_sums("relmask", dtype)
         total, before = total.to(rb.dtype), before.to(rb.dtype)
         return {"rel": total, "rel_before": before, "rel_count": total, "rel_count_before": before}
 
@@ -552,7 +556,7 @@ class TieGroups:
         sums = self._row_sums("gains", torch.float64)
         if sums is not None:
             return sums
-        total, before = self.sums(*self._head("gains"), dtype=torch.float64)
+        total, before = self._head_sums("gains", torch.float64)
         return {"gain": total, "gain_before": before}
 
     def _row_sums(self, name: str, dtype: torch.dtype) -> dict[str, Tensor] | None:
@@ -584,13 +588,17 @@ class TieGroups:
             else {"rel_count": total, "rel_count_before": before}
         )
 
-    def _head(self, name: str) -> tuple[Tensor, Tensor | None]:
-        """(head, doc) for :meth:`sums` of ``name``: the first ``width`` positions, and the per-document
-        values where a group may go on past them."""
+    def _head_sums(self, name: str, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+        """:meth:`sums` of ``name`` (``"gains"``, ``"relmask"``): over the first ``width`` positions, and
+        where a group may go on past them, over the row's documents of that group: their gains or
+        relevance, or (a large CPU batch with its grades' histogram) a histogram of their grades
+        (:meth:`RankedBatch._crossing_total`: no pass of the row's gains or relevance)."""
         rb = self._rb() or self.rb
         if rb.averaged and not rb.truncated and self.width >= rb.length:
-            return rb.head(name), None
-        return rb.head(name, self.width), rb._doc(name if name != "relmask" else "rel")
+            return self.sums(rb.head(name), None, dtype=dtype)
+        full = rb._crossing_total(name, self.width, self._crossing_group()[2]) if rb.averaged else None
+        doc = None if full is not None else rb._doc(name if name != "relmask" else "rel")
+        return self.sums(rb.head(name, self.width), doc, dtype=dtype, full=full)
 
     @property
     def gain_sq(self) -> Tensor:
@@ -726,6 +734,7 @@ class RankedBatch:
     _range: tuple[int, int] | None = None  # :meth:`grade_range`, once read
     _range_read: bool = False
     _range_grades: Tensor | None = None  # the grades it read (the padding's as 0), until the histogram takes them
+    _level_index: Tensor | None = None  # the histogram's index (grade - low), kept under averaged ties
 
     convention: Convention
     dtype: torch.dtype
@@ -956,14 +965,24 @@ class RankedBatch:
             return self.head("valid", width) if counted is None else self.ranked(counted, width)
         if name in ("relmask", "gains"):  # the gather of :meth:`ranked`, written out (the hot path)
             doc = "rel" if name == "relmask" else "gains"
-            if self._gains_of_grades and not self.averaged and f"doc_{doc}" not in self._cache:
-                # no tie sums to read the row's gains or relevance (their groups need them): the head's
-                # from its grades, gathered once for both
-                grades = self._cache.get(f"head_grades_{width}")
+            if (
+                self._gains_of_grades
+                and (not self.averaged or self._level_counts() is not None)
+                and f"doc_{doc}" not in self._cache
+            ):
+                # no tie sums to read the row's gains or relevance (or their crossing group reads a histogram
+                # of its grades instead, :meth:`_crossing_total`): the head's from its grades, gathered once for both
+                levels = self._level_index is not None  # averaged ties: the levels of the histogram's index
+                key = f"head_{'levels' if levels else 'grades'}_{width}"
+                grades = self._cache.get(key)
                 if grades is None:
                     order = self.order if width >= self.length else self.order[:, :width]
-                    grades = self._cache[f"head_grades_{width}"] = self._target_in.gather(-1, order)
-                out = self._is_relevant(grades) if doc == "rel" else self._gain(grades.to(self.dtype))
+                    doc_grades = self._level_index if levels else self._target_in
+                    grades = self._cache[key] = doc_grades.gather(-1, order)  # type: ignore[union-attr]
+                if levels:
+                    out = grades >= self._first_relevant_level() if doc == "rel" else self._level_gains().take(grades)
+                else:
+                    out = self._is_relevant(grades) if doc == "rel" else self._gain(grades.to(self.dtype))
                 if not self._has_padding:
                     return out
                 valid = self.head("valid", width)
@@ -1096,11 +1115,9 @@ class RankedBatch:
             if prefix is not None:
                 return prefix[:, -1]
             if self._levels is not None:  # the grades' histogram (:meth:`_level_counts`): those >= the threshold
-                at_most, low = self._levels
-                thr = self.convention.relevance_threshold
-                below = (1 if thr is None else math.ceil(thr)) - 1 - low  # integer grades: t >= thr iff t >= ceil(thr)
+                at_most, first = self._levels[0], self._first_relevant_level()
                 n_real = at_most[:, -1]
-                below = min(below, at_most.shape[-1] - 1)
+                below = min(first, at_most.shape[-1]) - 1  # the last level under the threshold
                 return (n_real if below < 0 else n_real - at_most[:, below]).to(self.dtype)
             # AP's running counts (kernels/ap.py), when they cover the row
             counts = None if self.truncated else self._cache.get(f"rel_counts_{self.length}")
@@ -1204,8 +1221,7 @@ class RankedBatch:
         if levels is not None:  # the i-th best grade: lo + the levels m with at most n - i grades <= lo + m
             at_most, low = levels  # (m = hi - lo never counts: all n grades are <= hi)
             need = at_most[:, -1:] - _table("ranks", top, torch.int32, self.device)
-            best = torch.searchsorted(at_most, need, right=True)
-            best = self._gain((best + low if low else best).to(self.dtype))  # the padding's slots (i > n): zeroed below
+            best = self._level_gains().take(torch.searchsorted(at_most, need, right=True))  # padding: zeroed below
         elif self._gains_of_grades:  # see _GPU_PATH_MAX_CPU: the grades' order is the gains'
             grades = self._target_in if own else self._ideal_target
             if valid is not None:
@@ -1283,6 +1299,8 @@ class RankedBatch:
             return None
         index = grades if grades.dtype == torch.int64 else grades.long()
         index = index - low if low else index
+        if self.averaged:  # the tie group crossing a cutoff: its own histogram (:meth:`_crossing_total`)
+            self._level_index = index
         small = self.row_length < 256  # byte counts: the padding flags are the scatter's source as they are
         dtype = torch.uint8 if small else torch.int32
         count = torch.zeros(self.n_lists, high - low + 1, dtype=dtype, device=self.device)
@@ -1292,6 +1310,51 @@ class RankedBatch:
             ones = valid.view(torch.uint8) if small else valid.to(torch.int32)
         self._levels = count.scatter_add_(1, index, ones).cumsum(-1, dtype=torch.int32), low
         return self._levels
+
+    def _level_gains(self) -> Tensor:
+        """The gains of the levels of :meth:`_level_counts` (grades ``lo .. hi``) in the working dtype, made once."""
+        hit = self._cache.get("level_gains")
+        if hit is None:
+            at_most, low = self._levels  # type: ignore[misc]  # made: its callers read it
+            grades = _table("arange", at_most.shape[-1], self.dtype, self.device)
+            hit = self._cache["level_gains"] = self._gain(grades + low if low else grades)
+        return hit
+
+    def _first_relevant_level(self) -> int:
+        """The first level of :meth:`_level_counts` whose grade is relevant (may lie past the last level):
+        for integer grades ``t >= thr`` exactly when ``t >= ceil(thr)``."""
+        thr = self.convention.relevance_threshold
+        return max((1 if thr is None else math.ceil(thr)) - self._levels[1], 0)  # type: ignore[index]
+
+    def _crossing_total(self, name: str, width: int, same: Tensor) -> Tensor | None:
+        """``(N, 1)``: over the row's documents in ``same`` (``(N, L)`` bool, input order: the tie group
+        of ranked position ``width``, which may go on past it), their gain sum (``name="gains"``,
+        float64) or relevant count (``"relmask"``, int32), from one histogram of their grades (a
+        scatter-add into the levels of :meth:`_level_counts`, whose index it reuses) instead of the
+        row's gains or relevance (two to four row-sized operations each), the gains in the working
+        dtype. None where that histogram is not made (:meth:`_level_counts`).
+
+        Example:
+            >>> from torch_rankeval.conventions import DEFAULT
+            >>> rb = RankedBatch(torch.tensor([[0.9, 0.5, 0.5, 0.5]]), torch.tensor([[0, 3, 1, 0]]), None, DEFAULT)
+            >>> rb._cpu_path = rb._gains_of_grades = rb.host_reads = True    # as on a batch past 2^13 documents
+            >>> same = torch.tensor([[False, True, True, True]])            # the group at ranked position 2
+            >>> rb._crossing_total("gains", 2, same), rb._crossing_total("relmask", 2, same)
+            (tensor([[8.]]), tensor([[2]], dtype=torch.int32))
+        """
+        if self._level_counts() is None or self._level_index is None:
+            return None
+        key = f"crossing_levels_{width}"
+        count = self._cache.get(key)
+        if count is None:
+            levels = self._levels[0].shape[-1]  # type: ignore[index]
+            small = self.row_length < 256  # byte counts, as the row's histogram
+            src = same.view(torch.uint8) if small else same.to(torch.int32)
+            zeros = torch.zeros(self.n_lists, levels, dtype=src.dtype, device=self.device)
+            count = self._cache[key] = zeros.scatter_add_(1, self._level_index, src)
+        if name == "gains":  # in the working dtype, as the row's gains were summed
+            return (count.to(self.dtype) @ self._level_gains()).unsqueeze(-1)
+        return count[:, self._first_relevant_level() :].sum(-1, keepdim=True, dtype=torch.int32)
 
     # ------------------------------------------------------------------ cutoffs
     def _is_relevant(self, t: Tensor) -> Tensor:
