@@ -645,8 +645,8 @@ def _finite_gain_sums(ranked: RankedBatch) -> bool:
     length times the largest gain stays below the float range."""
     if ranked._gain_given is not None:
         return False
-    grade_range = ranked.grade_range()
-    if grade_range is not None and ranked.convention.gain == "exp2":
+    grade_range = ranked.grade_range() if ranked.convention.gain == "exp2" else None
+    if grade_range is not None:
         # exp2 gains of integer grades at most ``high``: a list sums to less than row_length * 2**high (a bit
         # of margin for the rounding of the sum); nearer the float range, the sums are checked
         return grade_range[1] + 1 + math.log2(ranked.row_length) <= math.log2(torch.finfo(ranked.dtype).max)

@@ -1328,11 +1328,11 @@ class RankedBatch:
 
     def _crossing_total(self, name: str, width: int, same: Tensor) -> Tensor | None:
         """``(N, 1)``: over the row's documents in ``same`` (``(N, L)`` bool, input order: the tie group
-        of ranked position ``width``, which may go on past it), their gain sum (``name="gains"``,
-        float64) or relevant count (``"relmask"``, int32), from one histogram of their grades (a
-        scatter-add into the levels of :meth:`_level_counts`, whose index it reuses) instead of the
-        row's gains or relevance (two to four row-sized operations each), the gains in the working
-        dtype. None where that histogram is not made (:meth:`_level_counts`).
+        of ranked position ``width``, which may go on past it), their gain sum (``name="gains"``, in
+        the working dtype, as the row's gains were summed) or relevant count (``"relmask"``, int32),
+        from one histogram of their grades (a scatter-add into the levels of :meth:`_level_counts`,
+        whose index it reuses) instead of the row's gains or relevance (two to four row-sized
+        operations each). None where that histogram is not made (:meth:`_level_counts`).
 
         Example:
             >>> from torch_rankeval.conventions import DEFAULT
