@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
+import runpy
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +22,46 @@ def trec_eval_test_dir() -> Path:
     if not (TREC_EVAL_TEST / "qrels.test").exists():
         pytest.skip(f"trec_eval's test collection is not at {TREC_EVAL_TEST} (set TORCH_RANKEVAL_SHARED)")
     return TREC_EVAL_TEST
+
+
+def run_example(name: str, *argv: str) -> str:
+    """Run ``examples/<name>`` as ``python examples/<name> ARGV...`` runs it (its ``__main__`` block,
+    ``sys.argv`` set), in this process (without the interpreter's 5-10 s of imports a subprocess pays
+    on two cores), and return what it printed. The global random state is restored afterwards."""
+    path = REPO / "examples" / name
+    out = io.StringIO()
+    saved = sys.argv
+    sys.argv = [str(path), *argv]
+    import torch
+
+    try:
+        with torch.random.fork_rng(), contextlib.redirect_stdout(out):
+            runpy.run_path(str(path), run_name="__main__")
+    finally:
+        sys.argv = saved
+    return out.getvalue()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Where this run (after ``-m`` / ``-k``) holds a test of Lightning's DDP (the ``lightning_ddp``
+    fixture), the fork server of the multi-process tests imports Lightning once (5-7 s on two cores)
+    instead of each of those tests' processes; a run without one (the oldest-torchmetrics subset) does
+    not pay for it."""
+    if any("lightning_ddp" in getattr(item, "fixturenames", ()) for item in session.items):
+        from tests import distributed_helpers
+
+        distributed_helpers.PRELOAD[:] = [*dict.fromkeys(distributed_helpers.PRELOAD + distributed_helpers.LIGHTNING)]
+
+
+@pytest.fixture
+def lightning_ddp() -> object:
+    """Lightning's ``strategy="ddp_spawn"`` (the module, its metrics and the callbacks pickled into each
+    process, results sent back the same way) with the processes forked by the gloo tests' fork server
+    (``tests/distributed_helpers.py``): a fresh interpreter each, as with ``spawn``, without its 10-15 s
+    of imports on two cores. A run that holds a test using this fixture has the server import Lightning
+    too (:func:`pytest_collection_finish`)."""
+    strategies = pytest.importorskip("lightning.pytorch.strategies")
+    return strategies.DDPStrategy(start_method="forkserver")
 
 
 @pytest.fixture

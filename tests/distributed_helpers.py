@@ -37,8 +37,9 @@ def counting_collectives() -> Iterator[dict[str, int]]:
         dist.all_reduce, dist.all_gather = real_reduce, real_gather
 
 
-#: what the fork server imports once, before it forks each test's processes
-_PRELOAD = [
+#: what the fork server imports once (one server per test process), before it forks each test's
+#: processes; a run that holds a Lightning DDP test adds Lightning (``tests/conftest.py``)
+PRELOAD = [
     "torch",
     "torch.distributed",
     "numpy",
@@ -47,6 +48,8 @@ _PRELOAD = [
     "pytest",
     "tests.distributed_helpers",
 ]
+#: what the fork server imports too in a run with a test of Lightning's DDP (the ``lightning_ddp`` fixture)
+LIGHTNING = ["lightning.pytorch", "tests.lightning_helpers"]
 
 
 def spawn(fn: Callable[..., None], args: tuple, nprocs: int) -> None:
@@ -60,5 +63,5 @@ def spawn(fn: Callable[..., None], args: tuple, nprocs: int) -> None:
     Example:
         >>> spawn(print, ("rank above",), 1)  # doctest: +SKIP
     """
-    multiprocessing.set_forkserver_preload(_PRELOAD)  # read when the server starts (the first call)
+    multiprocessing.set_forkserver_preload(PRELOAD)  # read when the server starts (the first call)
     mp.start_processes(fn, args=args, nprocs=nprocs, join=True, start_method="forkserver")

@@ -241,9 +241,9 @@ def _heavy_ties(seed: int, *, levels: torch.Tensor, n_queries: int = 30, max_len
 def test_auroc_top_k_on_heavy_ties_equals_torchmetrics(top_k, max_fpr, levels):
     for seed in range(4):
         batches = _heavy_ties(1000 + seed, levels=levels)
-        for aggregation in ("mean", "min"):
-            got, want = _both("RetrievalAUROC", batches, top_k=top_k, max_fpr=max_fpr, aggregation=aggregation)
-            _assert_same(got, want, (top_k, max_fpr, aggregation, seed))
+        aggregation = ("mean", "min")[seed % 2]  # the running sums, and the kept per-query values
+        got, want = _both("RetrievalAUROC", batches, top_k=top_k, max_fpr=max_fpr, aggregation=aggregation)
+        _assert_same(got, want, (top_k, max_fpr, aggregation, seed))
 
 
 def test_auroc_under_torch_topk_ties_is_torchmetrics_retrieval_auroc():

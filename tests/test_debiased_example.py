@@ -2,37 +2,14 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
-from tests.conftest import REPO
+from tests.conftest import run_example
 
 
-def test_debiased_click_eval_prints_a_table_and_saves_a_plot(tmp_path):
+def test_debiased_click_eval_prints_a_table_and_saves_a_plot(tmp_path, monkeypatch):
     out_png = tmp_path / "plot.png"
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-        "MPLBACKEND": "Agg",
-    }
-    cmd = [
-        sys.executable,
-        str(REPO / "examples" / "debiased_click_eval.py"),
-        "--queries",
-        "150",
-        "--sessions",
-        "1",
-        "30",
-        "300",
-        "--output",
-        str(out_png),
-    ]
-    lines = (
-        subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=tmp_path, env=env)
-        .stdout.strip()
-        .splitlines()
-    )
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    argv = ("--queries", "150", "--sessions", "1", "30", "300", "--output", str(out_png))
+    lines = run_example("debiased_click_eval.py", *argv).strip().splitlines()
 
     assert lines[0].startswith("nDCG@5 from a simulated click log")
     assert lines[1].split() == ["sessions", "with_click", "new_naive", "new_ips", "logger_naive", "logger_ips"]

@@ -7,11 +7,9 @@ file labels them (pyndeval as the oracle)."""
 
 from __future__ import annotations
 
+import io
 import math
-import os
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -207,18 +205,18 @@ def _duplicate_files(tmp_path):
 
 
 @pytest.mark.parametrize("measure", ["alpha-nDCG@2", "P.2"])
-def test_cli_refuses_a_document_twice_on_every_route(tmp_path, measure):
+def test_cli_refuses_a_document_twice_on_every_route(tmp_path, capsys, measure):
+    """The command line's own entry (``main``, what ``python -m torch_rankeval`` calls): status 2 and
+    the one-line message naming the lines and the document, for an intent-aware and an ad-hoc measure."""
+    from torch_rankeval.cli import EXIT_BAD_INPUT, main
+
     qrels, run = _duplicate_files(tmp_path)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run(
-        [sys.executable, "-m", "torch_rankeval", "evaluate", str(qrels), str(run), "-m", measure],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
-    assert done.returncode == 2, done.stdout
-    assert "lines 1 and 2: document 'a' appears twice for query '1'" in done.stderr
+    out = io.StringIO()
+    assert main(["evaluate", str(qrels), str(run), "-m", measure], out) == EXIT_BAD_INPUT == 2
+    assert out.getvalue() == ""
+    stderr = capsys.readouterr().err
+    assert stderr.count("\n") == 1 and stderr.startswith("torch-rankeval evaluate: error: ")
+    assert "lines 1 and 2: document 'a' appears twice for query '1'" in stderr
 
 
 def test_trec_evaluate_refuses_a_document_twice_for_intent_aware_measures(tmp_path):

@@ -22,14 +22,14 @@ from torch_rankeval.lightning import RankingMetricsCallback  # noqa: E402
 N_QUERIES = 9  # odd: 2 processes get 5 and 4 queries (3 and 2 batches of 2); padding repeats query 0
 
 
-def _fit(tmp_path, devices: int, out=None) -> Recorder:  # noqa: ANN001
+def _fit(tmp_path, devices: int, out=None, strategy="auto") -> Recorder:  # noqa: ANN001
     data = dataset(N_QUERIES, seed=5)
     train = dataset(8, seed=6)
     recorder = Recorder(out)
     trainer = pl.Trainer(
         accelerator="cpu",
         devices=devices,
-        strategy="ddp_spawn" if devices > 1 else "auto",
+        strategy=strategy,
         max_epochs=1,
         limit_train_batches=2,
         num_sanity_val_steps=2,
@@ -45,7 +45,9 @@ def _fit(tmp_path, devices: int, out=None) -> Recorder:  # noqa: ANN001
     return recorder
 
 
-def test_ddp_validation_is_exact_identical_on_every_rank_and_the_default_sampler_is_not(tmp_path, monkeypatch):
+def test_ddp_validation_is_exact_identical_on_every_rank_and_the_default_sampler_is_not(
+    tmp_path, monkeypatch, lightning_ddp
+):
     monkeypatch.delenv("MASTER_PORT", raising=False)  # Lightning picks a free port and sets it for the workers
     truth = expected(LinearRanker(lr=0.0), dataset(N_QUERIES, seed=5))
 
@@ -55,7 +57,7 @@ def test_ddp_validation_is_exact_identical_on_every_rank_and_the_default_sampler
         for i in (0, 1):
             assert logged_single[f"val/{key}/dataloader_idx_{i}"] == pytest.approx(value, abs=1e-6)
 
-    _fit(tmp_path / "two", devices=2, out=tmp_path / "rank")
+    _fit(tmp_path / "two", devices=2, out=tmp_path / "rank", strategy=lightning_ddp)
     ranks = [torch.load(tmp_path / f"rank.{r}", weights_only=False) for r in (0, 1)]
 
     # Lightning kept our sampler on loader 0 and injected its own (padding) one on loader 1; the

@@ -63,14 +63,14 @@ class MetricRanker(LinearRanker):
 
 
 @pytest.mark.slow
-def test_metric_attributes_under_ddp_spawn_equal_the_single_process_values(tmp_path, monkeypatch):
+def test_metric_attributes_under_ddp_spawn_equal_the_single_process_values(tmp_path, monkeypatch, lightning_ddp):
     monkeypatch.delenv("MASTER_PORT", raising=False)
     data = dataset(N_QUERIES, seed=11)
     model = MetricRanker(str(tmp_path / "rank"))
     trainer = pl.Trainer(
         accelerator="cpu",
         devices=2,
-        strategy="ddp_spawn",
+        strategy=lightning_ddp,
         logger=False,
         enable_checkpointing=False,
         enable_progress_bar=False,

@@ -4,27 +4,11 @@ stratified sampling, and the stratified means stay near the population's."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
-from tests.conftest import REPO
+from tests.conftest import run_example
 
 
 def test_stratified_monitoring_prints_a_smaller_spread_for_stratified_sets():
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    lines = (
-        subprocess.run(
-            [sys.executable, str(REPO / "examples" / "stratified_monitoring.py")],
-            capture_output=True,
-            text=True,
-            check=True,
-            cwd=REPO,
-            env=env,
-        )
-        .stdout.strip()
-        .splitlines()
-    )
+    lines = run_example("stratified_monitoring.py").strip().splitlines()
     assert lines[0].startswith("population nDCG@10")
     population = float(lines[0].split()[-1])
     assert lines[1].split()[:3] == ["evaluation", "set", "mean"]
