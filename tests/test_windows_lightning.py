@@ -172,9 +172,8 @@ class _StepRecorder(pl.Callback):
         torch.save({"values": self.values, "rows": self.rows}, f"{self.out}.{trainer.global_rank}")
 
 
-def test_ddp_train_window_is_the_union_of_each_process_last_batches(
-    tmp_path, monkeypatch, single_thread, lightning_ddp
-):  # noqa: F811
+@pytest.mark.usefixtures("single_thread")
+def test_ddp_train_window_is_the_union_of_each_process_last_batches(tmp_path, monkeypatch, lightning_ddp):
     monkeypatch.delenv("MASTER_PORT", raising=False)
     callback = RankingMetricsCallback(("ndcg@5",), k=None, stages=("train",), train_window=2)
     trainer = pl.Trainer(
