@@ -542,3 +542,92 @@ def test_head_ranking_only_where_every_measure_reads_the_head(
     F.evaluate(preds, target, names, **{k: given.get(k, v) if v is True else v for k, v in settings.items()})
     assert seen[0].truncated is (head is not None)
     assert seen[0].length == (30 if head is None else head)
+
+
+@pytest.mark.parametrize(
+    ("convention", "low"),
+    [({}, 0), ({"gain": "linear", "relevance_threshold": 2}, -2)],  # exp2; linear, negative grades, threshold 2
+    ids=["exp2", "linear_threshold_2"],
+)
+@pytest.mark.parametrize("validate", [False, True])
+def test_cpu_large_path_head_pairs_equal_the_mean_over_tie_orders(
+    convention: dict, low: int, validate: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """nDCG@k and AP@k read together on the large CPU path sum the head's gains and relevant counts
+    as (gain, relevant) pairs looked up from the grades' levels, the tie group crossing the cutoff from
+    its histogram (TieGroups._head_pair): each list equals the mean over every order of its tied
+    documents, each order scored on its real documents alone (ties="first"), with padding between
+    them whose grades (3) would gain and be relevant if they were read."""
+    monkeypatch.setattr(view, "_GPU_PATH_MAX_CPU", 0)
+    made = []
+    head_pair = view.TieGroups._head_pair
+
+    def spy(self):  # noqa: ANN001, ANN202
+        out = head_pair(self)
+        made.append(out is not None)
+        return out
+
+    monkeypatch.setattr(view.TieGroups, "_head_pair", spy)
+    g = torch.Generator().manual_seed(21)
+    n, length, k = 6, 10, 3
+    preds = torch.tensor([0.2, 0.5, 0.7, 0.9])[torch.randint(0, 4, (n, length), generator=g)]
+    target = torch.randint(low, 4, (n, length), generator=g)
+    mask = torch.rand(n, length, generator=g) > 0.25
+    mask[:, 0] = False  # padding before every list's documents
+    target = torch.where(mask, target, 3)
+    names = [f"ndcg@{k}", f"map@{k}"]
+    got = F.evaluate(preds, target, names, mask=mask, reduction="none", validate_args=validate, **convention)
+    assert made and all(made)  # the pairs' path ran
+    for row in range(n):
+        p, t = preds[row][mask[row]], target[row][mask[row]]
+        groups: dict[float, list[int]] = {}
+        for i, s in enumerate(p.tolist()):
+            groups.setdefault(s, []).append(i)
+        blocks = [groups[s] for s in sorted(groups, reverse=True)]
+        orders = [[j for b in o for j in b] for o in itertools.product(*[itertools.permutations(b) for b in blocks])]
+        scores = torch.empty(len(orders), p.numel(), dtype=torch.float64)
+        for r, flat in enumerate(orders):  # each order as distinct scores
+            scores[r, flat] = torch.arange(p.numel(), 0, -1, dtype=torch.float64)
+        each = F.evaluate(scores, t.expand(len(orders), -1), names, reduction="none", ties="first", **convention)
+        for name in names:
+            assert float(got[name][row]) == pytest.approx(float(each[name].mean()), abs=2e-6), (row, name)
+
+
+@pytest.mark.parametrize(
+    ("planted", "error"),
+    [
+        (float("nan"), True),
+        (float("inf"), True),
+        (float("-inf"), True),
+        (3e38, False),  # finite, but the float32 sum of the row overflows: the exact re-check clears it
+    ],
+)
+@pytest.mark.parametrize("ties", [False, True])
+@pytest.mark.parametrize("pad", [False, True])
+def test_cpu_large_path_screens_the_scores_from_memory(
+    planted: float, error: bool, ties: bool, pad: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Validated, a large CPU batch in eager mode screens its scores from memory (without padding: one
+    sum read as a number), its check flags read one by one (no copy into one tensor): a NaN or infinite
+    score of a real document is the input stage's error, as on every route, one in a padding slot is
+    not read; finite scores whose sum overflows pass, their values those of the batch on the GPU's path."""
+    g = torch.Generator().manual_seed(8)
+    preds = torch.rand(40, 9, generator=g)
+    preds = (preds * 4).round() / 4 if ties else preds
+    target = torch.randint(0, 4, (40, 9), generator=g)
+    mask = torch.rand(40, 9, generator=g) > 0.2 if pad else None
+    preds[5, 3] = preds[6, 0] = planted
+    if mask is not None:
+        mask[5, 3] = mask[6, 0] = True
+        mask[7, 2] = False
+        preds[7, 2] = float("nan")  # padding: never read
+    names = ["ndcg@3", "map@3"]
+    small = F.evaluate(preds, target, names, mask=mask, reduction="none") if not error else None
+    monkeypatch.setattr(view, "_GPU_PATH_MAX_CPU", 0)
+    if error:
+        with pytest.raises(ValueError, match="preds contains NaN or infinite scores"):
+            F.evaluate(preds, target, names, mask=mask, reduction="none")
+        return
+    big = F.evaluate(preds, target, names, mask=mask, reduction="none")
+    for name in names:
+        torch.testing.assert_close(big[name], small[name], rtol=1e-6, atol=1e-7, msg=name)

@@ -455,8 +455,9 @@ def _check_normalized(
     dtype = work_dtype(preds, target, ideal_target) if ranked is None else ranked.dtype  # the same answer
     # a CPU batch in eager mode reads its integer grades' range from memory (shared with its ideal's histogram)
     grade_range = ranked.grade_range() if ranked is not None and uses_gain and convention.gain == "exp2" else None
+    host = ranked is not None and ranked.host_reads  # a CPU batch in eager mode: its flags read from memory
     checks = _value_checks(
-        preds, target, valid, graded, convention, ideal_target, ideal_valid, uses_gain, dtype, grade_range
+        preds, target, valid, graded, convention, ideal_target, ideal_valid, uses_gain, dtype, grade_range, host
     )
     if n_relevant is not None:
         found = relevant(target, convention)
@@ -474,10 +475,14 @@ def _check_normalized(
         checks += _ranked_checks(
             ranked, uses_gain=uses_gain, ideal=ideal_target is not None, counted=n_relevant is not None
         )
-    parts = [flag.to(preds.device).reshape(1) for flag, _ in checks if not isinstance(flag, bool)]
-    if tied is not None:
-        parts.append(tied.reshape(-1).to(preds.device))
-    read = iter(torch.cat(parts).tolist() if parts else [])  # the one host sync (the flags and the ties)
+    if host:  # each flag read where it is (no copies into one tensor to read)
+        flags = [bool(flag) for flag, _ in checks if not isinstance(flag, bool)]
+        read = iter(flags + ([] if tied is None else tied.reshape(-1).tolist()))
+    else:
+        parts = [flag.to(preds.device).reshape(1) for flag, _ in checks if not isinstance(flag, bool)]
+        if tied is not None:
+            parts.append(tied.reshape(-1).to(preds.device))
+        read = iter(torch.cat(parts).tolist() if parts else [])  # the one host sync (the flags and the ties)
     for i, (flag, message) in enumerate(checks):
         if (flag if isinstance(flag, bool) else next(read)) and not (
             i == 0 and valid is None and bool(torch.isfinite(preds).all())
@@ -617,17 +622,22 @@ def _value_checks(
     uses_gain: bool,
     dtype: torch.dtype,
     grade_range: tuple[int, int] | None = None,
+    host: bool = False,
 ) -> list[tuple[Tensor | bool, str]]:
     """Checks that read tensor values, as (flag, message) pairs resolved in one host sync;
     ``dtype``: the working dtype (:func:`work_dtype` of the inputs); ``grade_range``: the target's
-    integer grades' range where the ranked batch read it (:func:`grade_checks`)."""
+    integer grades' range where the ranked batch read it (:func:`grade_checks`); ``host``: the
+    scores are read from memory (a CPU batch in eager mode), their screen's flag a Python bool."""
 
     def where(v: Tensor | None) -> Callable[[Tensor], Tensor]:
         return torch.any if v is None else lambda bad: (bad & v).any()
 
     # Without padding, one reduction screens the scores: the sum is finite unless a score is NaN or
     # infinite (or the sum overflows, which the exact re-check in prepare() rules out).
-    screen = _not_finite(preds.sum()) if valid is None else where(valid)(~torch.isfinite(preds))
+    if valid is not None:
+        screen: Tensor | bool = where(valid)(~torch.isfinite(preds))
+    else:
+        screen = not math.isfinite(preds.sum().item()) if host else _not_finite(preds.sum())
     checks: list[tuple[Tensor | bool, str]] = [(screen, SCORES_NOT_FINITE)]
     wide = dtype == torch.float64
     exp2 = uses_gain and convention.gain == "exp2"
