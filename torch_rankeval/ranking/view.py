@@ -1005,12 +1005,10 @@ class RankedBatch:
                 # no tie sums to read the row's gains or relevance (or their crossing group reads a histogram
                 # of its grades instead, :meth:`_crossing_total`): the head's from its grades, gathered once for both
                 levels = self._level_index is not None  # averaged ties: the levels of the histogram's index
-                key = f"head_{'levels' if levels else 'grades'}_{width}"
-                grades = self._cache.get(key)
+                grades = self._head_levels(width) if levels else self._cache.get(f"head_grades_{width}")
                 if grades is None:
                     order = self.order if width >= self.length else self.order[:, :width]
-                    doc_grades = self._level_index if levels else self._target_in
-                    grades = self._cache[key] = doc_grades.gather(-1, order)  # type: ignore[union-attr]
+                    grades = self._cache[f"head_grades_{width}"] = self._target_in.gather(-1, order)
                 if levels:
                     out = grades >= self._first_relevant_level() if doc == "rel" else self._level_gains().take(grades)
                 else:
