@@ -61,6 +61,9 @@ def lightning_ddp() -> object:
     of imports on two cores. A run that holds a test using this fixture has the server import Lightning
     too (:func:`pytest_collection_finish`)."""
     strategies = pytest.importorskip("lightning.pytorch.strategies")
+    from tests.distributed_helpers import preload_fork_server
+
+    preload_fork_server()  # where this test is the first to start the server
     return strategies.DDPStrategy(start_method="forkserver")
 
 

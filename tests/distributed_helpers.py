@@ -63,5 +63,11 @@ def spawn(fn: Callable[..., None], args: tuple, nprocs: int) -> None:
     Example:
         >>> spawn(print, ("rank above",), 1)  # doctest: +SKIP
     """
-    multiprocessing.set_forkserver_preload(PRELOAD)  # read when the server starts (the first call)
+    preload_fork_server()
     mp.start_processes(fn, args=args, nprocs=nprocs, join=True, start_method="forkserver")
+
+
+def preload_fork_server() -> None:
+    """Name :data:`PRELOAD` as what the fork server imports: read when it starts (the first process a
+    test process forks from it, a gloo test's or Lightning's DDP's)."""
+    multiprocessing.set_forkserver_preload(PRELOAD)
