@@ -274,6 +274,59 @@ def test_cpu_large_path_ideal_and_head_from_the_grades(
             assert float(values[row]) == pytest.approx(want, abs=1e-12), (row, k)
 
 
+@pytest.mark.parametrize("low", [0, 1, -2])
+@pytest.mark.parametrize("cutoffs", [(5,), (1, 5, 20, None)])
+@pytest.mark.parametrize("pad", [False, True])
+def test_cpu_large_path_ideal_dcg_from_the_grade_histogram(
+    low: int, cutoffs: tuple, pad: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ideal DCG read from the grades' histogram (``RankedBatch.ideal_discounted``: each level's gain
+    step times the discounts of the positions its documents fill) equals the formula written out over
+    Python's sorted grades: one cutoff and several (past the row's length, and the whole list), grades
+    from 0, from 1 (the lowest level's own gain counts at every position) and negative (linear gain),
+    with padding whose grades are anything, and lists of padding only or of one grade only."""
+    monkeypatch.setattr(view, "_GPU_PATH_MAX_CPU", 0)
+    used: list = []
+    steps = RankedBatch._level_steps
+
+    def spy(self: RankedBatch):  # noqa: ANN202
+        used.append(True)
+        return steps(self)
+
+    monkeypatch.setattr(RankedBatch, "_level_steps", spy)
+    gain = "linear" if low < 0 else "exp2"
+    g = torch.Generator().manual_seed(11)
+    n, length = 25, 12
+    preds = torch.randint(0, 4, (n, length), generator=g).float()  # heavy ties: the DCG side averages
+    target = torch.randint(low, 5, (n, length), generator=g)
+    target[1] = low + 1  # a list of one grade
+    mask = torch.rand(n, length, generator=g) > 0.3 if pad else torch.ones(n, length, dtype=torch.bool)
+    if pad:
+        mask[0] = False  # a list of padding only
+        target = torch.where(mask, target, torch.randint(-50, 60, (n, length), generator=g))
+    names = [f"ndcg@{k}" if k else "ndcg" for k in cutoffs]
+    kw: dict = {"mask": mask} if pad else {}
+    got = F.evaluate(preds.double(), target, names, gain=gain, reduction="none", **kw)
+    assert used  # the route under test
+    for row in range(n):
+        real = [i for i in range(length) if mask[row, i]]
+        best = sorted((float(target[row, i]) for i in real), reverse=True)
+        for k, name in zip(cutoffs, names):
+            idcg = _dcg(best, gain, k)
+            # the expected DCG over the orders of tied scores: each position's expected gain is its group's mean
+            by_score: dict = {}
+            for i in real:
+                by_score.setdefault(float(preds[row, i]), []).append(float(target[row, i]))
+            gains = []
+            for score in sorted(by_score, reverse=True):
+                group = [(2.0**v - 1 if gain == "exp2" else v) for v in by_score[score]]
+                gains += [sum(group) / len(group)] * len(group)
+            top = gains if k is None else gains[:k]
+            dcg = sum(x / math.log2(i + 2) for i, x in enumerate(top))
+            want = dcg / idcg if idcg > 0 else 0.0
+            assert float(got[name][row]) == pytest.approx(want, abs=1e-12), (row, name)
+
+
 def _ap(ranked_rel: list[bool], n_rel: int, k: int | None) -> float:
     """Average precision of a ranked list of relevance flags, written out (trec_eval: over every relevant)."""
     hits, total = 0, 0.0

@@ -495,6 +495,7 @@ def _exercise(rb, target, exclude):  # noqa: ANN001, ANN202
         "discounted_top": lambda: rb.discounted_top("gains", ks),
         "discounted_prefix": lambda: rb.discounted_prefix(rb.ideal_top((2,)), [0, 1]),
         "ideal_top": lambda: (rb.ideal_top((None,)), rb.ideal_top((1,))),
+        "ideal_discounted": lambda: rb.ideal_discounted(ks),
         "constant": lambda: rb.constant([1, 2]),
         "cached": lambda: rb.cached("probe", lambda: torch.zeros(1)),
     }
@@ -549,6 +550,7 @@ def test_dense_and_topk_views_implement_the_whole_contract():
     assert torch.allclose(dense["expected"][:, :2], cut["expected"][:, :2])
     assert torch.allclose(dense["expected_in_top"][:, :1], cut["expected_in_top"][:, :1])
     assert torch.allclose(dense["discounted_top"][:, :1], cut["discounted_top"][:, :1])
+    assert torch.allclose(dense["ideal_discounted"][:, :1], cut["ideal_discounted"][:, :1])
     for rb in views.values():  # x_p / p summed to each cutoff: the same as dividing first, then summing
         x = rb.gains
         expected = rb.cumulative(x / rb.ranks(x.shape[-1]), (1, None))

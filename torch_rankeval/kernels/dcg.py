@@ -21,12 +21,7 @@ def dcg_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> 
 
 def idcg_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, None]:
     """Per-query ideal DCG (gains of the judged set in decreasing order), ``(N, K)``; no empty case."""
-    ideal = rb.ideal_top(ks)
-    m = ideal.shape[-1]
-    idx = []
-    for k in ks:
-        idx.append(m - 1 if k is None else min(k, m) - 1)
-    return rb.discounted_prefix(ideal, idx), None
+    return rb.ideal_discounted(ks), None
 
 
 def ndcg_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) -> tuple[Tensor, Tensor]:
@@ -35,12 +30,7 @@ def ndcg_values(rb: RankedView, ks: tuple[int | None, ...], conv: Convention) ->
     ``ideal_ranking`` (``"k_relevant"``: :func:`~torch_rankeval.kernels.ideal.k_relevant_idcg`)."""
     d = rb.discounted_top("gains", ks)
     if conv.ideal_ranking == "achievable":
-        ideal = rb.ideal_top(ks)
-        m = ideal.shape[-1]
-        idx = []
-        for k in ks:
-            idx.append(m - 1 if k is None else min(k, m) - 1)
-        i = rb.discounted_prefix(ideal, idx)
+        i = rb.ideal_discounted(ks)
     else:
         i = k_relevant_idcg(rb, ks, conv)
     empty = i <= 0

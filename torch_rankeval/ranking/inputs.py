@@ -276,14 +276,17 @@ def prepare(
         tied = None if not ranked.averaged else ranked.tied_lists() if per_list else ranked.any_tie()
         flags = _check_normalized(inputs, convention, uses_gain, tied, ranked, extra_checks)
     elif split_ties and ranked.averaged and ranked._cpu_path and reads_host(preds):
-        flags = (ranked.tied_lists() if per_list else ranked.any_tie().reshape(1)).tolist()
-    if flags is not None:
-        tied_count = sum(flags)  # the lists holding a tie (or 1: the batch holds one)
-        if not tied_count:
+        flags = ranked.tied_lists() if per_list else ranked.any_tie().reshape(1)
+    if flags is not None:  # a list read in the sync, or (read from memory) the flags' tensor: counted there
+        tied_count = sum(flags) if isinstance(flags, list) else int(flags.count_nonzero())
+        if not tied_count:  # tied_count: the lists holding a tie (or 1: the batch holds one)
             ranked.assume_no_ties()
         elif per_list and tied_count * SPLIT_SHARE <= ranked.n_lists:
             ranked.assume_no_ties()
-            ranked.split_rows = [i for i, flag in enumerate(flags) if flag]
+            if isinstance(flags, list):
+                ranked.split_rows = [i for i, flag in enumerate(flags) if flag]
+            else:
+                ranked.split_rows = flags.nonzero().view(-1).tolist()
     return ranked, inputs[-1]
 
 
@@ -446,10 +449,11 @@ def _check_normalized(
     tied: Tensor | None = None,
     ranked: RankedBatch | None = None,
     extra: list[tuple[Tensor, str]] | None = None,
-) -> list[bool] | None:
+) -> list[bool] | Tensor | None:
     """Run the value checks in one host sync; returns the values of ``tied`` (a bool tensor: one
-    flag for the batch, or one per list) read in the same sync, None without ``tied``. With
-    ``ranked``, the checks of the ranked batch join them."""
+    flag for the batch, or one per list) read in the same sync, None without ``tied``; where the
+    flags are read from memory (a CPU batch in eager mode), ``tied`` itself, flattened (no sync to
+    share; the caller counts it there). With ``ranked``, the checks of the ranked batch join them."""
     preds, target, valid, ideal_target, ideal_valid, n_relevant, judged, _ = inputs
     graded = valid if judged is None else (judged if valid is None else valid & judged)  # grades that count
     dtype = work_dtype(preds, target, ideal_target) if ranked is None else ranked.dtype  # the same answer
@@ -476,8 +480,7 @@ def _check_normalized(
             ranked, uses_gain=uses_gain, ideal=ideal_target is not None, counted=n_relevant is not None
         )
     if host:  # each flag read where it is (no copies into one tensor to read)
-        flags = [bool(flag) for flag, _ in checks if not isinstance(flag, bool)]
-        read = iter(flags + ([] if tied is None else tied.reshape(-1).tolist()))
+        read = iter([bool(flag) for flag, _ in checks if not isinstance(flag, bool)])
     else:
         parts = [flag.to(preds.device).reshape(1) for flag, _ in checks if not isinstance(flag, bool)]
         if tied is not None:
@@ -488,7 +491,9 @@ def _check_normalized(
             i == 0 and valid is None and bool(torch.isfinite(preds).all())
         ):
             raise ValueError(message)
-    return None if tied is None else list(read)
+    if tied is None:
+        return None
+    return tied.reshape(-1) if host else list(read)
 
 
 def _nonpositive_not_relevant(

@@ -300,6 +300,7 @@ class RankedView(Protocol):
     def expected_relevant(self, ks: tuple[int | None, ...]) -> Tensor: ...
     def discounted_top(self, name: str, ks: tuple[int | None, ...]) -> Tensor: ...
     def discounted_prefix(self, x: Tensor, idx: list[int]) -> Tensor: ...
+    def ideal_discounted(self, ks: tuple[int | None, ...]) -> Tensor: ...
 
     # helpers
     def constant(self, values: list[float] | list[int], dtype: torch.dtype | None = None) -> Tensor: ...
@@ -511,7 +512,10 @@ class TieGroups:
                 same = rb._doc_key == rb._sorted_key[:, width - 1 : width]  # NaN (padding) equals nothing
             else:  # integer keys or a head (head=): the scores, whose ties are the keys' ties
                 same = rb._same_score(width)
-            self._crossing_hit = (self._end_i > width, self._end_i.clamp(max=width), same)
+            inside = rb._cache.get(f"tie_ends_inside_{width}")  # a head's ends before they go past it
+            if inside is None:
+                inside = self._end_i.clamp(max=width)
+            self._crossing_hit = (self._end_i > width, inside, same)
         return self._crossing_hit
 
     @property
@@ -630,7 +634,13 @@ class TieGroups:
         inside = padded.gather(-1, end_inside.expand(2, -1, -1)) - before
         full = table @ rb._crossing_levels(self.width, same).to(torch.float64).T  # (2, N)
         total = torch.where(crossing, full.unsqueeze(-1), inside)
-        return {"gain": total[0], "gain_before": before[0], "rel_count": total[1], "rel_count_before": before[1]}
+        return {
+            "gain": total[0],
+            "gain_before": before[0],
+            "rel_count": total[1],
+            "rel_count_before": before[1],
+            "pair_total": total,  # both group means in one division (:meth:`_group_mean`)
+        }
 
     @property
     def gain_sq(self) -> Tensor:
@@ -674,12 +684,13 @@ class TieGroups:
         if not rb.averaged:
             return rb.head(name, self.width)
         if len(rb._groups) > 1:  # a wider group may hold it already
-            return self._get(key, lambda: {key: self._group_mean(name, rb)})
-        hit = self._cache[key] = self._group_mean(name, rb)
-        return hit
+            return self._get(key, lambda: self._group_mean(name, rb))
+        self._cache.update(self._group_mean(name, rb))
+        return self._cache[key]
 
-    def _group_mean(self, name: str, rb: RankedBatch) -> Tensor:
-        total = self.rel_count if name == "rel" else self.gain
+    def _group_mean(self, name: str, rb: RankedBatch) -> dict[str, Tensor]:
+        """``{"mean_<name>": total / size}``; both means in one division where the group sums were made
+        as a pair (:meth:`_head_pair`: the kernels read both)."""
         size = self._cache.get("size")  # the float sizes when read already, else the int ones (no cast)
         if size is None:
             if self._end_i is None:
@@ -688,7 +699,12 @@ class TieGroups:
                 size = self._cache.get("size_i")
                 if size is None:
                     size = self._cache["size_i"] = self._end_i - self._start_i
-        return divide_into(total, size, rb.dtype)
+        total = self.rel_count if name == "rel" else self.gain
+        pair = self._cache.get("pair_total")  # made with the sums (:meth:`_head_pair`) or not at all
+        if pair is not None:
+            means = divide_into(pair, size, rb.dtype)
+            return {"mean_gains": means[0], "mean_rel": means[1]}
+        return {f"mean_{name}": divide_into(total, size, rb.dtype)}
 
     def at(self, name: str, idx: list[int]) -> Tensor:
         """Statistic ``name`` at the static positions ``idx``, ``(N, K)``."""
@@ -919,6 +935,7 @@ class RankedBatch:
             start = torch.where(valid, start, pos)
             end = torch.where(valid, torch.minimum(end, self.head("valid").sum(-1, keepdim=True)), pos + 1)
         if self.truncated:  # a head of the row (head=): its last group ends where the row's documents of its score do
+            self._cache[f"tie_ends_inside_{width}"] = end  # the ends capped at the head (TieGroups._crossing_group)
             last = query == ascending[:, -1:]
             if self._has_padding:
                 last &= self.head("valid", width)
@@ -1250,7 +1267,7 @@ class RankedBatch:
         levels = self._level_counts() if own and self._gains_of_grades else None
         if levels is not None:  # the i-th best grade: lo + the levels m with at most n - i grades <= lo + m
             at_most, low = levels  # (m = hi - lo never counts: all n grades are <= hi)
-            need = at_most[:, -1:] - _table("ranks", top, torch.int32, self.device)
+            need = at_most[:, -1:] - _table("ranks", top, torch.int64, self.device)
             best = self._level_gains().take(torch.searchsorted(at_most, need, right=True))  # padding: zeroed below
         elif self._gains_of_grades:  # see _GPU_PATH_MAX_CPU: the grades' order is the gains'
             grades = self._target_in if own else self._ideal_target
@@ -1274,6 +1291,64 @@ class RankedBatch:
             best = torch.where(slots < n_real, best, self._zero)
         self._cache[key] = best
         return best
+
+    def ideal_discounted(self, ks: tuple[int | None, ...]) -> Tensor:
+        """The ideal DCG at each cutoff, ``(N, K)``: :meth:`discounted_prefix` of :meth:`ideal_top`.
+
+        Where the batch has its grades' histogram (:meth:`_level_counts`: a large CPU batch, integer
+        grades under the exp2 or linear gain, all judged), from the histogram alone: with ``c_m`` the
+        documents graded at least level ``m`` and ``D(j)`` the sum of the first ``j`` discounts,
+        ``IDCG@k = sum_m (gain_m - gain_{m-1}) D(min(c_m, k))`` (the best grades fill the first
+        positions: level ``m``'s gain step counts at each of the first ``c_m``): one subtraction, one
+        lookup in a constant ``(L + 1, K)`` table and one product, where the ideal's top takes a
+        binary search, a lookup and a product of its own. The same value up to the float rounding
+        of the sum's order.
+
+        Example:
+            >>> from torch_rankeval.conventions import DEFAULT
+            >>> rb = RankedBatch(torch.rand(1, 4), torch.tensor([[0, 2, 1, 2]]), None, DEFAULT)
+            >>> rb.ideal_discounted((1, 2, None))          # 3, 3 + 3 / log2(3), + 1 / 2
+            tensor([[3.0000, 4.8928, 5.3928]])
+            >>> rb._cpu_path = rb._gains_of_grades = rb.host_reads = True    # as on a batch past 2^13 documents
+            >>> rb.ideal_discounted((1, 2, None))          # from the histogram of the grades
+            tensor([[3.0000, 4.8928, 5.3928]])
+        """
+        levels = None
+        if type(self).ideal_top is RankedBatch.ideal_top and self._gains_of_grades and self._ideal_target is None:
+            levels = self._level_counts()
+        if levels is None:
+            ideal = self.ideal_top(ks)
+            m = ideal.shape[-1]
+            idx = []
+            for k in ks:  # a loop, not a comprehension: no call of its own (an update's hot path)
+                idx.append(m - 1 if k is None else min(k, m) - 1)
+            return self.discounted_prefix(ideal, idx)
+        at_most, low = levels
+        n = self.row_length
+        cuts = []
+        for k in ks:
+            cuts.append(n if k is None else min(k, n))
+        table = self._discount_tables(("ideal_levels", tuple(cuts), n), lambda d: _prefix_table(d, cuts, n))
+        above = at_most[:, -1:] - at_most  # (N, levels): [:, m] the documents graded above level m (c_{m+1})
+        steps = self._level_steps()  # (levels, 1)
+        # one cutoff: the (L + 1, 1) table read as a vector, (N, levels) @ (levels, 1); several: (N, levels, K)
+        out = table.take(above) @ steps if len(cuts) == 1 else steps[:, 0] @ table[above]
+        if low:  # the lowest level's own gain, at each of the list's first c_0 = n real documents
+            out = out + self._level_gains()[0] * table[at_most[:, -1]]
+        return out
+
+    def _level_steps(self) -> Tensor:
+        """``(levels, 1)``: the gain step from each level of :meth:`_level_counts` to the next
+        (``gain_{m+1} - gain_m``), 0 past the last, in the working dtype (:meth:`ideal_discounted`)."""
+        hit = self._cache.get("level_steps")
+        if hit is None:
+
+            def build() -> Tensor:
+                gains = self._level_gains()
+                return torch.constant_pad_nd(gains[1:] - gains[:-1], (0, 1)).unsqueeze(-1)
+
+            hit = self._cache["level_steps"] = _cached(("level_steps", *self._level_key()), build)
+        return hit
 
     def grade_range(self) -> tuple[int, int] | None:
         """``(low, high)``, the smallest and largest grade of the batch's real documents (the padding's
@@ -1302,12 +1377,13 @@ class RankedBatch:
 
     def _level_counts(self) -> tuple[Tensor, int] | None:
         """A CPU batch in eager mode (:attr:`host_reads`) with integer grades, all judged: its grades'
-        range ``lo .. hi``, read from memory, and ``(at_most (N, hi - lo + 1) int32, lo)``, ``at_most[:, m]``
+        range ``lo .. hi``, read from memory, and ``(at_most (N, hi - lo + 1) int64, lo)``, ``at_most[:, m]``
         the list's real documents graded at most ``lo + m`` (its last column: the real documents): one
         histogram of the grades (a scatter-add) instead of a ``torch.topk`` of each row (3-4 times its
-        cost at 10,000 x 100), read by :meth:`ideal_top` and :attr:`n_relevant_in_list`. The padding's
-        grades read as 0 (a level more at most, counted nowhere). None elsewhere, and where the range is
-        wider than the row (its histogram would outgrow the batch).
+        cost at 10,000 x 100), read by :meth:`ideal_discounted`, :meth:`ideal_top` and
+        :attr:`n_relevant_in_list`. The padding's grades read as 0 (a level more at most, counted
+        nowhere). None elsewhere, and where the range is wider than the row (its histogram would
+        outgrow the batch).
 
         Example:
             >>> from torch_rankeval.conventions import DEFAULT
@@ -1315,7 +1391,7 @@ class RankedBatch:
             >>> rb._cpu_path = rb._gains_of_grades = rb.host_reads = True    # as on a batch past 2^13 documents
             >>> rb._level_counts()                                           # grades 0..3
             (tensor([[2, 4, 4, 5],
-                    [1, 2, 4, 5]], dtype=torch.int32), 0)
+                    [1, 2, 4, 5]]), 0)
             >>> rb.ideal_top((3,))                                           # the top 3 grades' exp2 gains
             tensor([[7., 1., 1.],
                     [7., 3., 3.]])
@@ -1333,12 +1409,13 @@ class RankedBatch:
             self._level_index = index
         small = self.row_length < 256  # byte counts: the padding flags are the scatter's source as they are
         dtype = torch.uint8 if small else torch.int32
-        count = torch.zeros(self.n_lists, high - low + 1, dtype=dtype, device=self.device)
+        levels = high - low + 1
         if valid is None:
             ones = device_constant((1,), dtype, self.device).expand(index.shape)
         else:
             ones = valid.view(torch.uint8) if small else valid.to(torch.int32)
-        self._levels = count.scatter_add_(1, index, ones).cumsum(-1, dtype=torch.int32), low
+        count = torch.zeros(self.n_lists, levels, dtype=dtype, device=self.device).scatter_add_(1, index, ones)
+        self._levels = count.cumsum(-1), low  # int64: the ideal DCG's lookup reads it as an index
         return self._levels
 
     def _level_gains(self) -> Tensor:
@@ -1517,7 +1594,9 @@ class RankedBatch:
             >>> rb.discounted_top("gains", (1, 2, None))   # the relevant document is at rank 2 or 3
             tensor([[0.0000, 0.3155, 0.5655]])
         """
-        idx = self.cutoff_index(ks)
+        idx = []
+        for k in ks:  # :meth:`cutoff_index` written out (no call of its own: an update's hot path)
+            idx.append(self.length - 1 if k is None else min(k, self.length) - 1)
         width = max(idx) + 1
         x = self.groups(width).mean(name) if self.averaged else self.head(name, width)
         matrix = self._discount_tables(("matrix", tuple(idx), width), lambda d: _cutoff_matrix(d[:width], idx))
@@ -1541,7 +1620,7 @@ class RankedBatch:
         """A constant table built from the discount table by ``build`` (given it in float64), in the
         working dtype, kept per discount table (a metric's buffer is reused over updates)."""
         table = self._discounts_in
-        dtype = self.dtype if key[0] == "matrix" else torch.float64
+        dtype = self.dtype if key[0] in ("matrix", "ideal_levels") else torch.float64
         key = (*key, self.dtype, self.length)
         if torch.compiler.is_compiling() or table.requires_grad:
             return build(table.to(torch.float64)).to(dtype)
@@ -1571,6 +1650,14 @@ def _cutoff_matrix(discounts: Tensor, idx: list[int]) -> Tensor:
     width = discounts.shape[0]
     inside = torch.arange(width, device=discounts.device).unsqueeze(-1) <= torch.tensor(idx, device=discounts.device)
     return discounts.unsqueeze(-1) * inside
+
+
+def _prefix_table(discounts: Tensor, cuts: list[int], n: int) -> Tensor:
+    """``(n + 1, K)``: ``T[c, j]``, the sum of the first ``min(c, cuts[j])`` discounts (``cuts[j] <= n``;
+    the table holds at least ``max(cuts)`` discounts)."""
+    prefix = torch.constant_pad_nd(discounts[: max(cuts)].cumsum(0), (1, 0))
+    counts = torch.arange(n + 1, device=discounts.device).unsqueeze(-1)
+    return prefix[torch.minimum(counts, torch.tensor(cuts, device=discounts.device))]
 
 
 def relevant(t: Tensor, convention: Convention) -> Tensor:
