@@ -24,7 +24,9 @@ of the same scores (same process, measured interleaved, so the ratio survives ma
 256 x 64, 1,000 x 100 and 10,000 x 100 batches, with and without tied scores, both settings of
 ``validate_args``, float32 and bfloat16 scores (and ``compile=True`` with ``--compiled``). It prints
 the ratio of the medians and the ratio of the minima (the minimum of interleaved repeats: on a shared
-machine the steadier of the two).
+machine the steadier of the two). ``--ratio-runs N`` runs each size in N child processes and prints
+each figure's median over them (:func:`median_of_runs`: one process's minimum can sit 10-20% high
+for its whole run).
 ``--repo PATH`` measures another checkout of the package (e.g. the main branch, for a before/after).
 """
 
@@ -368,8 +370,29 @@ def sort_ratio_case(args) -> dict:
     return {"size": args.ratio_size, "repeats": repeats, "rows": out, "values": values}
 
 
+def median_of_runs(runs: list[dict]) -> dict:
+    """One size's ``sort_ratio_case`` results over several child processes: each figure of each row
+    (times, ratios) the median over the runs, the runs kept. A process's minimum can sit high for the
+    whole run (where its tensors and the metric landed in memory: on this shared machine a path's
+    minimum moves 10-20% from one process to the next while the code stays the same), so the median of
+    the processes' minima is the steadier figure."""
+    if len(runs) == 1 or any("error" in r for r in runs):
+        return runs[0]
+    rows = []
+    for i, row in enumerate(runs[0]["rows"]):
+        merged = dict(row)
+        for key, value in row.items():
+            if isinstance(value, float):
+                merged[key] = statistics.median(r["rows"][i][key] for r in runs)
+        rows.append(merged)
+    return {**runs[0], "rows": rows, "runs": runs}
+
+
 def print_sort_ratio(results: list[dict], machine: dict) -> None:
     print(f"machine: {machine}")
+    n_runs = max(len(r.get("runs", [r])) for r in results)
+    if n_runs > 1:
+        print(f"each figure: the median over {n_runs} child processes of that process's figure")
     configs = []
     for r in results:
         for row in r.get("rows", []):
@@ -434,6 +457,12 @@ def main() -> None:
     parser.add_argument(
         "--ratio-repeats", type=int, default=None, help="--sort-ratio repeats (default: by size, 7-300)"
     )
+    parser.add_argument(
+        "--ratio-runs",
+        type=int,
+        default=1,
+        help="--sort-ratio: child processes per size; the table shows each figure's median over them",
+    )
     parser.add_argument("--compiled", action="store_true", help="--sort-ratio: also RankingMetrics(compile=True)")
     parser.add_argument("--map-k", type=int, default=None, help="MAP@K in place of whole-list MAP (peers' cases)")
     parser.add_argument("--repo", default=None, help="checkout whose torch_rankeval is measured (default: this one)")
@@ -476,8 +505,11 @@ def main() -> None:
         ]
         results = []
         for size in args.sizes.split(","):
-            results.append(child("--ratio-size", size, *extra, threads=args.threads, repo=args.repo))
-            print(f"[{size}] {results[-1]}", file=sys.stderr)
+            runs = []
+            for _ in range(max(args.ratio_runs, 1)):
+                runs.append(child("--ratio-size", size, *extra, threads=args.threads, repo=args.repo))
+                print(f"[{size}] {runs[-1]}", file=sys.stderr)
+            results.append(median_of_runs(runs))
         machine["load_average_after"] = os.getloadavg()
         path = Path(args.json or REPO / "benchmarks" / "results" / "sort_ratio.json")
         path.parent.mkdir(parents=True, exist_ok=True)
