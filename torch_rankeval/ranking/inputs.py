@@ -275,7 +275,7 @@ def prepare(
     if validate_args:
         tied = None if not ranked.averaged else ranked.tied_lists() if per_list else ranked.any_tie()
         flags = _check_normalized(inputs, convention, uses_gain, tied, ranked, extra_checks)
-    elif split_ties and ranked.averaged and ranked._cpu_path and reads_host(preds):
+    elif split_ties and ranked.averaged and ranked.host_reads:
         flags = ranked.tied_lists() if per_list else ranked.any_tie().reshape(1)
     if flags is not None:  # a list read in the sync, or (read from memory) the flags' tensor: counted there
         tied_count = sum(flags) if isinstance(flags, list) else int(flags.count_nonzero())

@@ -1435,9 +1435,14 @@ class RankedBatch:
         """What the levels' tables (:meth:`_level_gains`, :meth:`_level_pairs`) depend on: the gain (the
         histogram is made for the named ``"exp2"`` and ``"linear"`` only, ``_gains_of_grades``), the grade
         range and the first relevant level. Kept per key, the same in every batch of that grade range (no
-        operations per batch)."""
-        at_most, low = self._levels  # type: ignore[misc]
-        return self.convention.gain, low, at_most.shape[-1], self._first_relevant_level(), self.dtype, str(self.device)
+        operations per batch); made once per batch."""
+        hit = self._cache.get("level_key")
+        if hit is None:
+            at_most, low = self._levels  # type: ignore[misc]
+            first = self._first_relevant_level()
+            hit = (self.convention.gain, low, at_most.shape[-1], first, self.dtype, str(self.device))
+            self._cache["level_key"] = hit
+        return hit
 
     def _first_relevant_level(self) -> int:
         """The first level of :meth:`_level_counts` whose grade is relevant (may lie past the last level):
@@ -1548,8 +1553,11 @@ class RankedBatch:
         idx = self.cutoff_index(ks)
         width = max(idx) + 1
         key = ("per_rank_cutoffs", width, tuple(idx), x.dtype, str(x.device))
-        inverse = _table("inverse_ranks", width, torch.float64, x.device)
-        return x[:, :width] @ _cached(key, lambda: _cutoff_matrix(inverse, idx).to(x.dtype))
+
+        def build() -> Tensor:
+            return _cutoff_matrix(_table("inverse_ranks", width, torch.float64, x.device), idx).to(x.dtype)
+
+        return (x if x.shape[-1] == width else x[:, :width]) @ _cached(key, build)
 
     def expected_in_top(self, name: str, ks: tuple[int | None, ...]) -> Tensor:
         """Expected number of relevant documents (``"rel"``) or expected gain (``"gains"``) in the top
