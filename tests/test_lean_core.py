@@ -476,15 +476,25 @@ def _brute_force_all(preds: torch.Tensor, target: torch.Tensor, names: list[str]
     return {name: total / count for name, total in sums.items()}
 
 
-@pytest.mark.parametrize("ks", [(1, 2, 4), (1,)], ids=["head4", "head1"])
+@pytest.mark.parametrize(
+    "names",
+    [
+        _names(HEAD_MEASURES, (1, 2, 4)),
+        _names(HEAD_MEASURES, (1,)),
+        ["ndcg@2", "map@2", "precision@2", "hit_rate@3", "recall@4"],
+    ],
+    ids=["head4", "head1", "head4_read_to_2_3_4"],
+)
 @pytest.mark.parametrize("pad", [False, True])
 @pytest.mark.parametrize("validate", [False, True])
 def test_head_ranking_gives_the_expected_value_over_tie_orders(
-    ks: tuple[int, ...], pad: bool, validate: bool, ranked_batches: list, monkeypatch: pytest.MonkeyPatch
+    names: list[str], pad: bool, validate: bool, ranked_batches: list, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Tie groups that cross every cutoff (the deepest one included: its group is summed over the row's
     documents of its score; a head of one position too), ``0.0`` tying ``-0.0``, negative scores, a list of one tie group but
-    for two documents, and padding whose scores equal a real group's: the brute force over tie orders."""
+    for two documents, and padding whose scores equal a real group's: the brute force over tie orders. Measures
+    that read the head to different depths (nDCG and AP to 2 of a head of 4: their tie groups cross a width
+    inside the head) too."""
     monkeypatch.setattr(view, "_GPU_PATH_MAX_CPU", 0)
     seen = ranked_batches
     preds = torch.tensor(
@@ -495,7 +505,7 @@ def test_head_ranking_gives_the_expected_value_over_tie_orders(
         ]
     )
     target = torch.tensor([[0, 2, 0, 1, 1, 0, 3, 1], [1, 0, 2, 0, 1, 2, 0, 1], [0, 1, 0, 0, 2, 0, 0, 1]])
-    names = _names(HEAD_MEASURES, ks)
+    ks = [int(name.partition("@")[2]) for name in names]
     kw: dict = {"reduction": "none", "validate_args": validate}
     p, t = preds, target
     if pad:  # padding scored like the tied groups, with relevant grades: it must join none of them

@@ -238,11 +238,11 @@ def prepare(
 ) -> tuple[RankedBatch, bool]:
     """Check the inputs and rank them; returns the ranked batch and whether the input was 1-D.
 
-    ``validate_args`` adds the checks
-    that read values (:func:`check_values`), resolved in one host sync; the ranked batch is the same
-    either way. ``subtopics`` / ``ideal_subtopics``: the ``(N, L, S)`` / ``(N, M, S)`` subtopic grades
-    of a subtopic target (:func:`~torch_rankeval.ranking.subtopics.split_subtopics`), whose ad-hoc
-    view ``target`` / ``ideal_target`` are. ``extra_checks``: the caller's own value checks (flag,
+    ``validate_args`` adds the checks that read values (:func:`check_values`), resolved in one host
+    sync; the ranked batch is the same either way. ``subtopics`` / ``ideal_subtopics``: the
+    ``(N, L, S)`` / ``(N, M, S)`` subtopic grades of a subtopic target
+    (:func:`~torch_rankeval.ranking.subtopics.split_subtopics`), whose ad-hoc view ``target`` /
+    ``ideal_target`` are. ``extra_checks``: the caller's own value checks (flag,
     message), resolved in the same host sync (validated calls only). ``weights``: per-document weights
     like ``preds`` (:func:`item_weights`), kept by the ranked batch as ``item_weights`` (0 at padding).
     ``checked``: the caller ran :func:`check_preds_target` on these ``preds``, ``target`` and ``mask``
@@ -283,11 +283,13 @@ def prepare(
             ranked.assume_no_ties()
         elif per_list and tied_count * SPLIT_SHARE <= ranked.n_lists:
             ranked.assume_no_ties()
-            if isinstance(flags, list):
-                ranked.split_rows = [i for i, flag in enumerate(flags) if flag]
-            else:
-                ranked.split_rows = flags.nonzero().view(-1).tolist()
+            ranked.split_rows = _flagged(flags)
     return ranked, inputs[-1]
+
+
+def _flagged(flags: list[bool] | Tensor) -> list[int]:
+    """The positions of the true flags (a list, or a bool tensor read from memory)."""
+    return [i for i, flag in enumerate(flags if isinstance(flags, list) else flags.tolist()) if flag]
 
 
 def _ranked(inputs: tuple, convention: Convention, **options: Any) -> RankedBatch:

@@ -935,7 +935,8 @@ class RankedBatch:
             start = torch.where(valid, start, pos)
             end = torch.where(valid, torch.minimum(end, self.head("valid").sum(-1, keepdim=True)), pos + 1)
         if self.truncated:  # a head of the row (head=): its last group ends where the row's documents of its score do
-            self._cache[f"tie_ends_inside_{width}"] = end  # the ends capped at the head (TieGroups._crossing_group)
+            if width == self.length:  # the ends capped at the head: at the width (TieGroups._crossing_group)
+                self._cache[f"tie_ends_inside_{width}"] = end
             last = query == ascending[:, -1:]
             if self._has_padding:
                 last &= self.head("valid", width)
