@@ -878,10 +878,12 @@ class RankedBatch:
         return tied
 
     def _last_group_size(self) -> Tensor:
-        """``(N, 1)`` int32: the row's real documents scored as the head's last one (``head=``)."""
+        """``(N, 1)``: the row's real documents scored as the head's last one (``head=``), as bytes in rows
+        shorter than 256 (no cast of the byte sum), else int32."""
         hit = self._cache.get("last_group_size")
         if hit is None:
-            hit = self._cache["last_group_size"] = _row_count(self._same_score(self.length), torch.int32, keepdim=True)
+            dtype = torch.uint8 if self.row_length < 256 else torch.int32
+            hit = self._cache["last_group_size"] = _row_count(self._same_score(self.length), dtype, keepdim=True)
         return hit
 
     def _same_score(self, width: int) -> Tensor:
@@ -889,7 +891,10 @@ class RankedBatch:
         position ``width`` (1-based), itself included (integer keys: the scores' ties are the keys')."""
         hit = self._cache.get(f"same_score_{width}")
         if hit is None:
-            last = self._preds_in.gather(-1, self.order[:, width - 1 : width])
+            if self._int_keys or self._has_padding:
+                last = self._preds_in.gather(-1, self.order[:, width - 1 : width])
+            else:  # float keys without padding are the scores themselves, in ranked order: no gather
+                last = self._sorted_key[:, width - 1 : width]
             hit = self._preds_in == last
             if self._has_padding:  # a padding slot is a group of its own (it never crosses the width)
                 hit &= self._valid_in
