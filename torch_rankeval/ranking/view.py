@@ -699,7 +699,7 @@ class TieGroups:
                 size = self._cache.get("size_i")
                 if size is None:
                     size = self._cache["size_i"] = self._end_i - self._start_i
-        total = self.rel_count if name == "rel" else self.gain
+        total = self.rel_count if name == "rel" else self.gain  # the sums first: a pair of them makes "pair_total"
         pair = self._cache.get("pair_total")  # made with the sums (:meth:`_head_pair`) or not at all
         if pair is not None:
             means = divide_into(pair, size, rb.dtype)
