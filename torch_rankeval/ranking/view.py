@@ -1415,13 +1415,12 @@ class RankedBatch:
             self._level_index = index
         small = self.row_length < 256  # byte counts: the padding flags are the scatter's source as they are
         dtype = torch.uint8 if small else torch.int32
-        levels = high - low + 1
+        count = torch.zeros(self.n_lists, high - low + 1, dtype=dtype, device=self.device)
         if valid is None:
             ones = device_constant((1,), dtype, self.device).expand(index.shape)
         else:
             ones = valid.view(torch.uint8) if small else valid.to(torch.int32)
-        count = torch.zeros(self.n_lists, levels, dtype=dtype, device=self.device).scatter_add_(1, index, ones)
-        self._levels = count.cumsum(-1), low  # int64: the ideal DCG's lookup reads it as an index
+        self._levels = count.scatter_add_(1, index, ones).cumsum(-1), low  # int64: the ideal DCG's lookup index
         return self._levels
 
     def _level_gains(self) -> Tensor:
