@@ -101,6 +101,26 @@ def test_an_update_without_documents_changes_nothing(name, empty):
     _same(_result(metric), _result(reference))
 
 
+@pytest.mark.parametrize("validate_args", [True, False])
+def test_an_empty_update_of_a_compiled_metric_compiles_nothing(validate_args):
+    """``compile=True``: a batch of no list never reaches the compiled kernel, which dynamo would
+    otherwise compile for a size-0 batch (sizes 0 and 1 are always specialised): seconds of compiling
+    for a no-op. No kernel is built, no graph traced, and the state is a fresh metric's."""
+    from torch._dynamo.utils import counters
+
+    from torch_rankeval.metrics import _compiled
+
+    metric = RankingMetrics(("ndcg@3", "map"), compile=True, validate_args=validate_args)
+    graphs = counters["stats"]["unique_graphs"]
+    metric.update(torch.zeros(0, 4), torch.zeros(0, 4, dtype=torch.long))
+    metric.update(torch.zeros(0, 4), torch.zeros(0, 4), mask=torch.zeros(0, 4, dtype=torch.bool))
+    assert id(metric) not in _compiled._KERNELS  # no kernel built, so none compiled
+    assert counters["stats"]["unique_graphs"] == graphs
+    _same(_result(metric), _result(RankingMetrics(("ndcg@3", "map"))))  # NaN where no list was counted
+    with pytest.raises(TypeError, match="mask must be a bool tensor"):  # the input stage still checks it
+        metric.update(torch.zeros(0, 4), torch.zeros(0, 4), mask=torch.zeros(0, 4))
+
+
 @pytest.mark.parametrize("name", ["RankingMetrics", "skip", "PositionProfile", "unvalidated"])
 def test_lists_without_documents_score_as_fully_masked_lists_of_any_width(name):
     preds, target, mask = _data()

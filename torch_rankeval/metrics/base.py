@@ -493,6 +493,12 @@ class RankingMetrics(RunningMeanMetric):
                 weights=weights,
                 checked=True,  # by the input stage (_read_input): a dense target, no subtopic axis
             )
+        if preds.ndim > 1 and preds.shape[0] == 0:
+            # No list: a no-op (as in the eager update, it adds nothing and takes no window slot).
+            # Not run through the kernel, which dynamo would recompile for a size-0 batch (a size 0
+            # is always specialised): seconds of compiling for nothing, and one of the
+            # recompilations the kernel's code object may have. A shape, not a value: no host sync.
+            return
         length = preds.shape[-1] if ideal_target is None else max(preds.shape[-1], _ideal_length(preds, ideal_target))
         reduce = (
             not self.keep_per_query and self.empty_target_action != "error" and strata is None and not self._per_query
