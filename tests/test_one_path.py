@@ -359,7 +359,10 @@ def test_compiled_update_equals_eager():
         m.update(preds, target, mask=mask)
         m.update(preds[:9, :7], target[:9, :7])  # a second shape: the dynamic recompilation
         m.update(preds[:5, :10], target[:5, :10])
-    got, want = compiled.compute(), eager.compute()
+    # with the standard errors: the sums of squares the kernel returns (empty_target_action="neg"; test_monitoring
+    # checks the eager ones against scipy, and the compiled ones under "skip")
+    got, want = compiled.compute(stderr=True), eager.compute(stderr=True)
+    assert list(got) == list(want) and len(want) == 16
     for key in want:
         torch.testing.assert_close(got[key], want[key], msg=key)
     with pytest.raises(ValueError, match="NaN"):  # validate_args=True still checks, eagerly
