@@ -346,8 +346,10 @@ def test_retrieved_relevant_ap_on_a_big_tie_straddling_the_cutoff():
 # ------------------------------------------------------------------------------------ compile=True
 @pytest.mark.slow
 def test_compiled_update_equals_eager():
-    """fullgraph=True through the whole padded update, on inductor (the default backend): the second
-    and third shapes make the list length dynamic (a symbolic ``min(L, k)`` inside the kernels)."""
+    """fullgraph=True through the whole padded update, on inductor (the default backend). dynamo's
+    recompilations (``TORCH_LOGS=recompiles``): the second update, without ``mask``, recompiles for
+    ``mask=None`` (shapes still static); the third, whose list length changed again, recompiles with
+    dynamic shapes (a symbolic ``min(L, k)`` inside the kernels)."""
     from torch_rankeval.metrics import _compiled
 
     assert _compiled.BACKEND == "inductor"
@@ -357,8 +359,8 @@ def test_compiled_update_equals_eager():
     eager, compiled = RankingMetrics(**kw), RankingMetrics(**kw, compile=True)
     for m in (eager, compiled):
         m.update(preds, target, mask=mask)
-        m.update(preds[:9, :7], target[:9, :7])  # a second shape: the dynamic recompilation
-        m.update(preds[:5, :10], target[:5, :10])
+        m.update(preds[:9, :7], target[:9, :7])  # no mask: a recompilation
+        m.update(preds[:5, :10], target[:5, :10])  # another shape again: the dynamic recompilation
     # with the standard errors: the sums of squares the kernel returns (empty_target_action="neg"; test_monitoring
     # checks the eager ones against scipy, and the compiled ones under "skip")
     got, want = compiled.compute(stderr=True), eager.compute(stderr=True)
