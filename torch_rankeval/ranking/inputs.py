@@ -8,6 +8,7 @@ data-dependent shapes, so they compile with ``torch.compile(fullgraph=True)``.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import Any, Callable
@@ -495,7 +496,7 @@ def _check_normalized(
             raise ValueError(message)
     if tied is None:
         return None
-    return tied.reshape(-1) if host else list(read)
+    return (tied if tied.ndim == 1 else tied.reshape(-1)) if host else list(read)
 
 
 def _nonpositive_not_relevant(
@@ -587,18 +588,19 @@ def grade_checks(
         limit, dtype, wider = (
             (1024, "float64", "") if wide else (128, "float32", "pass float64 grades (exact up to grade 1023), or ")
         )
-        # an integer dtype whose grades all stay below the limit (int8, uint8; int16 in float32) cannot
-        # overflow, and the limit would wrap around in a comparison with it (int8 reads 128 as -128)
-        reachable = grades.is_floating_point() or torch.iinfo(grades.dtype).max >= limit
         negative: Tensor | bool
         overflow: Tensor | bool | None
         if grade_range is not None:  # read already (a CPU batch in eager mode)
             negative, overflow = grade_range[0] < 0, grade_range[1] >= limit
-        elif counted is torch.any and grades.numel():  # every grade counts: one pass for both bounds
-            low, high = torch.aminmax(grades)
-            negative, overflow = low < 0, high >= limit if reachable else None
         else:
-            negative, overflow = counted(grades < 0), counted(grades >= limit) if reachable else None
+            # an integer dtype whose grades all stay below the limit (int8, uint8; int16 in float32) cannot
+            # overflow, and the limit would wrap around in a comparison with it (int8 reads 128 as -128)
+            reachable = grades.is_floating_point() or torch.iinfo(grades.dtype).max >= limit
+            if counted is torch.any and grades.numel():  # every grade counts: one pass for both bounds
+                low, high = torch.aminmax(grades)
+                negative, overflow = low < 0, high >= limit if reachable else None
+            else:
+                negative, overflow = counted(grades < 0), counted(grades >= limit) if reachable else None
         checks.append(
             (
                 negative,
@@ -654,6 +656,17 @@ def _value_checks(
     return checks
 
 
+@functools.cache
+def _log2_max(dtype: torch.dtype) -> float:
+    """log2 of the largest finite number of a float ``dtype`` (made once per dtype).
+
+    Example:
+        >>> _log2_max(torch.float64), round(_log2_max(torch.float32), 6)
+        (1024.0, 128.0)
+    """
+    return math.log2(torch.finfo(dtype).max)
+
+
 def _finite_gain_sums(ranked: RankedBatch) -> bool:
     """Whether every sum of gains is finite whatever the grades' values, so that checking them would
     prove nothing: the linear gain of integer or boolean grades (at most 2^63 each, so a row of fewer
@@ -666,7 +679,7 @@ def _finite_gain_sums(ranked: RankedBatch) -> bool:
     if grade_range is not None:
         # exp2 gains of integer grades at most ``high``: a list sums to less than row_length * 2**high (a bit
         # of margin for the rounding of the sum); nearer the float range, the sums are checked
-        return grade_range[1] + 1 + math.log2(ranked.row_length) <= math.log2(torch.finfo(ranked.dtype).max)
+        return grade_range[1] + 1 + math.log2(ranked.row_length) <= _log2_max(ranked.dtype)
     grades = (ranked._target_in,) if ranked.ideal_target is None else (ranked._target_in, ranked.ideal_target)
     if ranked.convention.gain == "linear":
         return not any(t.is_floating_point() for t in grades)

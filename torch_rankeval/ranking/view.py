@@ -871,11 +871,10 @@ class RankedBatch:
         same = key[:, 1:] == key[:, :-1]
         if self._int_keys and self._has_padding:  # the padding's integer keys are all equal
             same &= key[:, 1:] != torch.iinfo(key.dtype).max
-        # the row maximum of its bytes: any(-1) is three times slower on CPU, a sum casts the row first
-        tied = same.view(torch.uint8).amax(-1).view(torch.bool)
         if self.truncated:  # a head of the row (head=): its last document may share its score past the head
-            tied = tied | (self._last_group_size() > 1).squeeze(-1)
-        return tied
+            same = torch.cat((same, self._last_group_size() > 1), -1)  # one reduction for both
+        # the row maximum of its bytes: any(-1) is three times slower on CPU, a sum casts the row first
+        return same.view(torch.uint8).amax(-1).view(torch.bool)
 
     def _last_group_size(self) -> Tensor:
         """``(N, 1)``: the row's real documents scored as the head's last one (``head=``), as bytes in rows
@@ -1699,7 +1698,8 @@ def _row_count(mask: Tensor, dtype: torch.dtype, *, keepdim: bool = False) -> Te
         [2, 0]
     """
     if mask.shape[-1] < 256 and mask.numel() > _GPU_PATH_MAX_CPU and mask.device.type == "cpu":
-        return mask.view(torch.uint8).sum(-1, keepdim=keepdim, dtype=torch.uint8).to(dtype)
+        counts = mask.view(torch.uint8).sum(-1, keepdim=keepdim, dtype=torch.uint8)
+        return counts if dtype == torch.uint8 else counts.to(dtype)
     return mask.view(torch.uint8).sum(-1, keepdim=keepdim, dtype=dtype)
 
 
