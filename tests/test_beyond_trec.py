@@ -658,7 +658,7 @@ def test_fullgraph_compile_of_the_new_kernels():
     def fn(p, t, m, j):
         return plan.values(p, t, mask=m, judged=j, validate_args=False)[0]
 
-    compiled = torch.compile(fn, fullgraph=True, backend="aot_eager")
+    compiled = torch.compile(fn, fullgraph=True, backend="inductor")
     eager = fn(preds, target, mask, judged)
     torch.testing.assert_close(compiled(preds, target, mask, judged), eager)
     assert not eager.isnan().any()

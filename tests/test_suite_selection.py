@@ -1,7 +1,7 @@
-"""The subset `.ci/run` repeats against the oldest supported torchmetrics (`pytest -m torchmetrics`):
-registered as a marker, applied by tests/conftest.py to the modules it names, and complete: every test
+"""The suite's selection. The subset `.ci/run` repeats against the oldest supported torchmetrics
+(`pytest -m torchmetrics`): registered as a marker, applied by tests/conftest.py to the modules it names, and complete: every test
 module that imports torchmetrics' classes, our compat module or our torchmetrics hooks is in it or is
-named outside it with a reason."""
+named outside it with a reason. And every compiled test runs inductor."""
 
 from __future__ import annotations
 
@@ -101,3 +101,30 @@ def test_ci_runs_the_readme_command_then_the_subset_against_the_oldest_torchmetr
     oldest = script[script.index("torchmetrics==$oldest") :]  # installed after the main run, then the subset
     assert script.index(main) < script.index("torchmetrics==$oldest")
     assert 'python -m pytest -n 2 -m "torchmetrics and not slow"\n' in oldest
+
+
+def _compile_backends(path) -> list[tuple[int, str]]:  # noqa: ANN001
+    """``(line, backend)`` of every ``torch.compile(...)`` call in ``path`` (``"inductor"`` without ``backend=``),
+    and of every ``setattr(..., "BACKEND", value)`` (a test swapping ``compile=True``'s backend)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr == "compile" and getattr(func.value, "id", None) == "torch":
+            given = [k.value for k in node.keywords if k.arg == "backend"]
+            found.append((node.lineno, ast.unparse(given[0]) if given else "'inductor'"))
+        elif getattr(func, "attr", None) == "setattr" and len(node.args) == 3:
+            if isinstance(node.args[1], ast.Constant) and node.args[1].value == "BACKEND":
+                found.append((node.lineno, ast.unparse(node.args[2])))
+    return found
+
+
+def test_every_compiled_test_runs_inductor():
+    """A compiled path is tested on inductor, the backend users run: ``aot_eager`` and ``eager`` trace the
+    graph but never lower it, so an operation inductor cannot lower (or lowers wrongly) would pass there."""
+    calls = {path.name: _compile_backends(path) for path in sorted(TESTS.glob("test_*.py"))}
+    assert sum(len(found) for found in calls.values()) >= 10  # the search finds the suite's direct compiles
+    assert [
+        (name, line, backend) for name, found in calls.items() for line, backend in found if backend != "'inductor'"
+    ] == []
