@@ -269,7 +269,7 @@ class RunningMeanMetric(WindowMixin, StrataMixin, ConfiguredMetric):
         if self.keep_per_query:
             if ids is None:
                 ids = self._generate_ids(policed.shape[0], policed.device)
-            self.query_values.append(policed)
+            self.query_values.append(_ordinary(policed))
             self.query_ids.append(ids.reshape(-1).to(torch.int64))
 
     def _add_moments(
@@ -405,3 +405,19 @@ def _keyed(keys: list[str], means: Tensor, errors: Tensor | None) -> dict[str, T
         if errors is not None:
             out[key + "/stderr"] = errors[i]
     return out
+
+
+def _ordinary(t: Tensor) -> Tensor:
+    """``t``, or a copy where it is an inference tensor that the update's kernels made
+    (``RankingMetrics._batch``: a row the empty-list policy kept as it came) and the caller is not in
+    inference mode itself: a list state keeps ordinary tensors, as the caller's own mode makes them.
+
+    Example:
+        >>> with torch.inference_mode():
+        ...     row = torch.ones(2)
+        >>> _ordinary(row).is_inference(), _ordinary(torch.ones(2)).is_inference()
+        (False, False)
+    """
+    if torch.compiler.is_compiling() or not t.is_inference() or torch.is_inference_mode_enabled():
+        return t
+    return t.clone()

@@ -89,8 +89,24 @@ def _cached(key: tuple, build: Callable[[], Tensor]) -> Tensor:
     if t is None:
         if len(_INDEX_CACHE) > 4096:
             _INDEX_CACHE.clear()
-        t = _INDEX_CACHE[key] = build()
+        t = _INDEX_CACHE[key] = keep_outside(build)
     return t
+
+
+def keep_outside(build: Callable[[], Tensor]) -> Tensor:
+    """``build()`` outside ``torch.inference_mode`` (an ordinary tensor), for a table kept across calls:
+    a metric's update runs its kernels in inference mode (``RankingMetrics._batch``), and an
+    inference tensor kept there would refuse autograd and in-place use by the next caller (a loss
+    under autograd, an update outside inference mode).
+
+    Example:
+        >>> with torch.inference_mode():
+        ...     kept = keep_outside(lambda: torch.arange(3))
+        >>> kept.is_inference()
+        False
+    """
+    with torch.inference_mode(False):
+        return build()
 
 
 def _to_device(t: Tensor, device: torch.device) -> Tensor:
@@ -1116,7 +1132,7 @@ class RankedBatch:
         heads = entry[1]
         head = heads.get((width, self.dtype))
         if head is None:
-            head = heads[(width, self.dtype)] = table[:width].to(self.dtype)
+            head = heads[(width, self.dtype)] = keep_outside(lambda: table[:width].to(self.dtype))
         return head
 
     # ------------------------------------------------------------------ tie groups
@@ -1643,7 +1659,7 @@ class RankedBatch:
             entry = _DISCOUNT_HEADS[id(table)] = (weakref.ref(table), {})
         out = entry[1].get(key)
         if out is None:
-            out = entry[1][key] = build(table.to(torch.float64)).to(dtype)
+            out = entry[1][key] = keep_outside(lambda: build(table.to(torch.float64)).to(dtype))
         return out
 
     def constant(self, values: list[float] | list[int], dtype: torch.dtype | None = None) -> Tensor:
