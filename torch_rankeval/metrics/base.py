@@ -450,7 +450,7 @@ class RankingMetrics(RunningMeanMetric):
         ``checked``: the input stage ran ``check_preds_target`` on ``preds``, ``target`` and ``mask``.
 
         Eagerly, the values are computed under ``torch.inference_mode()``, whose operations skip
-        autograd's dispatch and version counters (a tied 256 x 64 ``RankingMetrics`` update: 10-20%
+        autograd's dispatch and version counters (a tied 256 x 64 ``RankingMetrics`` update: 5-15%
         less time on CPU, most of it per-operation overhead, which a GPU update pays too); under
         ``torch.compile``, as they are. The inference tensors it makes never stay in the metric as they
         are: the running states take them through ordinary operations outside it (a kept row is copied,
