@@ -13,7 +13,8 @@ import torch_rankeval.functional as F
 import torch_rankeval.ranking.view as view
 from tests.oracles import random_batch
 from torch_rankeval import losses
-from torch_rankeval.metrics import RankingMetrics
+from torch_rankeval.metrics import PositionDebiasedNDCG, PositionProfile, RankingMetrics, position_profile
+from torch_rankeval.metrics import debiased as debiased_metrics
 
 MEASURES = ("ndcg@3", "ndcg", "map@5", "mrr", "precision@3", "recall@5", "r_precision")
 
@@ -24,12 +25,13 @@ def _kept_tables() -> list[torch.Tensor]:
     return [*view._INDEX_CACHE.values(), *heads]
 
 
-def _state_tensors(metric: RankingMetrics) -> list[torch.Tensor]:
+def _state_tensors(metric: torch.nn.Module) -> list[torch.Tensor]:
+    """The metric's states (list states' entries too) and its buffers (the discount table)."""
     out = []
     for name in metric._defaults:
         value = getattr(metric, name)
         out += value if isinstance(value, list) else [value]
-    return [*out, metric._discounts]
+    return [*out, *metric.buffers(), *([metric._discounts] if hasattr(metric, "_discounts") else [])]
 
 
 @pytest.fixture
@@ -120,3 +122,80 @@ def test_a_loss_under_autograd_after_an_update_in_inference_mode(fresh_tables):
     torch.testing.assert_close(grad, want_grad)
     values = F.evaluate(scores, target, ["ndcg@5", "map", "mrr"], mask=mask)
     assert all(not v.is_inference() for v in values.values())
+
+
+def _side_cases():
+    """The classes with value computations of their own (not ``RankingMetrics._batch``), each with an
+    update and the functional values its computed means must equal."""
+    preds, target, mask, _ = random_batch(6, 80, seed=7)
+    preds = (preds * 2).round() / 2  # ties
+    clicks = (target > 0).float()
+    prop = torch.linspace(0.9, 0.2, 80, dtype=torch.float64).expand(6, 80)
+
+    def debiased_update(m, rows):  # noqa: ANN001, ANN202
+        m.update(preds[rows], clicks[rows], propensities=prop[rows], mask=mask[rows])
+
+    def debiased_want():  # noqa: ANN202
+        return F.position_debiased_ndcg(preds, clicks, k=5, propensities=prop, mask=mask)
+
+    def profile_update(m, rows):  # noqa: ANN001, ANN202
+        m.update(preds[rows], target[rows], mask=mask[rows])
+
+    def profile_want():  # noqa: ANN202
+        profile = PositionProfile(positions=5)
+        profile_update(profile, slice(0, 6))  # the same lists in one update
+        return profile.compute()
+
+    return {
+        "debiased": (lambda **kw: PositionDebiasedNDCG(k=5, **kw), debiased_update, debiased_want),
+        "profile": (lambda **kw: PositionProfile(positions=5, **kw), profile_update, profile_want),
+    }
+
+
+@pytest.mark.parametrize("outer", ["plain", "inference_mode"], ids=["plain", "in_inference_mode"])
+@pytest.mark.parametrize(
+    ("case", "options"),
+    [
+        ("debiased", {}),
+        ("debiased", {"keep_per_query": True}),
+        ("debiased", {"window": 2}),
+        ("profile", {}),
+        ("profile", {"keep_per_query": True}),
+    ],
+    ids=["debiased", "debiased_rows", "debiased_window", "profile", "profile_rows"],
+)
+def test_side_classes_compute_in_inference_mode_and_keep_none(fresh_tables, monkeypatch, case, options, outer):
+    """PositionDebiasedNDCG and PositionProfile compute their values in inference mode too
+    (``_running.values_mode``), only inside the update; what they keep is ordinary after updates in
+    normal mode (their states and rows; the kept tables in either mode), their values are those of the
+    functional API (a profile: of one update of a fresh metric), and they go on in normal mode."""
+    make, update, want = _side_cases()[case]
+    seen = []
+    module = debiased_metrics if case == "debiased" else position_profile
+    name = "position_debiased_values" if case == "debiased" else "prepare"
+    run = getattr(module, name)
+
+    def spy(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        seen.append(torch.is_inference_mode_enabled())
+        return run(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, spy)
+    metric = make(**options)
+    context = torch.inference_mode() if outer == "inference_mode" else torch.enable_grad()
+    with context:
+        update(metric, slice(0, 3))
+    assert not [t for t in [*_kept_tables(), *metric.buffers()] if t.is_inference()]
+    assert _kept_tables()  # the update made tables to keep
+    update(metric, slice(3, 6))  # normal mode after the caller's
+    assert seen == [True, True] and not torch.is_inference_mode_enabled()
+    if outer == "plain":
+        assert not [t for t in _state_tensors(metric) if t.is_inference()]
+    got, expected = metric.compute(), want()
+    if isinstance(got, dict) and isinstance(expected, torch.Tensor):  # debiased, window: both updates in it
+        expected = {key: expected.to(value.dtype) for key, value in got.items()}
+    expected = expected if isinstance(got, dict) else expected.to(got.dtype)
+    torch.testing.assert_close(got, expected)
+    metric.sums.add_(0)
+    metric.load_state_dict(metric.state_dict())
+    metric.reset()
+    assert not [t for t in _state_tensors(metric) if t.is_inference()]

@@ -458,7 +458,7 @@ class RankingMetrics(RunningMeanMetric):
         (:func:`~torch_rankeval.ranking.view.keep_outside`), as the grown discount buffer is."""
         length = preds.shape[-1] if ideal_target is None else max(preds.shape[-1], _ideal_length(preds, ideal_target))
         discounts = self._discounts if length <= self._discounts.shape[0] else self._discount_table(length)  # kept
-        with contextlib.nullcontext() if torch.compiler.is_compiling() else torch.inference_mode():
+        with contextlib.nullcontext() if torch.compiler.is_compiling() else torch.inference_mode():  # values_mode
             values, empty, _ = self.plan.values(
                 preds,
                 target,

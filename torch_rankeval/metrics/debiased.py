@@ -23,7 +23,7 @@ from torch import Tensor
 from torch_rankeval.conventions import resolve_convention
 from torch_rankeval.kernels.debiased import NORMALIZE, position_debiased_values
 from torch_rankeval.metrics._options import check_metric_options
-from torch_rankeval.metrics._running import RunningMeanMetric
+from torch_rankeval.metrics._running import RunningMeanMetric, values_mode
 from torch_rankeval.metrics.base import check_list_ids
 from torch_rankeval.ranking.clicks import check_sources, raise_first, value_problems
 from torch_rankeval.ranking.inputs import parse_k
@@ -229,21 +229,22 @@ class PositionDebiasedNDCG(RunningMeanMetric):
         """
         self._check_device(preds)
         self._check_update_source(propensities, logged_positions, affine)
-        values, empty = position_debiased_values(
-            preds,
-            clicks,
-            self._ks,
-            propensities=propensities,
-            logged_positions=logged_positions,
-            eta=self.eta,
-            propensity_table=self._propensity_table,
-            affine=self._static_affine() if affine is None else affine,
-            clip=self.clip,
-            mask=mask,
-            normalize=self.normalize,
-            ties=self.ties,
-            validate_args=self.validate_args,
-        )
+        with values_mode():  # eagerly in inference mode, as RankingMetrics' values
+            values, empty = position_debiased_values(
+                preds,
+                clicks,
+                self._ks,
+                propensities=propensities,
+                logged_positions=logged_positions,
+                eta=self.eta,
+                propensity_table=self._propensity_table,
+                affine=self._static_affine() if affine is None else affine,
+                clip=self.clip,
+                mask=mask,
+                normalize=self.normalize,
+                ties=self.ties,
+                validate_args=self.validate_args,
+            )
         if indexes is not None:
             check_list_ids(indexes, preds)  # the list ids of RankingMetrics' padded input, with its messages
             indexes = indexes.reshape(-1).long()

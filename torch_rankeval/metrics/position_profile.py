@@ -29,7 +29,7 @@ from torch_rankeval.conventions import Convention
 from torch_rankeval.measures.plan import densified
 from torch_rankeval.measures.reduction import empty_policy
 from torch_rankeval.metrics._options import check_metric_options
-from torch_rankeval.metrics._running import RunningMeanMetric
+from torch_rankeval.metrics._running import RunningMeanMetric, values_mode
 from torch_rankeval.metrics.base import _FLAT_STATES, RankingMetrics, _input_options
 from torch_rankeval.ranking.inputs import prepare, valid_mask
 from torch_rankeval.ranking.sparse import is_sparse
@@ -246,26 +246,28 @@ class PositionProfile(RunningMeanMetric):
         """Per-query per-position statistics (not the registry's measures: the profile's own values);
         ``checked``: the input stage ran ``check_preds_target`` on ``preds``, ``target`` and ``mask``."""
         length = preds.shape[-1] if ideal_target is None else max(preds.shape[-1], ideal_target.shape[-1])
-        rb, single = prepare(
-            preds,
-            target,
-            convention=self.convention,
-            mask=mask,
-            ignore_index=self.ignore_index,
-            ideal_target=ideal_target,
-            validate_args=self.validate_args,
-            uses_gain=True,
-            discounts=self._discount_table(length),
-            gain=self._gain(),
-            checked=checked,
-        )
-        ideal = None
-        if ideal_target is not None:
-            grades = ideal_target.unsqueeze(0) if single else ideal_target
-            judged = valid_mask(grades, None, self.ignore_index)
-            judged = torch.ones_like(grades, dtype=torch.bool) if judged is None else judged
-            ideal = (torch.where(judged, grades.to(rb.dtype), 0.0), judged)
-        return self._values(rb, ideal)
+        discounts = self._discount_table(length)  # kept (a grown buffer): read before the values
+        with values_mode():  # eagerly in inference mode, as RankingMetrics' values
+            rb, single = prepare(
+                preds,
+                target,
+                convention=self.convention,
+                mask=mask,
+                ignore_index=self.ignore_index,
+                ideal_target=ideal_target,
+                validate_args=self.validate_args,
+                uses_gain=True,
+                discounts=discounts,
+                gain=self._gain(),
+                checked=checked,
+            )
+            ideal = None
+            if ideal_target is not None:
+                grades = ideal_target.unsqueeze(0) if single else ideal_target
+                judged = valid_mask(grades, None, self.ignore_index)
+                judged = torch.ones_like(grades, dtype=torch.bool) if judged is None else judged
+                ideal = (torch.where(judged, grades.to(rb.dtype), 0.0), judged)
+            return self._values(rb, ideal)
 
     def _values(self, rb: RankedBatch, ideal: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor]:
         """Per-query values ``(N, blocks * P)`` and "absent" flags (True: no document at the position)."""
